@@ -1,0 +1,2 @@
+//! Ring-LWE layer shared by BFV and CKKS.
+pub mod wire;
