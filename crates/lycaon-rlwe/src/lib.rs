@@ -1,2 +1,44 @@
-//! Ring-LWE layer shared by BFV and CKKS.
+//! The Ring-LWE layer shared by BFV and CKKS: validated parameters, keys, encryption of zero,
+//! hybrid key switching with hoisting, and the versioned wire format.
+
+mod ciphertext;
+mod encryption;
+mod keys;
+pub mod keyswitch;
+mod params;
 pub mod wire;
+
+pub use ciphertext::{Ciphertext, SeededCiphertext};
+pub use encryption::{encrypt_zero_public, encrypt_zero_symmetric, phase};
+pub use keys::{GaloisKeys, KeySwitchKey, PublicKey, RelinKey, SecretKey};
+pub use params::{Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
+
+pub use lycaon_math::MathError;
+use wire::WireError;
+
+/// Errors of the RLWE layer, each naming what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RlweError {
+    #[error(transparent)]
+    Math(#[from] MathError),
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("invalid parameters: {reason}")]
+    InvalidParameters { reason: String },
+    #[error("parameters are below 128-bit security: n = {n} allows log2(QP) <= {max_log_qp} by the HE standard, these have {log_qp:.1} bits (use a larger n or fewer/smaller primes)")]
+    Insecure { n: usize, log_qp: f64, max_log_qp: u32 },
+    #[error("level {level} does not exist (the top level is {max})")]
+    LevelOutOfRange { level: usize, max: usize },
+    #[error("the {what} was made under different parameters")]
+    ParamsMismatch { what: &'static str },
+    #[error("operands are at different levels ({lhs} and {rhs}); modulus-switch the higher one down first")]
+    LevelMismatch { lhs: usize, rhs: usize },
+    #[error("expected a ciphertext of {expected} parts, found {found}")]
+    WrongSize { expected: usize, found: usize },
+    #[error("no Galois key for element {galois_element}; generate keys for this rotation")]
+    MissingGaloisKey { galois_element: u64 },
+    #[error("these parameters have no special primes, so they support no key switching (relinearisation or rotation)")]
+    NoSpecialPrimes,
+    #[error("malformed input: {what}")]
+    Malformed { what: String },
+}

@@ -1,0 +1,139 @@
+//! Hybrid key switching (Han-Ki 2020; the GHS special-modulus method with digits): ModUp each
+//! digit of c to Q_l P, take the inner product with the key, ModDown by P. Hoisting (Halevi-Shoup
+//! 2018) decomposes once and applies each automorphism to the decomposed digits.
+
+use lycaon_math::{Automorphism, Coeff, Ntt, Poly};
+
+use crate::{Ciphertext, GaloisKeys, KeySwitchKey, Parameters, RelinKey, RlweError};
+
+/// The digits of one polynomial, each lifted to Q_l P and in NTT form.
+#[derive(Clone, Debug)]
+pub struct Decomposed {
+    pub(crate) level: usize,
+    pub(crate) digits: Vec<Poly<Ntt>>,
+}
+
+/// ModUp: decomposes c (given in both forms, over Q_l) into digits over Q_l P.
+pub fn decompose(params: &Parameters, c_coeff: &Poly<Coeff>, c_ntt: &Poly<Ntt>) -> Result<Decomposed, RlweError> {
+    let level = c_coeff.num_limbs() - 1;
+    let ctx = params.level(level)?;
+    if ctx.mod_down.is_none() {
+        return Err(RlweError::NoSpecialPrimes);
+    }
+    let backend = params.backend();
+    let n = params.n();
+    let mut digits = Vec::with_capacity(ctx.digits.len());
+    for ((range, own), conv) in ctx.digits.iter().zip(&ctx.digit_bases).zip(&ctx.mod_up) {
+        let own_coeff = Poly::<Coeff>::from_kernel_output(own, c_coeff.data()[range.start * n..range.end * n].to_vec());
+        let rest = backend.ntt(backend.convert_basis(conv, &own_coeff, false)?);
+        // Reassemble in QP_l order: rest holds the limbs before and after the digit's own.
+        let mut data = Vec::with_capacity(ctx.qp.len() * n);
+        data.extend_from_slice(&rest.data()[..range.start * n]);
+        data.extend_from_slice(&c_ntt.data()[range.start * n..range.end * n]);
+        data.extend_from_slice(&rest.data()[range.start * n..]);
+        digits.push(Poly::from_kernel_output(&ctx.qp, data));
+    }
+    Ok(Decomposed { level, digits })
+}
+
+/// ModDown: (x_Q - Conv_P->Q(x_P)) * P^{-1}, from Q_l P to Q_l, in NTT form.
+pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<Ntt>, RlweError> {
+    let ctx = params.level(level)?;
+    let conv = ctx.mod_down.as_ref().ok_or(RlweError::NoSpecialPrimes)?;
+    let backend = params.backend();
+    let n = params.n();
+    let count = level + 1;
+    let mut data = x.into_data();
+    let p_part = Poly::<Ntt>::from_kernel_output(conv.from_basis(), data.split_off(count * n));
+    let correction = backend.ntt(backend.convert_basis(conv, &backend.intt(p_part), false)?);
+    for (i, q) in ctx.q.moduli().iter().enumerate() {
+        let c = ctx.p_inv[i];
+        for (x, &y) in data[i * n..(i + 1) * n].iter_mut().zip(correction.limb(i)) {
+            *x = q.mul_shoup(q.sub(*x, y), c.value, c.shoup);
+        }
+    }
+    Ok(Poly::from_kernel_output(&ctx.q, data))
+}
+
+/// Inner product of decomposed digits with a key, then ModDown: returns (k_0, k_1) over Q_l with
+/// k_0 + k_1 s = c s' + (small noise).
+pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    if &key.params_id != params.id() {
+        return Err(RlweError::ParamsMismatch { what: "key-switching key" });
+    }
+    let ctx = params.level(dec.level)?;
+    let keys: Vec<&[Poly<Ntt>]> = key.digits.iter().take(dec.digits.len()).map(|d| d.as_slice()).collect();
+    if keys.len() != dec.digits.len() {
+        return Err(RlweError::Malformed { what: "key has fewer digits than the parameters require".into() });
+    }
+    let mut out = params.backend().inner_product(&dec.digits, &keys, &ctx.key_limbs, 2)?.into_iter();
+    let (k0, k1) = (out.next(), out.next());
+    match (k0, k1) {
+        (Some(k0), Some(k1)) => Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?]),
+        _ => Err(RlweError::Malformed { what: "inner product returned too few outputs".into() }),
+    }
+}
+
+/// Switches one polynomial c (over Q_l, NTT form) from the key's source secret to s.
+pub fn key_switch(params: &Parameters, c: &Poly<Ntt>, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    let coeff = params.backend().intt(c.clone());
+    let dec = decompose(params, &coeff, c)?;
+    key_switch_decomposed(params, &dec, key)
+}
+
+/// Relinearises a three-part ciphertext to two parts.
+pub fn relinearize(params: &Parameters, ct: &Ciphertext, rk: &RelinKey) -> Result<Ciphertext, RlweError> {
+    ct.check_params(params)?;
+    if ct.len() != 3 {
+        return Err(RlweError::WrongSize { expected: 3, found: ct.len() });
+    }
+    let [k0, k1] = key_switch(params, &ct.parts[2], &rk.0)?;
+    relinearize_with(ct, k0, k1)
+}
+
+/// Adds a key-switched third part back into (c_0, c_1).
+pub(crate) fn relinearize_with(ct: &Ciphertext, k0: Poly<Ntt>, k1: Poly<Ntt>) -> Result<Ciphertext, RlweError> {
+    let mut c0 = ct.parts[0].clone();
+    let mut c1 = ct.parts[1].clone();
+    c0.add_assign(&k0)?;
+    c1.add_assign(&k1)?;
+    Ok(Ciphertext { params_id: ct.params_id, parts: vec![c0, c1] })
+}
+
+/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting).
+pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elements: &[u64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>, RlweError> {
+    ct.check_params(params)?;
+    if ct.len() != 2 {
+        return Err(RlweError::WrongSize { expected: 2, found: ct.len() });
+    }
+    if &keys.params_id != params.id() {
+        return Err(RlweError::ParamsMismatch { what: "Galois keys" });
+    }
+    let needed: Vec<(&KeySwitchKey, Automorphism)> = galois_elements
+        .iter()
+        .map(|&g| {
+            let key = keys.get(g).ok_or(RlweError::MissingGaloisKey { galois_element: g })?;
+            Ok((key, Automorphism::new(g, params.n())?))
+        })
+        .collect::<Result<_, RlweError>>()?;
+    let backend = params.backend();
+    let c1_coeff = backend.intt(ct.parts[1].clone());
+    let dec = decompose(params, &c1_coeff, &ct.parts[1])?;
+    let mut out = Vec::with_capacity(needed.len());
+    for (key, auto) in needed {
+        let rotated = Decomposed {
+            level: dec.level,
+            digits: dec.digits.iter().map(|d| backend.automorphism_ntt(d, &auto)).collect::<Result<_, _>>()?,
+        };
+        let [mut k0, k1] = key_switch_decomposed(params, &rotated, key)?;
+        k0.add_assign(&backend.automorphism_ntt(&ct.parts[0], &auto)?)?;
+        out.push(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] });
+    }
+    Ok(out)
+}
+
+/// Applies one automorphism X -> X^g.
+pub fn automorphism(params: &Parameters, ct: &Ciphertext, galois_element: u64, keys: &GaloisKeys) -> Result<Ciphertext, RlweError> {
+    let mut v = automorphisms_hoisted(params, ct, &[galois_element], keys)?;
+    v.pop().ok_or(RlweError::Malformed { what: "no result".into() })
+}
