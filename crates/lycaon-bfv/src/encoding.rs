@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use lycaon_math::{bit_reverse, Modulus};
-use lycaon_rlwe::{wire::ParamsId, Parameters};
+use lycaon_rlwe::wire::{open_expected, seal_envelope, ObjectKind, ParamsId, WireError, WireReader, WireWriter};
+use lycaon_rlwe::Parameters;
 
 use crate::BfvError;
 
@@ -34,6 +35,28 @@ impl Plaintext {
         if let Some(&bad) = coeffs.iter().find(|&&c| c >= t.value()) {
             return Err(BfvError::NotReduced { value: bad, t: t.value() });
         }
+        Ok(Self { params_id: *params.id(), coeffs })
+    }
+}
+
+impl Plaintext {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let bits = 64 - self.coeffs.iter().max().copied().unwrap_or(0).leading_zeros().min(63);
+        let mut w = WireWriter::new();
+        w.put_u8(bits as u8);
+        w.put_packed(&self.coeffs, bits);
+        seal_envelope(ObjectKind::Plaintext, &self.params_id, &w.into_bytes())
+    }
+
+    pub fn from_bytes(params: &Parameters, bytes: &[u8]) -> Result<Self, BfvError> {
+        let t = plaintext_modulus(params)?;
+        let mut r = WireReader::new(open_expected(bytes, ObjectKind::Plaintext, Some(params.id())).map_err(lycaon_rlwe::RlweError::from)?);
+        let read = |r: &mut WireReader| -> Result<Vec<u64>, WireError> {
+            let bits = r.get_u8()? as u32;
+            let coeffs = r.get_packed(params.n(), bits, t.value())?;
+            Ok(coeffs)
+        };
+        let coeffs = read(&mut r).and_then(|c| r.finish().map(|_| c)).map_err(lycaon_rlwe::RlweError::from)?;
         Ok(Self { params_id: *params.id(), coeffs })
     }
 }

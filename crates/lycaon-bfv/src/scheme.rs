@@ -69,18 +69,18 @@ impl Encryptor {
 /// Decrypts and measures noise; holds the secret key, so it belongs to the client.
 pub struct Decryptor {
     ctx: Arc<BfvContext>,
-    sk: SecretKey,
+    sk: Arc<SecretKey>,
 }
 
 impl Decryptor {
-    pub fn new(ctx: &Arc<BfvContext>, sk: SecretKey) -> Result<Self, BfvError> {
+    pub fn new(ctx: &Arc<BfvContext>, sk: Arc<SecretKey>) -> Result<Self, BfvError> {
         if sk.params().id() != ctx.params.id() {
             return Err(RlweError::ParamsMismatch { what: "secret key" }.into());
         }
         Ok(Self { ctx: ctx.clone(), sk })
     }
 
-    pub fn secret_key(&self) -> &SecretKey {
+    pub fn secret_key(&self) -> &Arc<SecretKey> {
         &self.sk
     }
 

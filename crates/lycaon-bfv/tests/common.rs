@@ -40,7 +40,7 @@ pub fn setup_literal(lit: ParametersLiteral) -> Setup {
     let model = NoiseModel::from_params(&params).unwrap();
     Setup {
         enc: Encryptor::new(&ctx).unwrap(),
-        dec: Decryptor::new(&ctx, sk).unwrap(),
+        dec: Decryptor::new(&ctx, Arc::new(sk)).unwrap(),
         eval: Evaluator::new(&ctx),
         params,
         ctx,

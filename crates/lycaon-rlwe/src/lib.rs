@@ -6,12 +6,14 @@ mod encryption;
 mod keys;
 pub mod keyswitch;
 mod params;
+mod serialize;
 pub mod wire;
 
 pub use ciphertext::{Ciphertext, SeededCiphertext};
 pub use encryption::{encrypt_zero_public, encrypt_zero_symmetric, phase};
 pub use keys::{GaloisKeys, KeySwitchKey, PublicKey, RelinKey, SecretKey};
-pub use params::{Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
+pub use params::{hex_prefix, Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
+pub use serialize::{get_poly, put_poly};
 
 pub use lycaon_math::MathError;
 use wire::WireError;
