@@ -1,0 +1,71 @@
+//! Fuzz targets: one per deserialiser, seeded with valid objects from toy parameters (n = 64, so a
+//! million inputs take seconds) and from a real 128-bit set at n = 4096.
+
+use std::sync::Arc;
+
+use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Plaintext};
+use lycaon_math::Sampler;
+use lycaon_rlwe::wire::open_envelope;
+use lycaon_rlwe::{
+    encrypt_zero_public, encrypt_zero_symmetric, Ciphertext, GaloisKeys, KeySwitchKey, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey,
+    Security, SeededCiphertext,
+};
+
+use crate::FuzzTarget;
+
+fn toy() -> Arc<Parameters> {
+    let mut lit = ParametersLiteral::bfv_from_bits(64, &[40, 40, 41], &[45], 17).unwrap();
+    lit.key_switch_digits = 2;
+    lit.security = Security::InsecureTestOnly;
+    Parameters::new(lit).unwrap()
+}
+
+fn target(name: &'static str, seeds: Vec<Vec<u8>>, run: impl Fn(&[u8]) -> bool + Sync + Send + 'static) -> FuzzTarget {
+    FuzzTarget { name, seeds, run: Box::new(run) }
+}
+
+/// Every deserialiser, with valid seeds.
+pub fn targets() -> Vec<FuzzTarget> {
+    let params = toy();
+    let real = Parameters::new(ParametersLiteral::bfv_default(4096).unwrap()).unwrap();
+    let mut s = Sampler::from_seed([5; 32]);
+    let sk = SecretKey::generate(&params, &mut s).unwrap();
+    let pk = PublicKey::generate(&sk, &mut s).unwrap();
+    let rk = RelinKey::generate(&sk, &mut s).unwrap();
+    let gk = GaloisKeys::for_rotations(&sk, &[1, 5], true, &mut s).unwrap();
+    let seeded = encrypt_zero_symmetric(&sk, 2, &mut s).unwrap();
+    let ct = encrypt_zero_public(&params, &pk, 1, &mut s).unwrap();
+    let ctx = BfvContext::new(&params).unwrap();
+    let pt = BatchEncoder::new(&params).unwrap().encode(&[1, 2, 3, 65536]).unwrap();
+    let real_ct = {
+        let rctx = BfvContext::new(&real).unwrap();
+        let rsk = SecretKey::generate(&real, &mut s).unwrap();
+        let rpk = PublicKey::generate(&rsk, &mut s).unwrap();
+        let rpt = BatchEncoder::new(&real).unwrap().encode(&[7; 16]).unwrap();
+        Encryptor::new(&rctx).unwrap().encrypt(&rpk, &rpt).unwrap()
+    };
+    let _ = ctx;
+
+    let p = params.clone();
+    let mut out = vec![
+        target("envelope", vec![ct.to_bytes(), pk.to_bytes(), params.to_bytes()], |b| open_envelope(b).is_ok()),
+        target("parameters", vec![params.to_bytes(), real.to_bytes()], |b| Parameters::from_bytes(b).is_ok()),
+    ];
+    macro_rules! object_target {
+        ($name:literal, $ty:ty, $seed:expr) => {{
+            let p = p.clone();
+            out.push(target($name, vec![$seed], move |b| <$ty>::from_bytes(&p, b).is_ok()));
+        }};
+    }
+    object_target!("secret_key", SecretKey, sk.to_bytes());
+    object_target!("public_key", PublicKey, pk.to_bytes());
+    object_target!("relin_key", RelinKey, rk.to_bytes());
+    object_target!("key_switch_key", KeySwitchKey, rk.key().to_bytes());
+    object_target!("galois_keys", GaloisKeys, gk.to_bytes());
+    object_target!("ciphertext", Ciphertext, ct.to_bytes());
+    object_target!("seeded_ciphertext", SeededCiphertext, seeded.to_bytes());
+    object_target!("plaintext", Plaintext, pt.to_bytes());
+    let r = real.clone();
+    out.push(target("ciphertext_n4096", vec![real_ct.to_bytes()], move |b| Ciphertext::from_bytes(&r, b).is_ok()));
+    out
+}
