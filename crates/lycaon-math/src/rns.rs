@@ -219,6 +219,14 @@ impl BaseConverter {
     /// Fast conversion: writes x + u Q mod p_j for some 0 <= u < L (Bajard et al.).
     pub fn convert_approximate(&self, input: &[u64], output: &mut [u64]) -> Result<(), MathError> {
         self.check_lengths(input, output)?;
+        if self.from.len() == 1 {
+            // One source prime: x itself is the representative (u = 0), so reduce it per target.
+            let n = self.from.n();
+            for (out, p) in output.chunks_exact_mut(n).zip(self.to.moduli()) {
+                out.iter_mut().zip(input).for_each(|(o, &x)| *o = p.reduce(x));
+            }
+            return Ok(());
+        }
         let mut scaled = vec![0u64; input.len()];
         self.scale_inputs(input, &mut scaled);
         self.accumulate(&scaled, output, None);

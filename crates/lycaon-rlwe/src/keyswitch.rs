@@ -132,8 +132,21 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
     Ok(out)
 }
 
-/// Applies one automorphism X -> X^g.
+/// Applies one automorphism X -> X^g: permutes (c_0, c_1) first, so only c_1's own limbs are
+/// permuted rather than every decomposed digit.
 pub fn automorphism(params: &Parameters, ct: &Ciphertext, galois_element: u64, keys: &GaloisKeys) -> Result<Ciphertext, RlweError> {
-    let mut v = automorphisms_hoisted(params, ct, &[galois_element], keys)?;
-    v.pop().ok_or(RlweError::Malformed { what: "no result".into() })
+    ct.check_params(params)?;
+    if ct.len() != 2 {
+        return Err(RlweError::WrongSize { expected: 2, found: ct.len() });
+    }
+    if &keys.params_id != params.id() {
+        return Err(RlweError::ParamsMismatch { what: "Galois keys" });
+    }
+    let key = keys.get(galois_element).ok_or(RlweError::MissingGaloisKey { galois_element })?;
+    let auto = Automorphism::new(galois_element, params.n())?;
+    let backend = params.backend();
+    let c1 = backend.automorphism_ntt(&ct.parts[1], &auto)?;
+    let [mut k0, k1] = key_switch(params, &c1, key)?;
+    k0.add_assign(&backend.automorphism_ntt(&ct.parts[0], &auto)?)?;
+    Ok(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] })
 }
