@@ -114,7 +114,10 @@ fn all_operations(s: &mut Setup) {
     for (h, &step) in hoisted.iter().zip(&steps) {
         let plain = s.eval.rotate_rows(&ct_x, step, &gk).unwrap();
         assert_eq!(s.dec.decrypt(h).unwrap(), s.dec.decrypt(&plain).unwrap());
-        assert_eq!(h, &plain, "hoisted and single rotation are the same computation");
+        // The single rotation decomposes sigma(c_1), the hoisted one permutes the digits of c_1:
+        // different representatives of the same key switch, so equal plaintexts and noise.
+        let (bh, bp) = (s.dec.noise_budget(h).unwrap(), s.dec.noise_budget(&plain).unwrap());
+        assert!((bh - bp).abs() < 1.5, "hoisted budget {bh:.2}, single {bp:.2}");
     }
     let swapped = s.eval.swap_rows(&ct_x, &gk).unwrap();
     let half = n / 2;
