@@ -3,6 +3,7 @@
 //! accumulation and CSPRNG sampling. No cryptography lives here.
 
 mod galois;
+mod harvey;
 mod lazy;
 mod modulus;
 mod ntt;
@@ -12,6 +13,7 @@ mod rns;
 mod sampling;
 
 pub use galois::{rotation_galois_element, row_swap_galois_element, Automorphism};
+pub use harvey::HarveyNtt;
 pub use lazy::{lazy_capacity, mul_accumulate_lazy, reduce_lazy};
 pub use modulus::{Modulus, ShoupConstant, MAX_MODULUS_BITS};
 pub use ntt::{bit_reverse, NttPlan};
