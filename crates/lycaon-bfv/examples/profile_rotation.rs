@@ -18,8 +18,9 @@ fn main() {
     let ct = Encryptor::new(&ctx).unwrap().encrypt(&pk, &pt).unwrap();
     let ev = Evaluator::new(&ctx);
     let start = std::time::Instant::now();
-    for _ in 0..300 {
+    let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    for _ in 0..iters {
         std::hint::black_box(ev.rotate_rows(&ct, 1, &gk).unwrap());
     }
-    println!("rotate_1: {:.1} us", start.elapsed().as_secs_f64() * 1e6 / 300.0);
+    println!("rotate_1: {:.1} us", start.elapsed().as_secs_f64() * 1e6 / iters as f64);
 }

@@ -9,6 +9,8 @@ use lycaon_math::{mul_accumulate_lazy, rotation_galois_element, row_swap_galois_
 use lycaon_rlwe::{keyswitch, Ciphertext, GaloisKeys, Parameters, PublicKey, RelinKey, RlweError, SecretKey, SeededCiphertext};
 use num_traits::{Signed, ToPrimitive, Zero};
 
+use lycaon_rlwe::wire::{open_expected, seal_envelope, ObjectKind, WireReader, WireWriter};
+
 use crate::context::BfvContext;
 use crate::{BfvError, Plaintext};
 
@@ -146,6 +148,22 @@ pub struct PreparedPlaintext {
 impl PreparedPlaintext {
     pub fn level(&self) -> usize {
         self.poly.num_limbs() - 1
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        w.put_u32(self.level() as u32);
+        lycaon_rlwe::put_poly(&mut w, &self.poly);
+        seal_envelope(ObjectKind::PlaintextNtt, &self.params_id, &w.into_bytes())
+    }
+
+    pub fn from_bytes(params: &Parameters, bytes: &[u8]) -> Result<Self, BfvError> {
+        let payload = open_expected(bytes, ObjectKind::PlaintextNtt, Some(params.id())).map_err(RlweError::from)?;
+        let mut r = WireReader::new(payload);
+        let level = r.get_u32().map_err(RlweError::from)? as usize;
+        let poly = lycaon_rlwe::get_poly(&mut r, params.q_at(level)?)?;
+        r.finish().map_err(RlweError::from)?;
+        Ok(Self { poly, params_id: *params.id() })
     }
 }
 

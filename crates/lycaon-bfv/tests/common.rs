@@ -20,6 +20,9 @@ pub struct Setup {
     pub model: NoiseModel,
     pub t: u64,
     pub sampler: Sampler,
+    /// Single rotations and hoisted rotations the keys cover.
+    pub rotations: Vec<i64>,
+    pub hoisted: Vec<i64>,
 }
 
 pub const ROTATIONS: [i64; 6] = [1, 2, 3, -1, 7, 100];
@@ -30,8 +33,11 @@ pub fn setup_literal(lit: ParametersLiteral) -> Setup {
     let mut sampler = Sampler::from_os().unwrap();
     let sk = SecretKey::generate(&params, &mut sampler).unwrap();
     let pk = PublicKey::generate(&sk, &mut sampler).unwrap();
+    // At n = 32768 one Galois key is about 120 MB: test fewer steps there.
+    let (rotations, hoisted): (Vec<i64>, Vec<i64>) =
+        if params.n() >= 32768 { (vec![1, -1], vec![1, 2, 3]) } else { (ROTATIONS.to_vec(), (1..=9).collect()) };
     let (rk, gk) = if params.p().is_some() {
-        let steps: Vec<i64> = ROTATIONS.iter().copied().chain(1..=9).collect();
+        let steps: Vec<i64> = rotations.iter().chain(&hoisted).copied().collect();
         (Some(RelinKey::generate(&sk, &mut sampler).unwrap()), Some(GaloisKeys::for_rotations(&sk, &steps, true, &mut sampler).unwrap()))
     } else {
         (None, None)
@@ -50,6 +56,8 @@ pub fn setup_literal(lit: ParametersLiteral) -> Setup {
         model,
         t,
         sampler,
+        rotations,
+        hoisted,
     }
 }
 

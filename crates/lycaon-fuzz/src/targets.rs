@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Plaintext};
+use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Evaluator, Plaintext, PreparedPlaintext};
 use lycaon_math::Sampler;
 use lycaon_rlwe::wire::open_envelope;
 use lycaon_rlwe::{
@@ -44,7 +44,6 @@ pub fn targets() -> Vec<FuzzTarget> {
         let rpt = BatchEncoder::new(&real).unwrap().encode(&[7; 16]).unwrap();
         Encryptor::new(&rctx).unwrap().encrypt(&rpk, &rpt).unwrap()
     };
-    let _ = ctx;
 
     let p = params.clone();
     let mut out = vec![
@@ -65,6 +64,8 @@ pub fn targets() -> Vec<FuzzTarget> {
     object_target!("ciphertext", Ciphertext, ct.to_bytes());
     object_target!("seeded_ciphertext", SeededCiphertext, seeded.to_bytes());
     object_target!("plaintext", Plaintext, pt.to_bytes());
+    let prepared = Evaluator::new(&ctx).prepare_plain(&pt, 1).unwrap();
+    object_target!("prepared_plaintext", PreparedPlaintext, prepared.to_bytes());
     let r = real.clone();
     out.push(target("ciphertext_n4096", vec![real_ct.to_bytes()], move |b| Ciphertext::from_bytes(&r, b).is_ok()));
     out
