@@ -115,13 +115,18 @@ pub struct KeySwitchKey {
 impl KeySwitchKey {
     /// A key from `from` (s' in NTT form over the top-level Q) to the secret `sk`.
     pub(crate) fn generate(sk: &SecretKey, from: &Poly<Ntt>, sampler: &mut Sampler) -> Result<Self, RlweError> {
+        Self::generate_to(sk, &sk.ntt, from, sampler)
+    }
+
+    /// A key from `from` to `target` (NTT form over the top-level QP), both derived from `sk`.
+    pub(crate) fn generate_to(sk: &SecretKey, target: &Poly<Ntt>, from: &Poly<Ntt>, sampler: &mut Sampler) -> Result<Self, RlweError> {
         let params = &sk.params;
         let top = params.level(params.max_level())?;
         if params.p().is_none() {
             return Err(RlweError::NoSpecialPrimes);
         }
         let qp = params.qp().clone();
-        let s = &sk.ntt;
+        let s = target;
         let seed = sampler.seed();
         let mut expander = Sampler::from_seed(seed);
         let n = params.n();
@@ -170,7 +175,9 @@ impl RelinKey {
     }
 }
 
-/// Galois keys: for each Galois element g, a key from s(X^g) to s.
+/// Galois keys: for each Galois element g, a key from s to s(X^(g^-1)). Key switching c_1 with it
+/// and then applying X -> X^g gives a key switch of c_1(X^g) from s(X^g) to s, so the digits of
+/// c_1 never need permuting and hoisted rotations share one decomposition untouched.
 #[derive(Clone, Debug)]
 pub struct GaloisKeys {
     pub(crate) params_id: ParamsId,
@@ -183,14 +190,17 @@ impl GaloisKeys {
         let params = &sk.params;
         let q = params.q().clone();
         let s = sk.ntt_on(&q)?;
+        let two_n = 2 * params.n() as u64;
         let mut keys = BTreeMap::new();
         for &g in galois_elements {
             if keys.contains_key(&g) {
                 continue;
             }
-            let auto = Automorphism::new(g, params.n())?;
-            let s_g = params.backend().automorphism_ntt(&s, &auto)?;
-            keys.insert(g, KeySwitchKey::generate(sk, &s_g, sampler)?);
+            Automorphism::new(g, params.n())?;
+            let g_inv = lycaon_math::Modulus::new(two_n)?.inv(g)?;
+            let inverse = Automorphism::new(g_inv, params.n())?;
+            let target = params.backend().automorphism_ntt(&sk.ntt, &inverse)?;
+            keys.insert(g, KeySwitchKey::generate_to(sk, &target, &s, sampler)?);
         }
         Ok(Self { params_id: *params.id(), keys })
     }

@@ -100,7 +100,9 @@ pub(crate) fn relinearize_with(ct: &Ciphertext, k0: Poly<Ntt>, k1: Poly<Ntt>) ->
     Ok(Ciphertext { params_id: ct.params_id, parts: vec![c0, c1] })
 }
 
-/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting).
+/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting). With the Galois
+/// key of g switching s to s(X^(g^-1)), each step is an inner product on the shared digits, a
+/// ModDown, and one permutation of the two result polynomials.
 pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elements: &[u64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>, RlweError> {
     ct.check_params(params)?;
     if ct.len() != 2 {
@@ -121,32 +123,15 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
     let dec = decompose(params, &c1_coeff, &ct.parts[1])?;
     let mut out = Vec::with_capacity(needed.len());
     for (key, auto) in needed {
-        let rotated = Decomposed {
-            level: dec.level,
-            digits: dec.digits.iter().map(|d| backend.automorphism_ntt(d, &auto)).collect::<Result<_, _>>()?,
-        };
-        let [mut k0, k1] = key_switch_decomposed(params, &rotated, key)?;
-        k0.add_assign(&backend.automorphism_ntt(&ct.parts[0], &auto)?)?;
-        out.push(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] });
+        let [mut k0, k1] = key_switch_decomposed(params, &dec, key)?;
+        k0.add_assign(&ct.parts[0])?;
+        out.push(Ciphertext { params_id: ct.params_id, parts: vec![backend.automorphism_ntt(&k0, &auto)?, backend.automorphism_ntt(&k1, &auto)?] });
     }
     Ok(out)
 }
 
-/// Applies one automorphism X -> X^g: permutes (c_0, c_1) first, so only c_1's own limbs are
-/// permuted rather than every decomposed digit.
+/// Applies one automorphism X -> X^g.
 pub fn automorphism(params: &Parameters, ct: &Ciphertext, galois_element: u64, keys: &GaloisKeys) -> Result<Ciphertext, RlweError> {
-    ct.check_params(params)?;
-    if ct.len() != 2 {
-        return Err(RlweError::WrongSize { expected: 2, found: ct.len() });
-    }
-    if &keys.params_id != params.id() {
-        return Err(RlweError::ParamsMismatch { what: "Galois keys" });
-    }
-    let key = keys.get(galois_element).ok_or(RlweError::MissingGaloisKey { galois_element })?;
-    let auto = Automorphism::new(galois_element, params.n())?;
-    let backend = params.backend();
-    let c1 = backend.automorphism_ntt(&ct.parts[1], &auto)?;
-    let [mut k0, k1] = key_switch(params, &c1, key)?;
-    k0.add_assign(&backend.automorphism_ntt(&ct.parts[0], &auto)?)?;
-    Ok(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] })
+    let mut v = automorphisms_hoisted(params, ct, &[galois_element], keys)?;
+    v.pop().ok_or(RlweError::Malformed { what: "no result".into() })
 }

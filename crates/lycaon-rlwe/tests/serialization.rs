@@ -150,7 +150,7 @@ const PINNED: [&str; 8] = [
     "public key=1b87fad92fef954e",
     "relinearisation key=9373d00d4171fc43",
     "key-switching key=c3d0726cc087f799",
-    "Galois keys=2a93074eecc9f203",
+    "Galois keys=caa782fb8a7669b4",
     "seeded ciphertext=0d17baaec5ab5b23",
     "ciphertext=720f213b4081ba92",
 ];
