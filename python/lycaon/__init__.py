@@ -1,0 +1,57 @@
+"""Lycaon: homomorphic encryption for private inference.
+
+This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) over Lycaon's
+RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
+server-side ``Evaluator`` never does.
+"""
+
+from ._native import (
+    BatchEncoder,
+    BfvParameters,
+    Ciphertext,
+    CoeffEncoder,
+    Decryptor,
+    Encryptor,
+    Evaluator,
+    GaloisKeys,
+    KeyGenerator,
+    LycaonError,
+    MissingKeyError,
+    NttLimb,
+    ParameterError,
+    Plaintext,
+    PublicKey,
+    RelinKey,
+    SecretKey,
+    SecurityError,
+    SeededCiphertext,
+    SerializationError,
+    noise_model_budgets,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchEncoder",
+    "BfvParameters",
+    "Ciphertext",
+    "CoeffEncoder",
+    "Decryptor",
+    "Encryptor",
+    "Evaluator",
+    "GaloisKeys",
+    "KeyGenerator",
+    "LycaonError",
+    "MissingKeyError",
+    "NttLimb",
+    "ParameterError",
+    "Plaintext",
+    "PublicKey",
+    "RelinKey",
+    "SecretKey",
+    "SecurityError",
+    "SeededCiphertext",
+    "SerializationError",
+    "noise_model_budgets",
+    "__version__",
+]

@@ -1,0 +1,114 @@
+"""The ``lycaon`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+import lycaon
+
+
+def _selfcheck(n: int) -> int:
+    """Keys, encryption, rotations, products and decryption, each checked against numpy."""
+    t0 = time.perf_counter()
+    params = lycaon.BfvParameters.default(n)
+    t = params.plaintext_modulus
+    print(f"{params!r}")
+    timings: list[tuple[str, float, Optional[float]]] = []
+    failures: list[str] = []
+
+    def step(name: str, fn, want=None, decode=None):
+        start = time.perf_counter()
+        result = fn()
+        elapsed = (time.perf_counter() - start) * 1e3
+        budget = None
+        if want is not None:
+            ct = result[0] if isinstance(result, list) else result
+            got = decode(ct)
+            if not np.array_equal(np.asarray(got, dtype=object), np.asarray(want, dtype=object)):
+                failures.append(name)
+            budget = decryptor.noise_budget(ct)
+        timings.append((name, elapsed, budget))
+        return result
+
+    keys = step("key generation (secret)", lambda: lycaon.KeyGenerator(params))
+    pk = step("public key", keys.public_key)
+    rk = step("relinearisation key", keys.relin_key)
+    gk = step("Galois keys (1..9, row swap)", lambda: keys.galois_keys(list(range(1, 10)), row_swap=True))
+    encoder = lycaon.BatchEncoder(params)
+    encryptor = lycaon.Encryptor(params, public_key=pk, secret_key=keys.secret_key())
+    decryptor = lycaon.Decryptor(params, keys.secret_key())
+    evaluator = lycaon.Evaluator(params)
+    rng = np.random.default_rng()
+    x = rng.integers(0, t, n, dtype=np.uint64)
+    y = rng.integers(0, t, n, dtype=np.uint64)
+    xo, yo = x.astype(object), y.astype(object)
+    half = n // 2
+
+    def dec(ct):
+        return encoder.decode(decryptor.decrypt(ct))
+
+    def rot(v, k):
+        return np.concatenate([np.roll(v[:half], -k), np.roll(v[half:], -k)])
+
+    ct_x = step("encrypt (public key)", lambda: encryptor.encrypt(encoder.encode(x)), x, dec)
+    ct_y = step("encrypt (secret key, seeded)", lambda: encryptor.encrypt_symmetric(encoder.encode(y)).expand(params), y, dec)
+    step("add", lambda: evaluator.add(ct_x, ct_y), (xo + yo) % t, dec)
+    step("multiply by plaintext", lambda: evaluator.mul_plain(ct_x, encoder.encode(y)), (xo * yo) % t, dec)
+    step("multiply by scalar 7", lambda: evaluator.mul_scalar(ct_x, 7), (xo * 7) % t, dec)
+    step("rotate rows by 1", lambda: evaluator.rotate_rows(ct_x, 1, gk), rot(x, 1), dec)
+    hoisted = step("9 hoisted rotations", lambda: evaluator.rotate_rows_hoisted(ct_x, list(range(1, 10)), gk), rot(x, 1), dec)
+    for k, ct in enumerate(hoisted, start=1):
+        if not np.array_equal(dec(ct).astype(object), rot(x, k).astype(object)):
+            failures.append(f"hoisted rotation by {k}")
+    step("swap rows", lambda: evaluator.swap_rows(ct_x, gk), np.concatenate([x[half:], x[:half]]), dec)
+    step("multiply + relinearise", lambda: evaluator.multiply_relin(ct_x, ct_y, rk), (xo * yo) % t, dec)
+    step("modulus switch down", lambda: evaluator.mod_switch_to_next(ct_x), x, dec)
+    step("serialise + parse", lambda: lycaon.Ciphertext.from_bytes(params, ct_x.to_bytes()), x, dec)
+    step("decrypt", lambda: decryptor.decrypt(ct_x))
+
+    print(f"{'step':<32} {'ms':>9} {'noise budget (bits)':>20}")
+    for name, ms, budget in timings:
+        print(f"{name:<32} {ms:>9.2f} {'' if budget is None else f'{budget:.1f}':>20}")
+    total = time.perf_counter() - t0
+    if failures:
+        print(f"selfcheck FAILED: {', '.join(failures)} did not match numpy", file=sys.stderr)
+        return 1
+    print(f"selfcheck passed: {len(timings)} steps verified against numpy in {total:.2f} s")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="lycaon", description="Homomorphic encryption for private inference.")
+    parser.add_argument("--version", action="version", version=f"lycaon {lycaon.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("selfcheck", help="generate keys, encrypt, rotate, multiply, decrypt and verify, with timings")
+    check.add_argument("--n", type=int, default=8192, help="ring degree (default 8192)")
+    bench = sub.add_parser("bench", help="benchmarks against peer libraries")
+    bench_sub = bench.add_subparsers(dest="suite", required=True)
+    bfv = bench_sub.add_parser("bfv", help="BFV operations, Lycaon and SEAL in one run")
+    bfv.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    bfv.add_argument("--reps", type=int, default=20, help="timed runs per operation (median; default 20)")
+    bfv.add_argument("--n", type=int, nargs="+", default=[4096, 8192], help="ring degrees (4096 and/or 8192)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "selfcheck":
+            return _selfcheck(args.n)
+        if args.command == "bench" and args.suite == "bfv":
+            from lycaon.bench import bfv as bench_bfv  # noqa: PLC0415
+
+            bench_bfv.run(args.n, args.reps, args.json)
+            return 0
+    except lycaon.LycaonError as exc:
+        print(f"lycaon: {exc}", file=sys.stderr)
+        return 2
+    parser.error("unknown command")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
