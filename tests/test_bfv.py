@@ -68,6 +68,7 @@ def test_every_operation_matches_numpy(s):
         "sub_plain": (s.ev.sub_plain(cx, s.be.encode(y)), (X - Y) % t),
         "mul_plain": (s.ev.mul_plain(cx, s.be.encode(y)), (X * Y) % t),
         "mul_scalar": (s.ev.mul_scalar(cx, -9), (X * -9) % t),
+        "mul_plain_prepared": (s.ev.mul_plain_prepared(cx, s.ev.prepare_plain(s.be.encode(y))), (X * Y) % t),
         "multiply_relin": (s.ev.multiply_relin(cx, cy, s.rk), (X * Y) % t),
         "multiply+relinearize": (s.ev.relinearize(s.ev.multiply(cx, cy), s.rk), (X * Y) % t),
         "rotate 3": (s.ev.rotate_rows(cx, 3, s.gk), rot(x, 3)),
@@ -119,6 +120,7 @@ def test_serialisation_round_trips_and_refuses_corruption(s):
         (lycaon.GaloisKeys, s.gk),
         (lycaon.SecretKey, s.keys.secret_key()),
         (lycaon.Plaintext, s.be.encode(x)),
+        (lycaon.PreparedPlaintext, s.ev.prepare_plain(s.be.encode(x), 0)),
     ]
     other = lycaon.BfvParameters.from_bits(s.params.n, [30], [30], 20)
     for cls, o in objects:
@@ -141,6 +143,14 @@ def test_serialisation_round_trips_and_refuses_corruption(s):
     back = lycaon.BfvParameters.from_bytes(s.params.to_bytes())
     assert back.id == s.params.id
     assert pickle.loads(pickle.dumps(s.params)).id == s.params.id
+
+
+def test_ntt_primes_match_seal():
+    # The primes SEAL picks: PlainModulus::Batching(8192, 20) and CoeffModulus::Create(4096, {36, 36}).
+    assert lycaon.ntt_primes(20, 8192) == [1032193]
+    assert lycaon.ntt_primes(36, 4096, 2) == [68719403009, 68719230977]
+    with pytest.raises(lycaon.ParameterError):
+        lycaon.ntt_primes(10, 1024)
 
 
 def test_errors_are_clear():

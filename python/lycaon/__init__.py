@@ -20,6 +20,7 @@ from ._native import (
     NttLimb,
     ParameterError,
     Plaintext,
+    PreparedPlaintext,
     PublicKey,
     RelinKey,
     SecretKey,
@@ -27,6 +28,7 @@ from ._native import (
     SeededCiphertext,
     SerializationError,
     noise_model_budgets,
+    ntt_primes,
 )
 
 __version__ = "0.1.0"
@@ -46,6 +48,7 @@ __all__ = [
     "NttLimb",
     "ParameterError",
     "Plaintext",
+    "PreparedPlaintext",
     "PublicKey",
     "RelinKey",
     "SecretKey",
@@ -53,5 +56,6 @@ __all__ = [
     "SeededCiphertext",
     "SerializationError",
     "noise_model_budgets",
+    "ntt_primes",
     "__version__",
 ]

@@ -269,6 +269,28 @@ impl Plaintext {
     }
 }
 
+/// A plaintext lifted to Q_level and transformed once, for repeated products with ciphertexts.
+#[pyclass(module = "lycaon._native", frozen)]
+#[derive(Clone)]
+struct PreparedPlaintext {
+    inner: Arc<lycaon_bfv::PreparedPlaintext>,
+}
+
+#[pymethods]
+impl PreparedPlaintext {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.to_bytes())
+    }
+    #[staticmethod]
+    fn from_bytes(params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
+        Ok(Self { inner: Arc::new(lycaon_bfv::PreparedPlaintext::from_bytes(&params.params, data).map_err(bfv_err)?) })
+    }
+}
+
 /// Makes and keeps the secret key; hands out public and evaluation keys.
 #[pyclass(module = "lycaon._native")]
 struct KeyGenerator {
@@ -407,6 +429,15 @@ impl Evaluator {
     fn mul_plain(&self, py: Python<'_>, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
         wrap(py.detach(|| self.ev.mul_plain(&a.inner, &p.inner)))
     }
+    /// Lifts and transforms a plaintext once for many mul_plain_prepared calls at `level`.
+    #[pyo3(signature = (p, level=None))]
+    fn prepare_plain(&self, p: &Plaintext, level: Option<usize>) -> PyResult<PreparedPlaintext> {
+        let level = level.unwrap_or(self.params.params.max_level());
+        Ok(PreparedPlaintext { inner: Arc::new(self.ev.prepare_plain(&p.inner, level).map_err(bfv_err)?) })
+    }
+    fn mul_plain_prepared(&self, a: &Ciphertext, p: &PreparedPlaintext) -> PyResult<Ciphertext> {
+        wrap(self.ev.mul_plain_prepared(&a.inner, &p.inner))
+    }
     fn mul_scalar(&self, a: &Ciphertext, scalar: i64) -> PyResult<Ciphertext> {
         wrap(self.ev.mul_scalar(&a.inner, scalar))
     }
@@ -530,6 +561,13 @@ impl NttLimb {
     }
 }
 
+/// The `count` largest primes below 2^bits that are 1 modulo 2n (NTT-friendly), descending.
+#[pyfunction]
+#[pyo3(signature = (bits, n, count=1))]
+fn ntt_primes(bits: u32, n: usize, count: usize) -> PyResult<Vec<u64>> {
+    lycaon_math::ntt_primes(bits, n, count, &[]).map_err(|e| ParameterError::new_err(e.to_string()))
+}
+
 /// Predicted noise budgets from the analytical model (bits), keyed by operation.
 #[pyfunction]
 fn noise_model_budgets(params: &BfvParameters) -> PyResult<Vec<(String, f64)>> {
@@ -561,6 +599,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RelinKey>()?;
     m.add_class::<GaloisKeys>()?;
     m.add_class::<Plaintext>()?;
+    m.add_class::<PreparedPlaintext>()?;
     m.add_class::<Ciphertext>()?;
     m.add_class::<SeededCiphertext>()?;
     m.add_class::<Encryptor>()?;
@@ -570,5 +609,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CoeffEncoder>()?;
     m.add_class::<NttLimb>()?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
+    m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
     Ok(())
 }
