@@ -213,15 +213,7 @@ wire_object!(SeededCiphertext, rlwe::SeededCiphertext, "A fresh symmetric cipher
     }
 });
 
-/// A BFV ciphertext (NTT form over Q_level).
-#[pyclass(module = "lycaon._native", frozen)]
-#[derive(Clone)]
-struct Ciphertext {
-    inner: Arc<rlwe::Ciphertext>,
-}
-
-#[pymethods]
-impl Ciphertext {
+wire_object!(Ciphertext, rlwe::Ciphertext, "A BFV ciphertext (NTT form over Q_level).", {
     #[getter]
     fn level(&self) -> usize {
         self.inner.level()
@@ -231,22 +223,10 @@ impl Ciphertext {
     fn size(&self) -> usize {
         self.inner.len()
     }
-    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let inner = self.inner.clone();
-        let bytes = py.detach(move || inner.to_bytes());
-        PyBytes::new(py, &bytes)
-    }
-    #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
-        let p = params.params.clone();
-        let data = data.to_vec();
-        let inner = py.detach(move || rlwe::Ciphertext::from_bytes(&p, &data)).map_err(rlwe_err)?;
-        Ok(Self { inner: Arc::new(inner) })
-    }
     fn __repr__(&self) -> String {
         format!("Ciphertext(level={}, size={})", self.inner.level(), self.inner.len())
     }
-}
+});
 
 /// A plaintext polynomial with coefficients modulo t.
 #[pyclass(module = "lycaon._native", frozen)]
