@@ -11,12 +11,14 @@ use lycaon_rlwe::wire::{CHECKSUM_LEN, HEADER_LEN};
 
 pub mod targets;
 
+/// Parses one input and says whether it was accepted; it must never panic.
+pub type Parser = Box<dyn Fn(&[u8]) -> bool + Sync + Send>;
+
 /// One deserialiser under test.
 pub struct FuzzTarget {
     pub name: &'static str,
     pub seeds: Vec<Vec<u8>>,
-    /// Parses the input; returns whether it was accepted. Must never panic.
-    pub run: Box<dyn Fn(&[u8]) -> bool + Sync + Send>,
+    pub run: Parser,
 }
 
 #[derive(Debug, Default)]
@@ -46,7 +48,7 @@ impl Prng {
 }
 
 /// Recomputes the trailing checksum of an envelope (and optionally its payload length field).
-pub fn fix_envelope_checksum(bytes: &mut Vec<u8>, fix_length: bool) {
+pub fn fix_envelope_checksum(bytes: &mut [u8], fix_length: bool) {
     if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
         return;
     }

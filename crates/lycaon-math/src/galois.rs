@@ -36,7 +36,7 @@ impl Automorphism {
     /// Errors unless g is odd and below 2n.
     pub fn new(galois_element: u64, n: usize) -> Result<Self, MathError> {
         let two_n = 2 * n as u64;
-        if galois_element % 2 == 0 || galois_element >= two_n || !n.is_power_of_two() {
+        if galois_element.is_multiple_of(2) || galois_element >= two_n || !n.is_power_of_two() {
             return Err(MathError::InvalidGaloisElement { galois_element, n });
         }
         let coeff_target = (0..n as u64).map(|i| ((i * galois_element) % two_n) as u32).collect();

@@ -308,6 +308,11 @@ impl Parameters {
     }
 }
 
+/// The first 8 bytes of an id in hex, for messages and debug output.
+pub fn hex_prefix(id: &ParamsId) -> String {
+    id[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,7 +356,3 @@ mod tests {
     }
 }
 
-/// The first 8 bytes of an id in hex, for messages and debug output.
-pub fn hex_prefix(id: &ParamsId) -> String {
-    id[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
