@@ -126,6 +126,8 @@ def test_serialisation_round_trips_and_refuses_corruption(s):
     for cls, o in objects:
         data = o.to_bytes()
         assert cls.from_bytes(s.params, data).to_bytes() == data, cls.__name__
+        assert pickle.loads(pickle.dumps(o)).to_bytes() == data, cls.__name__
+        assert o.params.id == s.params.id
         with pytest.raises(lycaon.SerializationError, match="truncated"):
             cls.from_bytes(s.params, data[: len(data) // 2])
         flipped = bytearray(data)

@@ -158,6 +158,42 @@ impl BfvParameters {
     }
 }
 
+/// Objects with a wire form, parsed under given parameters.
+trait WireObject: Sized + Send + Sync {
+    fn encode(&self) -> Vec<u8>;
+    fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self>;
+}
+
+macro_rules! rlwe_wire {
+    ($($ty:ty),*) => {$(
+        impl WireObject for $ty {
+            fn encode(&self) -> Vec<u8> {
+                self.to_bytes()
+            }
+            fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self> {
+                <$ty>::from_bytes(params, bytes).map_err(rlwe_err)
+            }
+        }
+    )*};
+}
+rlwe_wire!(rlwe::SecretKey, rlwe::PublicKey, rlwe::RelinKey, rlwe::GaloisKeys, rlwe::SeededCiphertext, rlwe::Ciphertext);
+
+macro_rules! bfv_wire {
+    ($($ty:ty),*) => {$(
+        impl WireObject for $ty {
+            fn encode(&self) -> Vec<u8> {
+                self.to_bytes()
+            }
+            fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self> {
+                <$ty>::from_bytes(params, bytes).map_err(bfv_err)
+            }
+        }
+    )*};
+}
+bfv_wire!(lycaon_bfv::Plaintext, lycaon_bfv::PreparedPlaintext);
+
+/// A Python class around a wire object: bytes in and out, and pickling through the wire format
+/// (the parameters travel with the object, so multiprocessing and Ray work).
 macro_rules! wire_object {
     ($name:ident, $inner:ty, $doc:literal $(, { $($extra:tt)* })?) => {
         #[doc = $doc]
@@ -165,6 +201,13 @@ macro_rules! wire_object {
         #[derive(Clone)]
         struct $name {
             inner: Arc<$inner>,
+            params: BfvParameters,
+        }
+
+        impl $name {
+            fn wrap(params: &BfvParameters, inner: $inner) -> Self {
+                Self { inner: Arc::new(inner), params: params.clone() }
+            }
         }
 
         #[pymethods]
@@ -172,7 +215,7 @@ macro_rules! wire_object {
             /// Versioned, checksummed bytes.
             fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
                 let inner = self.inner.clone();
-                let bytes = py.detach(move || inner.to_bytes());
+                let bytes = py.detach(move || inner.encode());
                 PyBytes::new(py, &bytes)
             }
 
@@ -181,8 +224,19 @@ macro_rules! wire_object {
             fn from_bytes(py: Python<'_>, params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
                 let p = params.params.clone();
                 let data = data.to_vec();
-                let inner = py.detach(move || <$inner>::from_bytes(&p, &data)).map_err(rlwe_err)?;
-                Ok(Self { inner: Arc::new(inner) })
+                let inner = py.detach(move || <$inner as WireObject>::parse(&p, &data))?;
+                Ok(Self::wrap(params, inner))
+            }
+
+            /// The parameters this object belongs to.
+            #[getter]
+            fn params(&self) -> BfvParameters {
+                self.params.clone()
+            }
+
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (BfvParameters, Bound<'py, PyBytes>))> {
+                let cls = py.get_type::<$name>();
+                Ok((cls.getattr("from_bytes")?, (self.params.clone(), self.to_bytes(py))))
             }
 
             $($($extra)*)?
@@ -209,7 +263,7 @@ wire_object!(SeededCiphertext, rlwe::SeededCiphertext, "A fresh symmetric cipher
     }
     /// The full ciphertext, with c1 expanded from the seed.
     fn expand(&self, params: &BfvParameters) -> PyResult<Ciphertext> {
-        Ok(Ciphertext { inner: Arc::new(self.inner.expand(&params.params).map_err(rlwe_err)?) })
+        Ok(Ciphertext::wrap(params, self.inner.expand(&params.params).map_err(rlwe_err)?))
     }
 });
 
@@ -228,48 +282,18 @@ wire_object!(Ciphertext, rlwe::Ciphertext, "A BFV ciphertext (NTT form over Q_le
     }
 });
 
-/// A plaintext polynomial with coefficients modulo t.
-#[pyclass(module = "lycaon._native", frozen)]
-#[derive(Clone)]
-struct Plaintext {
-    inner: Arc<lycaon_bfv::Plaintext>,
-}
-
-#[pymethods]
-impl Plaintext {
+wire_object!(Plaintext, lycaon_bfv::Plaintext, "A plaintext polynomial with coefficients modulo t.", {
     fn coefficients<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
         PyArray1::from_slice(py, self.inner.coeffs())
     }
-    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.inner.to_bytes())
-    }
-    #[staticmethod]
-    fn from_bytes(params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
-        Ok(Self { inner: Arc::new(lycaon_bfv::Plaintext::from_bytes(&params.params, data).map_err(bfv_err)?) })
-    }
-}
+});
 
-/// A plaintext lifted to Q_level and transformed once, for repeated products with ciphertexts.
-#[pyclass(module = "lycaon._native", frozen)]
-#[derive(Clone)]
-struct PreparedPlaintext {
-    inner: Arc<lycaon_bfv::PreparedPlaintext>,
-}
-
-#[pymethods]
-impl PreparedPlaintext {
+wire_object!(PreparedPlaintext, lycaon_bfv::PreparedPlaintext, "A plaintext lifted to Q_level and transformed once, for repeated products with ciphertexts.", {
     #[getter]
     fn level(&self) -> usize {
         self.inner.level()
     }
-    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.inner.to_bytes())
-    }
-    #[staticmethod]
-    fn from_bytes(params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
-        Ok(Self { inner: Arc::new(lycaon_bfv::PreparedPlaintext::from_bytes(&params.params, data).map_err(bfv_err)?) })
-    }
-}
+});
 
 /// Makes and keeps the secret key; hands out public and evaluation keys.
 #[pyclass(module = "lycaon._native")]
@@ -289,21 +313,21 @@ impl KeyGenerator {
         Ok(Self { params: params.clone(), sk: Arc::new(sk), sampler })
     }
     fn secret_key(&self) -> SecretKey {
-        SecretKey { inner: self.sk.clone() }
+        SecretKey { inner: self.sk.clone(), params: self.params.clone() }
     }
     fn public_key(&mut self, py: Python<'_>) -> PyResult<PublicKey> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(PublicKey { inner: Arc::new(py.detach(|| rlwe::PublicKey::generate(sk, s)).map_err(rlwe_err)?) })
+        Ok(PublicKey::wrap(&self.params, py.detach(|| rlwe::PublicKey::generate(sk, s)).map_err(rlwe_err)?))
     }
     fn relin_key(&mut self, py: Python<'_>) -> PyResult<RelinKey> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(RelinKey { inner: Arc::new(py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?) })
+        Ok(RelinKey::wrap(&self.params, py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?))
     }
     /// Keys for row rotations by `steps` (and the row swap when asked).
     #[pyo3(signature = (steps, row_swap=false))]
     fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, row_swap: bool) -> PyResult<GaloisKeys> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(GaloisKeys { inner: Arc::new(py.detach(|| rlwe::GaloisKeys::for_rotations(sk, &steps, row_swap, s)).map_err(rlwe_err)?) })
+        Ok(GaloisKeys::wrap(&self.params, py.detach(|| rlwe::GaloisKeys::for_rotations(sk, &steps, row_swap, s)).map_err(rlwe_err)?))
     }
     #[getter]
     fn params(&self) -> BfvParameters {
@@ -340,15 +364,14 @@ impl Encryptor {
         let pk = self.pk.clone().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no public key"))?;
         let enc = &mut self.enc;
         let ct = py.detach(|| enc.encrypt(&pk, &plaintext.inner)).map_err(bfv_err)?;
-        Ok(Ciphertext { inner: Arc::new(ct) })
+        Ok(Ciphertext::wrap(&self.params, ct))
     }
     /// Symmetric encryption, seeded (half the bytes on the wire).
     fn encrypt_symmetric(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<SeededCiphertext> {
         let sk = self.sk.clone().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no secret key"))?;
         let enc = &mut self.enc;
         let ct = py.detach(|| enc.encrypt_symmetric(&sk, &plaintext.inner)).map_err(bfv_err)?;
-        let _ = &self.params;
-        Ok(SeededCiphertext { inner: Arc::new(ct) })
+        Ok(SeededCiphertext::wrap(&self.params, ct))
     }
 }
 
@@ -356,17 +379,18 @@ impl Encryptor {
 #[pyclass(module = "lycaon._native", frozen)]
 struct Decryptor {
     dec: lycaon_bfv::Decryptor,
+    params: BfvParameters,
 }
 
 #[pymethods]
 impl Decryptor {
     #[new]
     fn new(params: &BfvParameters, secret_key: &SecretKey) -> PyResult<Self> {
-        Ok(Self { dec: lycaon_bfv::Decryptor::new(&params.ctx, secret_key.inner.clone()).map_err(bfv_err)? })
+        Ok(Self { dec: lycaon_bfv::Decryptor::new(&params.ctx, secret_key.inner.clone()).map_err(bfv_err)?, params: params.clone() })
     }
     fn decrypt(&self, py: Python<'_>, ciphertext: &Ciphertext) -> PyResult<Plaintext> {
         let pt = py.detach(|| self.dec.decrypt(&ciphertext.inner)).map_err(bfv_err)?;
-        Ok(Plaintext { inner: Arc::new(pt) })
+        Ok(Plaintext::wrap(&self.params, pt))
     }
     /// Invariant noise budget in bits (decryption is correct while it is positive).
     fn noise_budget(&self, py: Python<'_>, ciphertext: &Ciphertext) -> PyResult<f64> {
@@ -381,8 +405,12 @@ struct Evaluator {
     ev: lycaon_bfv::Evaluator,
 }
 
-fn wrap(r: Result<rlwe::Ciphertext, BfvError>) -> PyResult<Ciphertext> {
-    r.map(|c| Ciphertext { inner: Arc::new(c) }).map_err(bfv_err)
+
+
+impl Evaluator {
+    fn out(&self, r: Result<rlwe::Ciphertext, BfvError>) -> PyResult<Ciphertext> {
+        r.map(|c| Ciphertext::wrap(&self.params, c)).map_err(bfv_err)
+    }
 }
 
 #[pymethods]
@@ -392,62 +420,62 @@ impl Evaluator {
         Self { params: params.clone(), ev: lycaon_bfv::Evaluator::new(&params.ctx) }
     }
     fn add(&self, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        wrap(self.ev.add(&a.inner, &b.inner))
+        self.out(self.ev.add(&a.inner, &b.inner))
     }
     fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        wrap(self.ev.sub(&a.inner, &b.inner))
+        self.out(self.ev.sub(&a.inner, &b.inner))
     }
     fn negate(&self, a: &Ciphertext) -> PyResult<Ciphertext> {
-        wrap(self.ev.negate(&a.inner))
+        self.out(self.ev.negate(&a.inner))
     }
     fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        wrap(self.ev.add_plain(&a.inner, &p.inner))
+        self.out(self.ev.add_plain(&a.inner, &p.inner))
     }
     fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        wrap(self.ev.sub_plain(&a.inner, &p.inner))
+        self.out(self.ev.sub_plain(&a.inner, &p.inner))
     }
     fn mul_plain(&self, py: Python<'_>, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.mul_plain(&a.inner, &p.inner)))
+        self.out(py.detach(|| self.ev.mul_plain(&a.inner, &p.inner)))
     }
     /// Lifts and transforms a plaintext once for many mul_plain_prepared calls at `level`.
     #[pyo3(signature = (p, level=None))]
     fn prepare_plain(&self, p: &Plaintext, level: Option<usize>) -> PyResult<PreparedPlaintext> {
         let level = level.unwrap_or(self.params.params.max_level());
-        Ok(PreparedPlaintext { inner: Arc::new(self.ev.prepare_plain(&p.inner, level).map_err(bfv_err)?) })
+        Ok(PreparedPlaintext::wrap(&self.params, self.ev.prepare_plain(&p.inner, level).map_err(bfv_err)?))
     }
     fn mul_plain_prepared(&self, a: &Ciphertext, p: &PreparedPlaintext) -> PyResult<Ciphertext> {
-        wrap(self.ev.mul_plain_prepared(&a.inner, &p.inner))
+        self.out(self.ev.mul_plain_prepared(&a.inner, &p.inner))
     }
     fn mul_scalar(&self, a: &Ciphertext, scalar: i64) -> PyResult<Ciphertext> {
-        wrap(self.ev.mul_scalar(&a.inner, scalar))
+        self.out(self.ev.mul_scalar(&a.inner, scalar))
     }
     /// Product without relinearisation (3 parts).
     fn multiply(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.multiply(&a.inner, &b.inner)))
+        self.out(py.detach(|| self.ev.multiply(&a.inner, &b.inner)))
     }
     fn multiply_relin(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext, relin_key: &RelinKey) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.multiply_relin(&a.inner, &b.inner, &relin_key.inner)))
+        self.out(py.detach(|| self.ev.multiply_relin(&a.inner, &b.inner, &relin_key.inner)))
     }
     fn relinearize(&self, py: Python<'_>, a: &Ciphertext, relin_key: &RelinKey) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.relinearize(&a.inner, &relin_key.inner)))
+        self.out(py.detach(|| self.ev.relinearize(&a.inner, &relin_key.inner)))
     }
     /// Rotates both rows of slots left by `step` (right when negative).
     fn rotate_rows(&self, py: Python<'_>, a: &Ciphertext, step: i64, galois_keys: &GaloisKeys) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.rotate_rows(&a.inner, step, &galois_keys.inner)))
+        self.out(py.detach(|| self.ev.rotate_rows(&a.inner, step, &galois_keys.inner)))
     }
     /// Several rotations of one ciphertext sharing one decomposition.
     fn rotate_rows_hoisted(&self, py: Python<'_>, a: &Ciphertext, steps: Vec<i64>, galois_keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
         let out = py.detach(|| self.ev.rotate_rows_hoisted(&a.inner, &steps, &galois_keys.inner)).map_err(bfv_err)?;
-        Ok(out.into_iter().map(|c| Ciphertext { inner: Arc::new(c) }).collect())
+        Ok(out.into_iter().map(|c| Ciphertext::wrap(&self.params, c)).collect())
     }
     fn swap_rows(&self, py: Python<'_>, a: &Ciphertext, galois_keys: &GaloisKeys) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.swap_rows(&a.inner, &galois_keys.inner)))
+        self.out(py.detach(|| self.ev.swap_rows(&a.inner, &galois_keys.inner)))
     }
     fn mod_switch_to_next(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.mod_switch_to_next(&a.inner)))
+        self.out(py.detach(|| self.ev.mod_switch_to_next(&a.inner)))
     }
     fn mod_switch_to(&self, py: Python<'_>, a: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
-        wrap(py.detach(|| self.ev.mod_switch_to(&a.inner, level)))
+        self.out(py.detach(|| self.ev.mod_switch_to(&a.inner, level)))
     }
     #[getter]
     fn params(&self) -> BfvParameters {
@@ -479,6 +507,7 @@ macro_rules! encoder {
         #[pyclass(module = "lycaon._native", frozen)]
         struct $name {
             enc: $inner,
+            params: BfvParameters,
             t: u64,
             n: usize,
         }
@@ -487,12 +516,12 @@ macro_rules! encoder {
         impl $name {
             #[new]
             fn new(params: &BfvParameters) -> PyResult<Self> {
-                Ok(Self { enc: <$inner>::new(&params.params).map_err(bfv_err)?, t: params.ctx.plaintext_modulus(), n: params.params.n() })
+                Ok(Self { enc: <$inner>::new(&params.params).map_err(bfv_err)?, params: params.clone(), t: params.ctx.plaintext_modulus(), n: params.params.n() })
             }
             /// Encodes up to n integers (any sign; reduced modulo t).
             fn encode(&self, py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<Plaintext> {
                 let v = reduce_values(values_from(py, values, self.t)?, self.t);
-                Ok(Plaintext { inner: Arc::new(self.enc.encode(&v).map_err(bfv_err)?) })
+                Ok(Plaintext::wrap(&self.params, self.enc.encode(&v).map_err(bfv_err)?))
             }
             /// Decodes to a numpy array: uint64 in [0, t), or int64 in (-t/2, t/2] when signed.
             #[pyo3(signature = (plaintext, signed=false))]
