@@ -1,6 +1,7 @@
 //! Hybrid key switching (Han-Ki 2020; the GHS special-modulus method with digits): ModUp each
 //! digit of c to Q_l P, take the inner product with the key, ModDown by P. Hoisting (Halevi-Shoup
-//! 2018) decomposes once and applies each automorphism to the decomposed digits.
+//! 2018) decomposes c_1 once for many rotations; Galois keys switch s to s(X^(1/g)), so each
+//! rotation works on the unpermuted digits and permutes only its two results.
 
 use lycaon_math::{Automorphism, Coeff, Ntt, Poly};
 
@@ -19,6 +20,9 @@ pub fn decompose(params: &Parameters, c_coeff: &Poly<Coeff>, c_ntt: &Poly<Ntt>) 
     let ctx = params.level(level)?;
     if ctx.mod_down.is_none() {
         return Err(RlweError::NoSpecialPrimes);
+    }
+    if !c_coeff.basis().same_primes(&ctx.q) || !c_ntt.basis().same_primes(&ctx.q) {
+        return Err(RlweError::Malformed { what: "both forms of the decomposed polynomial must be over Q_l of these parameters".into() });
     }
     let backend = params.backend();
     let n = params.n();
@@ -43,6 +47,9 @@ pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<
     let backend = params.backend();
     let n = params.n();
     let count = level + 1;
+    if !x.basis().same_primes(&ctx.qp) {
+        return Err(RlweError::Malformed { what: format!("ModDown expects a polynomial over Q_{level} P ({} limbs), got {} limbs", ctx.qp.len(), x.num_limbs()) });
+    }
     let mut data = x.into_data();
     let p_part = Poly::<Ntt>::from_kernel_output(conv.from_basis(), data.split_off(count * n));
     let correction = backend.ntt(backend.convert_basis(conv, &backend.intt(p_part), false)?);
