@@ -1,0 +1,8 @@
+"""The model front: a small network IR, ONNX import, graph rewrites and a float executor."""
+
+from .executor import run_float
+from .ir import SUPPORTED_OPS, Graph, ModelError, Node
+from .onnx_import import SUPPORTED_ONNX_OPS, load_onnx
+from .transforms import compose_pointwise, fold_batchnorm, simplify
+
+__all__ = ["Graph", "Node", "ModelError", "SUPPORTED_OPS", "SUPPORTED_ONNX_OPS", "load_onnx", "run_float", "fold_batchnorm", "compose_pointwise", "simplify"]

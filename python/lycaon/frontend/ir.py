@@ -1,0 +1,135 @@
+"""A small intermediate representation of a convolutional network, with shapes inferred and
+validated when the graph is built.
+
+Tensors are NCHW (batch first); a graph has one input and one output, and nodes are kept in
+topological order. Every node names the tensors it reads and the one it writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+SUPPORTED_OPS = ("conv", "batchnorm", "relu", "poly", "maxpool", "avgpool", "global_avgpool", "linear", "flatten", "add")
+
+
+class ModelError(ValueError):
+    """A model Lycaon cannot take, with the node and the reason."""
+
+
+@dataclass
+class Node:
+    """One operation. `params` holds arrays (weights), `attrs` holds integers and tuples."""
+
+    op: str
+    name: str
+    inputs: list[str]
+    output: str
+    attrs: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    shape: tuple = ()
+
+    def describe(self) -> str:
+        return f"{self.op} node '{self.name}'"
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int) -> int:
+    return (size + pad_lo + pad_hi - kernel) // stride + 1
+
+
+@dataclass
+class Graph:
+    """A validated network: input shape (C, H, W) or (F,), nodes, and the output tensor name."""
+
+    input_name: str
+    input_shape: tuple
+    nodes: list[Node] = field(default_factory=list)
+    output: Optional[str] = None
+    name: str = "model"
+
+    def shapes(self) -> dict[str, tuple]:
+        out = {self.input_name: self.input_shape}
+        for node in self.nodes:
+            out[node.output] = node.shape
+        return out
+
+    def add(self, node: Node) -> Node:
+        """Appends a node after inferring and checking its output shape."""
+        shapes = self.shapes()
+        if node.op not in SUPPORTED_OPS:
+            raise ModelError(f"{node.describe()}: unsupported operation; supported: {', '.join(SUPPORTED_OPS)}")
+        if node.output in shapes:
+            raise ModelError(f"{node.describe()}: tensor '{node.output}' is written twice")
+        for name in node.inputs:
+            if name not in shapes:
+                raise ModelError(f"{node.describe()}: input '{name}' is not produced by any earlier node")
+        node.shape = _infer(node, [shapes[i] for i in node.inputs])
+        self.nodes.append(node)
+        self.output = node.output
+        return node
+
+    def summary(self) -> list[dict]:
+        """One row per node: name, op, output shape, parameter count, multiply-accumulates."""
+        rows = []
+        shapes = self.shapes()
+        for node in self.nodes:
+            params = int(sum(np.asarray(p).size for p in node.params.values()))
+            rows.append({"name": node.name, "op": node.op, "shape": node.shape, "params": params, "macs": _macs(node, shapes)})
+        return rows
+
+
+def _macs(node: Node, shapes: dict) -> int:
+    if node.op == "conv":
+        w = node.params["weight"]
+        return int(np.prod(node.shape) * w.shape[1] * w.shape[2] * w.shape[3])
+    if node.op == "linear":
+        return int(node.params["weight"].size)
+    return 0
+
+
+def _infer(node: Node, ins: Sequence[tuple]) -> tuple:
+    op, a = node.op, node.attrs
+    x = ins[0]
+    if op in ("conv", "maxpool", "avgpool", "batchnorm", "global_avgpool") and len(x) != 3:
+        raise ModelError(f"{node.describe()}: expects a (C, H, W) input, got shape {x}")
+    if op == "conv":
+        w = node.params.get("weight")
+        if w is None or w.ndim != 4:
+            raise ModelError(f"{node.describe()}: weight must have shape (out, in/groups, kh, kw)")
+        groups = a.get("groups", 1)
+        if x[0] != w.shape[1] * groups or w.shape[0] % groups:
+            raise ModelError(f"{node.describe()}: weight {w.shape} with groups={groups} does not fit {x[0]} input channels")
+        if a.get("dilation", (1, 1)) != (1, 1):
+            raise ModelError(f"{node.describe()}: dilation other than 1 is not supported")
+        s, p = a.get("stride", (1, 1)), a.get("pads", (0, 0, 0, 0))
+        h = _conv_out(x[1], w.shape[2], s[0], p[0], p[2])
+        wd = _conv_out(x[2], w.shape[3], s[1], p[1], p[3])
+        if h < 1 or wd < 1:
+            raise ModelError(f"{node.describe()}: output would be empty for input {x}")
+        return (w.shape[0], h, wd)
+    if op == "batchnorm":
+        for key in ("scale", "bias", "mean", "var"):
+            if node.params[key].shape != (x[0],):
+                raise ModelError(f"{node.describe()}: {key} has shape {node.params[key].shape}, expected ({x[0]},)")
+        return x
+    if op in ("relu", "poly"):
+        return x
+    if op in ("maxpool", "avgpool"):
+        k, s, p = a["kernel"], a.get("stride", a["kernel"]), a.get("pads", (0, 0, 0, 0))
+        return (x[0], _conv_out(x[1], k[0], s[0], p[0], p[2]), _conv_out(x[2], k[1], s[1], p[1], p[3]))
+    if op == "global_avgpool":
+        return (x[0], 1, 1)
+    if op == "flatten":
+        return (int(np.prod(x)),)
+    if op == "linear":
+        w = node.params["weight"]
+        if len(x) != 1 or w.shape[1] != x[0]:
+            raise ModelError(f"{node.describe()}: weight {w.shape} does not fit input shape {x} (flatten first)")
+        return (w.shape[0],)
+    if op == "add":
+        if len(ins) != 2 or ins[0] != ins[1]:
+            raise ModelError(f"{node.describe()}: residual addition needs two inputs of one shape, got {list(ins)}")
+        return x
+    raise ModelError(f"{node.describe()}: unsupported operation")

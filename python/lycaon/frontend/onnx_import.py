@@ -1,0 +1,176 @@
+"""Import of ONNX models into the IR (the `onnx` package; opsets 9 and later).
+
+Batch-norm, dropout and identity nodes are handled; a stride-2 slice followed by a zero channel
+pad (the "option A" ResNet shortcut that PyTorch exports as Slice + Pad) becomes a fixed 1x1
+convolution, which the encrypted pipeline treats like any other linear layer.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import numpy as np
+
+from .ir import Graph, ModelError, Node
+
+SUPPORTED_ONNX_OPS = (
+    "Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
+    "Gemm", "MatMul", "Add", "Slice", "Pad", "Identity", "Dropout", "Constant",
+)
+
+
+def _attrs(node) -> dict:
+    import onnx  # noqa: PLC0415
+
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _name(node, index: int) -> str:
+    return node.name or f"{node.op_type.lower()}_{index}"
+
+
+def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
+    """Reads an ONNX model (path, bytes or ModelProto) into a validated IR graph."""
+    import onnx  # noqa: PLC0415
+    from onnx import numpy_helper  # noqa: PLC0415
+
+    if isinstance(model, (str, bytes)) and not isinstance(model, onnx.ModelProto):
+        try:
+            model = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(model)
+        except Exception as exc:  # onnx raises DecodeError and friends
+            raise ModelError(f"cannot read the ONNX model: {exc}") from exc
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise ModelError(f"the ONNX model is malformed: {exc}") from exc
+    g = model.graph
+    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) if numpy_helper.to_array(t).dtype.kind == "f" else numpy_helper.to_array(t) for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in consts]
+    if len(inputs) != 1 or len(g.output) != 1:
+        raise ModelError(f"the model must have one input and one output, it has {len(inputs)} and {len(g.output)}")
+    dims = inputs[0].type.tensor_type.shape.dim
+    shape = []
+    for k, d in enumerate(dims):
+        if k == 0:
+            continue  # the batch dimension may be symbolic
+        if not d.HasField("dim_value") or d.dim_value <= 0:
+            raise ModelError(f"input '{inputs[0].name}' has a dynamic dimension {k} ('{d.dim_param}'); export the model with a fixed input size")
+        shape.append(d.dim_value)
+    graph = Graph(input_name=inputs[0].name, input_shape=tuple(shape), name=g.name or "model")
+    alias: dict[str, str] = {}
+
+    def src(name: str) -> str:
+        return alias.get(name, name)
+
+    def const(node, k: int, what: str) -> np.ndarray:
+        if len(node.input) <= k or node.input[k] not in consts:
+            raise ModelError(f"{node.op_type} node '{node.name}': {what} must be a constant (initializer)")
+        return consts[node.input[k]]
+
+    for index, node in enumerate(g.node):
+        op, a, name = node.op_type, _attrs(node), _name(node, index)
+        out = node.output[0]
+        if op == "Constant":
+            consts[out] = numpy_helper.to_array(a["value"])
+            continue
+        if op in ("Identity", "Dropout"):
+            alias[out] = src(node.input[0])
+            continue
+        if op == "Conv":
+            if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+                raise ModelError(f"Conv node '{name}': auto_pad is not supported; export with explicit pads")
+            w = const(node, 1, "the weight")
+            bias = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+            attrs = {"stride": tuple(a.get("strides", (1, 1))), "pads": tuple(a.get("pads", (0, 0, 0, 0))), "groups": int(a.get("group", 1)), "dilation": tuple(a.get("dilations", (1, 1)))}
+            graph.add(Node("conv", name, [src(node.input[0])], out, attrs, {"weight": w, "bias": bias}))
+        elif op == "BatchNormalization":
+            params = {"scale": const(node, 1, "scale"), "bias": const(node, 2, "bias"), "mean": const(node, 3, "mean"), "var": const(node, 4, "var")}
+            graph.add(Node("batchnorm", name, [src(node.input[0])], out, {"eps": float(a.get("epsilon", 1e-5))}, params))
+        elif op == "Relu":
+            graph.add(Node("relu", name, [src(node.input[0])], out))
+        elif op in ("MaxPool", "AveragePool"):
+            if a.get("ceil_mode", 0):
+                raise ModelError(f"{op} node '{name}': ceil_mode=1 is not supported")
+            pads = tuple(a.get("pads", (0, 0, 0, 0)))
+            if op == "AveragePool" and any(pads) and not a.get("count_include_pad", 0):
+                raise ModelError(f"AveragePool node '{name}': padding that is excluded from the average is not supported")
+            kernel = tuple(a["kernel_shape"])
+            attrs = {"kernel": kernel, "stride": tuple(a.get("strides", kernel)), "pads": pads}
+            graph.add(Node("maxpool" if op == "MaxPool" else "avgpool", name, [src(node.input[0])], out, attrs))
+        elif op == "GlobalAveragePool":
+            graph.add(Node("global_avgpool", name, [src(node.input[0])], out))
+        elif op in ("Flatten", "Reshape"):
+            if op == "Flatten" and a.get("axis", 1) != 1:
+                raise ModelError(f"Flatten node '{name}': only axis=1 is supported")
+            if op == "Reshape":
+                target = const(node, 1, "the target shape")
+                if len(target) != 2 or target[1] not in (-1, int(np.prod(graph.shapes()[src(node.input[0])]))):
+                    raise ModelError(f"Reshape node '{name}': only flattening to (batch, features) is supported, not {list(target)}")
+            graph.add(Node("flatten", name, [src(node.input[0])], out))
+        elif op == "Gemm":
+            w = const(node, 1, "the weight")
+            if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+                raise ModelError(f"Gemm node '{name}': only alpha = beta = 1 without transA is supported")
+            w = w if a.get("transB", 0) else w.T
+            bias = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+            graph.add(Node("linear", name, [src(node.input[0])], out, {}, {"weight": w, "bias": bias}))
+        elif op == "MatMul":
+            graph.add(Node("linear", name, [src(node.input[0])], out, {}, {"weight": const(node, 1, "the weight").T, "bias": None}))
+        elif op == "Add":
+            x0, x1 = node.input[0], node.input[1]
+            if x1 in consts or x0 in consts:
+                # A bias after MatMul: fold it into the linear node that produced the other input.
+                b, t = (consts[x1], x0) if x1 in consts else (consts[x0], x1)
+                prev = next((n for n in graph.nodes if n.output == src(t)), None)
+                if prev is None or prev.op != "linear" or prev.params.get("bias") is not None:
+                    raise ModelError(f"Add node '{name}': adding a constant is only supported as the bias of a MatMul")
+                prev.params["bias"] = np.asarray(b, dtype=np.float64).reshape(-1)
+                alias[out] = prev.output
+            else:
+                graph.add(Node("add", name, [src(x0), src(x1)], out))
+        elif op == "Slice":
+            graph.add(_slice_as_conv(node, name, consts, graph, src))
+        elif op == "Pad":
+            graph.add(_pad_as_conv(node, name, consts, a, graph, src))
+        else:
+            raise ModelError(f"{op} node '{name}': unsupported operator; supported: {', '.join(SUPPORTED_ONNX_OPS)}")
+    graph.output = src(g.output[0].name)
+    if graph.output not in graph.shapes():
+        raise ModelError(f"output '{g.output[0].name}' is not produced by any node")
+    return graph
+
+
+def _slice_as_conv(node, name, consts, graph, src) -> Node:
+    """x[:, :, ::sh, ::sw] as a 1x1 convolution with stride (sh, sw) and identity weights."""
+    ins = [consts.get(i) if i else None for i in node.input[1:]]
+    starts, ends = ins[0], ins[1]
+    axes = ins[2] if len(ins) > 2 and ins[2] is not None else np.arange(len(starts))
+    steps = ins[3] if len(ins) > 3 and ins[3] is not None else np.ones(len(starts), dtype=np.int64)
+    if starts is None or ends is None:
+        raise ModelError(f"Slice node '{name}': starts and ends must be constants")
+    c, h, w = graph.shapes()[src(node.input[0])]
+    stride = [1, 1]
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        ax = int(ax) % 4
+        if ax not in (2, 3) or int(s) != 0 or int(e) < (h if ax == 2 else w) or int(st) < 1:
+            raise ModelError(f"Slice node '{name}': only strided subsampling of the spatial axes (x[:, :, ::s, ::s]) is supported")
+        stride[ax - 2] = int(st)
+    weight = np.eye(c).reshape(c, c, 1, 1)
+    return Node("conv", name, [src(node.input[0])], node.output[0], {"stride": tuple(stride), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})
+
+
+def _pad_as_conv(node, name, consts, a, graph, src) -> Node:
+    """Zero padding of the channel axis as a 1x1 convolution with a padded identity."""
+    pads = consts.get(node.input[1]) if len(node.input) > 1 else np.asarray(a.get("pads", []))
+    mode = a.get("mode", b"constant")
+    value = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else 0.0
+    if pads is None or mode not in (b"constant", "constant") or float(np.asarray(value).reshape(-1)[0] if np.size(value) else 0.0) != 0.0:
+        raise ModelError(f"Pad node '{name}': only constant zero padding with constant pads is supported")
+    pads = [int(p) for p in pads]
+    if len(pads) != 8 or any(pads[k] for k in (0, 2, 3, 4, 6, 7)):
+        raise ModelError(f"Pad node '{name}': only padding of the channel axis is supported (pads {pads})")
+    c = graph.shapes()[src(node.input[0])][0]
+    before, after = pads[1], pads[5]
+    weight = np.zeros((before + c + after, c, 1, 1))
+    weight[before:before + c, :, 0, 0] = np.eye(c)
+    return Node("conv", name, [src(node.input[0])], node.output[0], {"stride": (1, 1), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})

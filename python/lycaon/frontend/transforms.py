@@ -1,0 +1,75 @@
+"""Graph rewrites that keep the function and shrink the encrypted work: batch-norm folded into
+the convolution or linear layer before it, and chains of 1x1 convolutions composed into one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph, Node
+
+
+def _consumers(graph: Graph, tensor: str) -> list[Node]:
+    return [n for n in graph.nodes if tensor in n.inputs]
+
+
+def _rebuild(graph: Graph, nodes: list[Node], renames: dict[str, str]) -> Graph:
+    out = Graph(graph.input_name, graph.input_shape, name=graph.name)
+    for n in nodes:
+        out.add(Node(n.op, n.name, [renames.get(i, i) for i in n.inputs], n.output, dict(n.attrs), dict(n.params)))
+    out.output = renames.get(graph.output, graph.output)
+    return out
+
+
+def fold_batchnorm(graph: Graph) -> Graph:
+    """Folds each batch-norm into the conv/linear node that feeds only it."""
+    nodes: list[Node] = []
+    renames: dict[str, str] = {}
+    # Work on copies: the caller's graph keeps its weights.
+    copies = [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), dict(n.params), n.shape) for n in graph.nodes]
+    by_output = {n.output: n for n in copies}
+    for node in copies:
+        prev = by_output.get(node.inputs[0]) if node.op == "batchnorm" else None
+        if prev is not None and prev.op in ("conv", "linear") and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output:
+            p = node.params
+            inv = p["scale"] / np.sqrt(p["var"] + node.attrs.get("eps", 1e-5))
+            w = prev.params["weight"]
+            prev.params["weight"] = w * inv.reshape((-1,) + (1,) * (w.ndim - 1))
+            b = prev.params.get("bias")
+            prev.params["bias"] = ((b if b is not None else 0.0) - p["mean"]) * inv + p["bias"]
+            renames[node.output] = prev.output
+            continue
+        nodes.append(node)
+    return _rebuild(graph, nodes, renames)
+
+
+def compose_pointwise(graph: Graph) -> Graph:
+    """Replaces conv(1x1, stride s) -> conv(1x1, stride 1), both without padding or groups and the
+    first used only by the second, with a single 1x1 convolution of stride s."""
+    nodes: list[Node] = []
+    renames: dict[str, str] = {}
+    by_output = {n.output: n for n in graph.nodes}
+    removed = set()
+
+    def pointwise(n: Node) -> bool:
+        return n.op == "conv" and n.params["weight"].shape[2:] == (1, 1) and n.attrs.get("groups", 1) == 1 and not any(n.attrs.get("pads", (0, 0, 0, 0)))
+
+    for node in graph.nodes:
+        prev = by_output.get(renames.get(node.inputs[0], node.inputs[0]))
+        if (
+            pointwise(node) and node.attrs.get("stride", (1, 1)) == (1, 1) and prev is not None and pointwise(prev)
+            and len(_consumers(graph, prev.output)) == 1 and prev.params.get("bias") is None
+        ):
+            w = node.params["weight"][:, :, 0, 0] @ prev.params["weight"][:, :, 0, 0]
+            merged = Node("conv", node.name, list(prev.inputs), node.output, dict(prev.attrs), {"weight": w[:, :, None, None], "bias": node.params.get("bias")})
+            removed.add(prev.output)
+            nodes = [n for n in nodes if n.output != prev.output]
+            nodes.append(merged)
+            by_output[node.output] = merged
+            continue
+        nodes.append(node)
+    return _rebuild(graph, nodes, renames)
+
+
+def simplify(graph: Graph) -> Graph:
+    """The rewrites the HE pipelines want: fold batch-norm, compose pointwise convolutions."""
+    return compose_pointwise(fold_batchnorm(graph))

@@ -1,0 +1,111 @@
+"""The model front: IR validation, ONNX import (with batch-norm folding and option-A shortcuts),
+the float executor against onnxruntime, and the reference ResNet-20 on real CIFAR-10 images."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from lycaon.frontend import Graph, ModelError, Node, load_onnx, run_float, simplify  # noqa: E402
+from lycaon.frontend import resnet  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+HAVE_DATA = (SHARED / "models").is_dir() and (SHARED / "cifar10" / "test.npz").is_file()
+needs_data = pytest.mark.skipif(not HAVE_DATA, reason="../shared/data (reference weights, CIFAR-10) is not present")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    sd = resnet.reference_state_dict(20, SHARED / "models")
+    data = np.load(SHARED / "cifar10" / "test.npz")
+    idx = np.arange(0, 10000, 10)  # 100 images of each class
+    return sd, resnet.preprocess(data["x"][idx]), data["y"][idx]
+
+
+@needs_data
+def test_onnx_import_equals_the_direct_ir(reference):
+    sd, x, _ = reference
+    direct = simplify(resnet.resnet_cifar(sd))
+    imported = simplify(load_onnx(resnet.resnet_cifar_onnx(sd).SerializeToString()))
+    assert [n.op for n in direct.nodes] == [n.op for n in imported.nodes]
+    for a, b in zip(direct.nodes, imported.nodes):
+        assert a.shape == b.shape and a.attrs.get("stride") == b.attrs.get("stride")
+        for key in a.params:
+            if a.params[key] is not None:
+                np.testing.assert_allclose(a.params[key], b.params[key], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(run_float(direct, x[:50]), run_float(imported, x[:50]), rtol=1e-6, atol=1e-6)
+
+
+@needs_data
+def test_float_executor_matches_onnxruntime(reference):
+    ort = pytest.importorskip("onnxruntime")
+    sd, x, _ = reference
+    model = resnet.resnet_cifar_onnx(sd)
+    ours = run_float(load_onnx(model.SerializeToString()), x[:100])
+    theirs = ort.InferenceSession(model.SerializeToString()).run(None, {"image": x[:100].astype(np.float32)})[0]
+    # onnxruntime computes in float32: agreement to 1e-5 of the logits' scale.
+    assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max()
+
+
+@needs_data
+def test_reference_resnet20_accuracy_on_a_stratified_sample(reference):
+    sd, x, y = reference
+    logits = run_float(simplify(load_onnx(resnet.resnet_cifar_onnx(sd).SerializeToString())), x)
+    accuracy = (logits.argmax(1) == y).mean()
+    # 81.03 % on all 10,000 images (../shared/data/models/README.md); this is every 10th image.
+    assert abs(accuracy - 0.8103) < 0.03, accuracy
+
+
+def _tiny_model(nodes, inits, in_shape=(1, 2, 4, 4), out_shape=(1, 2, 4, 4)):
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))],
+        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_unknown_operator_names_the_node_and_the_alternatives():
+    model = _tiny_model([helper.make_node("Erf", ["x"], ["y"], name="weird")], {})
+    with pytest.raises(ModelError, match=r"Erf node 'weird': unsupported operator; supported: Conv"):
+        load_onnx(model)
+
+
+def test_dynamic_shapes_and_corrupt_files_are_refused():
+    model = _tiny_model([helper.make_node("Relu", ["x"], ["y"], name="r")], {}, in_shape=("N", 2, "H", 4), out_shape=("N", 2, "H", 4))
+    with pytest.raises(ModelError, match="dynamic dimension 2"):
+        load_onnx(model)
+    with pytest.raises(ModelError, match="cannot read the ONNX model"):
+        load_onnx(b"\x00\x01 definitely not protobuf \xff" * 10)
+
+
+def test_unsupported_slices_and_shape_errors_name_the_node():
+    sl = {"s": [1], "e": [4], "a": [2]}
+    model = _tiny_model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="crop")], sl, out_shape=(1, 2, 3, 4))
+    with pytest.raises(ModelError, match="Slice node 'crop'"):
+        load_onnx(model)
+    g = Graph("x", (3, 8, 8))
+    with pytest.raises(ModelError, match="conv node 'c1'.*does not fit 3 input channels"):
+        g.add(Node("conv", "c1", ["x"], "y", {"stride": (1, 1)}, {"weight": np.zeros((4, 2, 3, 3))}))
+    with pytest.raises(ModelError, match="input 'nope' is not produced"):
+        g.add(Node("relu", "r", ["nope"], "z"))
+    with pytest.raises(ModelError, match="linear node 'fc'.*flatten first"):
+        g.add(Node("linear", "fc", ["x"], "z", {}, {"weight": np.zeros((10, 192))}))
+
+
+def test_batchnorm_folding_and_pooling_match_the_unfolded_graph():
+    rng = np.random.default_rng(1)
+    g = Graph("x", (2, 6, 6))
+    g.add(Node("conv", "c", ["x"], "c:o", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}))
+    g.add(Node("batchnorm", "bn", ["c:o"], "bn:o", {"eps": 1e-5}, {"scale": rng.normal(size=3), "bias": rng.normal(size=3), "mean": rng.normal(size=3), "var": rng.uniform(0.5, 2, size=3)}))
+    g.add(Node("maxpool", "mp", ["bn:o"], "mp:o", {"kernel": (2, 2)}))
+    g.add(Node("avgpool", "ap", ["mp:o"], "ap:o", {"kernel": (3, 3)}))
+    g.add(Node("flatten", "f", ["ap:o"], "f:o"))
+    x = rng.normal(size=(4, 2, 6, 6))
+    folded = simplify(g)
+    assert [n.op for n in folded.nodes] == ["conv", "maxpool", "avgpool", "flatten"]
+    np.testing.assert_allclose(run_float(folded, x), run_float(g, x), rtol=1e-12, atol=1e-12)
