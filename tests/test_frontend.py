@@ -109,3 +109,57 @@ def test_batchnorm_folding_and_pooling_match_the_unfolded_graph():
     folded = simplify(g)
     assert [n.op for n in folded.nodes] == ["conv", "maxpool", "avgpool", "flatten"]
     np.testing.assert_allclose(run_float(folded, x), run_float(g, x), rtol=1e-12, atol=1e-12)
+
+
+@needs_data
+def test_fixed_point_twin_agrees_with_the_float_model(reference):
+    from lycaon.frontend.quantize import QuantConfig, quantize, run_integer
+
+    sd, x, y = reference
+    graph = simplify(resnet.resnet_cifar(sd))
+    train = np.load(SHARED / "cifar10" / "train.npz")["x"][:128]
+    q = quantize(graph, resnet.preprocess(train), QuantConfig(plaintext_bits=37))
+    assert max(q.accumulator_bits.values()) < 37 - 1
+    ints = run_integer(q, q.encode_input(x[:300]))
+    assert ints.dtype == np.int64
+    floats = run_float(graph, x[:300])
+    assert (ints.argmax(1) == floats.argmax(1)).mean() >= 0.99
+    assert np.abs(q.decode(ints) - floats).max() < 0.5
+
+
+def test_integer_reference_is_exact_fixed_point_arithmetic():
+    """On a tiny network the integer executor equals a hand computation: floor shifts, exact sums."""
+    from lycaon.frontend.quantize import QuantConfig, QuantizedModel, run_integer
+
+    g = Graph("x", (1, 2, 2))
+    g.add(Node("conv", "c", ["x"], "c:o", {"stride": (1, 1)}, {"weight": np.ones((1, 1, 2, 2)), "bias": None}))
+    g.add(Node("relu", "r", ["c:o"], "r:o"))
+    g.add(Node("global_avgpool", "gap", ["r:o"], "gap:o"))
+    g.add(Node("flatten", "f", ["gap:o"], "f:o"))
+    g.add(Node("linear", "fc", ["f:o"], "y", {}, {"weight": np.array([[0.5], [-0.25]]), "bias": np.array([0.0, 1.0])}))
+    q = QuantizedModel(g, fraction_bits=4, config=QuantConfig(plaintext_bits=20))
+    q.layers = {"c": (np.full((1, 1, 2, 2), 3, dtype=np.int64), None, 1), "fc": (np.array([[2], [-1]]), np.array([0, 64]), 2)}
+    q.pools = {"gap": (2**16, 16)}
+    x = np.array([[[[5, -7], [2, 1]]]])
+    # conv: 3 * (5 - 7 + 2 + 1) = 3, >> 1 = 1; relu 1; pool 1; fc: (2, -1 + 64) >> 2 = (0, 15).
+    assert run_integer(q, x).tolist() == [[0, 15]]
+    x2 = np.array([[[[-5, -7], [-2, -1]]]])
+    # conv: 3 * -15 = -45, >> 1 = -23 (floor); relu 0; fc: (0, 64) >> 2 = (0, 16).
+    assert run_integer(q, x2).tolist() == [[0, 16]]
+    q.config = QuantConfig(plaintext_bits=6)
+    with pytest.raises(OverflowError, match="fc"):
+        run_integer(q, x)
+
+
+def test_cli_inspect_and_errors(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage" * 20)
+    out = subprocess.run([sys.executable, "-m", "lycaon.cli", "inspect", str(bad)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "cannot read the ONNX model" in out.stderr and "Traceback" not in out.stderr
+    if HAVE_DATA:
+        out = subprocess.run([sys.executable, "-m", "lycaon.cli", "inspect", "resnet20-reference", "--json", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+        assert out.returncode == 0, out.stderr
+        assert "40813184 multiply-accumulates" in out.stdout

@@ -82,6 +82,61 @@ def _selfcheck(n: int) -> int:
     return 0
 
 
+def _write_json(path: Optional[str], payload) -> None:
+    if path:
+        import json  # noqa: PLC0415
+
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2)
+        print(f"wrote {path}")
+
+
+def _inspect(model: str, json_path: Optional[str]) -> int:
+    from lycaon.frontend import simplify, zoo  # noqa: PLC0415
+
+    graph = zoo.load_model(model)
+    rows = simplify(graph).summary()
+    print(f"{graph.name}: input {graph.input_shape}, {len(graph.nodes)} nodes ({len(rows)} after folding batch-norm)")
+    print(f"{'name':<24} {'op':<15} {'output shape':<16} {'params':>9} {'MACs':>12}")
+    for r in rows:
+        print(f"{r['name']:<24} {r['op']:<15} {str(r['shape']):<16} {r['params']:>9} {r['macs']:>12}")
+    print(f"total: {sum(r['params'] for r in rows)} parameters, {sum(r['macs'] for r in rows)} multiply-accumulates")
+    _write_json(json_path, [dict(r, shape=list(r["shape"])) for r in rows])
+    return 0
+
+
+def _quantize(model: str, calib: int, evaluate: int, plaintext_bits: int, json_path: Optional[str]) -> int:
+    from lycaon.frontend import resnet, run_float, simplify, zoo  # noqa: PLC0415
+    from lycaon.frontend.quantize import QuantConfig, quantize, run_integer  # noqa: PLC0415
+
+    graph = simplify(zoo.load_model(model))
+    if tuple(graph.input_shape) != (3, 32, 32):
+        raise lycaon.LycaonError(f"quantize evaluates on CIFAR-10 (3x32x32); this model takes {graph.input_shape}")
+    train_x, _ = zoo.cifar10("train")
+    test_x, test_y = zoo.cifar10("test")
+    rng = np.random.default_rng(0)
+    cal = resnet.preprocess(train_x[rng.choice(len(train_x), calib, replace=False)])
+    q = quantize(graph, cal, QuantConfig(plaintext_bits=plaintext_bits))
+    idx = np.linspace(0, len(test_x) - 1, min(evaluate, len(test_x))).astype(int)
+    x, y = resnet.preprocess(test_x[idx]), test_y[idx]
+    fl = run_float(graph, x).argmax(1)
+    it = run_integer(q, q.encode_input(x)).argmax(1)
+    result = {
+        "model": model,
+        "images": len(idx),
+        "float_accuracy": float((fl == y).mean()),
+        "fixed_point_accuracy": float((it == y).mean()),
+        "top1_agreement": float((fl == it).mean()),
+        "fraction_bits": q.fraction_bits,
+        "plaintext_bits": plaintext_bits,
+        "max_accumulator_bits": max(q.accumulator_bits.values()),
+    }
+    for k, v in result.items():
+        print(f"{k:<22} {v}")
+    _write_json(json_path, result)
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="lycaon", description="Homomorphic encryption for private inference.")
     parser.add_argument("--version", action="version", version=f"lycaon {lycaon.__version__}")
@@ -94,16 +149,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bfv.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     bfv.add_argument("--reps", type=int, default=20, help="timed runs per operation (median; default 20)")
     bfv.add_argument("--n", type=int, nargs="+", default=[4096, 8192], help="ring degrees (4096 and/or 8192)")
+    inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
+    inspect.add_argument("model", help="an ONNX file or a built-in model (resnet20-reference, ...)")
+    inspect.add_argument("--json", metavar="FILE")
+    quant = sub.add_parser("quantize", help="fixed-point twin of a model: float vs fixed-point accuracy on CIFAR-10")
+    quant.add_argument("model")
+    quant.add_argument("--calib", type=int, default=256, help="calibration images from the training set")
+    quant.add_argument("--eval", type=int, default=10000, help="test images to evaluate (spread over the set)")
+    quant.add_argument("--plaintext-bits", type=int, default=37, help="bits of the plaintext modulus the accumulators must fit")
+    quant.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     try:
         if args.command == "selfcheck":
             return _selfcheck(args.n)
+        if args.command == "inspect":
+            return _inspect(args.model, args.json)
+        if args.command == "quantize":
+            return _quantize(args.model, args.calib, args.eval, args.plaintext_bits, args.json)
         if args.command == "bench" and args.suite == "bfv":
             from lycaon.bench import bfv as bench_bfv  # noqa: PLC0415
 
             bench_bfv.run(args.n, args.reps, args.json)
             return 0
-    except lycaon.LycaonError as exc:
+    except (lycaon.LycaonError, ValueError, FileNotFoundError, OverflowError) as exc:
         print(f"lycaon: {exc}", file=sys.stderr)
         return 2
     parser.error("unknown command")

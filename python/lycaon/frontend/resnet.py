@@ -88,7 +88,11 @@ def load_legacy_checkpoint(path) -> dict:
 
 def reference_state_dict(depth: int = 20, models_dir=None) -> dict:
     """The reference weights for ResNet-`depth` from ../shared/data/models (keys without `module.`)."""
-    root = Path(models_dir) if models_dir else Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "models"
+    if models_dir is None:
+        from .zoo import data_dir  # noqa: PLC0415
+
+        models_dir = data_dir() / "models"
+    root = Path(models_dir)
     files = sorted(root.glob(f"resnet{depth}-*.th"))
     if not files:
         raise FileNotFoundError(f"no resnet{depth}-*.th under {root}")
