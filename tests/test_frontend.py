@@ -163,3 +163,52 @@ def test_cli_inspect_and_errors(tmp_path):
         out = subprocess.run([sys.executable, "-m", "lycaon.cli", "inspect", "resnet20-reference", "--json", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
         assert out.returncode == 0, out.stderr
         assert "40813184 multiply-accumulates" in out.stdout
+
+
+def _lenet_or_skip():
+    from lycaon.models import registry
+
+    if "lenet5-mnist" not in registry():
+        pytest.skip("lenet5-mnist weights are not shipped in this build (scripts/train_lenet5.py)")
+    from lycaon.frontend import zoo
+
+    return zoo.load_model("lenet5-mnist"), registry()["lenet5-mnist"]
+
+
+def test_shipped_lenet5_accuracy_on_the_bundled_mnist_subset():
+    from lycaon.data import mnist_test_subset
+    from lycaon.frontend import lenet
+
+    graph, entry = _lenet_or_skip()
+    x, y = mnist_test_subset()
+    accuracy = (run_float(graph, lenet.preprocess(x)).argmax(1) == y).mean()
+    assert entry["accuracy"] >= 0.99 and entry["test_images"] == 10000
+    # The first 1,000 test images are a little easier than the rest; the registry holds the full set.
+    assert accuracy >= entry["accuracy"] - 0.01, accuracy
+
+
+def test_lenet5_fixed_point_twin_agrees_on_1000_mnist_images():
+    from lycaon.data import mnist_test_subset
+    from lycaon.frontend import lenet
+    from lycaon.frontend.quantize import quantize, run_integer
+
+    graph, _ = _lenet_or_skip()
+    graph = simplify(graph)
+    x, _ = mnist_test_subset()
+    xf = lenet.preprocess(x)
+    q = quantize(graph, xf[:200])
+    floats = run_float(graph, xf).argmax(1)
+    ints = run_integer(q, q.encode_input(xf)).argmax(1)
+    assert (floats == ints).mean() >= 0.99
+
+
+def test_models_command_lists_measured_accuracy(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "lycaon.cli", "models", "--json", str(tmp_path / "m.json")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((tmp_path / "m.json").read_text())
+    assert all({"name", "dataset", "accuracy"} <= set(r) and 0 < r["accuracy"] <= 1 for r in rows)
+    assert any(r["name"] == "resnet20-reference" and r["accuracy"] == 0.8103 for r in rows)

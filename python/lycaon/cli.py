@@ -105,20 +105,35 @@ def _inspect(model: str, json_path: Optional[str]) -> int:
     return 0
 
 
+def _models(json_path: Optional[str]) -> int:
+    from lycaon.models import list_models  # noqa: PLC0415
+
+    rows = list_models()
+    print(f"{'name':<22} {'dataset':<9} {'accuracy':>9} {'test images':>12}  trained by")
+    for r in rows:
+        print(f"{r['name']:<22} {r['dataset']:<9} {r['accuracy']:>9.4f} {r['test_images']:>12}  {r['trained_by']}")
+    _write_json(json_path, rows)
+    return 0
+
+
 def _quantize(model: str, calib: int, evaluate: int, plaintext_bits: int, json_path: Optional[str]) -> int:
-    from lycaon.frontend import resnet, run_float, simplify, zoo  # noqa: PLC0415
+    from lycaon.frontend import lenet, resnet, run_float, simplify, zoo  # noqa: PLC0415
     from lycaon.frontend.quantize import QuantConfig, quantize, run_integer  # noqa: PLC0415
 
     graph = simplify(zoo.load_model(model))
-    if tuple(graph.input_shape) != (3, 32, 32):
-        raise lycaon.LycaonError(f"quantize evaluates on CIFAR-10 (3x32x32); this model takes {graph.input_shape}")
-    train_x, _ = zoo.cifar10("train")
-    test_x, test_y = zoo.cifar10("test")
+    if tuple(graph.input_shape) == (3, 32, 32):
+        (train_x, _), (test_x, test_y), prep = zoo.cifar10("train"), zoo.cifar10("test"), resnet.preprocess
+    elif tuple(graph.input_shape) == (1, 28, 28):
+        from lycaon.data import load_mnist  # noqa: PLC0415
+
+        (train_x, _), (test_x, test_y), prep = load_mnist("train"), load_mnist("test"), lenet.preprocess
+    else:
+        raise lycaon.LycaonError(f"quantize evaluates on CIFAR-10 (3x32x32) or MNIST (1x28x28); this model takes {graph.input_shape}")
     rng = np.random.default_rng(0)
-    cal = resnet.preprocess(train_x[rng.choice(len(train_x), calib, replace=False)])
+    cal = prep(train_x[rng.choice(len(train_x), calib, replace=False)])
     q = quantize(graph, cal, QuantConfig(plaintext_bits=plaintext_bits))
     idx = np.linspace(0, len(test_x) - 1, min(evaluate, len(test_x))).astype(int)
-    x, y = resnet.preprocess(test_x[idx]), test_y[idx]
+    x, y = prep(test_x[idx]), test_y[idx]
     fl = run_float(graph, x).argmax(1)
     it = run_integer(q, q.encode_input(x)).argmax(1)
     result = {
@@ -149,6 +164,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bfv.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     bfv.add_argument("--reps", type=int, default=20, help="timed runs per operation (median; default 20)")
     bfv.add_argument("--n", type=int, nargs="+", default=[4096, 8192], help="ring degrees (4096 and/or 8192)")
+    models = sub.add_parser("models", help="built-in models and their measured accuracy")
+    models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
     inspect.add_argument("model", help="an ONNX file or a built-in model (resnet20-reference, ...)")
     inspect.add_argument("--json", metavar="FILE")
@@ -162,6 +179,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "selfcheck":
             return _selfcheck(args.n)
+        if args.command == "models":
+            return _models(args.json)
         if args.command == "inspect":
             return _inspect(args.model, args.json)
         if args.command == "quantize":

@@ -33,12 +33,18 @@ def load_model(name_or_path: str) -> Graph:
     from . import resnet  # noqa: PLC0415
     from .onnx_import import load_onnx  # noqa: PLC0415
 
+    if name_or_path == "lenet5-mnist":
+        from lycaon.models import load_weights  # noqa: PLC0415
+
+        from .lenet import lenet5  # noqa: PLC0415
+
+        return lenet5(load_weights("lenet5-mnist"))
     if name_or_path in REFERENCE_MODELS:
         depth = REFERENCE_MODELS[name_or_path]
         return resnet.resnet_cifar(resnet.reference_state_dict(depth, data_dir() / "models"), depth)
     path = Path(name_or_path)
     if not path.is_file():
-        known = ", ".join(REFERENCE_MODELS)
+        known = ", ".join(["lenet5-mnist", *REFERENCE_MODELS])
         raise ModelError(f"'{name_or_path}' is neither a model file nor a built-in model ({known})")
     return load_onnx(str(path))
 

