@@ -212,3 +212,32 @@ def test_models_command_lists_measured_accuracy(tmp_path):
     rows = json.loads((tmp_path / "m.json").read_text())
     assert all({"name", "dataset", "accuracy"} <= set(r) and 0 < r["accuracy"] <= 1 for r in rows)
     assert any(r["name"] == "resnet20-reference" and r["accuracy"] == 0.8103 for r in rows)
+
+
+def test_pytorch_resnet20_exported_to_onnx_gives_the_same_ir():
+    """PyTorch -> ONNX (torch.onnx's exporter, which writes the shortcut's padding as shape
+    arithmetic) -> IR equals the IR built directly from the same state dict."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    from lycaon.frontend.torch_models import ResNetCifar
+
+    torch.manual_seed(0)
+    net = ResNetCifar(20).eval()
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    buf = io.BytesIO()
+    torch.onnx.export(net, torch.randn(1, 3, 32, 32), buf, input_names=["image"], output_names=["logits"], dynamo=False, opset_version=17)
+    imported = simplify(load_onnx(buf.getvalue()))
+    sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
+    direct = simplify(resnet.resnet_cifar(sd))
+    assert [(n.op, n.shape, n.attrs.get("stride")) for n in imported.nodes] == [(n.op, n.shape, n.attrs.get("stride")) for n in direct.nodes]
+    for a, b in zip(imported.nodes, direct.nodes):
+        for key, value in b.params.items():
+            if value is not None:
+                np.testing.assert_allclose(a.params[key], value, rtol=1e-5, atol=1e-6)
+    x = np.random.default_rng(0).normal(size=(4, 3, 32, 32))
+    want = net(torch.tensor(x, dtype=torch.float32)).detach().numpy()
+    np.testing.assert_allclose(run_float(imported, x), want, rtol=1e-4, atol=1e-5)

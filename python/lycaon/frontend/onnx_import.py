@@ -19,6 +19,23 @@ SUPPORTED_ONNX_OPS = (
 )
 
 
+#: Operators that exporters use for shape arithmetic: folded when all their inputs are constants.
+_FOLDABLE = {
+    "Gather", "Unsqueeze", "Squeeze", "Concat", "ConstantOfShape", "Cast", "Reshape", "Slice", "Mul", "Add",
+    "Sub", "Div", "Range", "Expand", "Transpose", "Identity", "Where", "Equal", "Neg",
+}
+
+
+def _evaluate(node, consts) -> np.ndarray:
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    feeds = {i: consts[i] for i in node.input if i}
+    try:
+        return ReferenceEvaluator(node).run(None, feeds)[0]
+    except Exception as exc:
+        raise ModelError(f"{node.op_type} node '{node.name}': cannot fold its constant inputs: {exc}") from exc
+
+
 def _attrs(node) -> dict:
     import onnx  # noqa: PLC0415
 
@@ -72,6 +89,13 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
         out = node.output[0]
         if op == "Constant":
             consts[out] = numpy_helper.to_array(a["value"])
+            continue
+        if op == "Shape":
+            # Shapes are static here (the batch dimension counts as 1), so shape arithmetic folds.
+            consts[out] = np.array([1, *graph.shapes()[src(node.input[0])]], dtype=np.int64)[a.get("start", 0):a.get("end", None)]
+            continue
+        if op in _FOLDABLE and all(i in consts for i in node.input if i):
+            consts[out] = _evaluate(node, consts)
             continue
         if op in ("Identity", "Dropout"):
             alias[out] = src(node.input[0])

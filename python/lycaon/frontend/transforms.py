@@ -43,8 +43,9 @@ def fold_batchnorm(graph: Graph) -> Graph:
 
 
 def compose_pointwise(graph: Graph) -> Graph:
-    """Replaces conv(1x1, stride s) -> conv(1x1, stride 1), both without padding or groups and the
-    first used only by the second, with a single 1x1 convolution of stride s."""
+    """Replaces conv(1x1, stride s) -> conv(1x1, stride r), both without padding or groups and the
+    first used only by the second, with one 1x1 convolution of stride s*r (subsampling composes:
+    ceil(ceil(h/s)/r) = ceil(h/(s r)))."""
     nodes: list[Node] = []
     renames: dict[str, str] = {}
     by_output = {n.output: n for n in graph.nodes}
@@ -56,11 +57,13 @@ def compose_pointwise(graph: Graph) -> Graph:
     for node in graph.nodes:
         prev = by_output.get(renames.get(node.inputs[0], node.inputs[0]))
         if (
-            pointwise(node) and node.attrs.get("stride", (1, 1)) == (1, 1) and prev is not None and pointwise(prev)
+            pointwise(node) and prev is not None and pointwise(prev)
             and len(_consumers(graph, prev.output)) == 1 and prev.params.get("bias") is None
         ):
             w = node.params["weight"][:, :, 0, 0] @ prev.params["weight"][:, :, 0, 0]
-            merged = Node("conv", node.name, list(prev.inputs), node.output, dict(prev.attrs), {"weight": w[:, :, None, None], "bias": node.params.get("bias")})
+            s1, s2 = prev.attrs.get("stride", (1, 1)), node.attrs.get("stride", (1, 1))
+            attrs = dict(prev.attrs, stride=(s1[0] * s2[0], s1[1] * s2[1]))
+            merged = Node("conv", node.name, list(prev.inputs), node.output, attrs, {"weight": w[:, :, None, None], "bias": node.params.get("bias")})
             removed.add(prev.output)
             nodes = [n for n in nodes if n.output != prev.output]
             nodes.append(merged)
