@@ -241,3 +241,43 @@ def test_pytorch_resnet20_exported_to_onnx_gives_the_same_ir():
     x = np.random.default_rng(0).normal(size=(4, 3, 32, 32))
     want = net(torch.tensor(x, dtype=torch.float32)).detach().numpy()
     np.testing.assert_allclose(run_float(imported, x), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name, params_m, macs_g",
+    [
+        # Published figures (weights of conv and fc layers; MACs of one 224x224 image).
+        ("resnet50", 25.5, 4.09),
+        ("vgg16", 138.36, 15.47),
+        ("mobilenet_v1", 4.21, 0.569),
+        ("mobilenet_v2", 3.47, 0.300),
+        ("alexnet", 62.38, 1.135),
+        ("squeezenet", 1.24, 0.78),
+    ],
+)
+def test_layer_shapes_of_the_studied_networks(name, params_m, macs_g):
+    from lycaon.frontend.architectures import ARCHITECTURES
+
+    rows = ARCHITECTURES[name]().summary()
+    assert sum(r["params"] for r in rows) / 1e6 == pytest.approx(params_m, rel=0.01)
+    assert sum(r["macs"] for r in rows) / 1e9 == pytest.approx(macs_g, rel=0.01)
+    assert rows[-1]["shape"] == (1000,)
+
+
+def test_concat_runs_in_both_executors():
+    from lycaon.frontend.quantize import QuantConfig, quantize, run_integer
+
+    g = Graph("x", (2, 4, 4))
+    g.add(Node("conv", "a", ["x"], "a", {"stride": (1, 1)}, {"weight": np.ones((3, 2, 1, 1)), "bias": None}))
+    g.add(Node("conv", "b", ["x"], "b", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": np.ones((1, 2, 3, 3)) / 9, "bias": None}))
+    g.add(Node("concat", "cat", ["a", "b"], "cat"))
+    assert g.shapes()["cat"] == (4, 4, 4)
+    x = np.random.default_rng(2).normal(size=(3, 2, 4, 4))
+    out = run_float(g, x)
+    assert out.shape == (3, 4, 4, 4)
+    q = quantize(g, x, QuantConfig(plaintext_bits=30))
+    np.testing.assert_allclose(q.decode(run_integer(q, q.encode_input(x))), out, atol=0.01)
+    g2 = Graph("x", (2, 4, 4))
+    g2.add(Node("maxpool", "p", ["x"], "p", {"kernel": (2, 2)}))
+    with pytest.raises(ModelError, match="one spatial size"):
+        g2.add(Node("concat", "bad", ["x", "p"], "bad"))

@@ -64,6 +64,8 @@ def run_node(node: Node, ins: list) -> np.ndarray:
         return y + p["bias"] if p.get("bias") is not None else y
     if node.op == "add":
         return ins[0] + ins[1]
+    if node.op == "concat":
+        return np.concatenate(ins, axis=1)
     raise ModelError(f"{node.describe()}: no float kernel")
 
 

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-SUPPORTED_OPS = ("conv", "batchnorm", "relu", "poly", "maxpool", "avgpool", "global_avgpool", "linear", "flatten", "add")
+SUPPORTED_OPS = ("conv", "batchnorm", "relu", "poly", "maxpool", "avgpool", "global_avgpool", "linear", "flatten", "add", "concat")
 
 
 class ModelError(ValueError):
@@ -128,6 +128,10 @@ def _infer(node: Node, ins: Sequence[tuple]) -> tuple:
         if len(x) != 1 or w.shape[1] != x[0]:
             raise ModelError(f"{node.describe()}: weight {w.shape} does not fit input shape {x} (flatten first)")
         return (w.shape[0],)
+    if op == "concat":
+        if len(ins) < 2 or any(len(i) != 3 or i[1:] != x[1:] for i in ins):
+            raise ModelError(f"{node.describe()}: channel concatenation needs (C, H, W) inputs of one spatial size, got {list(ins)}")
+        return (sum(i[0] for i in ins), x[1], x[2])
     if op == "add":
         if len(ins) != 2 or ins[0] != ins[1]:
             raise ModelError(f"{node.describe()}: residual addition needs two inputs of one shape, got {list(ins)}")

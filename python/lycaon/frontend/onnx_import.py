@@ -15,7 +15,7 @@ from .ir import Graph, ModelError, Node
 
 SUPPORTED_ONNX_OPS = (
     "Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
-    "Gemm", "MatMul", "Add", "Slice", "Pad", "Identity", "Dropout", "Constant",
+    "Gemm", "MatMul", "Add", "Concat", "Slice", "Pad", "Identity", "Dropout", "Constant",
 )
 
 
@@ -152,6 +152,10 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
                 alias[out] = prev.output
             else:
                 graph.add(Node("add", name, [src(x0), src(x1)], out))
+        elif op == "Concat":
+            if a.get("axis") != 1:
+                raise ModelError(f"Concat node '{name}': only concatenation of channels (axis 1) is supported")
+            graph.add(Node("concat", name, [src(i) for i in node.input], out))
         elif op == "Slice":
             graph.add(_slice_as_conv(node, name, consts, graph, src))
         elif op == "Pad":

@@ -174,6 +174,8 @@ def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_ove
                 y = x.reshape(x.shape[0], -1)
             elif node.op == "add":
                 y = ins[0] + ins[1]
+            elif node.op == "concat":
+                y = np.concatenate(ins, axis=1)
             else:
                 raise ModelError(f"{node.describe()}: no integer kernel")
             values[node.output] = y

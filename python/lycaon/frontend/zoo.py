@@ -39,12 +39,16 @@ def load_model(name_or_path: str) -> Graph:
         from .lenet import lenet5  # noqa: PLC0415
 
         return lenet5(load_weights("lenet5-mnist"))
+    from .architectures import ARCHITECTURES  # noqa: PLC0415
+
+    if name_or_path in ARCHITECTURES:
+        return ARCHITECTURES[name_or_path]()
     if name_or_path in REFERENCE_MODELS:
         depth = REFERENCE_MODELS[name_or_path]
         return resnet.resnet_cifar(resnet.reference_state_dict(depth, data_dir() / "models"), depth)
     path = Path(name_or_path)
     if not path.is_file():
-        known = ", ".join(["lenet5-mnist", *REFERENCE_MODELS])
+        known = ", ".join(["lenet5-mnist", *REFERENCE_MODELS, *ARCHITECTURES])
         raise ModelError(f"'{name_or_path}' is neither a model file nor a built-in model ({known})")
     return load_onnx(str(path))
 

@@ -1,0 +1,196 @@
+"""Layer shapes (no weights) of the networks the planner and simulator study: ResNet-50, VGG-16,
+MobileNetV1, MobileNetV2, AlexNet and SqueezeNet 1.0 on 224x224 ImageNet inputs (AlexNet: 227),
+as the original papers define them. Weights are zero arrays of the right shape that take no
+memory (zero strides); ReLU6 (MobileNetV2) is modelled as ReLU, which has the same cost under
+encryption."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph, Node
+
+
+def _zeros(*shape) -> np.ndarray:
+    return np.broadcast_to(np.float64(0.0), shape)
+
+
+class _Builder:
+    def __init__(self, name: str, shape=(3, 224, 224)):
+        self.g = Graph("image", shape, name=name)
+        self.last = "image"
+        self.count = 0
+
+    def _name(self, op: str) -> str:
+        self.count += 1
+        return f"{op}{self.count}"
+
+    def conv(self, out_c, k, stride=1, pad=0, groups=1, relu=True, x=None):
+        x = x or self.last
+        in_c = self.g.shapes()[x][0]
+        name = self._name("conv")
+        self.g.add(Node("conv", name, [x], name, {"stride": (stride, stride), "pads": (pad,) * 4, "groups": groups}, {"weight": _zeros(out_c, in_c // groups, k, k), "bias": None}))
+        self.last = name
+        if relu:
+            self.relu()
+        return self.last
+
+    def relu(self):
+        name = self._name("relu")
+        self.g.add(Node("relu", name, [self.last], name))
+        self.last = name
+        return name
+
+    def pool(self, op, k, stride, pad=0):
+        name = self._name(op)
+        self.g.add(Node(op, name, [self.last], name, {"kernel": (k, k), "stride": (stride, stride), "pads": (pad,) * 4}))
+        self.last = name
+        return name
+
+    def gap(self):
+        name = self._name("gap")
+        self.g.add(Node("global_avgpool", name, [self.last], name))
+        self.last = name
+
+    def flatten(self):
+        name = self._name("flatten")
+        self.g.add(Node("flatten", name, [self.last], name))
+        self.last = name
+
+    def fc(self, out_f, relu=False):
+        in_f = self.g.shapes()[self.last][0]
+        name = self._name("fc")
+        self.g.add(Node("linear", name, [self.last], name, {}, {"weight": _zeros(out_f, in_f), "bias": _zeros(out_f)}))
+        self.last = name
+        if relu:
+            self.relu()
+
+    def add(self, a, b, relu=False):
+        name = self._name("add")
+        self.g.add(Node("add", name, [a, b], name))
+        self.last = name
+        if relu:
+            self.relu()
+        return self.last
+
+    def concat(self, parts):
+        name = self._name("concat")
+        self.g.add(Node("concat", name, list(parts), name))
+        self.last = name
+        return name
+
+
+def resnet50() -> Graph:
+    b = _Builder("resnet50")
+    b.conv(64, 7, 2, 3)
+    b.pool("maxpool", 3, 2, 1)
+    for planes, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            x = b.last
+            s = stride if i == 0 else 1
+            b.conv(planes, 1)
+            b.conv(planes, 3, s, 1)
+            y = b.conv(planes * 4, 1, relu=False)
+            shortcut = b.conv(planes * 4, 1, s, relu=False, x=x) if i == 0 else x
+            b.add(y, shortcut, relu=True)
+    b.gap()
+    b.flatten()
+    b.fc(1000)
+    return b.g
+
+
+def vgg16() -> Graph:
+    b = _Builder("vgg16")
+    for width, convs in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for _ in range(convs):
+            b.conv(width, 3, 1, 1)
+        b.pool("maxpool", 2, 2)
+    b.flatten()
+    b.fc(4096, relu=True)
+    b.fc(4096, relu=True)
+    b.fc(1000)
+    return b.g
+
+
+def mobilenet_v1() -> Graph:
+    b = _Builder("mobilenet_v1")
+    b.conv(32, 3, 2, 1)
+    for out_c, stride in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5, (1024, 2), (1024, 1)):
+        c = b.g.shapes()[b.last][0]
+        b.conv(c, 3, stride, 1, groups=c)
+        b.conv(out_c, 1)
+    b.gap()
+    b.flatten()
+    b.fc(1000)
+    return b.g
+
+
+def mobilenet_v2() -> Graph:
+    b = _Builder("mobilenet_v2")
+    b.conv(32, 3, 2, 1)
+    in_c = 32
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(n):
+            x = b.last
+            stride = s if i == 0 else 1
+            hidden = in_c * t
+            if t != 1:
+                b.conv(hidden, 1)
+            b.conv(hidden, 3, stride, 1, groups=hidden)
+            y = b.conv(c, 1, relu=False)
+            if stride == 1 and in_c == c:
+                b.add(y, x)
+            in_c = c
+    b.conv(1280, 1)
+    b.gap()
+    b.flatten()
+    b.fc(1000)
+    return b.g
+
+
+def alexnet() -> Graph:
+    b = _Builder("alexnet", (3, 227, 227))
+    b.conv(96, 11, 4)
+    b.pool("maxpool", 3, 2)
+    b.conv(256, 5, 1, 2)
+    b.pool("maxpool", 3, 2)
+    b.conv(384, 3, 1, 1)
+    b.conv(384, 3, 1, 1)
+    b.conv(256, 3, 1, 1)
+    b.pool("maxpool", 3, 2)
+    b.flatten()
+    b.fc(4096, relu=True)
+    b.fc(4096, relu=True)
+    b.fc(1000)
+    return b.g
+
+
+def squeezenet() -> Graph:
+    """SqueezeNet 1.0 (Iandola et al. 2016): fire modules squeeze (1x1) then expand (1x1 || 3x3)."""
+    b = _Builder("squeezenet")
+    b.conv(96, 7, 2)
+    b.pool("maxpool", 3, 2)
+
+    def fire(squeeze, expand):
+        s = b.conv(squeeze, 1)
+        e1 = b.conv(expand, 1, x=s)
+        e3 = b.conv(expand, 3, 1, 1, x=s)
+        b.concat([e1, e3])
+
+    fire(16, 64)
+    fire(16, 64)
+    fire(32, 128)
+    b.pool("maxpool", 3, 2)
+    fire(32, 128)
+    fire(48, 192)
+    fire(48, 192)
+    fire(64, 256)
+    b.pool("maxpool", 3, 2)
+    fire(64, 256)
+    b.conv(1000, 1)
+    b.gap()
+    b.flatten()
+    return b.g
+
+
+ARCHITECTURES = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "alexnet": alexnet, "squeezenet": squeezenet}
