@@ -281,3 +281,12 @@ def test_concat_runs_in_both_executors():
     g2.add(Node("maxpool", "p", ["x"], "p", {"kernel": (2, 2)}))
     with pytest.raises(ModelError, match="one spatial size"):
         g2.add(Node("concat", "bad", ["x", "p"], "bad"))
+
+
+def test_commands_of_later_issues_say_they_are_not_built():
+    import subprocess
+    import sys
+
+    for command in ("plan", "simulate", "serve", "infer", "demo"):
+        out = subprocess.run([sys.executable, "-m", "lycaon.cli", command, "resnet20"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "not built yet" in out.stderr and "issue" in out.stderr

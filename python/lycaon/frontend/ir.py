@@ -75,7 +75,7 @@ class Graph:
         rows = []
         shapes = self.shapes()
         for node in self.nodes:
-            params = int(sum(np.asarray(p).size for p in node.params.values()))
+            params = int(sum(np.asarray(p).size for p in node.params.values() if p is not None))
             rows.append({"name": node.name, "op": node.op, "shape": node.shape, "params": params, "macs": _macs(node, shapes)})
         return rows
 
