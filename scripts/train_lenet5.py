@@ -12,7 +12,6 @@ MNIST test set, not by torch.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 
 from lycaon.data import load_mnist
+from lycaon.models import ship
 from lycaon.frontend import lenet, run_float
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,20 +83,11 @@ def main() -> None:
         if name:
             weights[f"{name}.weight"] = layer.weight.detach().cpu().numpy().astype(np.float32)
             weights[f"{name}.bias"] = layer.bias.detach().cpu().numpy().astype(np.float32)
-    OUT.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(OUT / "lenet5_mnist.npz", **weights)
     test_x, test_y = load_mnist("test")
     graph = lenet.lenet5({k: v.astype(np.float64) for k, v in weights.items()})
     accuracy = float((run_float(graph, lenet.preprocess(test_x)).argmax(1) == test_y).mean())
     print(f"test accuracy (Lycaon float executor, 10,000 images): {accuracy:.4f}")
-    registry_path = OUT / "registry.json"
-    registry = json.loads(registry_path.read_text()) if registry_path.is_file() else {}
-    registry["lenet5-mnist"] = {
-        "name": "lenet5-mnist", "dataset": "mnist", "accuracy": accuracy, "test_images": int(len(test_y)),
-        "file": "lenet5_mnist.npz", "trained_by": "scripts/train_lenet5.py", "epochs": args.epochs,
-    }
-    registry_path.write_text(json.dumps(registry, indent=2) + "\n")
-
+    ship(OUT, "lenet5-mnist", "mnist", weights, accuracy, len(test_y), "scripts/train_lenet5.py", epochs=args.epochs)
 
 if __name__ == "__main__":
     main()

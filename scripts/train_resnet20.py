@@ -14,7 +14,6 @@ The accuracy in the registry is measured by Lycaon's own float executor on all 1
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from lycaon.models import ship
 from lycaon.frontend import resnet, run_float, zoo
 from lycaon.frontend.torch_models import ResNetCifar
 
@@ -99,20 +99,11 @@ def main() -> None:
         if (epoch + 1) % 5 == 0 or epoch + 1 == args.epochs:
             msg += f", test accuracy {evaluate(net, xv, yv, device):.4f}"
         print(msg, flush=True)
-    sd = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
-    OUT.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(OUT / "resnet20_cifar10.npz", **sd)
-    graph = resnet.resnet_cifar({k: v.astype(np.float64) for k, v in sd.items()}, 20)
+    weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
+    graph = resnet.resnet_cifar({k: v.astype(np.float64) for k, v in weights.items()}, 20)
     accuracy = float((run_float(graph, resnet.preprocess(test_x)).argmax(1) == test_y).mean())
     print(f"test accuracy (Lycaon float executor, 10,000 images): {accuracy:.4f}", flush=True)
-    registry_path = OUT / "registry.json"
-    registry = json.loads(registry_path.read_text()) if registry_path.is_file() else {}
-    registry["resnet20-cifar10"] = {
-        "name": "resnet20-cifar10", "dataset": "cifar10", "accuracy": accuracy, "test_images": int(len(test_y)),
-        "file": "resnet20_cifar10.npz", "trained_by": "scripts/train_resnet20.py", "epochs": args.epochs,
-    }
-    registry_path.write_text(json.dumps(registry, indent=2) + "\n")
-
+    ship(OUT, "resnet20-cifar10", "cifar10", weights, accuracy, len(test_y), "scripts/train_resnet20.py", epochs=args.epochs)
 
 if __name__ == "__main__":
     main()

@@ -290,3 +290,13 @@ def test_commands_of_later_issues_say_they_are_not_built():
     for command in ("plan", "simulate", "serve", "infer", "demo"):
         out = subprocess.run([sys.executable, "-m", "lycaon.cli", command, "resnet20"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and "not built yet" in out.stderr and "issue" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "mobilenet_v2"])
+def test_export_to_onnx_and_back_keeps_the_network(name):
+    from lycaon.frontend import to_onnx
+    from lycaon.frontend.architectures import ARCHITECTURES
+
+    g = ARCHITECTURES[name]()
+    back = load_onnx(to_onnx(g).SerializeToString())
+    assert [(n.op, n.shape, n.attrs.get("groups", 1)) for n in back.nodes] == [(n.op, n.shape, n.attrs.get("groups", 1)) for n in g.nodes]

@@ -145,56 +145,10 @@ def resnet_cifar(sd: dict, depth: int = 20) -> Graph:
 
 
 def resnet_cifar_onnx(sd: dict, depth: int = 20):
-    """The same network as an ONNX model, written the way torch.onnx exports it (Conv,
-    BatchNormalization, Relu, Add, Slice + Pad shortcuts, GlobalAveragePool, Flatten, Gemm)."""
-    import onnx  # noqa: PLC0415
-    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+    """The same network as an ONNX model (shortcuts as Slice + Pad, as torch.onnx writes them)."""
+    from .onnx_export import to_onnx  # noqa: PLC0415
 
-    blocks = (depth - 2) // 6
-    nodes, inits = [], []
-
-    def init(name, array, dtype=np.float32):
-        inits.append(numpy_helper.from_array(np.asarray(array, dtype=dtype), name))
-        return name
-
-    def conv_bn(pc, pb, x, stride, relu):
-        nodes.append(helper.make_node("Conv", [x, init(f"{pc}.weight", sd[f"{pc}.weight"])], [f"{pc}:out"], name=pc, strides=[stride, stride], pads=[1, 1, 1, 1], kernel_shape=[3, 3]))
-        bn_in = [f"{pc}:out"] + [init(f"{pb}.{k}", sd[f"{pb}.{k}"]) for k in ("weight", "bias", "running_mean", "running_var")]
-        nodes.append(helper.make_node("BatchNormalization", bn_in, [f"{pb}:out"], name=pb, epsilon=1e-5))
-        if relu:
-            nodes.append(helper.make_node("Relu", [f"{pb}:out"], [f"{pb}:relu"], name=f"{pb}.relu"))
-            return f"{pb}:relu"
-        return f"{pb}:out"
-
-    x = conv_bn("conv1", "bn1", "image", 1, True)
-    channels = 16
-    for stage, planes in enumerate((16, 32, 64), start=1):
-        for b in range(blocks):
-            p = f"layer{stage}.{b}"
-            stride = 2 if stage > 1 and b == 0 else 1
-            h = conv_bn(f"{p}.conv1", f"{p}.bn1", x, stride, True)
-            h = conv_bn(f"{p}.conv2", f"{p}.bn2", h, 1, False)
-            shortcut = x
-            if stride != 1 or channels != planes:
-                sl = [init(f"{p}.sl.{k}", v, np.int64) for k, v in (("starts", [0, 0]), ("ends", [2**62, 2**62]), ("axes", [2, 3]), ("steps", [2, 2]))]
-                nodes.append(helper.make_node("Slice", [x] + sl, [f"{p}.slice"], name=f"{p}.slice"))
-                pad = (planes - channels) // 2
-                pads = init(f"{p}.pads", [0, pad, 0, 0, 0, pad, 0, 0], np.int64)
-                nodes.append(helper.make_node("Pad", [f"{p}.slice", pads], [f"{p}.pad"], name=f"{p}.pad", mode="constant"))
-                shortcut = f"{p}.pad"
-            nodes.append(helper.make_node("Add", [h, shortcut], [f"{p}.add:out"], name=f"{p}.add"))
-            nodes.append(helper.make_node("Relu", [f"{p}.add:out"], [f"{p}:out"], name=f"{p}.relu"))
-            x, channels = f"{p}:out", planes
-    nodes.append(helper.make_node("GlobalAveragePool", [x], ["avgpool:out"], name="avgpool"))
-    nodes.append(helper.make_node("Flatten", ["avgpool:out"], ["flatten:out"], name="flatten", axis=1))
-    nodes.append(helper.make_node("Gemm", ["flatten:out", init("linear.weight", sd["linear.weight"]), init("linear.bias", sd["linear.bias"])], ["logits"], name="linear", transB=1))
-    graph = helper.make_graph(
-        nodes, f"resnet{depth}",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="lycaon")
+    return to_onnx(resnet_cifar(sd, depth))
 
 
 def preprocess(images_nhwc_uint8: np.ndarray) -> np.ndarray:

@@ -3,7 +3,6 @@ pip install 'lycaon[train]'). The CIFAR ResNet matches resnet.resnet_cifar layer
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 from torch.nn import functional as F
 

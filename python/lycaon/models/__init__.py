@@ -33,3 +33,16 @@ def load_weights(name: str) -> dict:
         raise KeyError(f"no shipped weights for '{name}'; built-in models: {', '.join(registry())}")
     with np.load(_HERE / entry["file"]) as d:
         return {k: d[k].astype(np.float64) for k in d.files}
+
+
+def ship(out_dir: Path, name: str, dataset: str, weights: dict, accuracy: float, test_images: int, trained_by: str, **extra) -> None:
+    """Writes a trained model's weights (float32, compressed) and its registry entry into `out_dir`
+    (the source tree's python/lycaon/models when a training script runs)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    file = f"{name.replace('-', '_')}.npz"
+    np.savez_compressed(out_dir / file, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
+    path = out_dir / "registry.json"
+    entries = json.loads(path.read_text()) if path.is_file() else {}
+    entries[name] = {"name": name, "dataset": dataset, "accuracy": accuracy, "test_images": int(test_images), "file": file, "trained_by": trained_by, **extra}
+    path.write_text(json.dumps(entries, indent=2) + "\n")
