@@ -300,3 +300,17 @@ def test_export_to_onnx_and_back_keeps_the_network(name):
     g = ARCHITECTURES[name]()
     back = load_onnx(to_onnx(g).SerializeToString())
     assert [(n.op, n.shape, n.attrs.get("groups", 1)) for n in back.nodes] == [(n.op, n.shape, n.attrs.get("groups", 1)) for n in g.nodes]
+
+
+@needs_data
+def test_shipped_resnet20_accuracy_matches_its_registry_entry(reference):
+    from lycaon.models import load_weights, registry
+
+    entry = registry().get("resnet20-cifar10")
+    if entry is None:
+        pytest.skip("resnet20-cifar10 weights are not shipped in this build (scripts/train_resnet20.py)")
+    _, x, y = reference
+    graph = simplify(resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20))
+    accuracy = (run_float(graph, x).argmax(1) == y).mean()
+    # Every 10th test image against the full-set figure: within 3 points.
+    assert abs(accuracy - entry["accuracy"]) < 0.03, (accuracy, entry["accuracy"])

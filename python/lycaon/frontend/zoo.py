@@ -33,6 +33,12 @@ def load_model(name_or_path: str) -> Graph:
     from . import resnet  # noqa: PLC0415
     from .onnx_import import load_onnx  # noqa: PLC0415
 
+    if name_or_path == "resnet20-cifar10":
+        from lycaon.models import load_weights  # noqa: PLC0415
+
+        from . import resnet  # noqa: PLC0415
+
+        return resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20)
     if name_or_path == "lenet5-mnist":
         from lycaon.models import load_weights  # noqa: PLC0415
 
@@ -48,7 +54,7 @@ def load_model(name_or_path: str) -> Graph:
         return resnet.resnet_cifar(resnet.reference_state_dict(depth, data_dir() / "models"), depth)
     path = Path(name_or_path)
     if not path.is_file():
-        known = ", ".join(["lenet5-mnist", *REFERENCE_MODELS, *ARCHITECTURES])
+        known = ", ".join(["lenet5-mnist", "resnet20-cifar10", *REFERENCE_MODELS, *ARCHITECTURES])
         raise ModelError(f"'{name_or_path}' is neither a model file nor a built-in model ({known})")
     return load_onnx(str(path))
 
