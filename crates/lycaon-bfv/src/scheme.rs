@@ -283,11 +283,10 @@ impl Evaluator {
     pub fn mul_scalar(&self, a: &Ciphertext, scalar: i64) -> Result<Ciphertext, BfvError> {
         self.check(a)?;
         let c = self.ctx.t.center(self.ctx.t.reduce_i64(scalar));
-        let mut out = a.clone();
         let q = self.params().q_at(a.level())?;
         let scalars: Vec<u64> = q.moduli().iter().map(|qi| qi.reduce_i64(c)).collect();
-        out.parts_mut().iter_mut().for_each(|p| p.mul_limb_scalars_assign(&scalars));
-        Ok(out)
+        let parts = a.parts().iter().map(|p| p.mul_limb_scalars(&scalars)).collect();
+        Ok(Ciphertext::from_parts(self.params(), parts)?)
     }
 
     /// Tensor product of two 2-part ciphertexts, scaled by t/Q (HPS): a 3-part ciphertext.

@@ -164,6 +164,17 @@ impl<R: Representation> Poly<R> {
         }
     }
 
+    /// A new polynomial with limb i multiplied by `scalars[i]` (reduced mod q_i), in one pass.
+    pub fn mul_limb_scalars(&self, scalars: &[u64]) -> Self {
+        let n = self.n();
+        let mut data = Vec::with_capacity(self.data.len());
+        for ((limb, q), &s) in self.data.chunks_exact(n).zip(self.basis.moduli()).zip(scalars) {
+            let c = crate::ShoupConstant::new(s, q);
+            data.extend(limb.iter().map(|&x| q.mul_shoup(x, c.value, c.shoup)));
+        }
+        Self::from_reduced(&self.basis, data)
+    }
+
     /// Keeps the first `count` limbs, moving to the given prefix basis of the current one.
     pub fn truncate_to(&mut self, basis: &Arc<RnsBasis>) -> Result<(), MathError> {
         let count = basis.len();
