@@ -152,8 +152,13 @@ def _quantize(model: str, calib: int, evaluate: int, plaintext_bits: int, json_p
     q = quantize(graph, cal, QuantConfig(plaintext_bits=plaintext_bits))
     idx = np.linspace(0, len(test_x) - 1, min(evaluate, len(test_x))).astype(int)
     x, y = prep(test_x[idx]), test_y[idx]
-    fl = run_float(graph, x).argmax(1)
-    it = run_integer(q, q.encode_input(x)).argmax(1)
+    from rich.progress import Progress  # noqa: PLC0415
+
+    with Progress(transient=True) as bar:
+        task_f = bar.add_task("float model", total=len(x))
+        fl = run_float(graph, x, progress=lambda done: bar.update(task_f, completed=done)).argmax(1)
+        task_i = bar.add_task("fixed-point twin", total=len(x))
+        it = run_integer(q, q.encode_input(x), progress=lambda done: bar.update(task_i, completed=done)).argmax(1)
     result = {
         "model": model,
         "images": len(idx),

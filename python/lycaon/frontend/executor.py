@@ -69,8 +69,9 @@ def run_node(node: Node, ins: list) -> np.ndarray:
     raise ModelError(f"{node.describe()}: no float kernel")
 
 
-def run_float(graph: Graph, x: np.ndarray, batch: int = 64) -> np.ndarray:
-    """Runs a batch (N, *input_shape) through the graph in float64 and returns the output."""
+def run_float(graph: Graph, x: np.ndarray, batch: int = 64, progress=None) -> np.ndarray:
+    """Runs a batch (N, *input_shape) through the graph in float64 and returns the output;
+    `progress(done)` is called after each chunk of `batch` inputs."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[1:] != tuple(graph.input_shape):
         raise ModelError(f"input has shape {x.shape[1:]}, the model expects {tuple(graph.input_shape)}")
@@ -80,4 +81,6 @@ def run_float(graph: Graph, x: np.ndarray, batch: int = 64) -> np.ndarray:
         for node in graph.nodes:
             values[node.output] = run_node(node, [values[i] for i in node.inputs])
         outs.append(values[graph.output])
+        if progress is not None:
+            progress(min(start + batch, len(x)))
     return np.concatenate(outs)

@@ -133,7 +133,7 @@ def _conv_int(x, wq, stride, pads, groups):
     return np.concatenate(outs, axis=1)
 
 
-def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_overflow: bool = True) -> np.ndarray:
+def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_overflow: bool = True, progress=None) -> np.ndarray:
     """The exact integer reference: integer inputs at scale 2^f in, integer outputs at 2^f out.
     Raises OverflowError if an accumulator leaves the plaintext range."""
     bound = 2 ** (q.config.plaintext_bits - 1)
@@ -180,4 +180,6 @@ def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_ove
                 raise ModelError(f"{node.describe()}: no integer kernel")
             values[node.output] = y
         outs.append(values[q.graph.output])
+        if progress is not None:
+            progress(min(start + batch, len(x_int)))
     return np.concatenate(outs)
