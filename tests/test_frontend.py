@@ -314,3 +314,28 @@ def test_shipped_resnet20_accuracy_matches_its_registry_entry(reference):
     accuracy = (run_float(graph, x).argmax(1) == y).mean()
     # Every 10th test image against the full-set figure: within 3 points.
     assert abs(accuracy - entry["accuracy"]) < 0.03, (accuracy, entry["accuracy"])
+
+
+def test_pytorch_imports_both_ways_give_the_same_ir():
+    """torch.fx import and torch.onnx export + ONNX import of one ResNet-20 agree."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    from lycaon.frontend.torch_import import load_torch
+    from lycaon.frontend.torch_models import ResNetCifar
+
+    torch.manual_seed(1)
+    net = ResNetCifar(20).eval()
+    via_fx = simplify(load_torch(net, (3, 32, 32)))
+    buf = io.BytesIO()
+    torch.onnx.export(net, torch.randn(1, 3, 32, 32), buf, input_names=["image"], output_names=["logits"], dynamo=False, opset_version=17)
+    via_onnx = simplify(load_onnx(buf.getvalue()))
+    assert [(n.op, n.shape, n.attrs.get("stride")) for n in via_fx.nodes] == [(n.op, n.shape, n.attrs.get("stride")) for n in via_onnx.nodes]
+    for a, b in zip(via_fx.nodes, via_onnx.nodes):
+        for key, value in a.params.items():
+            if value is not None:
+                np.testing.assert_allclose(value, b.params[key], rtol=1e-5, atol=1e-6)
+    x = np.random.default_rng(3).normal(size=(2, 3, 32, 32))
+    np.testing.assert_allclose(run_float(via_fx, x), net(torch.tensor(x, dtype=torch.float32)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ModelError, match="unsupported"):
+        load_torch(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.GELU()), (3, 8, 8))
