@@ -29,23 +29,19 @@ def data_dir() -> Path:
 
 
 def load_model(name_or_path: str) -> Graph:
-    """A built-in reference model by name, or an ONNX file."""
+    """A built-in model by name (shipped weights, reference weights, or layer shapes only), or an
+    ONNX file."""
+    from lycaon.models import load_weights  # noqa: PLC0415
+
     from . import resnet  # noqa: PLC0415
+    from .architectures import ARCHITECTURES  # noqa: PLC0415
+    from .lenet import lenet5  # noqa: PLC0415
     from .onnx_import import load_onnx  # noqa: PLC0415
 
     if name_or_path == "resnet20-cifar10":
-        from lycaon.models import load_weights  # noqa: PLC0415
-
-        from . import resnet  # noqa: PLC0415
-
         return resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20)
     if name_or_path == "lenet5-mnist":
-        from lycaon.models import load_weights  # noqa: PLC0415
-
-        from .lenet import lenet5  # noqa: PLC0415
-
         return lenet5(load_weights("lenet5-mnist"))
-    from .architectures import ARCHITECTURES  # noqa: PLC0415
 
     if name_or_path in ARCHITECTURES:
         return ARCHITECTURES[name_or_path]()
