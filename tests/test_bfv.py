@@ -92,7 +92,7 @@ def test_hoisted_rotations_equal_single_ones(s):
 
 
 def test_coefficient_encoding_is_negacyclic(s):
-    n, t = s.params.n, s.t
+    n = s.params.n
     a = np.zeros(n, dtype=np.int64)
     a[: 8] = [3, -1, 4, 1, -5, 9, 2, -6]
     b = np.zeros(n, dtype=np.int64)
