@@ -92,7 +92,11 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
             continue
         if op == "Shape":
             # Shapes are static here (the batch dimension counts as 1), so shape arithmetic folds.
-            consts[out] = np.array([1, *graph.shapes()[src(node.input[0])]], dtype=np.int64)[a.get("start", 0):a.get("end", None)]
+            x = node.input[0]
+            shape = consts[x].shape if x in consts else (1, *graph.shapes().get(src(x), ()))
+            if x not in consts and src(x) not in graph.shapes():
+                raise ModelError(f"Shape node '{name}': input '{x}' is not produced by any earlier node")
+            consts[out] = np.array(shape, dtype=np.int64)[a.get("start", 0):a.get("end", None)]
             continue
         if op in _FOLDABLE and all(i in consts for i in node.input if i):
             consts[out] = _evaluate(node, consts)
