@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--checkpoint", type=Path, default=Path.home() / ".cache" / "lycaon" / "resnet20.pt")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--restart-epochs", type=int, default=0, help="after the main schedule, a warm restart (SGDR) of this many epochs")
+    ap.add_argument("--restart-lr", type=float, default=0.02)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -68,19 +70,35 @@ def main() -> None:
     xv = torch.tensor(resnet.preprocess(test_x), dtype=torch.float32)
     yv = torch.tensor(test_y, dtype=torch.long)
     net = ResNetCifar(20).to(device)
-    steps = args.epochs * ((len(xt) + args.batch - 1) // args.batch)
+    per_epoch = (len(xt) + args.batch - 1) // args.batch
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
+
+    # One cycle over the main epochs, then optionally a warm restart: cosine from restart_lr to 0
+    # (Loshchilov and Hutter 2017). Checkpoints resume either phase.
+    def scheduler(phase: int):
+        if phase == 0:
+            return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.epochs * per_epoch, pct_start=0.15)
+        for group in opt.param_groups:
+            group["lr"] = group["initial_lr"] = args.restart_lr
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(args.restart_epochs, 1) * per_epoch)
+
+    sched = scheduler(0)
     start = 0
     if args.checkpoint.is_file():
         state = torch.load(args.checkpoint, map_location=device)
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
         start = state["epoch"]
+        if start > args.epochs:
+            sched = scheduler(1)
+        if start != args.epochs:
+            sched.load_state_dict(state["sched"])
         torch.set_rng_state(state["rng"])
         print(f"resuming after epoch {start}", flush=True)
-    for epoch in range(start, args.epochs):
+    total_epochs = args.epochs + args.restart_epochs
+    for epoch in range(start, total_epochs):
+        if epoch == args.epochs:
+            sched = scheduler(1)
         net.train()
         began = time.time()
         perm = torch.randperm(len(xt))
@@ -95,15 +113,15 @@ def main() -> None:
             total += float(loss.detach()) * len(idx)
         args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1, "rng": torch.get_rng_state()}, args.checkpoint)
-        msg = f"epoch {epoch + 1}/{args.epochs}: loss {total / len(xt):.4f}, {time.time() - began:.0f} s"
-        if (epoch + 1) % 5 == 0 or epoch + 1 == args.epochs:
+        msg = f"epoch {epoch + 1}/{total_epochs}: loss {total / len(xt):.4f}, {time.time() - began:.0f} s"
+        if (epoch + 1) % 5 == 0 or epoch + 1 in (args.epochs, total_epochs):
             msg += f", test accuracy {evaluate(net, xv, yv, device):.4f}"
         print(msg, flush=True)
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
     graph = resnet.resnet_cifar({k: v.astype(np.float64) for k, v in weights.items()}, 20)
     accuracy = float((run_float(graph, resnet.preprocess(test_x)).argmax(1) == test_y).mean())
     print(f"test accuracy (Lycaon float executor, 10,000 images): {accuracy:.4f}", flush=True)
-    ship(OUT, "resnet20-cifar10", "cifar10", weights, accuracy, len(test_y), "scripts/train_resnet20.py", epochs=args.epochs)
+    ship(OUT, "resnet20-cifar10", "cifar10", weights, accuracy, len(test_y), "scripts/train_resnet20.py", epochs=total_epochs)
 
 if __name__ == "__main__":
     main()
