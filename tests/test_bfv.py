@@ -143,8 +143,25 @@ def test_serialisation_round_trips_and_refuses_corruption(s):
     assert len(seeded.to_bytes()) < 0.6 * len(ct.to_bytes())
     assert np.array_equal(s.dec_batch(lycaon.Ciphertext.from_bytes(s.params, ct.to_bytes())), x)
     back = lycaon.BfvParameters.from_bytes(s.params.to_bytes())
-    assert back.id == s.params.id
-    assert pickle.loads(pickle.dumps(s.params)).id == s.params.id
+    assert back.id == s.params.id and back == s.params and hash(back) == hash(s.params)
+    assert pickle.loads(pickle.dumps(s.params)) == s.params
+    assert lycaon.BfvParameters.from_bytes(bytearray(s.params.to_bytes())) == s.params
+    pdata = s.params.to_bytes()
+    with pytest.raises(lycaon.SerializationError, match="truncated"):
+        lycaon.BfvParameters.from_bytes(pdata[:-3])
+    flipped = bytearray(pdata)
+    flipped[len(pdata) // 2] ^= 0x10
+    with pytest.raises(lycaon.SerializationError, match="checksum"):
+        lycaon.BfvParameters.from_bytes(bytes(flipped))
+    with pytest.raises(lycaon.SerializationError, match="LYCN"):
+        lycaon.BfvParameters.from_bytes(b"not a lycaon object at all, but long enough to hold a header........")
+    with pytest.raises(lycaon.SerializationError, match="expected a parameters, found a ciphertext"):
+        lycaon.BfvParameters.from_bytes(ct.to_bytes())
+    with pytest.raises(lycaon.SerializationError, match="expected a public key, found a ciphertext"):
+        lycaon.PublicKey.from_bytes(s.params, ct.to_bytes())
+    # A seeded ciphertext expands under its own parameters; the full one is the same ciphertext.
+    assert np.array_equal(s.dec_batch(seeded.expand()), x)
+    assert seeded.expand().to_bytes() == seeded.expand(s.params).to_bytes()
 
 
 def test_ntt_primes_match_seal():
@@ -174,15 +191,65 @@ def test_errors_are_clear():
         lycaon.Encryptor(s.params, secret_key=s.keys.secret_key()).encrypt(s.be.encode([1]))
     # Negative values are reduced modulo t.
     assert s.be.decode(s.be.encode([-1, 5]))[0] == s.t - 1
+    with pytest.raises(lycaon.MissingKeyError, match="no special primes"):
+        lycaon.KeyGenerator(lycaon.BfvParameters.default(1024)).relin_key()
+    with pytest.raises(lycaon.MissingKeyError, match="no secret key"):
+        lycaon.Encryptor(s.params, public_key=s.pk).encrypt_symmetric(s.be.encode([1]))
+    with pytest.raises(lycaon.LycaonError, match="different parameters"):
+        lycaon.Decryptor(s.params, lycaon.KeyGenerator(lycaon.BfvParameters.default(8192)).secret_key())
+    with pytest.raises(lycaon.LycaonError, match="only goes down"):
+        s.ev.mod_switch_to(s.ev.mod_switch_to_next(cx), 1)
+    with pytest.raises(lycaon.LycaonError, match="lowest level"):
+        s.ev.mod_switch_to_next(s.ev.mod_switch_to(cx, 0))
+    with pytest.raises(lycaon.LycaonError, match="3 parts"):
+        s.ev.relinearize(cx, s.rk)
+    # Every Lycaon error is a ValueError; parameter problems are ParameterErrors.
+    assert issubclass(lycaon.SerializationError, ValueError) and issubclass(lycaon.ParameterError, ValueError)
+    assert issubclass(lycaon.SecurityError, lycaon.ParameterError) and issubclass(lycaon.MissingKeyError, lycaon.LycaonError)
+    with pytest.raises(lycaon.ParameterError, match="batching"):
+        lycaon.BatchEncoder(lycaon.BfvParameters(4096, s.params.ciphertext_moduli, s.params.special_moduli, 65536))
+    with pytest.raises(lycaon.ParameterError, match="key_switch_digits"):
+        lycaon.BfvParameters(4096, s.params.ciphertext_moduli, s.params.special_moduli, s.t, key_switch_digits=3)
+
+
+def test_encoder_inputs():
+    s = _small()
+    t, n = s.t, s.params.n
+    for enc in (s.be, s.ce):
+        # Any integer dtype, lists, numpy scalars inside lists, non-contiguous views.
+        for values in ([1, 2, 3], np.array([1, 2, 3], dtype=np.int32), np.array([1, 2, 3], dtype=np.uint8),
+                       [np.int64(1), 2, np.uint16(3)], np.array([1, 9, 2, 9, 3, 9])[::2], np.array([1, 2, 3], dtype=object)):
+            assert list(enc.decode(enc.encode(values))[:4]) == [1, 2, 3, 0]
+        # Non-negative values must be below t; any negative value switches to reduction mod t.
+        with pytest.raises(lycaon.LycaonError, match=f"not below the plaintext modulus t = {t}"):
+            enc.encode([t])
+        with pytest.raises(lycaon.LycaonError, match="not below"):
+            enc.encode(np.array([2**64 - 1], dtype=np.uint64))
+        got = enc.decode(enc.encode([-(2**62), -1, t - 1, t + 5]))
+        assert list(got[:4]) == [(-(2**62)) % t, t - 1, t - 1, 5]
+        assert list(enc.decode(enc.encode([-3, 4]), signed=True)[:2]) == [-3, 4]
+        assert enc.decode(enc.encode([1]), signed=True).dtype == np.int64
+        assert enc.decode(enc.encode([1])).dtype == np.uint64
+        with pytest.raises(lycaon.LycaonError, match="64 bits"):
+            enc.encode([2**70])
+        with pytest.raises(lycaon.LycaonError, match=f"at most {n}"):
+            enc.encode([1] * (n + 1))
+        # Wrong dtypes, shapes and types name what they got.
+        for bad, what in ((np.zeros(4), "dtype float64"), (np.array([True]), "dtype bool"), ([1, 2.5], "element of type float"),
+                          (["a"], "element of type str"), ("123", "type str"), (np.zeros((2, 2), dtype=np.int64), r"shape \(2, 2\)")):
+            with pytest.raises(lycaon.LycaonError, match=what):
+                enc.encode(bad)
+        assert enc.slot_count == n
 
 
 if given is not None:
 
     @settings(max_examples=15, deadline=None)
-    @given(st.lists(st.integers(min_value=-(2**40), max_value=2**40), min_size=1, max_size=4096), st.integers(-2**20, 2**20), st.integers(-50, 50))
+    @given(st.lists(st.integers(min_value=-(2**62), max_value=1032192), min_size=1, max_size=4096), st.integers(-2**80, 2**80), st.integers(-50, 50))
     def test_property_scalar_and_rotation(values, scalar, step):
         s = _small()
         t = s.t
+        assert t == 1032193
         v = np.zeros(s.params.n, dtype=object)
         v[: len(values)] = [x % t for x in values]
         ct = s.enc.encrypt(s.be.encode(np.array(values, dtype=np.int64)))
@@ -198,6 +265,90 @@ def _small():
     if not _SMALL:
         _SMALL.append(Suite(4096))
     return _SMALL[0]
+
+
+def test_insecure_parameter_bytes_are_refused():
+    blake3 = pytest.importorskip("blake3")
+    import struct
+
+    p = lycaon.BfvParameters.default(4096)
+    data = bytearray(p.to_bytes())
+    payload_len = struct.unpack_from("<Q", data, 40)[0]
+    payload = data[48 : 48 + payload_len]
+    payload[-1] = 0  # security byte: test-only
+    body = bytes(data[:8]) + bytes(32) + bytes(data[40:48]) + bytes(payload)
+    # Recompute the content id and the checksum as a forger would (neither is a MAC).
+    h = blake3.blake3(b"lycaon-parameters-v1")
+    h.update(struct.pack("<Q", p.n))
+    for primes in (p.ciphertext_moduli, p.special_moduli):
+        h.update(struct.pack("<Q", len(primes)))
+        for q in primes:
+            h.update(struct.pack("<Q", q))
+    h.update(struct.pack("<Q", p.plaintext_modulus))
+    h.update(struct.pack("<Q", p.key_switch_digits))
+    h.update(b"\x00")
+    body = body[:8] + h.digest() + body[40:]
+    forged = body + blake3.blake3(body).digest()[:16]
+    with pytest.raises(lycaon.SecurityError, match="test-only"):
+        lycaon.BfvParameters.from_bytes(forged)
+
+
+def test_bench_helpers():
+    info = lycaon.bench_info()
+    assert {"version", "backend", "ifma", "threads", "optimized"} <= set(info)
+    assert info["version"] == lycaon.__version__ and isinstance(info["ifma"], bool)
+    p = lycaon.BfvParameters.default(4096)
+    limb = lycaon.NttLimb(4096, p.ciphertext_moduli[0])
+    limb.roundtrip()
+    assert isinstance(limb.uses_ifma, bool)
+    with pytest.raises(lycaon.ParameterError):
+        lycaon.NttLimb(4096, 65539)
+
+
+def test_heavy_calls_release_the_gil():
+    """While one thread is inside a long Rust call, another thread keeps running Python."""
+    import threading
+    import time
+
+    p = lycaon.BfvParameters.default(8192)
+    keys = lycaon.KeyGenerator(p)
+    steps = list(range(1, 40))
+    start = time.perf_counter()
+    keys.galois_keys(steps)
+    alone = time.perf_counter() - start
+    worker = threading.Thread(target=keys.galois_keys, args=(steps,))
+    last, max_gap = time.perf_counter(), 0.0
+    worker.start()
+    while worker.is_alive():
+        now = time.perf_counter()
+        max_gap, last = max(max_gap, now - last), now
+    worker.join()
+    assert max_gap < alone / 2, f"the main thread stalled {max_gap * 1e3:.1f} ms during a {alone * 1e3:.1f} ms call"
+
+
+def test_stubs_cover_the_native_module():
+    import ast
+    from pathlib import Path
+
+    import lycaon._native as native
+
+    stub = ast.parse((Path(lycaon.__file__).parent / "_native.pyi").read_text())
+    classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
+    functions = {node.name for node in stub.body if isinstance(node, ast.FunctionDef)}
+    public = {name for name in dir(native) if not name.startswith("_")}
+    assert public == set(classes) | functions
+    assert set(lycaon.__all__) == public | {"__version__"}
+    for name, node in classes.items():
+        runtime = getattr(native, name)
+        assert ast.get_docstring(node), f"{name} has no docstring in the stub"
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                if not (item.name.startswith("__") and item.name != "__init__"):
+                    assert ast.get_docstring(item), f"{name}.{item.name} has no docstring in the stub"
+                assert hasattr(runtime, item.name), f"{name}.{item.name} is in the stub but not in the module"
+        for attr in dir(runtime):
+            if not attr.startswith("_") and not issubclass(runtime, BaseException):
+                assert any(isinstance(i, ast.FunctionDef) and i.name == attr for i in node.body), f"{name}.{attr} is missing from the stub"
 
 
 def test_cli_selfcheck_runs():

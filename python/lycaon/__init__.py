@@ -27,6 +27,7 @@ from ._native import (
     SecurityError,
     SeededCiphertext,
     SerializationError,
+    bench_info,
     noise_model_budgets,
     ntt_primes,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "SecurityError",
     "SeededCiphertext",
     "SerializationError",
+    "bench_info",
     "noise_model_budgets",
     "ntt_primes",
     "__version__",

@@ -1,217 +1,341 @@
-"""Type stubs for Lycaon's native module (Rust, via PyO3)."""
+"""Type stubs for Lycaon's native module ``lycaon._native`` (Rust, via PyO3).
+
+Every heavy call (key generation, encryption, decryption, evaluation, encoding, serialisation)
+releases the GIL, so threads run in parallel. Errors raise the ``LycaonError`` family; every
+Lycaon error is also a ``ValueError``.
+"""
 
 from typing import Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
 
+#: What the encoders accept: a 1-D numpy integer array (any integer dtype) or a sequence of ints.
 IntArray = Union[npt.NDArray[np.integer], Sequence[int]]
+#: Bytes-like input of ``from_bytes``.
+BytesLike = Union[bytes, bytearray]
 
 class LycaonError(ValueError):
-    """Base class of every Lycaon error."""
+    """Base class of every Lycaon error; bad values, levels or sizes raise it directly."""
 
 class ParameterError(LycaonError):
-    """Invalid encryption parameters."""
+    """Invalid encryption parameters (degree, primes, plaintext modulus, digits)."""
 
 class SecurityError(ParameterError):
     """Parameters below 128-bit security per the homomorphic encryption standard."""
 
 class SerializationError(LycaonError):
-    """Bytes that are not a valid Lycaon object (truncated, corrupted, wrong version/kind/parameters)."""
+    """Bytes that are not a valid Lycaon object; the message names the problem (truncated,
+    checksum mismatch, unsupported version, wrong kind, made under different parameters)."""
 
 class MissingKeyError(LycaonError):
-    """An evaluation key the operation needs is absent."""
+    """A key the operation needs is absent: a Galois key for a rotation, special primes for key
+    switching, or the public/secret key an Encryptor was asked to use."""
 
 class BfvParameters:
-    """Validated BFV parameters: ring degree n, ciphertext primes, special primes, plaintext modulus t."""
+    """Validated BFV parameters: ring degree n, ciphertext primes, special primes, plaintext
+    modulus t and key-switching digits. 128-bit security is enforced (SecurityError otherwise).
+    Equal parameter sets compare equal and hash alike; they pickle through ``to_bytes``."""
 
-    def __init__(self, n: int, ciphertext_moduli: Sequence[int], special_moduli: Sequence[int], plaintext_modulus: int, key_switch_digits: Optional[int] = None) -> None: ...
+    def __init__(
+        self,
+        n: int,
+        ciphertext_moduli: Sequence[int],
+        special_moduli: Sequence[int],
+        plaintext_modulus: int,
+        key_switch_digits: Optional[int] = None,
+    ) -> None:
+        """Parameters from explicit primes (each NTT-friendly: prime and = 1 mod 2n).
+        ``key_switch_digits`` defaults to one ciphertext prime per digit, as SEAL."""
     @staticmethod
     def default(n: int) -> "BfvParameters":
-        """The largest 128-bit modulus for n (4096..32768, also 1024/2048 without key switching), SEAL's split, 20-bit batching t."""
+        """The default set for n in 1024..32768: the largest 128-bit modulus split like SEAL's
+        BFVDefault (one special prime from n = 4096; none below, so no key switching there) and
+        a 20-bit batching prime t."""
     @staticmethod
-    def from_bits(n: int, q_bits: Sequence[int], p_bits: Sequence[int], t_bits: int, key_switch_digits: Optional[int] = None) -> "BfvParameters":
-        """Primes generated from bit sizes (the largest NTT-friendly primes below each size)."""
+    def from_bits(
+        n: int, q_bits: Sequence[int], p_bits: Sequence[int], t_bits: int, key_switch_digits: Optional[int] = None
+    ) -> "BfvParameters":
+        """Primes generated from bit sizes (the largest NTT-friendly primes below each size, as
+        SEAL's CoeffModulus::Create) and a batching prime t of ``t_bits`` bits."""
     @property
-    def n(self) -> int: ...
+    def n(self) -> int:
+        """Ring degree (a power of two); also the number of slots of a batch plaintext."""
     @property
-    def ciphertext_moduli(self) -> list[int]: ...
+    def ciphertext_moduli(self) -> list[int]:
+        """Ciphertext primes q_0 .. q_{L-1}; modulus switching drops them from the end."""
     @property
-    def special_moduli(self) -> list[int]: ...
+    def special_moduli(self) -> list[int]:
+        """Special primes of hybrid key switching (empty: no relinearisation or rotation)."""
     @property
-    def plaintext_modulus(self) -> int: ...
+    def plaintext_modulus(self) -> int:
+        """Plaintext modulus t: all arithmetic on encrypted values is modulo t."""
     @property
-    def key_switch_digits(self) -> int: ...
+    def key_switch_digits(self) -> int:
+        """Number of digits the ciphertext primes are grouped into for key switching."""
     @property
     def max_level(self) -> int:
-        """Top level; a ciphertext at level l lives modulo the first l + 1 primes."""
+        """Top level L - 1; a ciphertext at level l lives modulo the first l + 1 primes."""
     @property
-    def log2_qp(self) -> float: ...
+    def log2_qp(self) -> float:
+        """log2 of the product of all primes, the quantity the security bound limits."""
     @property
     def id(self) -> str:
-        """Content hash (hex) identifying the parameter set on the wire."""
-    def to_bytes(self) -> bytes: ...
+        """Content hash (64 hex digits) identifying the parameter set on the wire."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes."""
     @staticmethod
-    def from_bytes(data: bytes) -> "BfvParameters": ...
+    def from_bytes(data: BytesLike) -> "BfvParameters":
+        """Parses bytes from ``to_bytes`` and re-validates the set (SerializationError,
+        SecurityError)."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
 
 class SecretKey:
     """The secret key. It stays with the client; serialise it only to store it."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the key belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "SecretKey": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "SecretKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class PublicKey:
+    """The public encryption key: anyone holding it can encrypt. Pickles."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the key belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "PublicKey": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "PublicKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class RelinKey:
+    """The relinearisation key, the evaluation key of ciphertext products."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the key belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "RelinKey": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "RelinKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class GaloisKeys:
+    """Rotation keys for a set of Galois elements (row rotations and the row swap)."""
     @property
-    def galois_elements(self) -> list[int]: ...
-    def __len__(self) -> int: ...
+    def galois_elements(self) -> list[int]:
+        """Elements with a key, ascending: 3^k mod 2n rotates rows by k, 2n - 1 swaps them."""
+    def __len__(self) -> int:
+        """Number of keys."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the keys belong to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "GaloisKeys": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "GaloisKeys":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class Plaintext:
-    def coefficients(self) -> npt.NDArray[np.uint64]: ...
+    """A plaintext polynomial: n coefficients modulo t. Made by an encoder or a Decryptor."""
+    def coefficients(self) -> npt.NDArray[np.uint64]:
+        """The n coefficients in [0, t) (a copy)."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the plaintext belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "Plaintext": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "Plaintext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class PreparedPlaintext:
-    """A plaintext lifted to Q_level and transformed once, for repeated products."""
+    """A plaintext lifted to the primes of one level and transformed once, for repeated
+    products with ciphertexts at that level (``Evaluator.mul_plain_prepared``)."""
     @property
-    def level(self) -> int: ...
+    def level(self) -> int:
+        """The level it was prepared for."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the plaintext belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "PreparedPlaintext": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "PreparedPlaintext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class Ciphertext:
+    """A BFV ciphertext, kept in NTT form over the primes of its level. Pickles."""
     @property
-    def level(self) -> int: ...
+    def level(self) -> int:
+        """Level l: the ciphertext lives modulo the first l + 1 ciphertext primes."""
     @property
     def size(self) -> int:
-        """Number of polynomials: 2, or 3 after multiply() without relinearisation."""
+        """Number of polynomials: 2, or 3 after ``Evaluator.multiply`` without relinearisation."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the ciphertext belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "Ciphertext": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "Ciphertext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class SeededCiphertext:
-    """A fresh symmetric encryption sent as (c0, 32-byte seed): half the bytes."""
+    """A fresh symmetric encryption stored as (c0, 32-byte seed): half the bytes of a
+    Ciphertext. ``expand()`` gives the full ciphertext to compute on."""
     @property
-    def level(self) -> int: ...
-    def expand(self, params: BfvParameters) -> Ciphertext: ...
+    def level(self) -> int:
+        """Level of the ciphertext (the top level for a fresh encryption)."""
+    def expand(self, params: Optional[BfvParameters] = None) -> Ciphertext:
+        """The full ciphertext, with c1 regenerated from the seed (``params``, if given, must be
+        the object's own)."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters the ciphertext belongs to."""
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too, with the parameters)."""
+        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: bytes) -> "SeededCiphertext": ...
+    def from_bytes(params: BfvParameters, data: BytesLike) -> "SeededCiphertext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class KeyGenerator:
-    """Samples the secret key from the OS CSPRNG and derives the other keys from it."""
-    def __init__(self, params: BfvParameters) -> None: ...
-    def secret_key(self) -> SecretKey: ...
-    def public_key(self) -> PublicKey: ...
-    def relin_key(self) -> RelinKey: ...
+    """Samples the secret key from the OS CSPRNG, keeps it, and derives the other keys from it.
+    Client side; it does not pickle."""
+    def __init__(self, params: BfvParameters) -> None:
+        """Generates a fresh secret key for ``params``."""
+    def secret_key(self) -> SecretKey:
+        """The secret key (the same one on every call)."""
+    def public_key(self) -> PublicKey:
+        """A fresh public key for the secret key."""
+    def relin_key(self) -> RelinKey:
+        """A fresh relinearisation key (MissingKeyError without special primes)."""
     def galois_keys(self, steps: Sequence[int], row_swap: bool = False) -> GaloisKeys:
-        """Keys for row rotations by each step (negative: right) and optionally the row swap."""
+        """Keys for row rotations by each step (negative: right; steps that are multiples of
+        n/2 need no key) and, when asked, for the row swap."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters of the keys."""
 
 class Encryptor:
-    def __init__(self, params: BfvParameters, public_key: Optional[PublicKey] = None, secret_key: Optional[SecretKey] = None) -> None: ...
+    """Encrypts with the public key (``encrypt``) or the secret key (``encrypt_symmetric``)."""
+    def __init__(self, params: BfvParameters, public_key: Optional[PublicKey] = None, secret_key: Optional[SecretKey] = None) -> None:
+        """Needs at least one key (MissingKeyError otherwise); each must belong to ``params``."""
     def encrypt(self, plaintext: Plaintext) -> Ciphertext:
-        """Public-key encryption at the top level."""
+        """Public-key encryption at the top level (MissingKeyError without a public key)."""
     def encrypt_symmetric(self, plaintext: Plaintext) -> SeededCiphertext:
-        """Secret-key encryption, seeded."""
+        """Secret-key encryption at the top level, seeded: half the bytes on the wire
+        (MissingKeyError without a secret key)."""
 
 class Decryptor:
-    def __init__(self, params: BfvParameters, secret_key: SecretKey) -> None: ...
-    def decrypt(self, ciphertext: Ciphertext) -> Plaintext: ...
+    """Decrypts and measures the noise budget; holds the secret key (client side)."""
+    def __init__(self, params: BfvParameters, secret_key: SecretKey) -> None:
+        """The secret key must belong to ``params``."""
+    def decrypt(self, ciphertext: Ciphertext) -> Plaintext:
+        """The plaintext (correct while the noise budget is positive); accepts size 2 or 3."""
     def noise_budget(self, ciphertext: Ciphertext) -> float:
         """Invariant noise budget in bits; decryption is correct while it is positive."""
 
 class Evaluator:
-    """Homomorphic operations; holds no secret key."""
-    def __init__(self, params: BfvParameters) -> None: ...
-    def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext: ...
-    def sub(self, a: Ciphertext, b: Ciphertext) -> Ciphertext: ...
-    def negate(self, a: Ciphertext) -> Ciphertext: ...
-    def add_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext: ...
-    def sub_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext: ...
-    def mul_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext: ...
+    """Homomorphic operations; holds no secret key (server side). Every method returns a new
+    object; operands must share parameters and level (LycaonError otherwise)."""
+    def __init__(self, params: BfvParameters) -> None:
+        """An evaluator for ciphertexts under ``params``."""
+    def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """a + b (slot-wise modulo t)."""
+    def sub(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """a - b."""
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        """-a."""
+    def add_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext:
+        """a + p."""
+    def sub_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext:
+        """a - p."""
+    def mul_plain(self, a: Ciphertext, p: Plaintext) -> Ciphertext:
+        """a * p (slot-wise for batch-encoded p); prepares p on every call."""
     def prepare_plain(self, p: Plaintext, level: Optional[int] = None) -> PreparedPlaintext:
-        """Lifts and transforms a plaintext once (default: the top level)."""
-    def mul_plain_prepared(self, a: Ciphertext, p: PreparedPlaintext) -> Ciphertext: ...
-    def mul_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext: ...
+        """Lifts and transforms p once for ``mul_plain_prepared`` at ``level`` (default: top)."""
+    def mul_plain_prepared(self, a: Ciphertext, p: PreparedPlaintext) -> Ciphertext:
+        """a * p for a plaintext prepared at a's level."""
+    def mul_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext:
+        """a * scalar for any int (taken modulo t)."""
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
-        """Product without relinearisation (3 polynomials)."""
-    def multiply_relin(self, a: Ciphertext, b: Ciphertext, relin_key: RelinKey) -> Ciphertext: ...
-    def relinearize(self, a: Ciphertext, relin_key: RelinKey) -> Ciphertext: ...
+        """a * b without relinearisation: a ciphertext of size 3."""
+    def multiply_relin(self, a: Ciphertext, b: Ciphertext, relin_key: RelinKey) -> Ciphertext:
+        """a * b relinearised back to size 2."""
+    def relinearize(self, a: Ciphertext, relin_key: RelinKey) -> Ciphertext:
+        """A size-3 ciphertext back to size 2."""
     def rotate_rows(self, a: Ciphertext, step: int, galois_keys: GaloisKeys) -> Ciphertext:
-        """Rotates both rows of n/2 slots left by step (right when negative)."""
+        """Rotates both rows of n/2 slots left by ``step`` (right when negative);
+        MissingKeyError when ``galois_keys`` lacks the rotation."""
     def rotate_rows_hoisted(self, a: Ciphertext, steps: Sequence[int], galois_keys: GaloisKeys) -> list[Ciphertext]:
-        """Several rotations sharing one decomposition of the ciphertext."""
-    def swap_rows(self, a: Ciphertext, galois_keys: GaloisKeys) -> Ciphertext: ...
-    def mod_switch_to_next(self, a: Ciphertext) -> Ciphertext: ...
-    def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext: ...
+        """One rotation per step, in step order, sharing one decomposition of ``a`` (hoisting):
+        equal to ``[rotate_rows(a, s, galois_keys) for s in steps]``, faster."""
+    def swap_rows(self, a: Ciphertext, galois_keys: GaloisKeys) -> Ciphertext:
+        """Swaps the two rows of slots (keys made with ``row_swap=True``)."""
+    def mod_switch_to_next(self, a: Ciphertext) -> Ciphertext:
+        """Drops the last prime (level - 1); the message is unchanged."""
+    def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:
+        """Switches down to ``level`` (a no-op at the same level; never up)."""
     @property
-    def params(self) -> BfvParameters: ...
+    def params(self) -> BfvParameters:
+        """The parameters of this evaluator."""
 
 class BatchEncoder:
-    """SIMD encoding: two rows of n/2 slots with slot-wise arithmetic modulo t."""
-    def __init__(self, params: BfvParameters) -> None: ...
+    """SIMD encoding: two rows of n/2 slots with slot-wise arithmetic modulo t (t must be a
+    prime = 1 mod 2n; ParameterError otherwise)."""
+    def __init__(self, params: BfvParameters) -> None:
+        """An encoder for ``params``."""
     def encode(self, values: IntArray) -> Plaintext:
-        """Up to n integers of any sign, reduced modulo t."""
-    def decode(self, plaintext: Plaintext, signed: bool = False) -> npt.NDArray[np.integer]: ...
+        """Up to n integers, zero-padded. Without negative values each must lie in [0, t); when
+        any value is negative, all are reduced modulo t. Other dtypes, shapes or too many values
+        raise LycaonError."""
+    def decode(self, plaintext: Plaintext, signed: bool = False) -> npt.NDArray[np.integer]:
+        """The n slots: uint64 in [0, t), or int64 in (-t/2, t/2] with ``signed=True``."""
     @property
-    def slot_count(self) -> int: ...
+    def slot_count(self) -> int:
+        """Number of slots (n)."""
+    @property
+    def params(self) -> BfvParameters:
+        """The parameters of this encoder."""
 
 class CoeffEncoder:
-    """Coefficient encoding: value i becomes the coefficient of X^i."""
-    def __init__(self, params: BfvParameters) -> None: ...
-    def encode(self, values: IntArray) -> Plaintext: ...
-    def decode(self, plaintext: Plaintext, signed: bool = False) -> npt.NDArray[np.integer]: ...
+    """Coefficient encoding: value i becomes the coefficient of X^i (products are negacyclic
+    convolutions modulo X^n + 1 and t). Works for any t."""
+    def __init__(self, params: BfvParameters) -> None:
+        """An encoder for ``params``."""
+    def encode(self, values: IntArray) -> Plaintext:
+        """Up to n integers, zero-padded; the same value rules as ``BatchEncoder.encode``."""
+    def decode(self, plaintext: Plaintext, signed: bool = False) -> npt.NDArray[np.integer]:
+        """The n coefficients: uint64 in [0, t), or int64 in (-t/2, t/2] with ``signed=True``."""
     @property
-    def slot_count(self) -> int: ...
+    def slot_count(self) -> int:
+        """Number of coefficients (n)."""
+    @property
+    def params(self) -> BfvParameters:
+        """The parameters of this encoder."""
 
 class NttLimb:
-    """Forward + inverse NTT of one limb in place (benchmark helper)."""
-    def __init__(self, n: int, prime: int) -> None: ...
-    def roundtrip(self) -> None: ...
+    """Benchmark helper: forward + inverse NTT of one limb in place, on internal random data, so
+    that no conversion crosses the Python boundary."""
+    def __init__(self, n: int, prime: int) -> None:
+        """A plan for ring degree n and an NTT-friendly prime (prime and = 1 mod 2n)."""
+    def roundtrip(self) -> None:
+        """Forward then inverse NTT of the buffer (keeps the GIL: it runs for microseconds)."""
     @property
-    def uses_ifma(self) -> bool: ...
+    def uses_ifma(self) -> bool:
+        """Whether the AVX-512 IFMA path is in use (primes below 2^52 on IFMA CPUs)."""
+
+def bench_info() -> dict[str, Union[str, bool, int]]:
+    """How this build computes: version, backend, NTT library, whether IFMA is used, CPU
+    features (x86-64), architecture, optimised build, allocator and thread count."""
 
 def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
-    """The `count` largest primes below 2**bits that are 1 modulo 2n, descending."""
+    """The ``count`` largest primes below 2**bits that are 1 modulo 2n, descending."""
 
 def noise_model_budgets(params: BfvParameters) -> list[tuple[str, float]]:
     """Predicted noise budgets (bits) of the analytical model for common operations."""

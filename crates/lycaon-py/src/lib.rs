@@ -1,30 +1,43 @@
-//! Python bindings of Lycaon: conversions, GIL release around heavy calls, and error mapping.
-//! Nothing here computes; the Rust crates do.
-// PyO3's macros expand to unsafe FFI glue; no hand-written unsafe code lives in this crate.
+//! Python bindings of Lycaon (`lycaon._native`): conversions, GIL release around anything heavier
+//! than a few microseconds, and error mapping. Nothing here computes; the Rust crates do.
+//!
+//! No path reachable from Python unwraps or indexes on user input: every failure comes back as an
+//! exception of the `LycaonError` family (or a TypeError/OverflowError from argument conversion).
+
+// PyO3's #[pyclass]/#[pymethods]/#[pymodule] macros expand to `unsafe` FFI glue, which the
+// workspace-wide `unsafe_code = "deny"` lint would reject. No hand-written unsafe code lives here.
 #![allow(unsafe_code)]
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use lycaon_backend::Backend;
 use lycaon_bfv::rlwe::{self, RlweError};
-use lycaon_bfv::{BfvError, BfvContext};
+use lycaon_bfv::{BfvContext, BfvError};
 use lycaon_math::Sampler;
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
-// Allocation dominated key switching with the system allocator (page faults on every large
-// polynomial); mimalloc reuses memory and halves rotation time.
+// Key switching allocates large polynomials on every call; with the system allocator each of them
+// page-faults afresh. mimalloc reuses the memory and roughly halves the time of a rotation.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-create_exception!(_native, LycaonError, PyValueError, "Base class of every Lycaon error.");
+// One hierarchy, defined here with single inheritance: LycaonError derives from ValueError, so
+// every Lycaon error (bad parameters, bad bytes, bad values, a missing key) is also a ValueError.
+create_exception!(_native, LycaonError, PyValueError, "Base class of every Lycaon error (a ValueError).");
 create_exception!(_native, ParameterError, LycaonError, "Invalid encryption parameters.");
-create_exception!(_native, SecurityError, ParameterError, "Parameters below 128-bit security.");
-create_exception!(_native, SerializationError, LycaonError, "Bytes that are not a valid Lycaon object.");
-create_exception!(_native, MissingKeyError, LycaonError, "An evaluation key the operation needs is absent.");
+create_exception!(_native, SecurityError, ParameterError, "Parameters below 128-bit security per the homomorphic encryption standard.");
+create_exception!(_native, SerializationError, LycaonError, "Bytes that are not a valid Lycaon object: truncated, corrupted, another version or kind, or made under other parameters.");
+create_exception!(_native, MissingKeyError, LycaonError, "An evaluation key the operation needs is absent (a Galois key, or special primes for key switching), or an Encryptor lacks the key for the requested encryption.");
 
+// ---------------------------------------------------------------------------------------------
+// Error mapping
+
+/// Errors of operations on existing objects.
 fn rlwe_err(e: RlweError) -> PyErr {
     let msg = e.to_string();
     match e {
@@ -39,7 +52,40 @@ fn rlwe_err(e: RlweError) -> PyErr {
 fn bfv_err(e: BfvError) -> PyErr {
     match e {
         BfvError::Rlwe(r) => rlwe_err(r),
+        e @ (BfvError::NotBfv | BfvError::NoBatching { .. }) => ParameterError::new_err(e.to_string()),
         other => LycaonError::new_err(other.to_string()),
+    }
+}
+
+/// Errors while building a parameter set: anything but insecurity is a parameter problem.
+fn param_err(e: RlweError) -> PyErr {
+    match e {
+        RlweError::Insecure { .. } => SecurityError::new_err(e.to_string()),
+        RlweError::Wire(_) => SerializationError::new_err(e.to_string()),
+        _ => ParameterError::new_err(e.to_string()),
+    }
+}
+
+fn bfv_param_err(e: BfvError) -> PyErr {
+    match e {
+        BfvError::Rlwe(r) => param_err(r),
+        other => ParameterError::new_err(other.to_string()),
+    }
+}
+
+/// Errors while parsing bytes: whatever is wrong, the bytes are the cause.
+fn parse_err(e: RlweError) -> PyErr {
+    match e {
+        RlweError::Insecure { .. } => SecurityError::new_err(e.to_string()),
+        other => SerializationError::new_err(other.to_string()),
+    }
+}
+
+fn bfv_parse_err(e: BfvError) -> PyErr {
+    match e {
+        BfvError::Rlwe(r) => parse_err(r),
+        e @ BfvError::NotBfv => ParameterError::new_err(e.to_string()),
+        other => SerializationError::new_err(other.to_string()),
     }
 }
 
@@ -47,7 +93,15 @@ fn sampler() -> PyResult<Sampler> {
     Sampler::from_os().map_err(|e| LycaonError::new_err(e.to_string()))
 }
 
-/// BFV encryption parameters, validated at 128-bit security.
+fn short_id(params: &rlwe::Parameters) -> String {
+    rlwe::hex_prefix(params.id())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+/// Validated BFV parameters (128-bit security enforced): ring degree n, ciphertext primes,
+/// special primes for key switching, plaintext modulus t and the number of key-switching digits.
 #[pyclass(module = "lycaon._native", frozen)]
 #[derive(Clone)]
 struct BfvParameters {
@@ -56,88 +110,129 @@ struct BfvParameters {
 }
 
 impl BfvParameters {
-    fn build(lit: rlwe::ParametersLiteral) -> PyResult<Self> {
-        let params = rlwe::Parameters::new(lit).map_err(rlwe_err)?;
-        let ctx = BfvContext::new(&params).map_err(bfv_err)?;
-        Ok(Self { params, ctx })
+    fn build(py: Python<'_>, lit: rlwe::ParametersLiteral) -> PyResult<Self> {
+        py.detach(|| {
+            let params = rlwe::Parameters::new(lit).map_err(param_err)?;
+            let ctx = BfvContext::new(&params).map_err(bfv_param_err)?;
+            Ok(Self { params, ctx })
+        })
+    }
+
+    fn same(&self, other_id: &rlwe::wire::ParamsId, what: &str) -> PyResult<()> {
+        if self.params.id() != other_id {
+            return Err(LycaonError::new_err(format!("{what} made under different parameters")));
+        }
+        Ok(())
     }
 }
 
 #[pymethods]
 impl BfvParameters {
+    /// Parameters from explicit primes. `key_switch_digits` defaults to one prime per digit
+    /// (SEAL's only choice). Raises SecurityError when log2(QP) exceeds the 128-bit bound for n,
+    /// ParameterError for anything else that is invalid.
     #[new]
     #[pyo3(signature = (n, ciphertext_moduli, special_moduli, plaintext_modulus, key_switch_digits=None))]
-    fn new(n: usize, ciphertext_moduli: Vec<u64>, special_moduli: Vec<u64>, plaintext_modulus: u64, key_switch_digits: Option<usize>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        n: usize,
+        ciphertext_moduli: Vec<u64>,
+        special_moduli: Vec<u64>,
+        plaintext_modulus: u64,
+        key_switch_digits: Option<usize>,
+    ) -> PyResult<Self> {
         let digits = key_switch_digits.unwrap_or(ciphertext_moduli.len());
-        Self::build(rlwe::ParametersLiteral {
-            n,
-            ciphertext_moduli,
-            special_moduli,
-            plaintext_modulus: Some(plaintext_modulus),
-            key_switch_digits: digits,
-            security: rlwe::Security::Bits128,
-        })
+        Self::build(
+            py,
+            rlwe::ParametersLiteral {
+                n,
+                ciphertext_moduli,
+                special_moduli,
+                plaintext_modulus: Some(plaintext_modulus),
+                key_switch_digits: digits,
+                security: rlwe::Security::Bits128,
+            },
+        )
     }
 
-    /// The default set for n (largest 128-bit modulus, SEAL's split, 20-bit batching t).
+    /// The default set for n (1024..32768): the largest 128-bit modulus, split like SEAL's
+    /// BFVDefault (one special prime from n = 4096), and a 20-bit batching prime t.
     #[staticmethod]
-    fn default(n: usize) -> PyResult<Self> {
-        Self::build(rlwe::ParametersLiteral::bfv_default(n).map_err(rlwe_err)?)
+    fn default(py: Python<'_>, n: usize) -> PyResult<Self> {
+        Self::build(py, rlwe::ParametersLiteral::bfv_default(n).map_err(param_err)?)
     }
 
-    /// Primes generated from bit sizes (largest NTT-friendly primes below each size).
+    /// Primes generated from bit sizes (the largest NTT-friendly primes below each size, as SEAL's
+    /// CoeffModulus::Create) and a batching prime t of `t_bits` bits.
     #[staticmethod]
     #[pyo3(signature = (n, q_bits, p_bits, t_bits, key_switch_digits=None))]
-    fn from_bits(n: usize, q_bits: Vec<u32>, p_bits: Vec<u32>, t_bits: u32, key_switch_digits: Option<usize>) -> PyResult<Self> {
-        let mut lit = rlwe::ParametersLiteral::bfv_from_bits(n, &q_bits, &p_bits, t_bits).map_err(rlwe_err)?;
+    fn from_bits(py: Python<'_>, n: usize, q_bits: Vec<u32>, p_bits: Vec<u32>, t_bits: u32, key_switch_digits: Option<usize>) -> PyResult<Self> {
+        let mut lit = py.detach(|| rlwe::ParametersLiteral::bfv_from_bits(n, &q_bits, &p_bits, t_bits)).map_err(param_err)?;
         if let Some(d) = key_switch_digits {
             lit.key_switch_digits = d;
         }
-        Self::build(lit)
+        Self::build(py, lit)
     }
 
+    /// Ring degree n (a power of two); a batch plaintext holds n slots.
     #[getter]
     fn n(&self) -> usize {
         self.params.n()
     }
+    /// Ciphertext primes q_0 .. q_{L-1}; modulus switching drops them from the end.
     #[getter]
     fn ciphertext_moduli(&self) -> Vec<u64> {
         self.params.literal().ciphertext_moduli.clone()
     }
+    /// Special primes P of hybrid key switching (empty: no relinearisation or rotation).
     #[getter]
     fn special_moduli(&self) -> Vec<u64> {
         self.params.literal().special_moduli.clone()
     }
+    /// Plaintext modulus t.
     #[getter]
     fn plaintext_modulus(&self) -> u64 {
         self.ctx.plaintext_modulus()
     }
+    /// Number of digits the ciphertext primes are grouped into for key switching.
     #[getter]
     fn key_switch_digits(&self) -> usize {
         self.params.literal().key_switch_digits
     }
+    /// Top level L - 1; a ciphertext at level l lives modulo the first l + 1 primes.
     #[getter]
     fn max_level(&self) -> usize {
         self.params.max_level()
     }
+    /// log2 of the product of all primes (Q P), the quantity the security bound limits.
     #[getter]
     fn log2_qp(&self) -> f64 {
         self.params.log2_qp()
     }
+    /// Content hash of the parameter set (64 hex digits); objects carry it on the wire.
     #[getter]
     fn id(&self) -> String {
         self.params.id().iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// Versioned, checksummed bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.params.to_bytes())
     }
 
+    /// Parses bytes made by `to_bytes`, re-validating the set (security included).
     #[staticmethod]
-    fn from_bytes(data: &[u8]) -> PyResult<Self> {
-        let params = rlwe::Parameters::from_bytes(data).map_err(rlwe_err)?;
-        let ctx = BfvContext::new(&params).map_err(bfv_err)?;
-        Ok(Self { params, ctx })
+    fn from_bytes(py: Python<'_>, data: Cow<'_, [u8]>) -> PyResult<Self> {
+        py.detach(|| {
+            let params = rlwe::Parameters::from_bytes(&data).map_err(parse_err)?;
+            if params.literal().security != rlwe::Security::Bits128 {
+                return Err(SecurityError::new_err(
+                    "these bytes describe a test-only parameter set without the 128-bit security check; Python refuses it",
+                ));
+            }
+            let ctx = BfvContext::new(&params).map_err(bfv_param_err)?;
+            Ok(Self { params, ctx })
+        })
     }
 
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
@@ -145,52 +240,66 @@ impl BfvParameters {
         Ok((cls.getattr("from_bytes")?, (self.to_bytes(py),)))
     }
 
+    fn __eq__(&self, other: &Self) -> bool {
+        self.params.id() == other.params.id()
+    }
+
+    fn __hash__(&self) -> u64 {
+        let id = self.params.id();
+        u64::from_le_bytes([id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]])
+    }
+
     fn __repr__(&self) -> String {
+        let lit = self.params.literal();
         format!(
-            "BfvParameters(n={}, log2_qp={:.1}, primes={}+{}, t={}, digits={})",
+            "BfvParameters(n={}, ciphertext_moduli={:?}, special_moduli={:?}, plaintext_modulus={}, key_switch_digits={}, log2_qp={:.1})",
             self.params.n(),
-            self.params.log2_qp(),
-            self.params.literal().ciphertext_moduli.len(),
-            self.params.literal().special_moduli.len(),
+            lit.ciphertext_moduli,
+            lit.special_moduli,
             self.ctx.plaintext_modulus(),
-            self.params.literal().key_switch_digits
+            lit.key_switch_digits,
+            self.params.log2_qp()
         )
     }
 }
 
-/// Objects with a wire form, parsed under given parameters.
+// ---------------------------------------------------------------------------------------------
+// Objects with a wire form
+
+/// Objects with a wire form, parsed under given parameters, with a short description for repr.
 trait WireObject: Sized + Send + Sync {
     fn encode(&self) -> Vec<u8>;
     fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self>;
+    fn describe(&self) -> String {
+        String::new()
+    }
 }
 
-macro_rules! rlwe_wire {
-    ($($ty:ty),*) => {$(
+macro_rules! wire_impl {
+    ($ty:ty, $err:ident, |$d:ident| $desc:expr) => {
         impl WireObject for $ty {
             fn encode(&self) -> Vec<u8> {
                 self.to_bytes()
             }
             fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self> {
-                <$ty>::from_bytes(params, bytes).map_err(rlwe_err)
+                <$ty>::from_bytes(params, bytes).map_err($err)
+            }
+            fn describe(&self) -> String {
+                let $d = self;
+                $desc
             }
         }
-    )*};
+    };
 }
-rlwe_wire!(rlwe::SecretKey, rlwe::PublicKey, rlwe::RelinKey, rlwe::GaloisKeys, rlwe::SeededCiphertext, rlwe::Ciphertext);
 
-macro_rules! bfv_wire {
-    ($($ty:ty),*) => {$(
-        impl WireObject for $ty {
-            fn encode(&self) -> Vec<u8> {
-                self.to_bytes()
-            }
-            fn parse(params: &Arc<rlwe::Parameters>, bytes: &[u8]) -> PyResult<Self> {
-                <$ty>::from_bytes(params, bytes).map_err(bfv_err)
-            }
-        }
-    )*};
-}
-bfv_wire!(lycaon_bfv::Plaintext, lycaon_bfv::PreparedPlaintext);
+wire_impl!(rlwe::SecretKey, parse_err, |_d| String::new());
+wire_impl!(rlwe::PublicKey, parse_err, |_d| String::new());
+wire_impl!(rlwe::RelinKey, parse_err, |d| format!("digits={}, ", d.key().num_digits()));
+wire_impl!(rlwe::GaloisKeys, parse_err, |d| format!("galois_elements={:?}, ", d.galois_elements().collect::<Vec<_>>()));
+wire_impl!(rlwe::SeededCiphertext, parse_err, |d| format!("level={}, ", d.level()));
+wire_impl!(rlwe::Ciphertext, parse_err, |d| format!("level={}, size={}, ", d.level(), d.len()));
+wire_impl!(lycaon_bfv::Plaintext, bfv_parse_err, |_d| String::new());
+wire_impl!(lycaon_bfv::PreparedPlaintext, bfv_parse_err, |d| format!("level={}, ", d.level()));
 
 /// A Python class around a wire object: bytes in and out, and pickling through the wire format
 /// (the parameters travel with the object, so multiprocessing and Ray work).
@@ -212,19 +321,19 @@ macro_rules! wire_object {
 
         #[pymethods]
         impl $name {
-            /// Versioned, checksummed bytes.
+            /// Versioned, checksummed, bit-packed bytes (pickling uses them too).
             fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-                let inner = self.inner.clone();
-                let bytes = py.detach(move || inner.encode());
+                let inner = &self.inner;
+                let bytes = py.detach(|| inner.encode());
                 PyBytes::new(py, &bytes)
             }
 
-            /// Parses bytes made by `to_bytes` under the same parameters.
+            /// Parses bytes made by `to_bytes` under the same parameters; SerializationError
+            /// names what is wrong (truncation, checksum, version, kind, other parameters).
             #[staticmethod]
-            fn from_bytes(py: Python<'_>, params: &BfvParameters, data: &[u8]) -> PyResult<Self> {
-                let p = params.params.clone();
-                let data = data.to_vec();
-                let inner = py.detach(move || <$inner as WireObject>::parse(&p, &data))?;
+            fn from_bytes(py: Python<'_>, params: &BfvParameters, data: Cow<'_, [u8]>) -> PyResult<Self> {
+                let p = &params.params;
+                let inner = py.detach(|| <$inner as WireObject>::parse(p, &data))?;
                 Ok(Self::wrap(params, inner))
             }
 
@@ -239,15 +348,20 @@ macro_rules! wire_object {
                 Ok((cls.getattr("from_bytes")?, (self.params.clone(), self.to_bytes(py))))
             }
 
+            fn __repr__(&self) -> String {
+                format!("{}({}n={}, params={})", stringify!($name), self.inner.describe(), self.params.params.n(), short_id(&self.params.params))
+            }
+
             $($($extra)*)?
         }
     };
 }
 
-wire_object!(SecretKey, rlwe::SecretKey, "The secret key. It stays with the client.");
-wire_object!(PublicKey, rlwe::PublicKey, "The public encryption key.");
-wire_object!(RelinKey, rlwe::RelinKey, "The relinearisation key (evaluation key).");
-wire_object!(GaloisKeys, rlwe::GaloisKeys, "Rotation keys for a set of Galois elements.", {
+wire_object!(SecretKey, rlwe::SecretKey, "The secret key. It stays with the client; serialise it only to store it.");
+wire_object!(PublicKey, rlwe::PublicKey, "The public encryption key: anyone holding it can encrypt.");
+wire_object!(RelinKey, rlwe::RelinKey, "The relinearisation key (evaluation key for ciphertext products).");
+wire_object!(GaloisKeys, rlwe::GaloisKeys, "Rotation keys for a set of Galois elements (row rotations and the row swap).", {
+    /// The Galois elements with a key, ascending (3^k mod 2n rotates by k; 2n - 1 swaps rows).
     #[getter]
     fn galois_elements(&self) -> Vec<u64> {
         self.inner.galois_elements().collect()
@@ -256,46 +370,55 @@ wire_object!(GaloisKeys, rlwe::GaloisKeys, "Rotation keys for a set of Galois el
         self.inner.len()
     }
 });
-wire_object!(SeededCiphertext, rlwe::SeededCiphertext, "A fresh symmetric ciphertext sent as (c0, seed).", {
+wire_object!(SeededCiphertext, rlwe::SeededCiphertext, "A fresh symmetric encryption stored as (c0, 32-byte seed): half the bytes of a Ciphertext.", {
+    /// Level of the ciphertext (the top level for a fresh encryption).
     #[getter]
     fn level(&self) -> usize {
         self.inner.level()
     }
-    /// The full ciphertext, with c1 expanded from the seed.
-    fn expand(&self, params: &BfvParameters) -> PyResult<Ciphertext> {
-        Ok(Ciphertext::wrap(params, self.inner.expand(&params.params).map_err(rlwe_err)?))
+    /// The full ciphertext, with c1 expanded from the seed (under this object's parameters unless
+    /// others are given, which must then be the same).
+    #[pyo3(signature = (params=None))]
+    fn expand(&self, py: Python<'_>, params: Option<&BfvParameters>) -> PyResult<Ciphertext> {
+        let params = params.unwrap_or(&self.params);
+        let (inner, p) = (&self.inner, &params.params);
+        let ct = py.detach(|| inner.expand(p)).map_err(rlwe_err)?;
+        Ok(Ciphertext::wrap(params, ct))
     }
 });
 
-wire_object!(Ciphertext, rlwe::Ciphertext, "A BFV ciphertext (NTT form over Q_level).", {
+wire_object!(Ciphertext, rlwe::Ciphertext, "A BFV ciphertext (NTT form over the primes of its level).", {
+    /// Level l: the ciphertext lives modulo the first l + 1 ciphertext primes.
     #[getter]
     fn level(&self) -> usize {
         self.inner.level()
     }
-    /// Number of polynomials (3 after an unrelinearised product).
+    /// Number of polynomials: 2, or 3 after `Evaluator.multiply` without relinearisation.
     #[getter]
     fn size(&self) -> usize {
         self.inner.len()
     }
-    fn __repr__(&self) -> String {
-        format!("Ciphertext(level={}, size={})", self.inner.level(), self.inner.len())
-    }
 });
 
-wire_object!(Plaintext, lycaon_bfv::Plaintext, "A plaintext polynomial with coefficients modulo t.", {
+wire_object!(Plaintext, lycaon_bfv::Plaintext, "A plaintext polynomial: n coefficients modulo t.", {
+    /// The n coefficients in [0, t) as a uint64 array (a copy).
     fn coefficients<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
         PyArray1::from_slice(py, self.inner.coeffs())
     }
 });
 
-wire_object!(PreparedPlaintext, lycaon_bfv::PreparedPlaintext, "A plaintext lifted to Q_level and transformed once, for repeated products with ciphertexts.", {
+wire_object!(PreparedPlaintext, lycaon_bfv::PreparedPlaintext, "A plaintext lifted to the primes of one level and transformed once, for repeated products with ciphertexts at that level.", {
+    /// The level the plaintext was prepared for.
     #[getter]
     fn level(&self) -> usize {
         self.inner.level()
     }
 });
 
-/// Makes and keeps the secret key; hands out public and evaluation keys.
+// ---------------------------------------------------------------------------------------------
+// Keys, encryption, decryption
+
+/// Samples the secret key from the OS CSPRNG, keeps it, and derives the other keys from it.
 #[pyclass(module = "lycaon._native")]
 struct KeyGenerator {
     params: BfvParameters,
@@ -305,37 +428,48 @@ struct KeyGenerator {
 
 #[pymethods]
 impl KeyGenerator {
+    /// Generates a fresh secret key for `params`.
     #[new]
     fn new(py: Python<'_>, params: &BfvParameters) -> PyResult<Self> {
         let mut sampler = sampler()?;
-        let p = params.params.clone();
-        let sk = py.detach(|| rlwe::SecretKey::generate(&p, &mut sampler)).map_err(rlwe_err)?;
+        let p = &params.params;
+        let sk = py.detach(|| rlwe::SecretKey::generate(p, &mut sampler)).map_err(rlwe_err)?;
         Ok(Self { params: params.clone(), sk: Arc::new(sk), sampler })
     }
+    /// The secret key (the same one on every call).
     fn secret_key(&self) -> SecretKey {
         SecretKey { inner: self.sk.clone(), params: self.params.clone() }
     }
+    /// A fresh public key for the secret key.
     fn public_key(&mut self, py: Python<'_>) -> PyResult<PublicKey> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(PublicKey::wrap(&self.params, py.detach(|| rlwe::PublicKey::generate(sk, s)).map_err(rlwe_err)?))
+        let pk = py.detach(|| rlwe::PublicKey::generate(sk, s)).map_err(rlwe_err)?;
+        Ok(PublicKey::wrap(&self.params, pk))
     }
+    /// A fresh relinearisation key (MissingKeyError when the parameters have no special primes).
     fn relin_key(&mut self, py: Python<'_>) -> PyResult<RelinKey> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(RelinKey::wrap(&self.params, py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?))
+        let rk = py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?;
+        Ok(RelinKey::wrap(&self.params, rk))
     }
-    /// Keys for row rotations by `steps` (and the row swap when asked).
+    /// Keys for row rotations by each of `steps` (negative: right) and, when asked, the row swap.
     #[pyo3(signature = (steps, row_swap=false))]
     fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, row_swap: bool) -> PyResult<GaloisKeys> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        Ok(GaloisKeys::wrap(&self.params, py.detach(|| rlwe::GaloisKeys::for_rotations(sk, &steps, row_swap, s)).map_err(rlwe_err)?))
+        let gk = py.detach(|| rlwe::GaloisKeys::for_rotations(sk, &steps, row_swap, s)).map_err(rlwe_err)?;
+        Ok(GaloisKeys::wrap(&self.params, gk))
     }
+    /// The parameters of the keys.
     #[getter]
     fn params(&self) -> BfvParameters {
         self.params.clone()
     }
+    fn __repr__(&self) -> String {
+        format!("KeyGenerator(n={}, params={})", self.params.params.n(), short_id(&self.params.params))
+    }
 }
 
-/// Encrypts with the public key, or symmetrically (seeded) with the secret key.
+/// Encrypts with the public key (`encrypt`) or the secret key (`encrypt_symmetric`, seeded).
 #[pyclass(module = "lycaon._native")]
 struct Encryptor {
     params: BfvParameters,
@@ -346,11 +480,18 @@ struct Encryptor {
 
 #[pymethods]
 impl Encryptor {
+    /// Needs at least one key; each must belong to `params`.
     #[new]
     #[pyo3(signature = (params, public_key=None, secret_key=None))]
-    fn new(params: &BfvParameters, public_key: Option<PyRef<'_, PublicKey>>, secret_key: Option<PyRef<'_, SecretKey>>) -> PyResult<Self> {
+    fn new(params: &BfvParameters, public_key: Option<&PublicKey>, secret_key: Option<&SecretKey>) -> PyResult<Self> {
         if public_key.is_none() && secret_key.is_none() {
-            return Err(LycaonError::new_err("an Encryptor needs a public key, a secret key, or both"));
+            return Err(MissingKeyError::new_err("an Encryptor needs a public key, a secret key, or both"));
+        }
+        if let Some(k) = public_key {
+            params.same(k.inner.params_id(), "the public key was")?;
+        }
+        if let Some(k) = secret_key {
+            params.same(k.inner.params().id(), "the secret key was")?;
         }
         Ok(Self {
             params: params.clone(),
@@ -359,23 +500,23 @@ impl Encryptor {
             sk: secret_key.map(|k| k.inner.clone()),
         })
     }
-    /// Public-key encryption.
+    /// Public-key encryption at the top level.
     fn encrypt(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<Ciphertext> {
-        let pk = self.pk.clone().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no public key"))?;
-        let enc = &mut self.enc;
-        let ct = py.detach(|| enc.encrypt(&pk, &plaintext.inner)).map_err(bfv_err)?;
+        let pk = self.pk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no public key; pass public_key= to encrypt with it"))?;
+        let (enc, pt) = (&mut self.enc, &plaintext.inner);
+        let ct = py.detach(|| enc.encrypt(pk, pt)).map_err(bfv_err)?;
         Ok(Ciphertext::wrap(&self.params, ct))
     }
-    /// Symmetric encryption, seeded (half the bytes on the wire).
+    /// Secret-key encryption at the top level, seeded (half the bytes on the wire).
     fn encrypt_symmetric(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<SeededCiphertext> {
-        let sk = self.sk.clone().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no secret key"))?;
-        let enc = &mut self.enc;
-        let ct = py.detach(|| enc.encrypt_symmetric(&sk, &plaintext.inner)).map_err(bfv_err)?;
+        let sk = self.sk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no secret key; pass secret_key= to encrypt symmetrically"))?;
+        let (enc, pt) = (&mut self.enc, &plaintext.inner);
+        let ct = py.detach(|| enc.encrypt_symmetric(sk, pt)).map_err(bfv_err)?;
         Ok(SeededCiphertext::wrap(&self.params, ct))
     }
 }
 
-/// Decrypts and measures the noise budget (client side: holds the secret key).
+/// Decrypts and measures the noise budget; holds the secret key (client side).
 #[pyclass(module = "lycaon._native", frozen)]
 struct Decryptor {
     dec: lycaon_bfv::Decryptor,
@@ -384,32 +525,42 @@ struct Decryptor {
 
 #[pymethods]
 impl Decryptor {
+    /// The secret key must belong to `params`.
     #[new]
     fn new(params: &BfvParameters, secret_key: &SecretKey) -> PyResult<Self> {
         Ok(Self { dec: lycaon_bfv::Decryptor::new(&params.ctx, secret_key.inner.clone()).map_err(bfv_err)?, params: params.clone() })
     }
+    /// The plaintext of a ciphertext (correct while its noise budget is positive).
     fn decrypt(&self, py: Python<'_>, ciphertext: &Ciphertext) -> PyResult<Plaintext> {
-        let pt = py.detach(|| self.dec.decrypt(&ciphertext.inner)).map_err(bfv_err)?;
+        let (dec, ct) = (&self.dec, &ciphertext.inner);
+        let pt = py.detach(|| dec.decrypt(ct)).map_err(bfv_err)?;
         Ok(Plaintext::wrap(&self.params, pt))
     }
-    /// Invariant noise budget in bits (decryption is correct while it is positive).
+    /// Invariant noise budget in bits; decryption is correct while it is positive.
     fn noise_budget(&self, py: Python<'_>, ciphertext: &Ciphertext) -> PyResult<f64> {
-        py.detach(|| self.dec.noise_budget(&ciphertext.inner)).map_err(bfv_err)
+        let (dec, ct) = (&self.dec, &ciphertext.inner);
+        py.detach(|| dec.noise_budget(ct)).map_err(bfv_err)
     }
 }
 
-/// Homomorphic operations; holds no secret.
+// ---------------------------------------------------------------------------------------------
+// Evaluation
+
+/// Homomorphic operations; holds no secret (server side). Every method returns a new object.
 #[pyclass(module = "lycaon._native", frozen)]
 struct Evaluator {
     params: BfvParameters,
     ev: lycaon_bfv::Evaluator,
 }
 
-
-
 impl Evaluator {
-    fn out(&self, r: Result<rlwe::Ciphertext, BfvError>) -> PyResult<Ciphertext> {
-        r.map(|c| Ciphertext::wrap(&self.params, c)).map_err(bfv_err)
+    /// Runs `f` without the GIL and wraps its ciphertext.
+    fn run<F>(&self, py: Python<'_>, f: F) -> PyResult<Ciphertext>
+    where
+        F: FnOnce(&lycaon_bfv::Evaluator) -> Result<rlwe::Ciphertext, BfvError> + Send,
+    {
+        let ev = &self.ev;
+        py.detach(|| f(ev)).map(|c| Ciphertext::wrap(&self.params, c)).map_err(bfv_err)
     }
 }
 
@@ -419,86 +570,191 @@ impl Evaluator {
     fn new(params: &BfvParameters) -> Self {
         Self { params: params.clone(), ev: lycaon_bfv::Evaluator::new(&params.ctx) }
     }
-    fn add(&self, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.out(self.ev.add(&a.inner, &b.inner))
+    /// a + b (same level).
+    fn add(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.add(&a.inner, &b.inner))
     }
-    fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.out(self.ev.sub(&a.inner, &b.inner))
+    /// a - b (same level).
+    fn sub(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.sub(&a.inner, &b.inner))
     }
-    fn negate(&self, a: &Ciphertext) -> PyResult<Ciphertext> {
-        self.out(self.ev.negate(&a.inner))
+    /// -a.
+    fn negate(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.negate(&a.inner))
     }
-    fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        self.out(self.ev.add_plain(&a.inner, &p.inner))
+    /// a + p.
+    fn add_plain(&self, py: Python<'_>, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.add_plain(&a.inner, &p.inner))
     }
-    fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        self.out(self.ev.sub_plain(&a.inner, &p.inner))
+    /// a - p.
+    fn sub_plain(&self, py: Python<'_>, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.sub_plain(&a.inner, &p.inner))
     }
+    /// a * p (slot-wise for batch-encoded p); prepares p on every call.
     fn mul_plain(&self, py: Python<'_>, a: &Ciphertext, p: &Plaintext) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.mul_plain(&a.inner, &p.inner)))
+        self.run(py, |ev| ev.mul_plain(&a.inner, &p.inner))
     }
-    /// Lifts and transforms a plaintext once for many mul_plain_prepared calls at `level`.
+    /// Lifts and transforms a plaintext once for many `mul_plain_prepared` calls at `level`
+    /// (default: the top level).
     #[pyo3(signature = (p, level=None))]
-    fn prepare_plain(&self, p: &Plaintext, level: Option<usize>) -> PyResult<PreparedPlaintext> {
+    fn prepare_plain(&self, py: Python<'_>, p: &Plaintext, level: Option<usize>) -> PyResult<PreparedPlaintext> {
         let level = level.unwrap_or(self.params.params.max_level());
-        Ok(PreparedPlaintext::wrap(&self.params, self.ev.prepare_plain(&p.inner, level).map_err(bfv_err)?))
+        let (ev, pt) = (&self.ev, &p.inner);
+        let prepared = py.detach(|| ev.prepare_plain(pt, level)).map_err(bfv_err)?;
+        Ok(PreparedPlaintext::wrap(&self.params, prepared))
     }
-    fn mul_plain_prepared(&self, a: &Ciphertext, p: &PreparedPlaintext) -> PyResult<Ciphertext> {
-        self.out(self.ev.mul_plain_prepared(&a.inner, &p.inner))
+    /// a * p for a plaintext prepared at a's level.
+    fn mul_plain_prepared(&self, py: Python<'_>, a: &Ciphertext, p: &PreparedPlaintext) -> PyResult<Ciphertext> {
+        self.run(py, |ev| ev.mul_plain_prepared(&a.inner, &p.inner))
     }
-    fn mul_scalar(&self, a: &Ciphertext, scalar: i64) -> PyResult<Ciphertext> {
-        self.out(self.ev.mul_scalar(&a.inner, scalar))
+    /// a * scalar for any Python int (taken modulo t).
+    fn mul_scalar(&self, py: Python<'_>, a: &Ciphertext, scalar: &Bound<'_, PyAny>) -> PyResult<Ciphertext> {
+        let s = match scalar.extract::<i64>() {
+            Ok(s) => s,
+            Err(_) => {
+                // Larger ints: Python's % gives a value in [0, t), and t < 2^62 fits an i64.
+                let t = self.params.ctx.plaintext_modulus();
+                let reduced = scalar.rem(t).map_err(|_| LycaonError::new_err("the scalar must be an int"))?;
+                reduced.extract::<i64>().map_err(|_| LycaonError::new_err("the scalar must be an int"))?
+            }
+        };
+        self.run(py, |ev| ev.mul_scalar(&a.inner, s))
     }
-    /// Product without relinearisation (3 parts).
+    /// a * b without relinearisation: a ciphertext of size 3.
     fn multiply(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.multiply(&a.inner, &b.inner)))
+        self.run(py, |ev| ev.multiply(&a.inner, &b.inner))
     }
+    /// a * b relinearised back to size 2.
     fn multiply_relin(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext, relin_key: &RelinKey) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.multiply_relin(&a.inner, &b.inner, &relin_key.inner)))
+        self.run(py, |ev| ev.multiply_relin(&a.inner, &b.inner, &relin_key.inner))
     }
+    /// A size-3 ciphertext back to size 2.
     fn relinearize(&self, py: Python<'_>, a: &Ciphertext, relin_key: &RelinKey) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.relinearize(&a.inner, &relin_key.inner)))
+        self.run(py, |ev| ev.relinearize(&a.inner, &relin_key.inner))
     }
-    /// Rotates both rows of slots left by `step` (right when negative).
+    /// Rotates both rows of n/2 slots left by `step` (right when negative).
     fn rotate_rows(&self, py: Python<'_>, a: &Ciphertext, step: i64, galois_keys: &GaloisKeys) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.rotate_rows(&a.inner, step, &galois_keys.inner)))
+        self.params.same(galois_keys.inner.params_id(), "these Galois keys were")?;
+        self.run(py, |ev| ev.rotate_rows(&a.inner, step, &galois_keys.inner))
     }
-    /// Several rotations of one ciphertext sharing one decomposition.
+    /// One rotation per step, sharing one decomposition of `a` (hoisting); a list in step order.
     fn rotate_rows_hoisted(&self, py: Python<'_>, a: &Ciphertext, steps: Vec<i64>, galois_keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
-        let out = py.detach(|| self.ev.rotate_rows_hoisted(&a.inner, &steps, &galois_keys.inner)).map_err(bfv_err)?;
+        self.params.same(galois_keys.inner.params_id(), "these Galois keys were")?;
+        let (ev, ct, gk) = (&self.ev, &a.inner, &galois_keys.inner);
+        let out = py.detach(|| ev.rotate_rows_hoisted(ct, &steps, gk)).map_err(bfv_err)?;
         Ok(out.into_iter().map(|c| Ciphertext::wrap(&self.params, c)).collect())
     }
+    /// Swaps the two rows of slots (needs keys made with row_swap=True).
     fn swap_rows(&self, py: Python<'_>, a: &Ciphertext, galois_keys: &GaloisKeys) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.swap_rows(&a.inner, &galois_keys.inner)))
+        self.params.same(galois_keys.inner.params_id(), "these Galois keys were")?;
+        self.run(py, |ev| ev.swap_rows(&a.inner, &galois_keys.inner))
     }
+    /// Drops the last prime (level - 1); the message is unchanged, the noise shrinks with Q.
     fn mod_switch_to_next(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.mod_switch_to_next(&a.inner)))
+        self.run(py, |ev| ev.mod_switch_to_next(&a.inner))
     }
+    /// Switches down to `level` (a no-op at the same level; switching up is impossible).
     fn mod_switch_to(&self, py: Python<'_>, a: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
-        self.out(py.detach(|| self.ev.mod_switch_to(&a.inner, level)))
+        if level > a.inner.level() {
+            return Err(LycaonError::new_err(format!("cannot switch a ciphertext at level {} up to level {level}; modulus switching only goes down", a.inner.level())));
+        }
+        self.run(py, |ev| ev.mod_switch_to(&a.inner, level))
     }
+    /// The parameters of this evaluator.
     #[getter]
     fn params(&self) -> BfvParameters {
         self.params.clone()
     }
 }
 
-fn values_from(py: Python<'_>, values: &Bound<'_, PyAny>, t: u64) -> PyResult<Vec<i128>> {
-    let _ = py;
-    if let Ok(arr) = values.extract::<PyReadonlyArray1<i64>>() {
-        return Ok(arr.as_array().iter().map(|&v| v as i128).collect());
-    }
-    if let Ok(arr) = values.extract::<PyReadonlyArray1<u64>>() {
-        return Ok(arr.as_array().iter().map(|&v| v as i128).collect());
-    }
-    let list: Vec<i128> = values.extract().map_err(|_| {
-        LycaonError::new_err(format!("values must be a 1-D integer numpy array or a list of integers (reduced modulo t = {t})"))
-    })?;
-    Ok(list)
+// ---------------------------------------------------------------------------------------------
+// Encoders
+
+/// Values converted from Python: signed when any is negative (then reduced modulo t by the
+/// encoder's encode_signed), otherwise unsigned (then each must already be below t).
+enum Values {
+    Signed(Vec<i64>),
+    Unsigned(Vec<u64>),
 }
 
-fn reduce_values(values: Vec<i128>, t: u64) -> Vec<u64> {
-    values.into_iter().map(|v| v.rem_euclid(t as i128) as u64).collect()
+fn not_integers(what: String) -> PyErr {
+    LycaonError::new_err(format!("values must be a 1-D numpy integer array or a sequence of Python ints; got {what}"))
+}
+
+fn split_i128(values: Vec<i128>) -> PyResult<Values> {
+    let out_of_range = |v: &i128| LycaonError::new_err(format!("value {v} does not fit in 64 bits"));
+    if values.iter().any(|&v| v < 0) {
+        values.iter().map(|v| i64::try_from(*v).map_err(|_| out_of_range(v))).collect::<PyResult<_>>().map(Values::Signed)
+    } else {
+        values.iter().map(|v| u64::try_from(*v).map_err(|_| out_of_range(v))).collect::<PyResult<_>>().map(Values::Unsigned)
+    }
+}
+
+fn values_from(values: &Bound<'_, PyAny>) -> PyResult<Values> {
+    if let Ok(arr) = values.cast::<PyUntypedArray>() {
+        let shape = arr.shape().to_vec();
+        let dtype = arr.dtype();
+        if shape.len() != 1 {
+            return Err(LycaonError::new_err(format!("values must be one-dimensional; got an array of shape ({})", shape.iter().map(|d| format!("{d},")).collect::<String>().trim_end_matches(',').replace(',', ", "))));
+        }
+        return match dtype.kind() {
+            b'i' => {
+                let cast = if dtype.is_equiv_to(&numpy::dtype::<i64>(values.py())) { values.clone() } else { values.call_method1("astype", ("int64",))? };
+                let a: PyReadonlyArray1<'_, i64> = cast.extract()?;
+                let view = a.as_array();
+                if view.iter().any(|&v| v < 0) {
+                    Ok(Values::Signed(view.to_vec()))
+                } else {
+                    Ok(Values::Unsigned(view.iter().map(|&v| v as u64).collect()))
+                }
+            }
+            b'u' => {
+                let cast = if dtype.is_equiv_to(&numpy::dtype::<u64>(values.py())) { values.clone() } else { values.call_method1("astype", ("uint64",))? };
+                let a: PyReadonlyArray1<'_, u64> = cast.extract()?;
+                Ok(Values::Unsigned(a.as_array().to_vec()))
+            }
+            // Object arrays (Python ints of any size) go element by element.
+            b'O' => values.extract::<Vec<i128>>().map_err(|_| not_integers("an object array with non-integer elements".into())).and_then(split_i128),
+            _ => Err(not_integers(format!("a numpy array of dtype {}", dtype.str().map(|s| s.to_string()).unwrap_or_else(|_| "?".into())))),
+        };
+    }
+    // Sequences: i64 covers nearly every input at native speed; u64 the rest of [0, 2^64); i128
+    // only serves to name a value that fits neither.
+    if let Ok(v) = values.extract::<Vec<i64>>() {
+        return Ok(if v.iter().any(|&x| x < 0) { Values::Signed(v) } else { Values::Unsigned(v.into_iter().map(|x| x as u64).collect()) });
+    }
+    if let Ok(v) = values.extract::<Vec<u64>>() {
+        return Ok(Values::Unsigned(v));
+    }
+    match values.extract::<Vec<i128>>() {
+        Ok(v) => split_i128(v),
+        Err(_) => Err(not_integers(describe_non_integers(values))),
+    }
+}
+
+/// "a list containing a float" or "a str object", for the error message.
+fn describe_non_integers(values: &Bound<'_, PyAny>) -> String {
+    let type_name = |o: &Bound<'_, PyAny>| o.get_type().name().map(|s| s.to_string()).unwrap_or_else(|_| "?".into());
+    if !values.is_instance_of::<pyo3::types::PyString>() {
+        if let Ok(iter) = values.try_iter() {
+            for item in iter.flatten() {
+                if item.extract::<i128>().is_err() {
+                    return format!("a {} containing an element of type {}", type_name(values), type_name(&item));
+                }
+            }
+        }
+    }
+    format!("an object of type {}", type_name(values))
+}
+
+/// Encoder errors with the encoder's rule spelled out.
+fn encode_err(e: BfvError) -> PyErr {
+    match e {
+        BfvError::NotReduced { value, t } => LycaonError::new_err(format!(
+            "value {value} is not below the plaintext modulus t = {t}; non-negative values must lie in [0, t) (negative values are reduced modulo t)"
+        )),
+        other => bfv_err(other),
+    }
 }
 
 macro_rules! encoder {
@@ -508,73 +764,126 @@ macro_rules! encoder {
         struct $name {
             enc: $inner,
             params: BfvParameters,
-            t: u64,
             n: usize,
         }
 
         #[pymethods]
         impl $name {
             #[new]
-            fn new(params: &BfvParameters) -> PyResult<Self> {
-                Ok(Self { enc: <$inner>::new(&params.params).map_err(bfv_err)?, params: params.clone(), t: params.ctx.plaintext_modulus(), n: params.params.n() })
+            fn new(py: Python<'_>, params: &BfvParameters) -> PyResult<Self> {
+                let p = &params.params;
+                let enc = py.detach(|| <$inner>::new(p)).map_err(bfv_err)?;
+                Ok(Self { enc, params: params.clone(), n: params.params.n() })
             }
-            /// Encodes up to n integers (any sign; reduced modulo t).
+            /// Encodes up to n integers (zero-padded) from a 1-D numpy integer array or a sequence
+            /// of ints. Without negative values each must lie in [0, t); when any value is
+            /// negative, all are reduced modulo t (encode_signed).
             fn encode(&self, py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<Plaintext> {
-                let v = reduce_values(values_from(py, values, self.t)?, self.t);
-                Ok(Plaintext::wrap(&self.params, self.enc.encode(&v).map_err(bfv_err)?))
+                let values = values_from(values)?;
+                let enc = &self.enc;
+                let pt = py.detach(|| match &values {
+                    Values::Signed(v) => enc.encode_signed(v),
+                    Values::Unsigned(v) => enc.encode(v),
+                });
+                Ok(Plaintext::wrap(&self.params, pt.map_err(encode_err)?))
             }
-            /// Decodes to a numpy array: uint64 in [0, t), or int64 in (-t/2, t/2] when signed.
+            /// Decodes to a numpy array of n values: uint64 in [0, t), or with signed=True int64
+            /// in (-t/2, t/2].
             #[pyo3(signature = (plaintext, signed=false))]
             fn decode<'py>(&self, py: Python<'py>, plaintext: &Plaintext, signed: bool) -> PyResult<Bound<'py, PyAny>> {
+                let (enc, pt) = (&self.enc, &plaintext.inner);
                 if signed {
-                    Ok(PyArray1::from_vec(py, self.enc.decode_signed(&plaintext.inner).map_err(bfv_err)?).into_any())
+                    let v = py.detach(|| enc.decode_signed(pt)).map_err(bfv_err)?;
+                    Ok(PyArray1::from_vec(py, v).into_any())
                 } else {
-                    Ok(PyArray1::from_vec(py, self.enc.decode(&plaintext.inner).map_err(bfv_err)?).into_any())
+                    let v = py.detach(|| enc.decode(pt)).map_err(bfv_err)?;
+                    Ok(PyArray1::from_vec(py, v).into_any())
                 }
             }
+            /// Number of values a plaintext holds (n).
             #[getter]
             fn slot_count(&self) -> usize {
                 self.n
+            }
+            /// The parameters of this encoder.
+            #[getter]
+            fn params(&self) -> BfvParameters {
+                self.params.clone()
             }
         }
     };
 }
 
-encoder!(BatchEncoder, lycaon_bfv::BatchEncoder, "SIMD encoding: two rows of n/2 slots, slot-wise arithmetic modulo t.");
-encoder!(CoeffEncoder, lycaon_bfv::CoeffEncoder, "Coefficient encoding: value i is the coefficient of X^i.");
+encoder!(BatchEncoder, lycaon_bfv::BatchEncoder, "SIMD encoding: two rows of n/2 slots with slot-wise arithmetic modulo t (t must be a prime = 1 mod 2n).");
+encoder!(CoeffEncoder, lycaon_bfv::CoeffEncoder, "Coefficient encoding: value i becomes the coefficient of X^i (negacyclic products).");
 
-/// Forward + inverse NTT of one limb in place, for benchmarks (no data conversion per call).
+// ---------------------------------------------------------------------------------------------
+// Benchmark helpers
+
+/// Forward + inverse NTT of one limb in place, for benchmarks: no data crosses the boundary.
 #[pyclass(module = "lycaon._native")]
 struct NttLimb {
-    plan: Arc<lycaon_math::NttPlan>,
+    plan: lycaon_math::NttPlan,
     buffer: Vec<u64>,
 }
 
 #[pymethods]
 impl NttLimb {
+    /// A plan for ring degree n and an NTT-friendly prime (= 1 mod 2n), on random data.
     #[new]
-    fn new(n: usize, prime: u64) -> PyResult<Self> {
+    fn new(py: Python<'_>, n: usize, prime: u64) -> PyResult<Self> {
         let q = lycaon_math::Modulus::new(prime).map_err(|e| ParameterError::new_err(e.to_string()))?;
-        let plan = lycaon_math::NttPlan::new(n, q).map_err(|e| ParameterError::new_err(e.to_string()))?;
+        let plan = py.detach(|| lycaon_math::NttPlan::new(n, q)).map_err(|e| ParameterError::new_err(e.to_string()))?;
         let mut s = sampler()?;
         let buffer = (0..n).map(|_| s.uniform_mod(&q)).collect();
-        Ok(Self { plan: Arc::new(plan), buffer })
+        Ok(Self { plan, buffer })
     }
+    /// Forward then inverse NTT of the internal buffer. It keeps the GIL on purpose: it runs for a
+    /// few microseconds, and the benchmark times the transform, not a GIL hand-off.
     fn roundtrip(&mut self) {
         self.plan.forward(&mut self.buffer);
         self.plan.inverse(&mut self.buffer);
     }
+    /// Whether this plan runs tfhe-ntt's AVX-512 IFMA path (primes below 2^52 on IFMA CPUs).
     #[getter]
     fn uses_ifma(&self) -> bool {
         self.plan.uses_ifma()
     }
 }
 
+/// How this build computes: backend, NTT path, CPU features, allocator, threads.
+#[pyfunction]
+fn bench_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", env!("CARGO_PKG_VERSION"))?;
+    d.set_item("backend", lycaon_backend::CpuBackend.name())?;
+    d.set_item("ntt", "tfhe-ntt")?;
+    // tfhe-ntt picks IFMA per plan (prime below 2^52 and CPU support); probe with a 50-bit prime.
+    let ifma = lycaon_math::ntt_primes(50, 4096, 1, &[])
+        .ok()
+        .and_then(|p| p.first().copied())
+        .and_then(|p| lycaon_math::Modulus::new(p).ok())
+        .and_then(|q| lycaon_math::NttPlan::new(4096, q).ok())
+        .is_some_and(|plan| plan.uses_ifma());
+    d.set_item("ifma", ifma)?;
+    #[cfg(target_arch = "x86_64")]
+    {
+        d.set_item("avx2", std::arch::is_x86_feature_detected!("avx2"))?;
+        d.set_item("avx512f", std::arch::is_x86_feature_detected!("avx512f"))?;
+        d.set_item("avx512ifma", std::arch::is_x86_feature_detected!("avx512ifma"))?;
+    }
+    d.set_item("arch", std::env::consts::ARCH)?;
+    d.set_item("optimized", !cfg!(debug_assertions))?;
+    d.set_item("allocator", "mimalloc")?;
+    d.set_item("threads", 1)?;
+    Ok(d)
+}
+
 /// The `count` largest primes below 2^bits that are 1 modulo 2n (NTT-friendly), descending.
 #[pyfunction]
 #[pyo3(signature = (bits, n, count=1))]
-fn ntt_primes(bits: u32, n: usize, count: usize) -> PyResult<Vec<u64>> {
-    lycaon_math::ntt_primes(bits, n, count, &[]).map_err(|e| ParameterError::new_err(e.to_string()))
+fn ntt_primes(py: Python<'_>, bits: u32, n: usize, count: usize) -> PyResult<Vec<u64>> {
+    py.detach(|| lycaon_math::ntt_primes(bits, n, count, &[])).map_err(|e| ParameterError::new_err(e.to_string()))
 }
 
 /// Predicted noise budgets from the analytical model (bits), keyed by operation.
@@ -617,6 +926,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchEncoder>()?;
     m.add_class::<CoeffEncoder>()?;
     m.add_class::<NttLimb>()?;
+    m.add_function(wrap_pyfunction!(bench_info, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
     Ok(())

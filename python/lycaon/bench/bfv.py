@@ -17,7 +17,13 @@ import numpy as np
 
 import lycaon
 
-from . import seal_peer
+try:  # the SEAL side is optional: without it the benchmark shows Lycaon alone
+    from . import seal_peer
+except Exception as exc:  # noqa: BLE001 - any failure to import the peer only disables it
+    seal_peer = None
+    _PEER_IMPORT_ERROR: Optional[str] = f"{type(exc).__name__}: {exc}"
+else:
+    _PEER_IMPORT_ERROR = None
 
 #: SEAL's BFVDefault split of the 128-bit modulus budget: data primes, then the special prime.
 SEAL_LIKE_BITS = {4096: ([36, 36], [37]), 8192: ([43, 43, 44, 44], [44])}
@@ -41,7 +47,7 @@ def parameters(n: int) -> lycaon.BfvParameters:
     if n not in SEAL_LIKE_BITS:
         raise lycaon.ParameterError(f"the BFV benchmark covers n in {sorted(SEAL_LIKE_BITS)}, not {n}")
     q_bits, p_bits = SEAL_LIKE_BITS[n]
-    return lycaon.BfvParameters.from_bits(n, q_bits, p_bits, 20)
+    return lycaon.BfvParameters.from_bits(n, q_bits, p_bits, 20, key_switch_digits=len(q_bits))
 
 
 def lycaon_timings(params: lycaon.BfvParameters, reps: int) -> dict[str, float]:
@@ -89,20 +95,37 @@ def lycaon_timings(params: lycaon.BfvParameters, reps: int) -> dict[str, float]:
     }
 
 
+def _peer_name(out) -> Optional[str]:
+    """SEAL's version string when the peer can run, else None (after saying why)."""
+    if seal_peer is None:
+        out(f"SEAL peer unavailable ({_PEER_IMPORT_ERROR}): showing Lycaon only")
+        return None
+    try:
+        return seal_peer.seal_version()
+    except ImportError:
+        out("SEAL not installed: showing Lycaon only (pip install tenseal to compare)")
+        return None
+
+
 def run(ns: Sequence[int] = (4096, 8192), reps: int = 20, json_path: Optional[str] = None, out=print) -> list[dict]:
-    """Runs the benchmark, prints a table and returns (and optionally writes) the rows."""
+    """Runs the benchmark, prints a table and returns (and optionally writes) the rows.
+
+    Each row is ``{"op", "n", "lycaon_us", "peer", "peer_us", "ratio"}``; ``peer``, ``peer_us``
+    and ``ratio`` are None when SEAL (tenseal) is not installed.
+    """
     if reps < 1:
         raise lycaon.LycaonError("reps must be at least 1")
-    try:
-        peer_name: Optional[str] = seal_peer.seal_version()
-    except ImportError:
-        peer_name = None
-        out("SEAL not installed: showing Lycaon only (pip install tenseal==0.3.18 to compare)")
+    for n in ns:
+        parameters(n)  # refuse an unsupported n before any timing
+    info = lycaon.bench_info()
+    out(f"Lycaon {info['version']}: {info['backend']} backend, {info['ntt']} NTT (IFMA {'on' if info['ifma'] else 'off'}), "
+        f"{info['threads']} thread, median of {reps} runs after 3 warm-up runs")
+    peer_name = _peer_name(out)
     rows = []
     for n in ns:
         params = parameters(n)
         ours = lycaon_timings(params, reps)
-        theirs = {}
+        theirs: dict[str, float] = {}
         if peer_name is not None:
             primes = list(params.ciphertext_moduli) + list(params.special_moduli)
             theirs = seal_peer.seal_bfv_timings(n, primes, params.plaintext_modulus, reps)
@@ -116,7 +139,9 @@ def run(ns: Sequence[int] = (4096, 8192), reps: int = 20, json_path: Optional[st
                 "peer_us": None if peer_us is None else round(peer_us, 2),
                 "ratio": None if peer_us is None else round(ours[op] / peer_us, 3),
             })
-    out(f"{'op':<18} {'n':>6} {'lycaon_us':>11} {'peer_us':>11} {'ratio':>7}")
+    if peer_name is not None:
+        out(f"peer: {peer_name}; ratio = lycaon_us / seal_us (below 1: Lycaon is faster)")
+    out(f"{'op':<18} {'n':>6} {'lycaon_us':>11} {'seal_us':>11} {'ratio':>7}")
     for r in rows:
         peer = "-" if r["peer_us"] is None else f"{r['peer_us']:.1f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"

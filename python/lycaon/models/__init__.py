@@ -14,7 +14,11 @@ _HERE = Path(__file__).resolve().parent
 #: Reference models that are read from ../shared/data/models, with their measured accuracy on the
 #: full CIFAR-10 test set there (`lycaon quantize resnet20-reference` re-measures it).
 REFERENCE = {
-    "resnet20-reference": {"name": "resnet20-reference", "dataset": "cifar10", "accuracy": 0.8103, "test_images": 10000, "file": "../shared/data/models/resnet20-12fca82f.th", "trained_by": "akamaster/pytorch_resnet_cifar10 (BSD-2-Clause)"},
+    f"resnet{depth}-reference": {
+        "name": f"resnet{depth}-reference", "dataset": "cifar10", "accuracy": correct / 10000, "test_images": 10000,
+        "file": f"../shared/data/models/resnet{depth}-*.th", "trained_by": "akamaster/pytorch_resnet_cifar10 (BSD-2-Clause)",
+    }
+    for depth, correct in ((20, 8103), (32, 8256), (44, 8267), (56, 8320))
 }
 
 
