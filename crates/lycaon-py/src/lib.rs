@@ -732,7 +732,7 @@ fn values_from(values: &Bound<'_, PyAny>) -> PyResult<Values> {
     }
 }
 
-/// "a list containing a float" or "a str object", for the error message.
+/// "a list containing an element of type float" or "an object of type str", for error messages.
 fn describe_non_integers(values: &Bound<'_, PyAny>) -> String {
     let type_name = |o: &Bound<'_, PyAny>| o.get_type().name().map(|s| s.to_string()).unwrap_or_else(|_| "?".into());
     if !values.is_instance_of::<pyo3::types::PyString>() {
