@@ -58,9 +58,14 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--checkpoint", type=Path, default=Path.home() / ".cache" / "lycaon" / "resnet20.pt")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--restart-epochs", type=int, default=0, help="after the main schedule, a warm restart (SGDR) of this many epochs")
-    ap.add_argument("--restart-lr", type=float, default=0.02)
+    ap.add_argument("--restart-epochs", default="0", help="after the main schedule, warm restarts (SGDR) of these many epochs each, comma-separated: 8,30")
+    ap.add_argument("--restart-lr", default="0.02", help="peak learning rate of each warm restart, comma-separated or one for all")
     args = ap.parse_args()
+    restarts = [int(e) for e in args.restart_epochs.split(",") if int(e) > 0]
+    restart_lrs = [float(v) for v in args.restart_lr.split(",")]
+    restart_lrs = (restart_lrs * len(restarts))[:len(restarts)] if len(restart_lrs) == 1 else restart_lrs
+    if len(restart_lrs) != len(restarts):
+        ap.error("--restart-lr needs one value or one per warm restart")
     torch.manual_seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_x, train_y = zoo.cifar10("train")
@@ -73,32 +78,41 @@ def main() -> None:
     per_epoch = (len(xt) + args.batch - 1) // args.batch
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
 
-    # One cycle over the main epochs, then optionally a warm restart: cosine from restart_lr to 0
-    # (Loshchilov and Hutter 2017). Checkpoints resume either phase.
+    # One cycle over the main epochs, then warm restarts: cosine from each restart's peak to 0
+    # (Loshchilov and Hutter 2017). Phase k starts at boundaries[k]; checkpoints resume any phase.
+    boundaries = [0, args.epochs]
+    for extra in restarts:
+        boundaries.append(boundaries[-1] + extra)
+    total_epochs = boundaries[-1]
+
+    def phase_of(epoch: int) -> int:
+        return max(k for k in range(len(boundaries) - 1) if boundaries[k] <= epoch)
+
     def scheduler(phase: int):
         if phase == 0:
             return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.epochs * per_epoch, pct_start=0.15)
         for group in opt.param_groups:
-            group["lr"] = group["initial_lr"] = args.restart_lr
-        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(args.restart_epochs, 1) * per_epoch)
+            group["lr"] = group["initial_lr"] = restart_lrs[phase - 1]
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=restarts[phase - 1] * per_epoch)
 
-    sched = scheduler(0)
     start = 0
+    sched = scheduler(0)
     if args.checkpoint.is_file():
         state = torch.load(args.checkpoint, map_location=device)
         net.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
         start = state["epoch"]
-        if start > args.epochs:
-            sched = scheduler(1)
-        if start != args.epochs:
+        # The scheduler of a phase is built before the optimizer state is restored, so a resumed
+        # phase keeps its learning rate instead of jumping back to the phase's peak.
+        if start < total_epochs and start not in boundaries:
+            sched = scheduler(phase_of(start))
+        opt.load_state_dict(state["opt"])
+        if start < total_epochs and start not in boundaries:
             sched.load_state_dict(state["sched"])
         torch.set_rng_state(state["rng"])
         print(f"resuming after epoch {start}", flush=True)
-    total_epochs = args.epochs + args.restart_epochs
     for epoch in range(start, total_epochs):
-        if epoch == args.epochs:
-            sched = scheduler(1)
+        if epoch in boundaries[1:]:
+            sched = scheduler(boundaries.index(epoch))
         net.train()
         began = time.time()
         perm = torch.randperm(len(xt))
@@ -114,7 +128,7 @@ def main() -> None:
         args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1, "rng": torch.get_rng_state()}, args.checkpoint)
         msg = f"epoch {epoch + 1}/{total_epochs}: loss {total / len(xt):.4f}, {time.time() - began:.0f} s"
-        if (epoch + 1) % 5 == 0 or epoch + 1 in (args.epochs, total_epochs):
+        if (epoch + 1) % 5 == 0 or epoch + 1 in boundaries:
             msg += f", test accuracy {evaluate(net, xv, yv, device):.4f}"
         print(msg, flush=True)
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}

@@ -355,11 +355,19 @@ impl Evaluator {
 
     /// Several row rotations of one ciphertext sharing a single decomposition (hoisting).
     pub fn rotate_rows_hoisted(&self, a: &Ciphertext, steps: &[i64], gk: &GaloisKeys) -> Result<Vec<Ciphertext>, BfvError> {
-        self.check(a)?;
         let n = self.params().n();
         let elements: Vec<u64> = steps.iter().map(|&s| rotation_galois_element(s, n)).collect();
+        self.apply_galois_hoisted(a, &elements, gk)
+    }
+
+    /// Applies the automorphisms X -> X^g for several Galois elements (rotations, the row swap or
+    /// their compositions) sharing one decomposition; g = 1 returns a copy.
+    pub fn apply_galois_hoisted(&self, a: &Ciphertext, elements: &[u64], gk: &GaloisKeys) -> Result<Vec<Ciphertext>, BfvError> {
+        self.check(a)?;
         let non_trivial: Vec<u64> = elements.iter().copied().filter(|&g| g != 1).collect();
-        let mut rotated = keyswitch::automorphisms_hoisted(self.params(), a, &non_trivial, gk)?.into_iter();
+        // Only the identity: no decomposition at all.
+        let rotated = if non_trivial.is_empty() { Vec::new() } else { keyswitch::automorphisms_hoisted(self.params(), a, &non_trivial, gk)? };
+        let mut rotated = rotated.into_iter();
         elements
             .iter()
             .map(|&g| if g == 1 { Ok(a.clone()) } else { rotated.next().ok_or(BfvError::Internal("hoisted count")) })

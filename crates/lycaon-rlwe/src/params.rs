@@ -294,6 +294,17 @@ impl Parameters {
         self.t_plan.as_ref()
     }
 
+    /// Number of ciphertext primes in each key-switching digit present at `level` (the last digit
+    /// may be shorter); cost models need it to count NTTs of a key switch.
+    pub fn key_switch_digit_sizes(&self, level: usize) -> Result<Vec<usize>, RlweError> {
+        Ok(self.level(level)?.digits.iter().map(|r| r.len()).collect())
+    }
+
+    /// Number of special primes P.
+    pub fn special_prime_count(&self) -> usize {
+        self.p.as_ref().map_or(0, |p| p.len())
+    }
+
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }

@@ -1,0 +1,297 @@
+//! Operation counting. Algorithms reach homomorphic operations only through [`HeOps`], which
+//! counts each call; a [`CountingBackend`] under the parameters counts NTTs independently of any
+//! algorithm. Tests compare both with the counts each plan states before running.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use lycaon_backend::{Backend, CpuBackend};
+use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
+use lycaon_bfv::{Evaluator, PreparedPlaintext};
+use lycaon_math::{reduce_lazy, Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly};
+
+use crate::NnError;
+
+/// Operation counts of one layer evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Automorphisms with a key switch (rotations, row swaps and their compositions).
+    pub rotations: u64,
+    /// Decompositions of a ciphertext shared by its hoisted rotations.
+    pub hoisted_decompositions: u64,
+    /// Key switches (one per rotation here: no relinearisation in linear layers).
+    pub key_switches: u64,
+    /// Ciphertext-plaintext products.
+    pub plain_mults: u64,
+    /// Ciphertext-scalar products (lazy ones included).
+    pub scalar_mults: u64,
+    /// Ciphertext additions (lazy accumulations included).
+    pub additions: u64,
+    /// Modulus switches (one prime dropped from one ciphertext).
+    pub mod_switches: u64,
+    /// Single-limb forward or inverse NTTs run by the backend.
+    pub ntts: u64,
+}
+
+impl std::ops::Add for OpCounts {
+    type Output = OpCounts;
+    fn add(self, o: OpCounts) -> OpCounts {
+        OpCounts {
+            rotations: self.rotations + o.rotations,
+            hoisted_decompositions: self.hoisted_decompositions + o.hoisted_decompositions,
+            key_switches: self.key_switches + o.key_switches,
+            plain_mults: self.plain_mults + o.plain_mults,
+            scalar_mults: self.scalar_mults + o.scalar_mults,
+            additions: self.additions + o.additions,
+            mod_switches: self.mod_switches + o.mod_switches,
+            ntts: self.ntts + o.ntts,
+        }
+    }
+}
+
+/// NTTs of the backend per operation, derived from the key-switching code (hybrid key switching,
+/// digits of the parameter set) so that plans can state NTT counts without running.
+pub mod ntt_cost {
+    use lycaon_bfv::rlwe::Parameters;
+
+    /// Decomposing c_1 of a ciphertext at `level` (shared by all its hoisted rotations).
+    pub fn decomposition(params: &Parameters, level: usize) -> u64 {
+        let limbs = level + 1;
+        let k = params.special_prime_count();
+        let digits = params.key_switch_digit_sizes(level).unwrap_or_default();
+        // INTT of c_1, then each digit's ModUp to the other limbs of Q_l P.
+        (limbs + digits.iter().map(|d| limbs + k - d).sum::<usize>()) as u64
+    }
+
+    /// One key switch from decomposed digits: two ModDowns (INTT over P, NTT over Q_l).
+    pub fn key_switch(params: &Parameters, level: usize) -> u64 {
+        2 * (params.special_prime_count() + level + 1) as u64
+    }
+
+    /// Dropping one prime from a two-part ciphertext at `level`.
+    pub fn mod_switch(level: usize) -> u64 {
+        2 * level as u64
+    }
+}
+
+/// Shared NTT counter.
+#[derive(Clone, Debug, Default)]
+pub struct NttCounter(Arc<AtomicU64>);
+
+impl NttCounter {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed)
+    }
+    fn add(&self, limbs: usize) {
+        self.0.fetch_add(limbs as u64, Ordering::Relaxed);
+    }
+}
+
+/// The CPU backend with a count of single-limb NTTs: build instrumented parameters with
+/// `Parameters::with_backend(literal, Arc::new(CountingBackend::new(counter)))`.
+#[derive(Debug)]
+pub struct CountingBackend {
+    inner: CpuBackend,
+    counter: NttCounter,
+}
+
+impl CountingBackend {
+    pub fn new(counter: NttCounter) -> Self {
+        Self { inner: CpuBackend, counter }
+    }
+}
+
+impl Backend for CountingBackend {
+    fn name(&self) -> &str {
+        "cpu (counting NTTs)"
+    }
+    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
+        self.counter.add(poly.num_limbs());
+        self.inner.ntt(poly)
+    }
+    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
+        self.counter.add(poly.num_limbs());
+        self.inner.intt(poly)
+    }
+    fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {
+        self.inner.mul_assign(a, b)
+    }
+    fn automorphism_ntt(&self, poly: &Poly<Ntt>, auto: &Automorphism) -> Result<Poly<Ntt>, MathError> {
+        self.inner.automorphism_ntt(poly, auto)
+    }
+    fn convert_basis(&self, conv: &BaseConverter, poly: &Poly<Coeff>, centered: bool) -> Result<Poly<Coeff>, MathError> {
+        self.inner.convert_basis(conv, poly, centered)
+    }
+    fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
+        self.inner.inner_product(digits, keys, key_limbs, outputs)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    rotations: AtomicU64,
+    decompositions: AtomicU64,
+    plain_mults: AtomicU64,
+    scalar_mults: AtomicU64,
+    additions: AtomicU64,
+    mod_switches: AtomicU64,
+}
+
+/// The homomorphic operations a linear layer may use, counted. Holds no secret.
+#[derive(Clone, Debug)]
+pub struct HeOps {
+    eval: Evaluator,
+    keys: GaloisKeys,
+    counters: Arc<Counters>,
+}
+
+fn bump(c: &AtomicU64, by: u64) {
+    c.fetch_add(by, Ordering::Relaxed);
+}
+
+impl HeOps {
+    pub fn new(eval: Evaluator, keys: GaloisKeys) -> Self {
+        Self { eval, keys, counters: Arc::default() }
+    }
+
+    pub fn params(&self) -> &Arc<Parameters> {
+        self.eval.context().params()
+    }
+
+    pub fn evaluator(&self) -> &Evaluator {
+        &self.eval
+    }
+
+    /// The operation counts so far (NTTs are counted by the backend, not here: 0).
+    pub fn counts(&self) -> OpCounts {
+        let c = &self.counters;
+        let rotations = c.rotations.load(Ordering::Relaxed);
+        OpCounts {
+            rotations,
+            hoisted_decompositions: c.decompositions.load(Ordering::Relaxed),
+            key_switches: rotations,
+            plain_mults: c.plain_mults.load(Ordering::Relaxed),
+            scalar_mults: c.scalar_mults.load(Ordering::Relaxed),
+            additions: c.additions.load(Ordering::Relaxed),
+            mod_switches: c.mod_switches.load(Ordering::Relaxed),
+            ntts: 0,
+        }
+    }
+
+    /// The automorphisms X -> X^g of one ciphertext for each element, sharing one decomposition.
+    pub fn galois_hoisted(&self, ct: &Ciphertext, elements: &[u64]) -> Result<Vec<Ciphertext>, NnError> {
+        let nontrivial = elements.iter().filter(|&&g| g != 1).count() as u64;
+        if nontrivial > 0 {
+            bump(&self.counters.decompositions, 1);
+            bump(&self.counters.rotations, nontrivial);
+        }
+        Ok(self.eval.apply_galois_hoisted(ct, elements, &self.keys)?)
+    }
+
+    /// acc += ct * pt (point-wise in NTT form).
+    pub fn mul_plain_add(&self, acc: &mut Option<Ciphertext>, ct: &Ciphertext, pt: &PreparedPlaintext) -> Result<(), NnError> {
+        bump(&self.counters.plain_mults, 1);
+        let prod = self.eval.mul_plain_prepared(ct, pt)?;
+        self.add_into(acc, prod)
+    }
+
+    /// acc += ct.
+    pub fn add_into(&self, acc: &mut Option<Ciphertext>, ct: Ciphertext) -> Result<(), NnError> {
+        match acc {
+            None => *acc = Some(ct),
+            Some(a) => {
+                bump(&self.counters.additions, 1);
+                *a = self.eval.add(a, &ct)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn mul_scalar(&self, ct: &Ciphertext, scalar: i64) -> Result<Ciphertext, NnError> {
+        bump(&self.counters.scalar_mults, 1);
+        Ok(self.eval.mul_scalar(ct, scalar)?)
+    }
+
+    /// Switches to level 0 for sending.
+    pub fn to_lowest(&self, ct: &Ciphertext) -> Result<Ciphertext, NnError> {
+        bump(&self.counters.mod_switches, ct.level() as u64);
+        Ok(self.eval.mod_switch_to(ct, 0)?)
+    }
+
+    /// A lazy accumulator of scalar multiples for ciphertexts at `level`.
+    pub fn lazy_accumulator(&self, level: usize) -> Result<LazyAccumulator, NnError> {
+        let q = self.params().q_at(level)?.clone();
+        let len = q.len() * q.n();
+        // After a fold each accumulator holds a residue, which takes one product's room.
+        let fold_every = q.moduli().iter().map(lycaon_math::lazy_capacity).min().unwrap_or(2).saturating_sub(1).max(1);
+        Ok(LazyAccumulator { q, parts: [vec![0u128; len], vec![0u128; len]], terms: 0, fold_every, counters: self.counters.clone() })
+    }
+}
+
+/// Sum of ciphertexts times small integers in 128-bit accumulators, reduced once at the end
+/// (Roh and Choi 2024, Sec. 3.2.2). With primes below 2^52 about 2^24 terms fit before a fold.
+pub struct LazyAccumulator {
+    q: Arc<lycaon_math::RnsBasis>,
+    parts: [Vec<u128>; 2],
+    terms: u64,
+    fold_every: u64,
+    counters: Arc<Counters>,
+}
+
+impl LazyAccumulator {
+    /// acc += scalar * ct, `scalar` given already reduced modulo each prime of the level.
+    pub fn add_scaled(&mut self, ct: &Ciphertext, scalar_mod_q: &[u64]) {
+        bump(&self.counters.scalar_mults, 1);
+        bump(&self.counters.additions, 1);
+        let n = self.q.n();
+        for (acc, part) in self.parts.iter_mut().zip(ct.parts()) {
+            for (i, &s) in scalar_mod_q.iter().enumerate() {
+                let s = s as u128;
+                for (a, &x) in acc[i * n..(i + 1) * n].iter_mut().zip(part.limb(i)) {
+                    *a += x as u128 * s;
+                }
+            }
+        }
+        self.terms += 1;
+        if self.terms % self.fold_every == 0 {
+            self.fold();
+        }
+    }
+
+    fn fold(&mut self) {
+        let n = self.q.n();
+        for acc in &mut self.parts {
+            for (i, q) in self.q.moduli().iter().enumerate() {
+                for a in &mut acc[i * n..(i + 1) * n] {
+                    *a = q.reduce_u128(*a) as u128;
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms == 0
+    }
+
+    /// The reduced sum as a ciphertext (NTT form, like its terms).
+    pub fn finish(self, params: &Parameters) -> Result<Ciphertext, NnError> {
+        let n = self.q.n();
+        let mut parts = Vec::with_capacity(2);
+        for acc in &self.parts {
+            let mut data = vec![0u64; acc.len()];
+            for (i, q) in self.q.moduli().iter().enumerate() {
+                reduce_lazy(&acc[i * n..(i + 1) * n], &mut data[i * n..(i + 1) * n], q);
+            }
+            parts.push(Poly::<Ntt>::from_kernel_output(&self.q, data));
+        }
+        Ok(Ciphertext::from_parts(params, parts)?)
+    }
+}
+
+/// A signed integer reduced modulo each prime of `level`.
+pub(crate) fn scalar_mod_q(params: &Parameters, level: usize, v: i64) -> Result<Vec<u64>, NnError> {
+    Ok(params.q_at(level)?.moduli().iter().map(|q| q.reduce_i64(v)).collect())
+}

@@ -1,0 +1,120 @@
+//! Encrypted network layers on BFV: every convolution and fully connected algorithm of the papers
+//! behind one trait.
+//!
+//! A [`LinearPlan`] is made from a layer shape and parameters alone: it states the layout the
+//! client encrypts, the layout of the result, the operation counts, the Galois keys it needs and
+//! the bytes up and down, without any weight or key (the planner uses it that way). Given the
+//! server's weights it becomes a [`PreparedLayer`] that evaluates on ciphertexts.
+//!
+//! Algorithms:
+//! - [`packed::PackedConv`]: conventional packed convolution (Gazelle, Juvekar et al. 2018) with
+//!   hoisted rotations, input-aligned (Sched-IA) or partial-aligned (Sched-PA, Reagen et al. 2021)
+//!   schedules and optional plaintext decomposition;
+//! - [`padded::PaddedConv`]: padded convolution with scalar weights (one channel per ciphertext);
+//! - [`walsh::WalshConv`]: the Walsh-Hadamard convolution with output-channel packing and lazy
+//!   reduction (Roh and Choi 2024);
+//! - [`coeff::CoeffConv`], [`coeff::CoeffMatVec`]: coefficient-encoded convolution and
+//!   matrix-vector product without rotations (Huang et al. 2022);
+//! - [`diagonal::DiagonalFc`]: Halevi-Shoup diagonal fully connected layer with baby-step
+//!   giant-step and hoisting.
+//!
+//! Everything is exact: a layer decrypts to the integer convolution modulo t, times the output
+//! layout's `scale` (1 for all but the Walsh-Hadamard convolution).
+
+// pub mod coeff;
+pub mod counting;
+// pub mod diagonal;
+mod grid;
+pub mod layout;
+pub mod packed;
+pub mod padded;
+pub mod shape;
+pub mod walsh;
+
+use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
+use lycaon_bfv::{BfvError, Evaluator};
+
+pub use counting::{CountingBackend, HeOps, NttCounter, OpCounts};
+pub use layout::{Encoding, Layout};
+pub use shape::{conv_reference, ConvShape};
+
+/// Errors of the network layer, each naming what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NnError {
+    #[error(transparent)]
+    Bfv(#[from] BfvError),
+    #[error("invalid layer shape: {0}")]
+    Shape(String),
+    #[error("{algorithm} cannot run this layer: {reason}")]
+    Unsupported { algorithm: &'static str, reason: String },
+    #[error("expected {expected} {what}, got {found}")]
+    Count { what: &'static str, expected: usize, found: usize },
+}
+
+impl From<lycaon_bfv::rlwe::RlweError> for NnError {
+    fn from(e: lycaon_bfv::rlwe::RlweError) -> Self {
+        Self::Bfv(e.into())
+    }
+}
+
+impl From<lycaon_math::MathError> for NnError {
+    fn from(e: lycaon_math::MathError) -> Self {
+        Self::Bfv(e.into())
+    }
+}
+
+/// Bytes moved and stored by one layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerCost {
+    /// Client to server: the input ciphertexts, seeded (c_1 replaced by a 32-byte seed).
+    pub up_bytes: usize,
+    /// Server to client: the output ciphertexts at the lowest level (only the coefficients that
+    /// carry outputs for coefficient-encoded layers).
+    pub down_bytes: usize,
+    /// Galois keys the layer needs, as serialised (seeded).
+    pub key_bytes: usize,
+}
+
+/// A layer algorithm for one shape and parameter set, before any weight or key is known.
+pub trait LinearPlan: Send + Sync {
+    /// The algorithm's name as benchmarks print it.
+    fn name(&self) -> String;
+    fn shape(&self) -> &ConvShape;
+    fn params(&self) -> &std::sync::Arc<Parameters>;
+    /// Where the client puts each input element.
+    fn input_layout(&self) -> &Layout;
+    /// Where each output element is found after decryption (and the factor it carries).
+    fn output_layout(&self) -> &Layout;
+    /// The operations one evaluation performs.
+    fn counts(&self) -> OpCounts;
+    /// The Galois elements the server needs keys for.
+    fn galois_elements(&self) -> Vec<u64>;
+    /// Turns the server's weights (`shape().weight_len()` integers, [out][in/groups][kh][kw]) into
+    /// the form the algorithm evaluates with.
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError>;
+
+    /// Bytes up and down and key bytes, from the layouts and parameters.
+    fn cost(&self) -> LayerCost {
+        let params = self.params();
+        let input = self.input_layout();
+        let output = self.output_layout();
+        let up = input.num_ciphertexts * layout::seeded_ciphertext_bytes(params, params.max_level());
+        let down = output.down_bytes(params);
+        let key_bytes = self.galois_elements().iter().filter(|&&g| g != 1).count() * layout::galois_key_bytes(params);
+        LayerCost { up_bytes: up, down_bytes: down, key_bytes }
+    }
+}
+
+/// A layer with its weights in the form its algorithm needs: what the server keeps in memory.
+pub trait PreparedLayer: Send + Sync {
+    /// Bytes of weight storage in this form.
+    fn weight_bytes(&self) -> usize;
+    /// Evaluates on the client's input ciphertexts and returns the outputs at the lowest level,
+    /// ready to be masked and sent.
+    fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError>;
+}
+
+/// Runs a prepared layer without instrumentation.
+pub fn evaluate(layer: &dyn PreparedLayer, eval: &Evaluator, keys: &GaloisKeys, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+    layer.evaluate(&HeOps::new(eval.clone(), keys.clone()), inputs)
+}

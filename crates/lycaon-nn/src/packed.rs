@@ -1,0 +1,397 @@
+//! Conventional packed convolution (Gazelle, Juvekar et al. 2018; ../papers/001 Fig. 2a): input
+//! channels packed side by side without padding, weights in plaintexts with zeros where a tap
+//! leaves the image, output channels packed by diagonals. Two schedules (Reagen et al. 2021,
+//! Sec. V): input-aligned (rotate the input, hoisted, then multiply) and partial-aligned
+//! (multiply the input in place, sum over input ciphertexts, rotate the partial sums). Optional
+//! plaintext decomposition: the client sends its input times powers of 2^bits and the server
+//! multiplies each copy by one digit of the weight plaintexts, which keeps the noise of a
+//! plaintext product near n 2^bits instead of n t.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use lycaon_bfv::rlwe::{Ciphertext, Parameters};
+use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext};
+
+use crate::counting::ntt_cost;
+use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
+use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+
+/// When to rotate: before the products (input-aligned) or after (partial-aligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    InputAligned,
+    PartialAligned,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct PackedOptions {
+    pub schedule: Schedule,
+    /// Block size in slots (a power of two up to n/2); default: the smallest that holds a tile.
+    pub block: Option<usize>,
+    /// Plaintext decomposition base in bits; None: no decomposition.
+    pub plain_decomposition_bits: Option<u32>,
+}
+
+impl Default for PackedOptions {
+    fn default() -> Self {
+        Self { schedule: Schedule::InputAligned, block: None, plain_decomposition_bits: None }
+    }
+}
+
+pub struct PackedConv {
+    params: Arc<Parameters>,
+    grid: TileGrid,
+    in_place: DensePlacement,
+    out_place: DensePlacement,
+    in_cts: usize,
+    out_cts: usize,
+    digits: usize,
+    opts: PackedOptions,
+    terms: Vec<Term>,
+    input_layout: Layout,
+    output_layout: Layout,
+}
+
+const NAME: &str = "packed (Gazelle)";
+
+impl PackedConv {
+    pub fn new(shape: &ConvShape, params: &Arc<Parameters>, opts: PackedOptions) -> Result<Self, NnError> {
+        let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let grid = TileGrid::new(shape, params.n(), false, opts.block, NAME)?;
+        let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
+        let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
+        let (in_cts, out_cts) = (in_place.num_cts(grid.strips), out_place.num_cts(grid.strips));
+        let digits = match opts.plain_decomposition_bits {
+            None => 1,
+            Some(bits) if (1..=30).contains(&bits) => (64 - t.leading_zeros()).div_ceil(bits) as usize,
+            Some(bits) => return Err(NnError::Unsupported { algorithm: NAME, reason: format!("plaintext decomposition base 2^{bits} is outside 2^1..2^30") }),
+        };
+        let mut input_layout = grid.input_layout(in_cts * digits, |c, s| in_place.place(c, s));
+        // Copy k of every input ciphertext carries the input times 2^(bits k).
+        if let Some(bits) = opts.plain_decomposition_bits {
+            input_layout.placements = (0..digits)
+                .flat_map(|k| input_layout.placements.iter().map(move |p| crate::layout::Placement { ct: p.ct + (k * in_cts) as u32, ..*p }))
+                .collect();
+            input_layout.ct_factor = (0..digits).flat_map(|k| std::iter::repeat_n(pow_mod(2, bits as u64 * k as u64, t), in_cts)).collect();
+        }
+        let output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
+        let mut conv = Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, digits, opts, terms: Vec::new(), input_layout, output_layout };
+        conv.terms = diagonal_terms(&conv.grid, &conv.in_place, &conv.out_place, conv.in_cts, conv.out_cts);
+        Ok(conv)
+    }
+
+    /// Slot values of a term's weight plaintext, aligned with the output slots.
+    fn term_slots(&self, term: &Term, weights: &[i64], t: u64) -> Vec<u64> {
+        let g = &self.grid;
+        let sh = &g.shape;
+        let mut v = vec![0u64; g.n];
+        for b in 0..g.blocks {
+            let Some((o, s)) = self.out_place.tile(term.output, b, g.strips) else { continue };
+            let Some((c, s2)) = self.in_place.tile(term.input, g.source_block(b, term.swap, term.shift), g.strips) else { continue };
+            if s != s2 {
+                continue;
+            }
+            let Some(w) = sh.weight(weights, o, c, term.dy, term.dx) else { continue };
+            let w = w.rem_euclid(t as i64) as u64;
+            for y in g.kept_rows(s) {
+                for x in g.kept_cols() {
+                    if g.tap_valid(y, x, term.dy, term.dx) {
+                        v[g.block_slot(b) + g.out_offset(s, y, x)] = w;
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn element(&self, term: &Term) -> u64 {
+        self.grid.galois(term.swap, term.shift, term.dy, term.dx)
+    }
+
+    /// Distinct non-trivial Galois elements applied to each input ciphertext (IA) or to the
+    /// partial sums of each output ciphertext (PA).
+    fn rotations_per_group(&self) -> Vec<Vec<u64>> {
+        let groups = match self.opts.schedule {
+            Schedule::InputAligned => self.in_cts,
+            Schedule::PartialAligned => self.out_cts,
+        };
+        let mut sets = vec![std::collections::BTreeSet::new(); groups];
+        for term in &self.terms {
+            let key = match self.opts.schedule {
+                Schedule::InputAligned => term.input,
+                Schedule::PartialAligned => term.output,
+            };
+            sets[key].insert(self.element(term));
+        }
+        sets.into_iter().map(|s| s.into_iter().collect()).collect()
+    }
+}
+
+fn pow_mod(base: u64, exp: u64, m: u64) -> u64 {
+    let (mut r, mut b, mut e) = (1u128, base as u128 % m as u128, exp);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % m as u128;
+        }
+        b = b * b % m as u128;
+        e >>= 1;
+    }
+    r as u64
+}
+
+impl ConvShape {
+    /// Whether output channel o and input channel c are in the same group.
+    pub(crate) fn weight_group_match(&self, o: usize, c: usize) -> bool {
+        o / (self.c_out / self.groups) == c / self.in_per_group()
+    }
+}
+
+impl LinearPlan for PackedConv {
+    fn name(&self) -> String {
+        let sched = match self.opts.schedule {
+            Schedule::InputAligned => "IA",
+            Schedule::PartialAligned => "PA",
+        };
+        match self.opts.plain_decomposition_bits {
+            Some(b) => format!("gazelle-{sched}-pd{b}"),
+            None => format!("gazelle-{sched}"),
+        }
+    }
+    fn shape(&self) -> &ConvShape {
+        &self.grid.shape
+    }
+    fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+    fn input_layout(&self) -> &Layout {
+        &self.input_layout
+    }
+    fn output_layout(&self) -> &Layout {
+        &self.output_layout
+    }
+
+    fn counts(&self) -> OpCounts {
+        let p = &*self.params;
+        let top = p.max_level();
+        let groups = self.rotations_per_group();
+        let copies = match self.opts.schedule {
+            Schedule::InputAligned => self.digits as u64,
+            Schedule::PartialAligned => 1,
+        };
+        let rotations: u64 = groups.iter().map(|g| g.iter().filter(|&&e| e != 1).count() as u64).sum::<u64>() * copies;
+        let decompositions = match self.opts.schedule {
+            Schedule::InputAligned => groups.iter().filter(|g| g.iter().any(|&e| e != 1)).count() as u64 * copies,
+            Schedule::PartialAligned => rotations,
+        };
+        let plain_mults = (self.terms.len() * self.digits) as u64;
+        // Every product and every rotated partial sum is added into an accumulator; the first
+        // addend of each accumulator is a move.
+        // Every product lands in an accumulator whose first addend is a move; under PA each
+        // partial sum is one more accumulator and one more addend, which cancel.
+        let additions = plain_mults - self.out_cts as u64;
+        let mod_switches = (self.out_cts * top) as u64;
+        let ntts = decompositions * ntt_cost::decomposition(p, top)
+            + rotations * ntt_cost::key_switch(p, top)
+            + (self.out_cts as u64) * (1..=top).map(ntt_cost::mod_switch).sum::<u64>();
+        OpCounts {
+            rotations,
+            hoisted_decompositions: decompositions,
+            key_switches: rotations,
+            plain_mults,
+            scalar_mults: 0,
+            additions,
+            mod_switches,
+            ntts,
+        }
+    }
+
+    fn galois_elements(&self) -> Vec<u64> {
+        let mut all: Vec<u64> = self.rotations_per_group().into_iter().flatten().filter(|&g| g != 1).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        self.grid.shape.check_weights(weights)?;
+        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let ctx = BfvContext::new(&self.params)?;
+        let eval = Evaluator::new(&ctx);
+        let encoder = BatchEncoder::new(&self.params)?;
+        let top = self.params.max_level();
+        let bits = self.opts.plain_decomposition_bits;
+        let half = self.grid.half();
+        let plaintexts = self
+            .terms
+            .par_iter()
+            .map(|term| {
+                let mut slots = self.term_slots(term, weights, t);
+                if self.opts.schedule == Schedule::PartialAligned {
+                    // Multiply before rotating: put each weight at the slot its input occupies.
+                    let rot = self.grid.rotation(term.shift, term.dy, term.dx).rem_euclid(half as i64) as usize;
+                    let mut moved = vec![0u64; slots.len()];
+                    for (u, &w) in slots.iter().enumerate() {
+                        let (row, k) = (u / half, u % half);
+                        moved[(row ^ usize::from(term.swap)) * half + (k + rot) % half] = w;
+                    }
+                    slots = moved;
+                }
+                let pt = encoder.encode(&slots)?;
+                let digit_pts = match bits {
+                    None => vec![pt],
+                    Some(bits) => decompose_plaintext(&self.params, &pt, bits, self.digits, t)?,
+                };
+                digit_pts.iter().map(|d| eval.prepare_plain(d, top).map_err(NnError::from)).collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, NnError>>()?;
+        Ok(Box::new(PreparedPacked { plan: self.clone_plan(), plaintexts }))
+    }
+}
+
+impl PackedConv {
+    fn clone_plan(&self) -> PackedPlanCore {
+        PackedPlanCore {
+            terms: self.terms.clone(),
+            elements: self.terms.iter().map(|t| self.element(t)).collect(),
+            in_cts: self.in_cts,
+            out_cts: self.out_cts,
+            digits: self.digits,
+            schedule: self.opts.schedule,
+            input_layout_cts: self.input_layout.num_ciphertexts,
+        }
+    }
+}
+
+/// The coefficient form of a plaintext split into signed digits base 2^bits (centred mod t).
+fn decompose_plaintext(params: &Parameters, pt: &Plaintext, bits: u32, digits: usize, t: u64) -> Result<Vec<Plaintext>, NnError> {
+    let base = 1i64 << bits;
+    let mut out = vec![vec![0u64; pt.coeffs().len()]; digits];
+    for (i, &c) in pt.coeffs().iter().enumerate() {
+        let mut v = if c > t / 2 { c as i64 - t as i64 } else { c as i64 };
+        for d in out.iter_mut() {
+            let mut r = v.rem_euclid(base);
+            if r >= base / 2 {
+                r -= base;
+            }
+            d[i] = r.rem_euclid(t as i64) as u64;
+            v = (v - r) / base;
+        }
+    }
+    out.into_iter().map(|c| Plaintext::from_coeffs(params, c).map_err(NnError::from)).collect()
+}
+
+struct PackedPlanCore {
+    terms: Vec<Term>,
+    elements: Vec<u64>,
+    in_cts: usize,
+    out_cts: usize,
+    digits: usize,
+    schedule: Schedule,
+    input_layout_cts: usize,
+}
+
+struct PreparedPacked {
+    plan: PackedPlanCore,
+    /// Per term, one prepared plaintext per digit.
+    plaintexts: Vec<Vec<PreparedPlaintext>>,
+}
+
+impl PreparedLayer for PreparedPacked {
+    fn weight_bytes(&self) -> usize {
+        // All plaintexts are at the top level and serialise to the same size.
+        let count: usize = self.plaintexts.iter().map(Vec::len).sum();
+        self.plaintexts.iter().flatten().next().map_or(0, |p| p.to_bytes().len()) * count
+    }
+
+    fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        let p = &self.plan;
+        if inputs.len() != p.input_layout_cts {
+            return Err(NnError::Count { what: "input ciphertexts", expected: p.input_layout_cts, found: inputs.len() });
+        }
+        let outputs = match p.schedule {
+            Schedule::InputAligned => self.input_aligned(ops, inputs)?,
+            Schedule::PartialAligned => self.partial_aligned(ops, inputs)?,
+        };
+        outputs.par_iter().map(|ct| ops.to_lowest(ct)).collect()
+    }
+}
+
+impl PreparedPacked {
+    fn input_aligned(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        let p = &self.plan;
+        // Terms grouped by output, then by input ciphertext.
+        let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
+        for (k, term) in p.terms.iter().enumerate() {
+            by_output[term.output].entry(term.input).or_default().push(k);
+        }
+        let mut accs: Vec<Option<Ciphertext>> = vec![None; p.out_cts];
+        let chunk = rayon::current_num_threads().max(1) * 2;
+        for first in (0..p.in_cts).step_by(chunk) {
+            let range = first..(first + chunk).min(p.in_cts);
+            // Rotations of this chunk's inputs (every digit copy), hoisted per ciphertext.
+            let rotated: Vec<Vec<BTreeMap<u64, Ciphertext>>> = range
+                .clone()
+                .into_par_iter()
+                .map(|i| {
+                    let elements = elements_of(p.terms.iter().zip(&p.elements).filter(|(t, _)| t.input == i).map(|(_, &g)| g));
+                    (0..p.digits).map(|d| rotate_hoisted(ops, &inputs[d * p.in_cts + i], &elements)).collect::<Result<Vec<_>, NnError>>()
+                })
+                .collect::<Result<_, _>>()?;
+            accs.par_iter_mut().zip(&by_output).try_for_each(|(acc, terms_by_input)| -> Result<(), NnError> {
+                for i in range.clone() {
+                    for &k in terms_by_input.get(&i).map(Vec::as_slice).unwrap_or(&[]) {
+                        for d in 0..p.digits {
+                            let ct = &rotated[i - first][d][&p.elements[k]];
+                            ops.mul_plain_add(acc, ct, &self.plaintexts[k][d])?;
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        accs.into_iter().map(|a| a.ok_or(NnError::Shape("an output ciphertext receives no term".into()))).collect()
+    }
+
+    fn partial_aligned(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        let p = &self.plan;
+        // Terms grouped by output, then by Galois element.
+        let mut by_output: Vec<BTreeMap<u64, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
+        for (k, term) in p.terms.iter().enumerate() {
+            by_output[term.output].entry(p.elements[k]).or_default().push(k);
+        }
+        by_output
+            .par_iter()
+            .map(|groups| {
+                let mut out = None;
+                for (&g, terms) in groups {
+                    let mut partial = None;
+                    for &k in terms {
+                        for d in 0..p.digits {
+                            ops.mul_plain_add(&mut partial, &inputs[d * p.in_cts + p.terms[k].input], &self.plaintexts[k][d])?;
+                        }
+                    }
+                    let partial = partial.ok_or(NnError::Shape("empty partial sum".into()))?;
+                    let aligned = ops.galois_hoisted(&partial, &[g])?.pop().ok_or(NnError::Shape("no rotation result".into()))?;
+                    ops.add_into(&mut out, aligned)?;
+                }
+                out.ok_or(NnError::Shape("an output ciphertext receives no term".into()))
+            })
+            .collect()
+    }
+}
+
+/// Sorted distinct Galois elements.
+pub(crate) fn elements_of(it: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = it.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The rotations of one ciphertext by each element, hoisted, keyed by element.
+pub(crate) fn rotate_hoisted(ops: &HeOps, ct: &Ciphertext, elements: &[u64]) -> Result<BTreeMap<u64, Ciphertext>, NnError> {
+    Ok(elements.iter().copied().zip(ops.galois_hoisted(ct, elements)?).collect())
+}

@@ -1,0 +1,147 @@
+//! Padded convolution with scalar weights (Juvekar et al. 2018; ../papers/001 Fig. 2b). Each
+//! ciphertext holds the zero-padded tiles of a single channel (its strips, as many as fit), so a
+//! kernel tap is one rotation and one scalar product for the whole ciphertext: weights stay
+//! integers, but output channels cannot share a ciphertext, which costs communication.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use lycaon_bfv::rlwe::{Ciphertext, Parameters};
+
+use crate::counting::{ntt_cost, scalar_mod_q};
+use crate::grid::TileGrid;
+use crate::packed::{elements_of, rotate_hoisted};
+use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+
+const NAME: &str = "padded";
+
+pub struct PaddedConv {
+    params: Arc<Parameters>,
+    grid: TileGrid,
+    /// Ciphertexts per channel (strips spread over blocks).
+    per_channel: usize,
+    elements: Vec<u64>,
+    input_layout: Layout,
+    output_layout: Layout,
+}
+
+impl PaddedConv {
+    pub fn new(shape: &ConvShape, params: &Arc<Parameters>, block: Option<usize>) -> Result<Self, NnError> {
+        let grid = TileGrid::new(shape, params.n(), true, block, NAME)?;
+        let per_channel = grid.strips.div_ceil(grid.blocks);
+        let place = |c: usize, s: usize| (c * per_channel + s / grid.blocks, s % grid.blocks);
+        let input_layout = grid.input_layout(shape.c_in * per_channel, place);
+        let output_layout = grid.output_layout(shape.c_out * per_channel, place);
+        let elements = elements_of((0..shape.kh * shape.kw).map(|k| grid.galois(false, 0, k / shape.kw, k % shape.kw)));
+        Ok(Self { params: params.clone(), grid, per_channel, elements, input_layout, output_layout })
+    }
+}
+
+impl LinearPlan for PaddedConv {
+    fn name(&self) -> String {
+        "padded".into()
+    }
+    fn shape(&self) -> &ConvShape {
+        &self.grid.shape
+    }
+    fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+    fn input_layout(&self) -> &Layout {
+        &self.input_layout
+    }
+    fn output_layout(&self) -> &Layout {
+        &self.output_layout
+    }
+
+    fn counts(&self) -> OpCounts {
+        let p = &*self.params;
+        let top = p.max_level();
+        let sh = &self.grid.shape;
+        let in_cts = (sh.c_in * self.per_channel) as u64;
+        let out_cts = (sh.c_out * self.per_channel) as u64;
+        let per_ct = self.elements.iter().filter(|&&g| g != 1).count() as u64;
+        let rotations = in_cts * per_ct;
+        let decompositions = if per_ct > 0 { in_cts } else { 0 };
+        let terms = out_cts * (sh.in_per_group() * sh.kh * sh.kw) as u64;
+        OpCounts {
+            rotations,
+            hoisted_decompositions: decompositions,
+            key_switches: rotations,
+            plain_mults: 0,
+            scalar_mults: terms,
+            additions: terms,
+            mod_switches: out_cts * top as u64,
+            ntts: decompositions * ntt_cost::decomposition(p, top) + rotations * ntt_cost::key_switch(p, top) + out_cts * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
+        }
+    }
+
+    fn galois_elements(&self) -> Vec<u64> {
+        self.elements.iter().copied().filter(|&g| g != 1).collect()
+    }
+
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        let sh = self.grid.shape;
+        sh.check_weights(weights)?;
+        let top = self.params.max_level();
+        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
+        // scalars[o][(c_rel, tap)] reduced modulo each prime (centred mod t first: small noise).
+        let scalars = (0..sh.c_out)
+            .map(|o| {
+                (0..sh.in_per_group() * sh.kh * sh.kw)
+                    .map(|k| {
+                        let w = weights[o * sh.in_per_group() * sh.kh * sh.kw + k];
+                        scalar_mod_q(&self.params, top, t.center(t.reduce_i64(w)))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let taps: Vec<u64> = (0..sh.kh * sh.kw).map(|k| self.grid.galois(false, 0, k / sh.kw, k % sh.kw)).collect();
+        Ok(Box::new(PreparedPadded { shape: sh, per_channel: self.per_channel, elements: self.elements.clone(), taps, scalars, weight_count: weights.len() }))
+    }
+}
+
+struct PreparedPadded {
+    shape: ConvShape,
+    per_channel: usize,
+    elements: Vec<u64>,
+    taps: Vec<u64>,
+    scalars: Vec<Vec<Vec<u64>>>,
+    weight_count: usize,
+}
+
+impl PreparedLayer for PreparedPadded {
+    fn weight_bytes(&self) -> usize {
+        self.weight_count * 8
+    }
+
+    fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        let sh = &self.shape;
+        let expected = sh.c_in * self.per_channel;
+        if inputs.len() != expected {
+            return Err(NnError::Count { what: "input ciphertexts", expected, found: inputs.len() });
+        }
+        let params = ops.params().clone();
+        let top = params.max_level();
+        let rotated: Vec<BTreeMap<u64, Ciphertext>> = inputs.par_iter().map(|ct| rotate_hoisted(ops, ct, &self.elements)).collect::<Result<_, _>>()?;
+        let per_in = sh.in_per_group();
+        let per_out = sh.c_out / sh.groups;
+        (0..sh.c_out * self.per_channel)
+            .into_par_iter()
+            .map(|j| {
+                let (o, part) = (j / self.per_channel, j % self.per_channel);
+                let group = o / per_out;
+                let mut acc = ops.lazy_accumulator(top)?;
+                for c_rel in 0..per_in {
+                    let c = group * per_in + c_rel;
+                    for (tap, g) in self.taps.iter().enumerate() {
+                        acc.add_scaled(&rotated[c * self.per_channel + part][g], &self.scalars[o][c_rel * self.taps.len() + tap]);
+                    }
+                }
+                ops.to_lowest(&acc.finish(&params)?)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,274 @@
+//! The Walsh-Hadamard convolution with output-channel packing (Roh and Choi, ICCAD 2024;
+//! ../papers/001 Sec. 3).
+//!
+//! Tiles are zero-padded, so the weight a diagonal applies to block b is one scalar v[b]. With
+//! the nb x nb Walsh-Hadamard matrix H (H H^T = nb I) and h_k the plaintext that is H[k][b] on
+//! every slot of block b,
+//!
+//!   sum_d rot_d(x) * v_d  =  (1/nb) sum_k h_k * ( sum_d alpha_{k,d} rot_d(x) ),
+//!   alpha_{k,d} = sum_b H[k][b] v_d[b],
+//!
+//! so the server stores only integers (the weights) and the nb fixed plaintexts h_k, multiplies
+//! ciphertexts by small scalars, accumulated lazily in 128 bits with one reduction per output and
+//! k, and does nb - 1 plaintext products per output ciphertext. h_k is scaled by the kappa that
+//! minimises the largest coefficient of kappa h_k mod t (001 Sec. 3.2.1, the [k, -k] plaintext),
+//! which keeps the noise of those products small; outputs carry the factor nb * kappa.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use lycaon_bfv::rlwe::{Ciphertext, Parameters};
+use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext};
+
+use crate::counting::{ntt_cost, scalar_mod_q};
+use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
+use crate::packed::{elements_of, rotate_hoisted};
+use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+
+const NAME: &str = "walsh-hadamard";
+
+pub struct WalshConv {
+    params: Arc<Parameters>,
+    grid: TileGrid,
+    in_place: DensePlacement,
+    out_place: DensePlacement,
+    in_cts: usize,
+    out_cts: usize,
+    terms: Vec<Term>,
+    elements: Vec<u64>,
+    kappa: u64,
+    input_layout: Layout,
+    output_layout: Layout,
+}
+
+/// H[k][b] of the Sylvester Walsh-Hadamard matrix.
+fn walsh_sign(k: usize, b: usize) -> i64 {
+    if (k & b).count_ones() % 2 == 0 { 1 } else { -1 }
+}
+
+fn center(v: u64, t: u64) -> i64 {
+    if v > t / 2 { v as i64 - t as i64 } else { v as i64 }
+}
+
+impl WalshConv {
+    /// `block`: slots per block (channels per ciphertext = n / block); default the smallest
+    /// power of two that holds a padded tile.
+    pub fn new(shape: &ConvShape, params: &Arc<Parameters>, block: Option<usize>) -> Result<Self, NnError> {
+        let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let grid = TileGrid::new(shape, params.n(), true, block, NAME)?;
+        let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
+        let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
+        let (in_cts, out_cts) = (in_place.num_cts(grid.strips), out_place.num_cts(grid.strips));
+        let terms = diagonal_terms(&grid, &in_place, &out_place, in_cts, out_cts);
+        let elements = terms.iter().map(|t| grid.galois(t.swap, t.shift, t.dy, t.dx)).collect();
+        let input_layout = grid.input_layout(in_cts, |c, s| in_place.place(c, s));
+        let mut output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
+        let kappa = best_kappa(&walsh_plaintexts(params, grid.blocks, grid.block, 1)?, t);
+        output_layout.scale = (grid.blocks as u64 % t) * kappa % t;
+        Ok(Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, terms, elements, kappa, input_layout, output_layout })
+    }
+
+    /// Channels packed per ciphertext (the paper's c_n).
+    pub fn blocks(&self) -> usize {
+        self.grid.blocks
+    }
+
+    pub fn kappa(&self) -> u64 {
+        self.kappa
+    }
+
+    fn terms_per_output(&self) -> Vec<usize> {
+        let mut v = vec![0; self.out_cts];
+        self.terms.iter().for_each(|t| v[t.output] += 1);
+        v
+    }
+
+    fn rotations_per_input(&self) -> Vec<Vec<u64>> {
+        (0..self.in_cts).map(|i| elements_of(self.terms.iter().zip(&self.elements).filter(|(t, _)| t.input == i).map(|(_, &g)| g))).collect()
+    }
+}
+
+/// The plaintexts h_k (k = 1 .. nb - 1) times kappa, in coefficient form.
+fn walsh_plaintexts(params: &Arc<Parameters>, blocks: usize, block: usize, kappa: u64) -> Result<Vec<Plaintext>, NnError> {
+    let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+    let encoder = BatchEncoder::new(params)?;
+    let n = params.n();
+    let half = n / 2;
+    let per_row = blocks / 2;
+    (1..blocks)
+        .map(|k| {
+            let slots: Vec<u64> = (0..n)
+                .map(|u| {
+                    let b = (u / half) * per_row + (u % half) / block;
+                    (walsh_sign(k, b) * kappa as i64).rem_euclid(t as i64) as u64
+                })
+                .collect();
+            encoder.encode(&slots).map_err(NnError::from)
+        })
+        .collect()
+}
+
+/// The kappa in 1..t whose multiples of the plaintexts' coefficients have the smallest largest
+/// centred value (searched when the plaintexts have few distinct coefficients, as h_1 has two).
+fn best_kappa(pts: &[Plaintext], t: u64) -> u64 {
+    let mut values: Vec<u64> = pts.iter().flat_map(|p| p.coeffs().iter().copied()).filter(|&c| c != 0).collect();
+    values.sort_unstable();
+    values.dedup();
+    if values.is_empty() || values.len() > 8 {
+        return 1;
+    }
+    let worst = |k: u64| values.iter().map(|&v| center(((v as u128 * k as u128) % t as u128) as u64, t).unsigned_abs()).max().unwrap_or(0);
+    (1..t.min(1 << 22)).min_by_key(|&k| (worst(k), k)).unwrap_or(1)
+}
+
+impl LinearPlan for WalshConv {
+    fn name(&self) -> String {
+        format!("walsh-hadamard-c{}", self.grid.blocks)
+    }
+    fn shape(&self) -> &ConvShape {
+        &self.grid.shape
+    }
+    fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+    fn input_layout(&self) -> &Layout {
+        &self.input_layout
+    }
+    fn output_layout(&self) -> &Layout {
+        &self.output_layout
+    }
+
+    fn counts(&self) -> OpCounts {
+        let p = &*self.params;
+        let top = p.max_level();
+        let per_input = self.rotations_per_input();
+        let rotations: u64 = per_input.iter().map(|g| g.iter().filter(|&&e| e != 1).count() as u64).sum();
+        let decompositions = per_input.iter().filter(|g| g.iter().any(|&e| e != 1)).count() as u64;
+        let nb = self.grid.blocks as u64;
+        let lazy_terms: u64 = self.terms_per_output().iter().map(|&k| k as u64 * nb).sum();
+        let plain_mults = self.out_cts as u64 * (nb - 1);
+        OpCounts {
+            rotations,
+            hoisted_decompositions: decompositions,
+            key_switches: rotations,
+            plain_mults,
+            scalar_mults: lazy_terms,
+            additions: lazy_terms + plain_mults,
+            mod_switches: (self.out_cts * top) as u64,
+            ntts: decompositions * ntt_cost::decomposition(p, top)
+                + rotations * ntt_cost::key_switch(p, top)
+                + self.out_cts as u64 * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
+        }
+    }
+
+    fn galois_elements(&self) -> Vec<u64> {
+        elements_of(self.elements.iter().copied().filter(|&g| g != 1))
+    }
+
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        let sh = &self.grid.shape;
+        sh.check_weights(weights)?;
+        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let top = self.params.max_level();
+        let nb = self.grid.blocks;
+        let g = &self.grid;
+        // alpha[term][k] = sum_b H[k][b] v[b] (times kappa for k = 0, whose h_0 is the constant 1).
+        let alphas = self
+            .terms
+            .iter()
+            .map(|term| {
+                let v: Vec<i64> = (0..nb)
+                    .map(|b| {
+                        let out = self.out_place.tile(term.output, b, g.strips);
+                        let inp = self.in_place.tile(term.input, g.source_block(b, term.swap, term.shift), g.strips);
+                        match (out, inp) {
+                            (Some((o, s)), Some((c, s2))) if s == s2 => sh.weight(weights, o, c, term.dy, term.dx).unwrap_or(0),
+                            _ => 0,
+                        }
+                    })
+                    .collect();
+                (0..nb)
+                    .map(|k| {
+                        let a: i128 = v.iter().enumerate().map(|(b, &x)| walsh_sign(k, b) as i128 * x as i128).sum();
+                        let a = if k == 0 { a * self.kappa as i128 } else { a };
+                        scalar_mod_q(&self.params, top, center(a.rem_euclid(t as i128) as u64, t))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ctx = BfvContext::new(&self.params)?;
+        let eval = Evaluator::new(&ctx);
+        let walsh = walsh_plaintexts(&self.params, nb, self.grid.block, self.kappa)?
+            .iter()
+            .map(|pt| eval.prepare_plain(pt, top))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); self.out_cts];
+        for (k, term) in self.terms.iter().enumerate() {
+            by_output[term.output].entry(term.input).or_default().push(k);
+        }
+        Ok(Box::new(PreparedWalsh {
+            alphas,
+            walsh,
+            by_output,
+            rotations: self.rotations_per_input(),
+            elements: self.elements.clone(),
+            in_cts: self.in_cts,
+            weight_count: weights.len(),
+        }))
+    }
+}
+
+struct PreparedWalsh {
+    /// Per term and k, alpha reduced modulo each prime.
+    alphas: Vec<Vec<Vec<u64>>>,
+    /// kappa h_k for k = 1 .. nb - 1.
+    walsh: Vec<PreparedPlaintext>,
+    by_output: Vec<BTreeMap<usize, Vec<usize>>>,
+    rotations: Vec<Vec<u64>>,
+    elements: Vec<u64>,
+    in_cts: usize,
+    weight_count: usize,
+}
+
+impl PreparedLayer for PreparedWalsh {
+    /// The weights as integers (8 bytes each, as the server keeps them) and the nb - 1 Walsh
+    /// plaintexts, shared by every layer with these parameters and block size.
+    fn weight_bytes(&self) -> usize {
+        self.weight_count * 8 + self.walsh.first().map_or(0, |p| p.to_bytes().len()) * self.walsh.len()
+    }
+
+    fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        if inputs.len() != self.in_cts {
+            return Err(NnError::Count { what: "input ciphertexts", expected: self.in_cts, found: inputs.len() });
+        }
+        let params = ops.params().clone();
+        let top = params.max_level();
+        let rotated: Vec<BTreeMap<u64, Ciphertext>> =
+            inputs.par_iter().zip(&self.rotations).map(|(ct, elements)| rotate_hoisted(ops, ct, elements)).collect::<Result<_, _>>()?;
+        let nb = self.walsh.len() + 1;
+        self.by_output
+            .par_iter()
+            .map(|terms_by_input| {
+                let mut out: Option<Ciphertext> = None;
+                for k in 0..nb {
+                    let mut acc = ops.lazy_accumulator(top)?;
+                    for (&i, terms) in terms_by_input {
+                        for &term in terms {
+                            acc.add_scaled(&rotated[i][&self.elements[term]], &self.alphas[term][k]);
+                        }
+                    }
+                    let sum = acc.finish(&params)?;
+                    if k == 0 {
+                        ops.add_into(&mut out, sum)?;
+                    } else {
+                        ops.mul_plain_add(&mut out, &sum, &self.walsh[k - 1])?;
+                    }
+                }
+                let out = out.ok_or(NnError::Shape("no output".into()))?;
+                ops.to_lowest(&out)
+            })
+            .collect()
+    }
+}
