@@ -21,10 +21,11 @@
 //! Everything is exact: a layer decrypts to the integer convolution modulo t, times the output
 //! layout's `scale` (1 for all but the Walsh-Hadamard convolution).
 
-// pub mod coeff;
+pub mod coeff;
 pub mod counting;
-// pub mod diagonal;
+pub mod diagonal;
 mod grid;
+pub mod harness;
 pub mod layout;
 pub mod packed;
 pub mod padded;

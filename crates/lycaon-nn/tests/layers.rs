@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters, ParametersLiteral, SecretKey, Security};
-use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator};
-use lycaon_math::Sampler;
+use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, Security};
+use lycaon_nn::coeff::{CoeffBlocks, CoeffConv, CoeffMatVec};
+use lycaon_nn::diagonal::DiagonalFc;
+use lycaon_nn::harness::run_layer;
 use lycaon_nn::packed::{PackedConv, PackedOptions, Schedule};
 use lycaon_nn::padded::PaddedConv;
 use lycaon_nn::walsh::WalshConv;
-use lycaon_nn::{conv_reference, ConvShape, CountingBackend, Encoding, HeOps, LinearPlan, NttCounter};
+use lycaon_nn::{ConvShape, LinearPlan};
+use proptest::prelude::*;
 use rand::{RngExt, SeedableRng};
 
 fn literal(n: usize) -> ParametersLiteral {
@@ -20,64 +22,16 @@ fn literal(n: usize) -> ParametersLiteral {
     lit
 }
 
-/// Runs a plan on random inputs and weights; checks values and counts.
-fn check(plan: &dyn LinearPlan, lit: &ParametersLiteral, seed: u64) {
-    let params = plan.params().clone();
+/// Runs a plan on random inputs and weights; checks values, counts and the stated bytes.
+fn check(plan: &dyn LinearPlan, _lit: &ParametersLiteral, seed: u64) {
     let shape = *plan.shape();
-    let t = params.plaintext_modulus().unwrap().value();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let x: Vec<i64> = (0..shape.input_len()).map(|_| rng.random_range(-8..8)).collect();
     let w: Vec<i64> = (0..shape.weight_len()).map(|_| rng.random_range(-8..8)).collect();
-    let expected = conv_reference(&shape, &x, &w, t).unwrap();
-
-    let mut sampler = Sampler::from_os().unwrap();
-    let sk = Arc::new(SecretKey::generate(&params, &mut sampler).unwrap());
-    let gk = GaloisKeys::generate(&sk, &plan.galois_elements(), &mut sampler).unwrap();
-    let ctx = BfvContext::new(&params).unwrap();
-    let n = params.n();
-    let layout_in = plan.input_layout();
-    let batch = BatchEncoder::new(&params).ok();
-    let coeff = CoeffEncoder::new(&params).unwrap();
-    let encode = |enc: Encoding, v: &[u64]| match enc {
-        Encoding::Batch => batch.as_ref().unwrap().encode(v).unwrap(),
-        Encoding::Coeff => coeff.encode(v).unwrap(),
-    };
-    let mut encryptor = Encryptor::new(&ctx).unwrap();
-    let inputs: Vec<Ciphertext> = layout_in
-        .pack(&x, n, t)
-        .unwrap()
-        .iter()
-        .map(|v| encryptor.encrypt_symmetric(&sk, &encode(layout_in.encoding, v)).unwrap().expand(&params).unwrap())
-        .collect();
-
-    // The server side runs on instrumented parameters (same id, NTT-counting backend).
-    let counter = NttCounter::default();
-    let counting = Parameters::with_backend(lit.clone(), Arc::new(CountingBackend::new(counter.clone()))).unwrap();
-    assert_eq!(counting.id(), params.id());
-    let prepared = plan.prepare(&w).unwrap();
-    let ops = HeOps::new(Evaluator::new(&BfvContext::new(&counting).unwrap()), gk);
-    counter.reset();
-    let outputs = prepared.evaluate(&ops, &inputs).unwrap();
-    let mut counts = ops.counts();
-    counts.ntts = counter.get();
-    assert_eq!(counts, plan.counts(), "{}: stated counts differ from the instrumented run", plan.name());
-
-    let layout_out = plan.output_layout();
-    assert_eq!(outputs.len(), layout_out.num_ciphertexts);
-    let dec = Decryptor::new(&ctx, sk).unwrap();
-    let decoded: Vec<Vec<u64>> = outputs
-        .iter()
-        .map(|ct| {
-            assert_eq!(ct.level(), 0, "outputs are sent at the lowest level");
-            let pt = dec.decrypt(ct).unwrap();
-            match layout_out.encoding {
-                Encoding::Batch => batch.as_ref().unwrap().decode(&pt).unwrap(),
-                Encoding::Coeff => coeff.decode(&pt).unwrap(),
-            }
-        })
-        .collect();
-    let got = layout_out.unpack(&decoded, t).unwrap();
-    assert_eq!(got, expected, "{} on {shape:?}", plan.name());
+    let run = run_layer(plan, &x, &w, 1).unwrap();
+    assert_eq!(run.counts, run.stated, "{}: stated counts differ from the instrumented run on {shape:?}", plan.name());
+    assert!(run.exact, "{} on {shape:?}: decrypted output differs from the integer reference", plan.name());
+    assert!(run.cost.up_bytes.abs_diff(run.up_bytes_measured) <= 8 * plan.input_layout().num_ciphertexts, "{}: stated {} up bytes, measured {}", plan.name(), run.cost.up_bytes, run.up_bytes_measured);
 }
 
 fn params(lit: &ParametersLiteral) -> Arc<Parameters> {
@@ -154,10 +108,69 @@ fn padded_is_exact() {
     }
 }
 
+fn arbitrary_shape() -> impl Strategy<Value = ConvShape> {
+    (1usize..10, 1usize..10, 1usize..5, 1usize..5, prop::sample::select(vec![1usize, 3, 5]), 1usize..3, any::<bool>()).prop_filter_map("kernel fits", |(h, w, c_in, c_out, k, stride, pad)| {
+        let p = if pad { k / 2 } else { 0 };
+        let s = ConvShape { c_in, h, w, c_out, kh: k, kw: k, stride, pad_h: p, pad_w: p, groups: 1 };
+        s.validate().ok().map(|_| s)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #[test]
+    fn every_algorithm_is_exact_on_random_shapes(shape in arbitrary_shape(), seed in any::<u64>()) {
+        let lit = literal(256);
+        let p = params(&lit);
+        check(&PackedConv::new(&shape, &p, PackedOptions::default()).unwrap(), &lit, seed);
+        check(&PackedConv::new(&shape, &p, PackedOptions { schedule: Schedule::PartialAligned, ..Default::default() }).unwrap(), &lit, seed);
+        check(&WalshConv::new(&shape, &p, None).unwrap(), &lit, seed);
+        check(&PaddedConv::new(&shape, &p, None).unwrap(), &lit, seed);
+        check(&CoeffConv::new(&shape, &p).unwrap(), &lit, seed);
+    }
+}
+
 #[test]
 fn secure_parameters_resnet_block() {
     let lit = literal(4096);
     let shape = ConvShape::conv(16, 16, 16, 3, 1);
     check(&PackedConv::new(&shape, &params(&lit), PackedOptions::default()).unwrap(), &lit, 11);
     check(&WalshConv::new(&shape, &params(&lit), None).unwrap(), &lit, 12);
+}
+
+#[test]
+fn coefficient_convolution_is_exact() {
+    let lit = literal(256);
+    for (k, shape) in shapes().iter().enumerate().filter(|(_, s)| s.groups == 1) {
+        check(&CoeffConv::new(shape, &params(&lit)).unwrap(), &lit, 400 + k as u64);
+    }
+    // Forced small blocks: several channel and spatial blocks.
+    let shape = ConvShape::conv(9, 5, 3, 3, 1);
+    check(&CoeffConv::with_blocks(&shape, &params(&lit), CoeffBlocks { c: 2, h: 5, w: 4 }).unwrap(), &lit, 410);
+}
+
+#[test]
+fn coefficient_outputs_travel_compressed() {
+    let lit = literal(256);
+    let params = params(&lit);
+    let plan = CoeffMatVec::new(&ConvShape::fully_connected(40, 9), &params).unwrap();
+    let positions = lycaon_nn::coeff::kept_positions(plan.output_layout());
+    assert!(plan.cost().down_bytes < plan.output_layout().num_ciphertexts * lycaon_nn::layout::ciphertext_bytes(&params, 0));
+    assert_eq!(positions.iter().map(Vec::len).sum::<usize>(), 9);
+}
+
+#[test]
+fn coefficient_matvec_is_exact() {
+    let lit = literal(256);
+    for (k, (i, o)) in [(10, 4), (300, 7), (64, 200), (1, 1)].into_iter().enumerate() {
+        check(&CoeffMatVec::new(&ConvShape::fully_connected(i, o), &params(&lit)).unwrap(), &lit, 500 + k as u64);
+    }
+}
+
+#[test]
+fn diagonal_fc_is_exact() {
+    let lit = literal(256);
+    for (k, (i, o)) in [(10, 4), (128, 128), (300, 7), (5, 200), (1, 1)].into_iter().enumerate() {
+        check(&DiagonalFc::new(&ConvShape::fully_connected(i, o), &params(&lit)).unwrap(), &lit, 600 + k as u64);
+    }
 }

@@ -1,0 +1,365 @@
+//! Coefficient-encoded convolution and matrix-vector product without rotations (Huang et al.,
+//! "Cheetah", USENIX Security 2022; the C2PC packing of ../papers/000).
+//!
+//! Convolution: the zero-padded input is cut into blocks of C_p x H_p x W_p values (C_p H_p W_p
+//! <= n, neighbouring blocks overlapping by the kernel's halo) and block element (c, i, j) is
+//! put at coefficient c H_p W_p + i W_p + j. The kernel of output channel o over the same C_p
+//! channels is put reversed, at O - (c H_p W_p + dy W_p + dx) with O = (C_p - 1) H_p W_p +
+//! (kh - 1) W_p + (kw - 1). The negacyclic product then holds output (i, j) of the block at
+//! coefficient O + i W_p + j, and no wrapped term reaches those coefficients. Products over the
+//! channel blocks add up; one output ciphertext per output channel and spatial block.
+//!
+//! Matrix-vector product: x_j at coefficient j of each column block, W[r][j] at r n_i + n_i - 1 - j;
+//! coefficient r n_i + n_i - 1 of the product is row r's dot product (n_i n_o <= n).
+//!
+//! Outputs travel at the lowest level with all of c_1 and only the coefficients of c_0 that carry
+//! outputs ([`PartialCiphertext`]).
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use lycaon_bfv::rlwe::{Ciphertext, Parameters};
+use lycaon_bfv::{BfvContext, CoeffEncoder, Evaluator, PreparedPlaintext};
+use lycaon_math::{Coeff, Ntt, Poly};
+
+use crate::counting::ntt_cost;
+use crate::layout::{Encoding, Layout, Placement};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PreparedLayer};
+
+/// Block sizes of a coefficient-encoded convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoeffBlocks {
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+pub struct CoeffConv {
+    params: Arc<Parameters>,
+    shape: ConvShape,
+    blocks: CoeffBlocks,
+    /// Channel blocks, spatial blocks down and across.
+    cb: usize,
+    hb: usize,
+    wb: usize,
+    input_layout: Layout,
+    output_layout: Layout,
+}
+
+const NAME: &str = "coefficient (Cheetah)";
+
+impl CoeffConv {
+    /// Chooses the blocks that minimise ciphertexts up plus down (ties: fewer products).
+    pub fn new(shape: &ConvShape, params: &Arc<Parameters>) -> Result<Self, NnError> {
+        shape.validate()?;
+        if shape.groups != 1 {
+            return Err(NnError::Unsupported { algorithm: NAME, reason: "grouped and depthwise convolutions need one block per group; use the packed or Walsh-Hadamard convolution".into() });
+        }
+        let n = params.n();
+        let (fh, fw) = (shape.full_h(), shape.full_w());
+        let mut best: Option<((usize, usize, usize), CoeffBlocks)> = None;
+        for oh in 1..=fh {
+            let bh = oh + shape.kh - 1;
+            for ow in 1..=fw {
+                let bw = ow + shape.kw - 1;
+                if bh * bw > n {
+                    break;
+                }
+                let c = shape.c_in.min(n / (bh * bw));
+                let spatial = fh.div_ceil(oh) * fw.div_ceil(ow);
+                let cb = shape.c_in.div_ceil(c);
+                let key = (cb * spatial + shape.c_out * spatial, shape.c_out * cb * spatial, bh * bw);
+                if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                    best = Some((key, CoeffBlocks { c, h: bh, w: bw }));
+                }
+            }
+        }
+        let (_, blocks) = best.ok_or_else(|| NnError::Unsupported { algorithm: NAME, reason: format!("a {}x{} kernel does not fit in n = {n} coefficients", shape.kh, shape.kw) })?;
+        Self::with_blocks(shape, params, blocks)
+    }
+
+    pub fn with_blocks(shape: &ConvShape, params: &Arc<Parameters>, blocks: CoeffBlocks) -> Result<Self, NnError> {
+        shape.validate()?;
+        let n = params.n();
+        if blocks.c == 0 || blocks.h < shape.kh || blocks.w < shape.kw || blocks.c * blocks.h * blocks.w > n {
+            return Err(NnError::Unsupported { algorithm: NAME, reason: format!("blocks {blocks:?} must hold the kernel and fit n = {n} coefficients") });
+        }
+        let (oh, ow) = (blocks.h - shape.kh + 1, blocks.w - shape.kw + 1);
+        let (cb, hb, wb) = (shape.c_in.div_ceil(blocks.c), shape.full_h().div_ceil(oh), shape.full_w().div_ceil(ow));
+        let plane = blocks.h * blocks.w;
+        // Input: element (c, y, x) sits at padded (y + ph, x + pw); every block covering it gets it.
+        let mut placements = Vec::new();
+        for c in 0..shape.c_in {
+            for y in 0..shape.h {
+                let yp = y + shape.pad_h;
+                for x in 0..shape.w {
+                    let xp = x + shape.pad_w;
+                    for by in 0..hb {
+                        let Some(i) = yp.checked_sub(by * oh).filter(|&i| i < blocks.h) else { continue };
+                        for bx in 0..wb {
+                            let Some(j) = xp.checked_sub(bx * ow).filter(|&j| j < blocks.w) else { continue };
+                            let ct = ((c / blocks.c) * hb + by) * wb + bx;
+                            let pos = (c % blocks.c) * plane + i * blocks.w + j;
+                            placements.push(Placement { element: ((c * shape.h + y) * shape.w + x) as u32, ct: ct as u32, pos: pos as u32 });
+                        }
+                    }
+                }
+            }
+        }
+        let input_layout = Layout::new(Encoding::Coeff, cb * hb * wb, shape.input_len(), placements);
+        // Output (o, y, x) of stride-1 position (Y, X) = (y s, x s) in block (Y / oh, X / ow).
+        let origin = (blocks.c - 1) * plane + (shape.kh - 1) * blocks.w + (shape.kw - 1);
+        let (out_h, out_w) = (shape.out_h(), shape.out_w());
+        let mut out_placements = Vec::with_capacity(shape.output_len());
+        let mut kept = vec![0usize; shape.c_out * hb * wb];
+        for o in 0..shape.c_out {
+            for y in 0..out_h {
+                let yy = y * shape.stride;
+                for x in 0..out_w {
+                    let xx = x * shape.stride;
+                    let ct = (o * hb + yy / oh) * wb + xx / ow;
+                    let pos = origin + (yy % oh) * blocks.w + xx % ow;
+                    kept[ct] += 1;
+                    out_placements.push(Placement { element: ((o * out_h + y) * out_w + x) as u32, ct: ct as u32, pos: pos as u32 });
+                }
+            }
+        }
+        let mut output_layout = Layout::new(Encoding::Coeff, shape.c_out * hb * wb, shape.output_len(), out_placements);
+        output_layout.kept_coefficients = Some(kept);
+        Ok(Self { params: params.clone(), shape: *shape, blocks, cb, hb, wb, input_layout, output_layout })
+    }
+
+    pub fn blocks(&self) -> CoeffBlocks {
+        self.blocks
+    }
+}
+
+impl LinearPlan for CoeffConv {
+    fn name(&self) -> String {
+        "cheetah-coeff".into()
+    }
+    fn shape(&self) -> &ConvShape {
+        &self.shape
+    }
+    fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+    fn input_layout(&self) -> &Layout {
+        &self.input_layout
+    }
+    fn output_layout(&self) -> &Layout {
+        &self.output_layout
+    }
+    fn counts(&self) -> OpCounts {
+        let top = self.params.max_level();
+        let outs = (self.shape.c_out * self.hb * self.wb) as u64;
+        products_then_lowest(outs, self.cb as u64, top)
+    }
+    fn galois_elements(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        let sh = &self.shape;
+        sh.check_weights(weights)?;
+        let b = self.blocks;
+        let plane = b.h * b.w;
+        let origin = (b.c - 1) * plane + (sh.kh - 1) * b.w + (sh.kw - 1);
+        let encoder = CoeffEncoder::new(&self.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
+        let top = self.params.max_level();
+        let n = self.params.n();
+        // kernels[o][cb]
+        let kernels = (0..sh.c_out)
+            .into_par_iter()
+            .map(|o| {
+                (0..self.cb)
+                    .map(|cbi| {
+                        let mut coeffs = vec![0i64; n];
+                        for c in 0..b.c.min(sh.c_in - cbi * b.c) {
+                            for dy in 0..sh.kh {
+                                for dx in 0..sh.kw {
+                                    coeffs[origin - (c * plane + dy * b.w + dx)] = weights[((o * sh.c_in + cbi * b.c + c) * sh.kh + dy) * sh.kw + dx];
+                                }
+                            }
+                        }
+                        Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
+                    })
+                    .collect::<Result<Vec<_>, NnError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(PreparedProducts { kernels, in_groups: self.cb, spatial: self.hb * self.wb }))
+    }
+}
+
+/// Counts of `outs` sums of `terms` ciphertext-plaintext products each, then modulus switching.
+fn products_then_lowest(outs: u64, terms: u64, top: usize) -> OpCounts {
+    OpCounts {
+        plain_mults: outs * terms,
+        additions: outs * (terms - 1),
+        mod_switches: outs * top as u64,
+        ntts: outs * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
+        ..Default::default()
+    }
+}
+
+/// Output (row block r, spatial block s) = sum over input groups g of input (g, s) times kernel
+/// (r, g): the evaluation of both coefficient algorithms.
+struct PreparedProducts {
+    kernels: Vec<Vec<PreparedPlaintext>>,
+    in_groups: usize,
+    spatial: usize,
+}
+
+impl PreparedLayer for PreparedProducts {
+    fn weight_bytes(&self) -> usize {
+        let count: usize = self.kernels.iter().map(Vec::len).sum();
+        self.kernels.iter().flatten().next().map_or(0, |p| p.to_bytes().len()) * count
+    }
+
+    fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        let expected = self.in_groups * self.spatial;
+        if inputs.len() != expected {
+            return Err(NnError::Count { what: "input ciphertexts", expected, found: inputs.len() });
+        }
+        (0..self.kernels.len() * self.spatial)
+            .into_par_iter()
+            .map(|k| {
+                let (r, s) = (k / self.spatial, k % self.spatial);
+                let mut acc = None;
+                for g in 0..self.in_groups {
+                    ops.mul_plain_add(&mut acc, &inputs[g * self.spatial + s], &self.kernels[r][g])?;
+                }
+                ops.to_lowest(&acc.ok_or(NnError::Shape("no input group".into()))?)
+            })
+            .collect()
+    }
+}
+
+/// Coefficient-encoded matrix-vector product W x (a fully connected layer).
+pub struct CoeffMatVec {
+    params: Arc<Parameters>,
+    shape: ConvShape,
+    /// Columns per block n_i and rows per block n_o.
+    cols: usize,
+    rows: usize,
+    input_layout: Layout,
+    output_layout: Layout,
+}
+
+impl CoeffMatVec {
+    pub fn new(shape: &ConvShape, params: &Arc<Parameters>) -> Result<Self, NnError> {
+        shape.validate()?;
+        if !shape.is_fully_connected() {
+            return Err(NnError::Unsupported { algorithm: "cheetah-matvec", reason: "needs a fully connected shape (1 x 1 input and kernel)".into() });
+        }
+        let n = params.n();
+        let (k, m) = (shape.c_in, shape.c_out);
+        // Fewest ciphertexts up plus down, then fewest products.
+        let (cols, rows) = (1..=k.min(n))
+            .map(|ni| (ni, m.min(n / ni)))
+            .min_by_key(|&(ni, no)| (k.div_ceil(ni) + m.div_ceil(no), k.div_ceil(ni) * m.div_ceil(no)))
+            .ok_or(NnError::Shape("empty matrix".into()))?;
+        let (in_cts, out_cts) = (k.div_ceil(cols), m.div_ceil(rows));
+        let placements = (0..k).map(|j| Placement { element: j as u32, ct: (j / cols) as u32, pos: (j % cols) as u32 }).collect();
+        let input_layout = Layout::new(Encoding::Coeff, in_cts, k, placements);
+        let out = (0..m).map(|r| Placement { element: r as u32, ct: (r / rows) as u32, pos: ((r % rows) * cols + cols - 1) as u32 }).collect();
+        let mut output_layout = Layout::new(Encoding::Coeff, out_cts, m, out);
+        output_layout.kept_coefficients = Some((0..out_cts).map(|c| rows.min(m - c * rows)).collect());
+        Ok(Self { params: params.clone(), shape: *shape, cols, rows, input_layout, output_layout })
+    }
+}
+
+impl LinearPlan for CoeffMatVec {
+    fn name(&self) -> String {
+        "cheetah-matvec".into()
+    }
+    fn shape(&self) -> &ConvShape {
+        &self.shape
+    }
+    fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+    fn input_layout(&self) -> &Layout {
+        &self.input_layout
+    }
+    fn output_layout(&self) -> &Layout {
+        &self.output_layout
+    }
+    fn counts(&self) -> OpCounts {
+        let (k, m) = (self.shape.c_in, self.shape.c_out);
+        products_then_lowest(m.div_ceil(self.rows) as u64, k.div_ceil(self.cols) as u64, self.params.max_level())
+    }
+    fn galois_elements(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        self.shape.check_weights(weights)?;
+        let (k, m) = (self.shape.c_in, self.shape.c_out);
+        let (ni, no) = (self.cols, self.rows);
+        let encoder = CoeffEncoder::new(&self.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
+        let top = self.params.max_level();
+        let n = self.params.n();
+        let kernels = (0..m.div_ceil(no))
+            .into_par_iter()
+            .map(|rb| {
+                (0..k.div_ceil(ni))
+                    .map(|cb| {
+                        let mut coeffs = vec![0i64; n];
+                        for r in 0..no.min(m - rb * no) {
+                            for j in 0..ni.min(k - cb * ni) {
+                                coeffs[r * ni + ni - 1 - j] = weights[(rb * no + r) * k + cb * ni + j];
+                            }
+                        }
+                        Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
+                    })
+                    .collect::<Result<Vec<_>, NnError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(PreparedProducts { kernels, in_groups: k.div_ceil(ni), spatial: 1 }))
+    }
+}
+
+/// An output ciphertext as it travels: all of c_1 and only the coefficients of c_0 that carry
+/// outputs (Cheetah's response compression).
+#[derive(Clone, Debug)]
+pub struct PartialCiphertext {
+    pub positions: Vec<u32>,
+    pub c0_kept: Vec<u64>,
+    pub c1: Poly<Ntt>,
+}
+
+impl PartialCiphertext {
+    /// Keeps the coefficients of c_0 at `positions` (a level-0 ciphertext).
+    pub fn from_ciphertext(params: &Parameters, ct: &Ciphertext, positions: &[u32]) -> Result<Self, NnError> {
+        if ct.level() != 0 || ct.len() != 2 {
+            return Err(NnError::Shape("only two-part ciphertexts at level 0 are compressed".into()));
+        }
+        let c0: Poly<Coeff> = params.backend().intt(ct.parts()[0].clone());
+        let c0_kept = positions.iter().map(|&p| c0.limb(0)[p as usize]).collect();
+        Ok(Self { positions: positions.to_vec(), c0_kept, c1: ct.parts()[1].clone() })
+    }
+
+    /// A ciphertext that decrypts correctly at the kept positions (zeros elsewhere in c_0).
+    pub fn to_ciphertext(&self, params: &Parameters) -> Result<Ciphertext, NnError> {
+        let q0 = params.q_at(0)?;
+        let mut data = vec![0u64; params.n()];
+        for (&p, &v) in self.positions.iter().zip(&self.c0_kept) {
+            data[p as usize] = v;
+        }
+        let c0 = params.backend().ntt(Poly::<Coeff>::from_data(q0, data)?);
+        Ok(Ciphertext::from_parts(params, vec![c0, self.c1.clone()])?)
+    }
+}
+
+/// Positions of the outputs in each output ciphertext of a coefficient layout.
+pub fn kept_positions(layout: &Layout) -> Vec<Vec<u32>> {
+    let mut v = vec![Vec::new(); layout.num_ciphertexts];
+    for p in &layout.placements {
+        v[p.ct as usize].push(p.pos);
+    }
+    v
+}

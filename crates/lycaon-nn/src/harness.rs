@@ -1,0 +1,135 @@
+//! Runs one layer as client and server would, in one process: key generation, packing and
+//! encryption of the client's input, the server's evaluation (instrumented), compression of
+//! coefficient outputs, decryption and unpacking. Benchmarks and tests use it; it measures times
+//! and checks the result against the integer reference.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters, SecretKey};
+use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator, Plaintext};
+use lycaon_math::Sampler;
+
+use crate::coeff::{kept_positions, PartialCiphertext};
+use crate::{conv_reference, CountingBackend, Encoding, HeOps, LayerCost, LinearPlan, NnError, NttCounter, OpCounts};
+
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct LayerRun {
+    /// Server evaluation (median over repetitions), seconds.
+    pub server_s: f64,
+    /// Client packing + encryption, and decryption + unpacking, seconds.
+    pub encrypt_s: f64,
+    pub decrypt_s: f64,
+    pub cost: LayerCost,
+    /// Measured bytes of the seeded input ciphertexts as serialised.
+    pub up_bytes_measured: usize,
+    pub weight_bytes: usize,
+    /// Instrumented counts (NTTs from the counting backend) and the plan's statement.
+    pub counts: OpCounts,
+    pub stated: OpCounts,
+    /// Decrypted outputs equal the integer reference.
+    pub exact: bool,
+    /// Smallest remaining noise budget over the outputs, bits.
+    pub min_noise_budget: f64,
+}
+
+fn encoders(params: &Arc<Parameters>) -> Result<(Option<BatchEncoder>, CoeffEncoder), NnError> {
+    Ok((BatchEncoder::new(params).ok(), CoeffEncoder::new(params)?))
+}
+
+fn encode(enc: &(Option<BatchEncoder>, CoeffEncoder), encoding: Encoding, v: &[u64]) -> Result<Plaintext, NnError> {
+    Ok(match (encoding, &enc.0) {
+        (Encoding::Batch, Some(b)) => b.encode(v)?,
+        (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
+        (Encoding::Coeff, _) => enc.1.encode(v)?,
+    })
+}
+
+fn decode(enc: &(Option<BatchEncoder>, CoeffEncoder), encoding: Encoding, pt: &Plaintext) -> Result<Vec<u64>, NnError> {
+    Ok(match (encoding, &enc.0) {
+        (Encoding::Batch, Some(b)) => b.decode(pt)?,
+        (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
+        (Encoding::Coeff, _) => enc.1.decode(pt)?,
+    })
+}
+
+/// Runs `plan` on input `x` and weights `w`, `reps` server evaluations.
+pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Result<LayerRun, NnError> {
+    let params = plan.params().clone();
+    let shape = *plan.shape();
+    let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+    let expected = conv_reference(&shape, x, w, t)?;
+    let mut sampler = Sampler::from_os()?;
+    let sk = Arc::new(SecretKey::generate(&params, &mut sampler)?);
+    let gk = GaloisKeys::generate(&sk, &plan.galois_elements(), &mut sampler)?;
+    let ctx = BfvContext::new(&params)?;
+    let enc = encoders(&params)?;
+    let n = params.n();
+
+    let began = Instant::now();
+    let layout_in = plan.input_layout();
+    let mut encryptor = Encryptor::new(&ctx)?;
+    let seeded = layout_in
+        .pack(x, n, t)?
+        .iter()
+        .map(|v| Ok(encryptor.encrypt_symmetric(&sk, &encode(&enc, layout_in.encoding, v)?)?))
+        .collect::<Result<Vec<_>, NnError>>()?;
+    let encrypt_s = began.elapsed().as_secs_f64();
+    let up_bytes_measured = seeded.iter().map(|c| c.to_bytes().len()).sum();
+    let inputs: Vec<Ciphertext> = seeded.iter().map(|c| c.expand(&params)).collect::<Result<_, _>>()?;
+
+    // The server runs on instrumented parameters: same id, NTT-counting backend.
+    let counter = NttCounter::default();
+    let counting = Parameters::with_backend(params.literal().clone(), Arc::new(CountingBackend::new(counter.clone())))?;
+    let prepared = plan.prepare(w)?;
+    let eval = Evaluator::new(&BfvContext::new(&counting)?);
+    let mut times = Vec::with_capacity(reps.max(1));
+    let mut outputs = Vec::new();
+    let mut counts = OpCounts::default();
+    for rep in 0..reps.max(1) {
+        let ops = HeOps::new(eval.clone(), gk.clone());
+        counter.reset();
+        let began = Instant::now();
+        outputs = prepared.evaluate(&ops, &inputs)?;
+        times.push(began.elapsed().as_secs_f64());
+        if rep == 0 {
+            counts = ops.counts();
+            counts.ntts = counter.get();
+        }
+    }
+    times.sort_by(f64::total_cmp);
+
+    let layout_out = plan.output_layout();
+    let began = Instant::now();
+    // Coefficient outputs travel with only the coefficients that carry outputs.
+    if layout_out.kept_coefficients.is_some() {
+        let positions = kept_positions(layout_out);
+        outputs = outputs
+            .iter()
+            .zip(&positions)
+            .map(|(ct, pos)| PartialCiphertext::from_ciphertext(&params, ct, pos)?.to_ciphertext(&params))
+            .collect::<Result<_, _>>()?;
+    }
+    let dec = Decryptor::new(&ctx, sk)?;
+    let decoded = outputs.iter().map(|ct| decode(&enc, layout_out.encoding, &dec.decrypt(ct)?)).collect::<Result<Vec<_>, NnError>>()?;
+    let got = layout_out.unpack(&decoded, t)?;
+    let decrypt_s = began.elapsed().as_secs_f64();
+    let min_noise_budget = if layout_out.kept_coefficients.is_some() {
+        f64::NAN
+    } else {
+        outputs.iter().map(|ct| dec.noise_budget(ct)).collect::<Result<Vec<_>, _>>()?.into_iter().fold(f64::INFINITY, f64::min)
+    };
+    Ok(LayerRun {
+        server_s: times[times.len() / 2],
+        encrypt_s,
+        decrypt_s,
+        cost: plan.cost(),
+        up_bytes_measured,
+        weight_bytes: prepared.weight_bytes(),
+        counts,
+        stated: plan.counts(),
+        exact: got == expected,
+        min_noise_budget,
+    })
+}
