@@ -8,7 +8,7 @@ use std::sync::Arc;
 use lycaon_backend::{Backend, CpuBackend};
 use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
 use lycaon_bfv::{Evaluator, PreparedPlaintext};
-use lycaon_math::{reduce_lazy, Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly};
+use lycaon_math::{Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly};
 
 use crate::NnError;
 
@@ -221,37 +221,67 @@ impl HeOps {
         Ok(self.eval.mod_switch_to(ct, 0)?)
     }
 
-    /// A lazy accumulator of scalar multiples for ciphertexts at `level`.
-    pub fn lazy_accumulator(&self, level: usize) -> Result<LazyAccumulator, NnError> {
-        let q = self.params().q_at(level)?.clone();
-        let len = q.len() * q.n();
-        // After a fold each accumulator holds a residue, which takes one product's room.
-        let fold_every = q.moduli().iter().map(lycaon_math::lazy_capacity).min().unwrap_or(2).saturating_sub(1).max(1);
-        Ok(LazyAccumulator { q, parts: [vec![0u128; len], vec![0u128; len]], terms: 0, fold_every, counters: self.counters.clone() })
+    /// Accumulators of `outputs` sums of ciphertexts (at `level`) times signed integers whose
+    /// absolute values are at most `bound`.
+    pub fn scalar_accumulator(&self, level: usize, outputs: usize, bound: u64) -> Result<ScalarAccumulator, NnError> {
+        ScalarAccumulator::new(self.params().q_at(level)?.clone(), outputs, bound, self.counters.clone())
     }
 }
 
-/// Sum of ciphertexts times small integers in 128-bit accumulators, reduced once at the end
-/// (Roh and Choi 2024, Sec. 3.2.2). With primes below 2^52 about 2^24 terms fit before a fold.
-pub struct LazyAccumulator {
+/// Sums of ciphertexts times signed integers, several at once so each input is read once, reduced
+/// once at the end (lazy reduction, Roh and Choi 2024, Sec. 3.2.2). When |x alpha| < 2^63 / (terms
+/// between folds), 64-bit wrapping arithmetic is exact (the sum is read back as a signed integer),
+/// which vectorises; otherwise 128-bit accumulators take residues.
+pub struct ScalarAccumulator {
     q: Arc<lycaon_math::RnsBasis>,
-    parts: [Vec<u128>; 2],
+    /// [output][part] -> limb-major coefficients.
+    small: Vec<[Vec<u64>; 2]>,
+    wide: Vec<[Vec<u128>; 2]>,
     terms: u64,
     fold_every: u64,
     counters: Arc<Counters>,
 }
 
-impl LazyAccumulator {
-    /// acc += scalar * ct, `scalar` given already reduced modulo each prime of the level.
-    pub fn add_scaled(&mut self, ct: &Ciphertext, scalar_mod_q: &[u64]) {
-        bump(&self.counters.scalar_mults, 1);
-        bump(&self.counters.additions, 1);
+impl ScalarAccumulator {
+    fn new(q: Arc<lycaon_math::RnsBasis>, outputs: usize, bound: u64, counters: Arc<Counters>) -> Result<Self, NnError> {
+        let len = q.len() * q.n();
+        let q_max = q.moduli().iter().map(|m| m.value()).max().unwrap_or(1) as u128;
+        let per_term = q_max * bound.max(1) as u128;
+        let small_capacity = ((1u128 << 62) / per_term) as u64;
+        let (small, wide, fold_every) = if small_capacity >= 16 {
+            (vec![[vec![0u64; len], vec![0u64; len]]; outputs], Vec::new(), small_capacity - 1)
+        } else {
+            let cap = q.moduli().iter().map(lycaon_math::lazy_capacity).min().unwrap_or(2).saturating_sub(1).max(1);
+            (Vec::new(), vec![[vec![0u128; len], vec![0u128; len]]; outputs], cap)
+        };
+        Ok(Self { q, small, wide, terms: 0, fold_every, counters })
+    }
+
+    /// acc[k] += alphas[k] * ct for every output k.
+    pub fn add(&mut self, ct: &Ciphertext, alphas: &[i64]) {
+        let outputs = self.small.len().max(self.wide.len());
+        debug_assert_eq!(alphas.len(), outputs);
+        bump(&self.counters.scalar_mults, outputs as u64);
+        bump(&self.counters.additions, outputs as u64);
         let n = self.q.n();
-        for (acc, part) in self.parts.iter_mut().zip(ct.parts()) {
-            for (i, &s) in scalar_mod_q.iter().enumerate() {
-                let s = s as u128;
-                for (a, &x) in acc[i * n..(i + 1) * n].iter_mut().zip(part.limb(i)) {
-                    *a += x as u128 * s;
+        if !self.small.is_empty() {
+            for (acc, &alpha) in self.small.iter_mut().zip(alphas) {
+                let a = alpha as u64;
+                for (dst, part) in acc.iter_mut().zip(ct.parts()) {
+                    for (d, &x) in dst.iter_mut().zip(part.data()) {
+                        *d = d.wrapping_add(x.wrapping_mul(a));
+                    }
+                }
+            }
+        } else {
+            for (acc, &alpha) in self.wide.iter_mut().zip(alphas) {
+                for (dst, part) in acc.iter_mut().zip(ct.parts()) {
+                    for (i, q) in self.q.moduli().iter().enumerate() {
+                        let s = q.reduce_i64(alpha) as u128;
+                        for (d, &x) in dst[i * n..(i + 1) * n].iter_mut().zip(part.limb(i)) {
+                            *d += x as u128 * s;
+                        }
+                    }
                 }
             }
         }
@@ -263,35 +293,26 @@ impl LazyAccumulator {
 
     fn fold(&mut self) {
         let n = self.q.n();
-        for acc in &mut self.parts {
-            for (i, q) in self.q.moduli().iter().enumerate() {
-                for a in &mut acc[i * n..(i + 1) * n] {
-                    *a = q.reduce_u128(*a) as u128;
+        for (i, q) in self.q.moduli().iter().enumerate() {
+            for acc in self.small.iter_mut().flat_map(|a| a.iter_mut()) {
+                for d in &mut acc[i * n..(i + 1) * n] {
+                    *d = q.reduce_i64(*d as i64);
+                }
+            }
+            for acc in self.wide.iter_mut().flat_map(|a| a.iter_mut()) {
+                for d in &mut acc[i * n..(i + 1) * n] {
+                    *d = q.reduce_u128(*d) as u128;
                 }
             }
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.terms == 0
+    /// The reduced sums as ciphertexts (NTT form, like the terms).
+    pub fn finish(mut self, params: &Parameters) -> Result<Vec<Ciphertext>, NnError> {
+        self.fold();
+        let to_ct = |parts: [Vec<u64>; 2]| Ciphertext::from_parts(params, parts.into_iter().map(|d| Poly::<Ntt>::from_kernel_output(&self.q, d)).collect());
+        let small = std::mem::take(&mut self.small).into_iter().map(to_ct);
+        let wide = std::mem::take(&mut self.wide).into_iter().map(|a| a.map(|v| v.into_iter().map(|x| x as u64).collect::<Vec<u64>>())).map(to_ct);
+        Ok(small.chain(wide).collect::<Result<Vec<_>, _>>()?)
     }
-
-    /// The reduced sum as a ciphertext (NTT form, like its terms).
-    pub fn finish(self, params: &Parameters) -> Result<Ciphertext, NnError> {
-        let n = self.q.n();
-        let mut parts = Vec::with_capacity(2);
-        for acc in &self.parts {
-            let mut data = vec![0u64; acc.len()];
-            for (i, q) in self.q.moduli().iter().enumerate() {
-                reduce_lazy(&acc[i * n..(i + 1) * n], &mut data[i * n..(i + 1) * n], q);
-            }
-            parts.push(Poly::<Ntt>::from_kernel_output(&self.q, data));
-        }
-        Ok(Ciphertext::from_parts(params, parts)?)
-    }
-}
-
-/// A signed integer reduced modulo each prime of `level`.
-pub(crate) fn scalar_mod_q(params: &Parameters, level: usize, v: i64) -> Result<Vec<u64>, NnError> {
-    Ok(params.q_at(level)?.moduli().iter().map(|q| q.reduce_i64(v)).collect())
 }

@@ -123,6 +123,16 @@ impl TileGrid {
         }
     }
 
+    /// The Galois element that moves block b + shift (of the other row, with `swap`) to block b.
+    pub fn block_galois(&self, swap: bool, shift: usize) -> u64 {
+        let g = rotation_galois_element((shift * self.block) as i64, self.n);
+        if swap {
+            g * row_swap_galois_element(self.n) % (2 * self.n as u64)
+        } else {
+            g
+        }
+    }
+
     /// Slot (within its block) of stride-1 output (y, x) of strip s.
     pub fn out_offset(&self, s: usize, y: usize, x: usize) -> usize {
         (y - self.y0(s)) * self.img_w + x

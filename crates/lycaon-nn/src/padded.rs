@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 
-use crate::counting::{ntt_cost, scalar_mod_q};
+use crate::counting::ntt_cost;
 use crate::grid::TileGrid;
 use crate::packed::{elements_of, rotate_hoisted};
 use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
@@ -85,21 +85,17 @@ impl LinearPlan for PaddedConv {
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = self.grid.shape;
         sh.check_weights(weights)?;
-        let top = self.params.max_level();
         let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
-        // scalars[o][(c_rel, tap)] reduced modulo each prime (centred mod t first: small noise).
-        let scalars = (0..sh.c_out)
+        // scalars[o][(c_rel, tap)], centred mod t: small noise.
+        let scalars: Vec<Vec<i64>> = (0..sh.c_out)
             .map(|o| {
-                (0..sh.in_per_group() * sh.kh * sh.kw)
-                    .map(|k| {
-                        let w = weights[o * sh.in_per_group() * sh.kh * sh.kw + k];
-                        scalar_mod_q(&self.params, top, t.center(t.reduce_i64(w)))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
+                let per = sh.in_per_group() * sh.kh * sh.kw;
+                weights[o * per..(o + 1) * per].iter().map(|&w| t.center(t.reduce_i64(w))).collect()
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect();
+        let bound = scalars.iter().flatten().map(|w| w.unsigned_abs()).max().unwrap_or(0);
         let taps: Vec<u64> = (0..sh.kh * sh.kw).map(|k| self.grid.galois(false, 0, k / sh.kw, k % sh.kw)).collect();
-        Ok(Box::new(PreparedPadded { shape: sh, per_channel: self.per_channel, elements: self.elements.clone(), taps, scalars, weight_count: weights.len() }))
+        Ok(Box::new(PreparedPadded { shape: sh, per_channel: self.per_channel, elements: self.elements.clone(), taps, scalars, bound, weight_count: weights.len() }))
     }
 }
 
@@ -108,7 +104,8 @@ struct PreparedPadded {
     per_channel: usize,
     elements: Vec<u64>,
     taps: Vec<u64>,
-    scalars: Vec<Vec<Vec<u64>>>,
+    scalars: Vec<Vec<i64>>,
+    bound: u64,
     weight_count: usize,
 }
 
@@ -133,14 +130,15 @@ impl PreparedLayer for PreparedPadded {
             .map(|j| {
                 let (o, part) = (j / self.per_channel, j % self.per_channel);
                 let group = o / per_out;
-                let mut acc = ops.lazy_accumulator(top)?;
+                let mut acc = ops.scalar_accumulator(top, 1, self.bound)?;
                 for c_rel in 0..per_in {
                     let c = group * per_in + c_rel;
                     for (tap, g) in self.taps.iter().enumerate() {
-                        acc.add_scaled(&rotated[c * self.per_channel + part][g], &self.scalars[o][c_rel * self.taps.len() + tap]);
+                        acc.add(&rotated[c * self.per_channel + part][g], &[self.scalars[o][c_rel * self.taps.len() + tap]]);
                     }
                 }
-                ops.to_lowest(&acc.finish(&params)?)
+                let sum = acc.finish(&params)?.pop().ok_or(NnError::Shape("no accumulator".into()))?;
+                ops.to_lowest(&sum)
             })
             .collect()
     }

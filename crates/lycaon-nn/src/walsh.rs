@@ -11,8 +11,14 @@
 //! so the server stores only integers (the weights) and the nb fixed plaintexts h_k, multiplies
 //! ciphertexts by small scalars, accumulated lazily in 128 bits with one reduction per output and
 //! k, and does nb - 1 plaintext products per output ciphertext. h_k is scaled by the kappa that
-//! minimises the largest coefficient of kappa h_k mod t (001 Sec. 3.2.1, the [k, -k] plaintext),
+//! minimises the largest of kappa and the coefficients of kappa h_k mod t (001 Sec. 3.2.1, the
+//! [k, -k] plaintext),
 //! which keeps the noise of those products small; outputs carry the factor nb * kappa.
+//!
+//! As in 001 Fig. 3, only the spatial taps rotate the input (hoisted); the partial sums of each
+//! output ciphertext are aligned to their output channels by one rotation per channel diagonal
+//! (row swap, block shift) after the products, so the weights of a diagonal are taken per
+//! source block.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +28,7 @@ use rayon::prelude::*;
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext};
 
-use crate::counting::{ntt_cost, scalar_mod_q};
+use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
 use crate::packed::{elements_of, rotate_hoisted};
 use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
@@ -37,7 +43,9 @@ pub struct WalshConv {
     in_cts: usize,
     out_cts: usize,
     terms: Vec<Term>,
-    elements: Vec<u64>,
+    /// Per term: the spatial rotation of its input, and the alignment of its diagonal.
+    taps: Vec<u64>,
+    aligns: Vec<u64>,
     kappa: u64,
     input_layout: Layout,
     output_layout: Layout,
@@ -53,21 +61,24 @@ fn center(v: u64, t: u64) -> i64 {
 }
 
 impl WalshConv {
-    /// `block`: slots per block (channels per ciphertext = n / block); default the smallest
-    /// power of two that holds a padded tile.
+    /// `block`: slots per block (channels per ciphertext = n / block); default n/2, one tile per
+    /// row. Only then is h_1 sparse (two coefficients, made +-1 by kappa) and the plaintext
+    /// product nearly noiseless; with more blocks per row h_k is dense, as in 001 where cn > 2
+    /// costs more than it saves.
     pub fn new(shape: &ConvShape, params: &Arc<Parameters>, block: Option<usize>) -> Result<Self, NnError> {
         let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let grid = TileGrid::new(shape, params.n(), true, block, NAME)?;
+        let grid = TileGrid::new(shape, params.n(), true, block.or(Some(params.n() / 2)), NAME)?;
         let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
         let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
         let (in_cts, out_cts) = (in_place.num_cts(grid.strips), out_place.num_cts(grid.strips));
         let terms = diagonal_terms(&grid, &in_place, &out_place, in_cts, out_cts);
-        let elements = terms.iter().map(|t| grid.galois(t.swap, t.shift, t.dy, t.dx)).collect();
+        let taps = terms.iter().map(|t| grid.galois(false, 0, t.dy, t.dx)).collect();
+        let aligns = terms.iter().map(|t| grid.block_galois(t.swap, t.shift)).collect();
         let input_layout = grid.input_layout(in_cts, |c, s| in_place.place(c, s));
         let mut output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
         let kappa = best_kappa(&walsh_plaintexts(params, grid.blocks, grid.block, 1)?, t);
         output_layout.scale = (grid.blocks as u64 % t) * kappa % t;
-        Ok(Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, terms, elements, kappa, input_layout, output_layout })
+        Ok(Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, terms, taps, aligns, kappa, input_layout, output_layout })
     }
 
     /// Channels packed per ciphertext (the paper's c_n).
@@ -79,14 +90,18 @@ impl WalshConv {
         self.kappa
     }
 
-    fn terms_per_output(&self) -> Vec<usize> {
-        let mut v = vec![0; self.out_cts];
-        self.terms.iter().for_each(|t| v[t.output] += 1);
+    /// Terms grouped by output ciphertext, then by alignment (diagonal), then by input.
+    fn grouped(&self) -> Vec<BTreeMap<u64, BTreeMap<usize, Vec<usize>>>> {
+        let mut v = vec![BTreeMap::new(); self.out_cts];
+        for (k, term) in self.terms.iter().enumerate() {
+            let by_input: &mut BTreeMap<usize, Vec<usize>> = v[term.output].entry(self.aligns[k]).or_default();
+            by_input.entry(term.input).or_default().push(k);
+        }
         v
     }
 
     fn rotations_per_input(&self) -> Vec<Vec<u64>> {
-        (0..self.in_cts).map(|i| elements_of(self.terms.iter().zip(&self.elements).filter(|(t, _)| t.input == i).map(|(_, &g)| g))).collect()
+        (0..self.in_cts).map(|i| elements_of(self.terms.iter().zip(&self.taps).filter(|(t, _)| t.input == i).map(|(_, &g)| g))).collect()
     }
 }
 
@@ -110,10 +125,11 @@ fn walsh_plaintexts(params: &Arc<Parameters>, blocks: usize, block: usize, kappa
         .collect()
 }
 
-/// The kappa in 1..t whose multiples of the plaintexts' coefficients have the smallest largest
-/// centred value (searched when the plaintexts have few distinct coefficients, as h_1 has two).
+/// The kappa in 1..t whose multiples of 1 and of the plaintexts' coefficients have the smallest
+/// largest centred value (searched when the plaintexts have few distinct coefficients, as h_1 has two).
 fn best_kappa(pts: &[Plaintext], t: u64) -> u64 {
-    let mut values: Vec<u64> = pts.iter().flat_map(|p| p.coeffs().iter().copied()).filter(|&c| c != 0).collect();
+    // The constant 1 of h_0 is scaled by kappa too: minimise the largest of both.
+    let mut values: Vec<u64> = pts.iter().flat_map(|p| p.coeffs().iter().copied()).filter(|&c| c != 0).chain([1]).collect();
     values.sort_unstable();
     values.dedup();
     if values.is_empty() || values.len() > 8 {
@@ -144,27 +160,31 @@ impl LinearPlan for WalshConv {
         let p = &*self.params;
         let top = p.max_level();
         let per_input = self.rotations_per_input();
-        let rotations: u64 = per_input.iter().map(|g| g.iter().filter(|&&e| e != 1).count() as u64).sum();
+        let input_rotations: u64 = per_input.iter().map(|g| g.iter().filter(|&&e| e != 1).count() as u64).sum();
         let decompositions = per_input.iter().filter(|g| g.iter().any(|&e| e != 1)).count() as u64;
+        let grouped = self.grouped();
+        let diagonals: u64 = grouped.iter().map(|d| d.len() as u64).sum();
+        let alignments: u64 = grouped.iter().map(|d| d.keys().filter(|&&g| g != 1).count() as u64).sum();
         let nb = self.grid.blocks as u64;
-        let lazy_terms: u64 = self.terms_per_output().iter().map(|&k| k as u64 * nb).sum();
-        let plain_mults = self.out_cts as u64 * (nb - 1);
+        let lazy_terms = self.terms.len() as u64 * nb;
+        let plain_mults = diagonals * (nb - 1);
+        let rotations = input_rotations + alignments;
         OpCounts {
             rotations,
-            hoisted_decompositions: decompositions,
+            hoisted_decompositions: decompositions + alignments,
             key_switches: rotations,
             plain_mults,
-            scalar_mults: lazy_terms,
-            additions: lazy_terms + plain_mults,
+            scalar_mults: lazy_terms + if self.kappa == 1 { 0 } else { diagonals },
+            additions: lazy_terms + plain_mults + diagonals - self.out_cts as u64,
             mod_switches: (self.out_cts * top) as u64,
-            ntts: decompositions * ntt_cost::decomposition(p, top)
+            ntts: (decompositions + alignments) * ntt_cost::decomposition(p, top)
                 + rotations * ntt_cost::key_switch(p, top)
                 + self.out_cts as u64 * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
         }
     }
 
     fn galois_elements(&self) -> Vec<u64> {
-        elements_of(self.elements.iter().copied().filter(|&g| g != 1))
+        elements_of(self.taps.iter().chain(&self.aligns).copied().filter(|&g| g != 1))
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
@@ -174,46 +194,47 @@ impl LinearPlan for WalshConv {
         let top = self.params.max_level();
         let nb = self.grid.blocks;
         let g = &self.grid;
-        // alpha[term][k] = sum_b H[k][b] v[b] (times kappa for k = 0, whose h_0 is the constant 1).
+        // The weight a term applies at source block src(b) is w[o_b][c_src(b)]: products are
+        // taken before alignment. alpha[term][k] = sum_b' H[k][b'] v[b'] over source blocks
+        // 
         let alphas = self
             .terms
             .iter()
             .map(|term| {
-                let v: Vec<i64> = (0..nb)
-                    .map(|b| {
-                        let out = self.out_place.tile(term.output, b, g.strips);
-                        let inp = self.in_place.tile(term.input, g.source_block(b, term.swap, term.shift), g.strips);
-                        match (out, inp) {
-                            (Some((o, s)), Some((c, s2))) if s == s2 => sh.weight(weights, o, c, term.dy, term.dx).unwrap_or(0),
-                            _ => 0,
+                let mut v = vec![0i64; nb];
+                for b in 0..nb {
+                    let src = g.source_block(b, term.swap, term.shift);
+                    let out = self.out_place.tile(term.output, b, g.strips);
+                    let inp = self.in_place.tile(term.input, src, g.strips);
+                    if let (Some((o, s)), Some((c, s2))) = (out, inp) {
+                        if s == s2 {
+                            v[src] = sh.weight(weights, o, c, term.dy, term.dx).unwrap_or(0);
                         }
-                    })
-                    .collect();
+                    }
+                }
                 (0..nb)
                     .map(|k| {
                         let a: i128 = v.iter().enumerate().map(|(b, &x)| walsh_sign(k, b) as i128 * x as i128).sum();
-                        let a = if k == 0 { a * self.kappa as i128 } else { a };
-                        scalar_mod_q(&self.params, top, center(a.rem_euclid(t as i128) as u64, t))
+                        center(a.rem_euclid(t as i128) as u64, t)
                     })
-                    .collect::<Result<Vec<_>, _>>()
+                    .collect::<Vec<i64>>()
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Vec<_>>();
+        let bound = alphas.iter().flatten().map(|a| a.unsigned_abs()).max().unwrap_or(0);
         let ctx = BfvContext::new(&self.params)?;
         let eval = Evaluator::new(&ctx);
         let walsh = walsh_plaintexts(&self.params, nb, self.grid.block, self.kappa)?
             .iter()
             .map(|pt| eval.prepare_plain(pt, top))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); self.out_cts];
-        for (k, term) in self.terms.iter().enumerate() {
-            by_output[term.output].entry(term.input).or_default().push(k);
-        }
         Ok(Box::new(PreparedWalsh {
             alphas,
+            bound,
+            kappa: self.kappa,
             walsh,
-            by_output,
+            grouped: self.grouped(),
             rotations: self.rotations_per_input(),
-            elements: self.elements.clone(),
+            taps: self.taps.clone(),
             in_cts: self.in_cts,
             weight_count: weights.len(),
         }))
@@ -221,13 +242,15 @@ impl LinearPlan for WalshConv {
 }
 
 struct PreparedWalsh {
-    /// Per term and k, alpha reduced modulo each prime.
-    alphas: Vec<Vec<Vec<u64>>>,
+    /// Per term, alpha_k for k = 0 .. nb - 1 (centred mod t), and the largest |alpha|.
+    alphas: Vec<Vec<i64>>,
+    bound: u64,
+    kappa: u64,
     /// kappa h_k for k = 1 .. nb - 1.
     walsh: Vec<PreparedPlaintext>,
-    by_output: Vec<BTreeMap<usize, Vec<usize>>>,
+    grouped: Vec<BTreeMap<u64, BTreeMap<usize, Vec<usize>>>>,
     rotations: Vec<Vec<u64>>,
-    elements: Vec<u64>,
+    taps: Vec<u64>,
     in_cts: usize,
     weight_count: usize,
 }
@@ -248,27 +271,32 @@ impl PreparedLayer for PreparedWalsh {
         let rotated: Vec<BTreeMap<u64, Ciphertext>> =
             inputs.par_iter().zip(&self.rotations).map(|(ct, elements)| rotate_hoisted(ops, ct, elements)).collect::<Result<_, _>>()?;
         let nb = self.walsh.len() + 1;
-        self.by_output
+        let _ = nb;
+        self.grouped
             .par_iter()
-            .map(|terms_by_input| {
+            .map(|diagonals| {
                 let mut out: Option<Ciphertext> = None;
-                for k in 0..nb {
-                    let mut acc = ops.lazy_accumulator(top)?;
+                for (&align, terms_by_input) in diagonals {
+                    let mut acc = ops.scalar_accumulator(top, nb, self.bound)?;
                     for (&i, terms) in terms_by_input {
                         for &term in terms {
-                            acc.add_scaled(&rotated[i][&self.elements[term]], &self.alphas[term][k]);
+                            acc.add(&rotated[i][&self.taps[term]], &self.alphas[term]);
                         }
                     }
-                    let sum = acc.finish(&params)?;
-                    if k == 0 {
-                        ops.add_into(&mut out, sum)?;
-                    } else {
-                        ops.mul_plain_add(&mut out, &sum, &self.walsh[k - 1])?;
+                    let mut sums = acc.finish(&params)?.into_iter();
+                    let first = sums.next().ok_or(NnError::Shape("no accumulator".into()))?;
+                    // h_0 is the constant kappa.
+                    let mut partial = Some(if self.kappa == 1 { first } else { ops.mul_scalar(&first, self.kappa as i64)? });
+                    for (sum, h) in sums.zip(&self.walsh) {
+                        ops.mul_plain_add(&mut partial, &sum, h)?;
                     }
+                    let partial = partial.ok_or(NnError::Shape("empty partial sum".into()))?;
+                    let aligned = ops.galois_hoisted(&partial, &[align])?.pop().ok_or(NnError::Shape("no rotation result".into()))?;
+                    ops.add_into(&mut out, aligned)?;
                 }
-                let out = out.ok_or(NnError::Shape("no output".into()))?;
-                ops.to_lowest(&out)
+                ops.to_lowest(&out.ok_or(NnError::Shape("no output".into()))?)
             })
             .collect()
     }
 }
+

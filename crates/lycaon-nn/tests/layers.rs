@@ -97,6 +97,11 @@ fn walsh_hadamard_is_exact() {
     let lit = literal(256);
     for (k, shape) in shapes().iter().enumerate() {
         check(&WalshConv::new(shape, &params(&lit), None).unwrap(), &lit, 200 + k as u64);
+        // Several channels per row: a dense Walsh basis, still exact.
+        if let Ok(plan) = WalshConv::new(shape, &params(&lit), Some(64)) {
+            assert_eq!(plan.blocks(), 4);
+            check(&plan, &lit, 250 + k as u64);
+        }
     }
 }
 
@@ -172,5 +177,22 @@ fn diagonal_fc_is_exact() {
     let lit = literal(256);
     for (k, (i, o)) in [(10, 4), (128, 128), (300, 7), (5, 200), (1, 1)].into_iter().enumerate() {
         check(&DiagonalFc::new(&ConvShape::fully_connected(i, o), &params(&lit)).unwrap(), &lit, 600 + k as u64);
+    }
+}
+
+#[test]
+fn scalar_algorithms_take_weights_of_any_size() {
+    // Weights up to t/2 leave the 64-bit fast path for 128-bit accumulators.
+    let lit = literal(256);
+    let p = params(&lit);
+    let t = p.plaintext_modulus().unwrap().value() as i64;
+    let shape = ConvShape::conv(6, 3, 2, 3, 1);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let x: Vec<i64> = (0..shape.input_len()).map(|_| rng.random_range(-t..t)).collect();
+    let w: Vec<i64> = (0..shape.weight_len()).map(|_| rng.random_range(-t / 2..t / 2)).collect();
+    for plan in [Box::new(WalshConv::new(&shape, &p, None).unwrap()) as Box<dyn LinearPlan>, Box::new(PaddedConv::new(&shape, &p, None).unwrap())] {
+        let run = run_layer(plan.as_ref(), &x, &w, 1).unwrap();
+        assert!(run.exact, "{}", plan.name());
+        assert_eq!(run.counts, run.stated);
     }
 }
