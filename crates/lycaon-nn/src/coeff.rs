@@ -160,6 +160,10 @@ impl LinearPlan for CoeffConv {
         Vec::new()
     }
 
+    fn weight_bytes(&self) -> usize {
+        self.shape.c_out * self.cb * crate::layout::prepared_plaintext_bytes(&self.params)
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = &self.shape;
         sh.check_weights(weights)?;
@@ -293,6 +297,10 @@ impl LinearPlan for CoeffMatVec {
     }
     fn galois_elements(&self) -> Vec<u64> {
         Vec::new()
+    }
+
+    fn weight_bytes(&self) -> usize {
+        self.shape.c_out.div_ceil(self.rows) * self.shape.c_in.div_ceil(self.cols) * crate::layout::prepared_plaintext_bytes(&self.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

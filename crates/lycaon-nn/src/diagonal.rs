@@ -116,6 +116,10 @@ impl LinearPlan for DiagonalFc {
         v
     }
 
+    fn weight_bytes(&self) -> usize {
+        self.out_blocks * self.in_blocks * self.dim * crate::layout::prepared_plaintext_bytes(&self.params)
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         self.shape.check_weights(weights)?;
         let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();

@@ -121,6 +121,11 @@ pub fn partial_ciphertext_bytes(params: &Parameters, kept: usize) -> usize {
     ENVELOPE_BYTES + 8 + poly_bytes(params, 0) + (kept * bits0).div_ceil(8)
 }
 
+/// A plaintext prepared for products (lifted to Q and in NTT form) at the top level.
+pub fn prepared_plaintext_bytes(params: &Parameters) -> usize {
+    ENVELOPE_BYTES + 4 + poly_bytes(params, params.max_level())
+}
+
 /// One Galois key, seeded: per digit one polynomial over QP and a seed.
 pub fn galois_key_bytes(params: &Parameters) -> usize {
     let n = params.n();

@@ -90,6 +90,9 @@ pub trait LinearPlan: Send + Sync {
     fn counts(&self) -> OpCounts;
     /// The Galois elements the server needs keys for.
     fn galois_elements(&self) -> Vec<u64>;
+    /// Bytes of the server's weights in the form this algorithm evaluates with (what
+    /// [`PreparedLayer::weight_bytes`] then measures).
+    fn weight_bytes(&self) -> usize;
     /// Turns the server's weights (`shape().weight_len()` integers, [out][in/groups][kh][kw]) into
     /// the form the algorithm evaluates with.
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError>;

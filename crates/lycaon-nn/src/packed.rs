@@ -215,6 +215,10 @@ impl LinearPlan for PackedConv {
         all
     }
 
+    fn weight_bytes(&self) -> usize {
+        self.terms.len() * self.digits * crate::layout::prepared_plaintext_bytes(&self.params)
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         self.grid.shape.check_weights(weights)?;
         let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();

@@ -82,6 +82,10 @@ impl LinearPlan for PaddedConv {
         self.elements.iter().copied().filter(|&g| g != 1).collect()
     }
 
+    fn weight_bytes(&self) -> usize {
+        self.grid.shape.weight_len() * 8
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = self.grid.shape;
         sh.check_weights(weights)?;

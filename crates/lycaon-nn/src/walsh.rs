@@ -187,6 +187,10 @@ impl LinearPlan for WalshConv {
         elements_of(self.taps.iter().chain(&self.aligns).copied().filter(|&g| g != 1))
     }
 
+    fn weight_bytes(&self) -> usize {
+        self.grid.shape.weight_len() * 8 + (self.grid.blocks - 1) * crate::layout::prepared_plaintext_bytes(&self.params)
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = &self.grid.shape;
         sh.check_weights(weights)?;

@@ -31,6 +31,7 @@ fn check(plan: &dyn LinearPlan, _lit: &ParametersLiteral, seed: u64) {
     let run = run_layer(plan, &x, &w, 1).unwrap();
     assert_eq!(run.counts, run.stated, "{}: stated counts differ from the instrumented run on {shape:?}", plan.name());
     assert!(run.exact, "{} on {shape:?}: decrypted output differs from the integer reference", plan.name());
+    assert_eq!(run.weight_bytes, plan.weight_bytes(), "{}: stated weight bytes", plan.name());
     assert!(run.cost.up_bytes.abs_diff(run.up_bytes_measured) <= 8 * plan.input_layout().num_ciphertexts, "{}: stated {} up bytes, measured {}", plan.name(), run.cost.up_bytes, run.up_bytes_measured);
 }
 
