@@ -30,6 +30,8 @@ from ._native import (
     bench_info,
     noise_model_budgets,
     ntt_primes,
+    plan_linear,
+    run_linear,
 )
 
 __version__ = "0.1.0"
@@ -59,5 +61,7 @@ __all__ = [
     "bench_info",
     "noise_model_budgets",
     "ntt_primes",
+    "plan_linear",
+    "run_linear",
     "__version__",
 ]

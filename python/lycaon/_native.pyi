@@ -339,3 +339,24 @@ def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
 
 def noise_model_budgets(params: BfvParameters) -> list[tuple[str, float]]:
     """Predicted noise budgets (bits) of the analytical model for common operations."""
+
+def plan_linear(algorithm: str, shape: dict[str, int], params: BfvParameters, options: Optional[dict[str, object]] = None) -> dict[str, object]:
+    """What a linear-layer algorithm states for a layer without weights or keys: ciphertexts in and
+    out, bytes up and down, Galois keys and their bytes, weight storage, the output scale and the
+    operation counts. ``algorithm``: gazelle, walsh, padded, cheetah, cheetah-matvec or diagonal;
+    ``shape``: h, w, c_in, c_out, k (or kh, kw), stride, pad (or pad_h, pad_w), groups;
+    ``options``: block, schedule ("IA" or "PA", gazelle), decomposition_bits (gazelle)."""
+
+def run_linear(
+    algorithm: str,
+    shape: dict[str, int],
+    params: BfvParameters,
+    x: npt.NDArray[np.int64],
+    w: npt.NDArray[np.int64],
+    reps: int = 1,
+    options: Optional[dict[str, object]] = None,
+) -> dict[str, object]:
+    """Runs the layer as client and server on input ``x`` (C*H*W) and weights ``w``
+    ([out][in/groups][kh][kw]): the plan's statement plus server_s (median of ``reps``),
+    encrypt_s, decrypt_s, measured bytes and counts, ``exact`` (equals the integer reference) and
+    ``counts_match``."""

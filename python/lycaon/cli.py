@@ -197,6 +197,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bfv.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     bfv.add_argument("--reps", type=int, default=20, help="timed runs per operation (median; default 20)")
     bfv.add_argument("--n", type=int, nargs="+", default=[4096, 8192], help="ring degrees (4096 and/or 8192)")
+    lin = bench_sub.add_parser("linear", help="encrypted convolutions: every algorithm, and SPU CHEETAH on ResNet-20's layers")
+    lin.add_argument("--json", metavar="FILE", help="write the records as JSON")
+    lin.add_argument("--reps", type=int, default=1, help="server evaluations per layer (median; default 1)")
+    lin.add_argument("--layers", choices=["all", "paper", "resnet20"], default="all", help="001's Tables 2-4, ResNet-20's layers, or both")
+    lin.add_argument("--no-peer", action="store_true", help="skip SPU")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -228,6 +233,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from lycaon.bench import bfv as bench_bfv  # noqa: PLC0415
 
             bench_bfv.run(args.n, args.reps, args.json)
+            return 0
+        if args.command == "bench" and args.suite == "linear":
+            from lycaon.bench import linear as bench_linear  # noqa: PLC0415
+
+            layers = {"all": None, "paper": bench_linear.PAPER_LAYERS, "resnet20": bench_linear.RESNET20_LAYERS}[args.layers]
+            bench_linear.run(layers, args.reps, args.json, peer=not args.no_peer)
             return 0
     except BrokenPipeError:
         return 0

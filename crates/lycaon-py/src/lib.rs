@@ -902,6 +902,142 @@ fn noise_model_budgets(params: &BfvParameters) -> PyResult<Vec<(String, f64)>> {
     ])
 }
 
+// ---------------------------------------------------------------------------------------------
+// Encrypted linear layers (lycaon-nn)
+
+fn nn_err(e: lycaon_nn::NnError) -> PyErr {
+    match e {
+        lycaon_nn::NnError::Bfv(b) => bfv_err(b),
+        other => LycaonError::new_err(other.to_string()),
+    }
+}
+
+/// Builds the plan of one algorithm for one layer shape.
+fn linear_plan(
+    algorithm: &str,
+    shape: &Bound<'_, PyDict>,
+    params: &Arc<rlwe::Parameters>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Box<dyn lycaon_nn::LinearPlan>> {
+    use lycaon_nn::packed::{PackedConv, PackedOptions, Schedule};
+    let get = |d: &Bound<'_, PyDict>, key: &str, default: Option<usize>| -> PyResult<usize> {
+        match d.get_item(key)? {
+            Some(v) => v.extract::<usize>(),
+            None => default.ok_or_else(|| LycaonError::new_err(format!("layer shape needs '{key}'"))),
+        }
+    };
+    let k = get(shape, "k", Some(1))?;
+    let conv = lycaon_nn::ConvShape {
+        c_in: get(shape, "c_in", None)?,
+        h: get(shape, "h", Some(1))?,
+        w: get(shape, "w", Some(get(shape, "h", Some(1))?))?,
+        c_out: get(shape, "c_out", None)?,
+        kh: get(shape, "kh", Some(k))?,
+        kw: get(shape, "kw", Some(k))?,
+        stride: get(shape, "stride", Some(1))?,
+        pad_h: get(shape, "pad_h", Some(get(shape, "pad", Some(k / 2))?))?,
+        pad_w: get(shape, "pad_w", Some(get(shape, "pad", Some(k / 2))?))?,
+        groups: get(shape, "groups", Some(1))?,
+    };
+    let opt = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(match options { Some(o) => o.get_item(key)?, None => None }) };
+    let block = opt("block")?.map(|v| v.extract::<usize>()).transpose()?;
+    let plan: Box<dyn lycaon_nn::LinearPlan> = match algorithm {
+        "gazelle" => {
+            let schedule = match opt("schedule")?.map(|v| v.extract::<String>()).transpose()?.as_deref() {
+                None | Some("IA") | Some("ia") => Schedule::InputAligned,
+                Some("PA") | Some("pa") => Schedule::PartialAligned,
+                Some(other) => return Err(LycaonError::new_err(format!("unknown schedule '{other}': use 'IA' or 'PA'"))),
+            };
+            let plain_decomposition_bits = opt("decomposition_bits")?.map(|v| v.extract::<u32>()).transpose()?;
+            Box::new(PackedConv::new(&conv, params, PackedOptions { schedule, block, plain_decomposition_bits }).map_err(nn_err)?)
+        }
+        "walsh" => Box::new(lycaon_nn::walsh::WalshConv::new(&conv, params, block).map_err(nn_err)?),
+        "padded" => Box::new(lycaon_nn::padded::PaddedConv::new(&conv, params, block).map_err(nn_err)?),
+        "cheetah" => Box::new(lycaon_nn::coeff::CoeffConv::new(&conv, params).map_err(nn_err)?),
+        "cheetah-matvec" => Box::new(lycaon_nn::coeff::CoeffMatVec::new(&conv, params).map_err(nn_err)?),
+        "diagonal" => Box::new(lycaon_nn::diagonal::DiagonalFc::new(&conv, params).map_err(nn_err)?),
+        other => {
+            return Err(LycaonError::new_err(format!(
+                "unknown linear algorithm '{other}': use gazelle, walsh, padded, cheetah, cheetah-matvec or diagonal"
+            )))
+        }
+    };
+    Ok(plan)
+}
+
+fn counts_dict<'py>(py: Python<'py>, c: &lycaon_nn::OpCounts) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("rotations", c.rotations)?;
+    d.set_item("hoisted_decompositions", c.hoisted_decompositions)?;
+    d.set_item("key_switches", c.key_switches)?;
+    d.set_item("plain_mults", c.plain_mults)?;
+    d.set_item("scalar_mults", c.scalar_mults)?;
+    d.set_item("additions", c.additions)?;
+    d.set_item("mod_switches", c.mod_switches)?;
+    d.set_item("ntts", c.ntts)?;
+    Ok(d)
+}
+
+fn plan_dict<'py>(py: Python<'py>, plan: &dyn lycaon_nn::LinearPlan) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let cost = plan.cost();
+    d.set_item("algorithm", plan.name())?;
+    d.set_item("input_ciphertexts", plan.input_layout().num_ciphertexts)?;
+    d.set_item("output_ciphertexts", plan.output_layout().num_ciphertexts)?;
+    d.set_item("up_bytes", cost.up_bytes)?;
+    d.set_item("down_bytes", cost.down_bytes)?;
+    d.set_item("key_bytes", cost.key_bytes)?;
+    d.set_item("galois_keys", plan.galois_elements().len())?;
+    d.set_item("weight_bytes", plan.weight_bytes())?;
+    d.set_item("output_scale", plan.output_layout().scale)?;
+    d.set_item("counts", counts_dict(py, &plan.counts())?)?;
+    Ok(d)
+}
+
+/// What an algorithm states for a layer (layouts, counts, bytes) without weights or keys.
+/// `shape`: {"h", "w", "c_in", "c_out", "k" | "kh"/"kw", "stride", "pad" | "pad_h"/"pad_w",
+/// "groups"}; `options`: {"block", "schedule": "IA" | "PA", "decomposition_bits"}.
+#[pyfunction]
+#[pyo3(signature = (algorithm, shape, params, options=None))]
+fn plan_linear<'py>(py: Python<'py>, algorithm: &str, shape: &Bound<'py, PyDict>, params: &BfvParameters, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    let plan = linear_plan(algorithm, shape, &params.params, options)?;
+    plan_dict(py, plan.as_ref())
+}
+
+/// Runs one layer as client and server: keys, encryption of `x` (C*H*W int64), the server's
+/// evaluation with weights `w` ([out][in/groups][kh][kw] int64) `reps` times, decryption, and a
+/// check against the integer reference. Returns the plan's statement and the measurements.
+#[pyfunction]
+#[pyo3(signature = (algorithm, shape, params, x, w, reps=1, options=None))]
+#[allow(clippy::too_many_arguments)]
+fn run_linear<'py>(
+    py: Python<'py>,
+    algorithm: &str,
+    shape: &Bound<'py, PyDict>,
+    params: &BfvParameters,
+    x: PyReadonlyArray1<'py, i64>,
+    w: PyReadonlyArray1<'py, i64>,
+    reps: usize,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = linear_plan(algorithm, shape, &params.params, options)?;
+    let x = x.as_slice().map_err(|e| LycaonError::new_err(e.to_string()))?.to_vec();
+    let w = w.as_slice().map_err(|e| LycaonError::new_err(e.to_string()))?.to_vec();
+    let plan_ref: &dyn lycaon_nn::LinearPlan = plan.as_ref();
+    let run = py.detach(|| lycaon_nn::harness::run_layer(plan_ref, &x, &w, reps)).map_err(nn_err)?;
+    let d = plan_dict(py, plan.as_ref())?;
+    d.set_item("server_s", run.server_s)?;
+    d.set_item("encrypt_s", run.encrypt_s)?;
+    d.set_item("decrypt_s", run.decrypt_s)?;
+    d.set_item("up_bytes_measured", run.up_bytes_measured)?;
+    d.set_item("weight_bytes_measured", run.weight_bytes)?;
+    d.set_item("measured_counts", counts_dict(py, &run.counts)?)?;
+    d.set_item("counts_match", run.counts == run.stated)?;
+    d.set_item("exact", run.exact)?;
+    d.set_item("min_noise_budget_bits", run.min_noise_budget)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -929,5 +1065,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_info, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
+    m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     Ok(())
 }
