@@ -343,9 +343,10 @@ def noise_model_budgets(params: BfvParameters) -> list[tuple[str, float]]:
 def plan_linear(algorithm: str, shape: dict[str, int], params: BfvParameters, options: Optional[dict[str, object]] = None) -> dict[str, object]:
     """What a linear-layer algorithm states for a layer without weights or keys: ciphertexts in and
     out, bytes up and down, Galois keys and their bytes, weight storage, the output scale and the
-    operation counts. ``algorithm``: gazelle, walsh, padded, cheetah, cheetah-matvec or diagonal;
-    ``shape``: h, w, c_in, c_out, k (or kh, kw), stride, pad (or pad_h, pad_w), groups;
-    ``options``: block, schedule ("IA" or "PA", gazelle), decomposition_bits (gazelle)."""
+    operation counts. ``algorithm``: gazelle, walsh, padded, cheetah, cheetah-matvec, diagonal,
+    hyena or batchwise; ``shape``: h, w, c_in, c_out, k (or kh, kw), stride, pad (or pad_h,
+    pad_w), groups; ``options``: block, schedule ("IA" or "PA", gazelle), decomposition_bits
+    (gazelle), batch (hyena, batchwise), kernels (batchwise: output channels per ciphertext)."""
 
 def run_linear(
     algorithm: str,
@@ -356,7 +357,7 @@ def run_linear(
     reps: int = 1,
     options: Optional[dict[str, object]] = None,
 ) -> dict[str, object]:
-    """Runs the layer as client and server on input ``x`` (C*H*W) and weights ``w``
+    """Runs the layer as client and server on input ``x`` (batch*C*H*W) and weights ``w``
     ([out][in/groups][kh][kw]): the plan's statement plus server_s (median of ``reps``),
     encrypt_s, decrypt_s, measured bytes and counts, ``exact`` (equals the integer reference) and
     ``counts_match``."""

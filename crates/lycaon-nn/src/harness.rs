@@ -59,7 +59,14 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
     let params = plan.params().clone();
     let shape = *plan.shape();
     let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-    let expected = conv_reference(&shape, x, w, t)?;
+    let batch = plan.batch();
+    if x.len() != batch * shape.input_len() {
+        return Err(NnError::Count { what: "input elements (batch x C x H x W)", expected: batch * shape.input_len(), found: x.len() });
+    }
+    let mut expected = Vec::with_capacity(batch * shape.output_len());
+    for image in x.chunks(shape.input_len()) {
+        expected.extend(conv_reference(&shape, image, w, t)?);
+    }
     let mut sampler = Sampler::from_os()?;
     let sk = Arc::new(SecretKey::generate(&params, &mut sampler)?);
     let gk = GaloisKeys::generate(&sk, &plan.galois_elements(), &mut sampler)?;

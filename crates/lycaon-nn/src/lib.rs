@@ -16,16 +16,20 @@
 //! - [`coeff::CoeffConv`], [`coeff::CoeffMatVec`]: coefficient-encoded convolution and
 //!   matrix-vector product without rotations (Huang et al. 2022);
 //! - [`diagonal::DiagonalFc`]: Halevi-Shoup diagonal fully connected layer with baby-step
-//!   giant-step and hoisting.
+//!   giant-step and hoisting;
+//! - [`hyena::HyenaConv`]: Hyena packing and dataflow (Singh et al. 2024), Hyena-Pack+ with a batch;
+//! - [`batchwise::BatchWiseConv`]: BatchWise-Pack and BatchWise-Pack+ (batch-axis packing).
 //!
 //! Everything is exact: a layer decrypts to the integer convolution modulo t, times the output
 //! layout's `scale` (1 for all but the Walsh-Hadamard convolution).
 
+pub mod batchwise;
 pub mod coeff;
 pub mod counting;
 pub mod diagonal;
 mod grid;
 pub mod harness;
+pub mod hyena;
 pub mod layout;
 pub mod packed;
 pub mod padded;
@@ -90,6 +94,10 @@ pub trait LinearPlan: Send + Sync {
     fn counts(&self) -> OpCounts;
     /// The Galois elements the server needs keys for.
     fn galois_elements(&self) -> Vec<u64>;
+    /// Images evaluated at once (the input is `batch` tensors one after the other).
+    fn batch(&self) -> usize {
+        1
+    }
     /// Bytes of the server's weights in the form this algorithm evaluates with (what
     /// [`PreparedLayer::weight_bytes`] then measures).
     fn weight_bytes(&self) -> usize;

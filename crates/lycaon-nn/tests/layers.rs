@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, Security};
+use lycaon_nn::batchwise::BatchWiseConv;
 use lycaon_nn::coeff::{CoeffBlocks, CoeffConv, CoeffMatVec};
+use lycaon_nn::hyena::HyenaConv;
 use lycaon_nn::diagonal::DiagonalFc;
 use lycaon_nn::harness::run_layer;
 use lycaon_nn::packed::{PackedConv, PackedOptions, Schedule};
@@ -26,7 +28,7 @@ fn literal(n: usize) -> ParametersLiteral {
 fn check(plan: &dyn LinearPlan, _lit: &ParametersLiteral, seed: u64) {
     let shape = *plan.shape();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let x: Vec<i64> = (0..shape.input_len()).map(|_| rng.random_range(-8..8)).collect();
+    let x: Vec<i64> = (0..shape.input_len() * plan.batch()).map(|_| rng.random_range(-8..8)).collect();
     let w: Vec<i64> = (0..shape.weight_len()).map(|_| rng.random_range(-8..8)).collect();
     let run = run_layer(plan, &x, &w, 1).unwrap();
     assert_eq!(run.counts, run.stated, "{}: stated counts differ from the instrumented run on {shape:?}", plan.name());
@@ -133,6 +135,7 @@ proptest! {
         check(&WalshConv::new(&shape, &p, None).unwrap(), &lit, seed);
         check(&PaddedConv::new(&shape, &p, None).unwrap(), &lit, seed);
         check(&CoeffConv::new(&shape, &p).unwrap(), &lit, seed);
+        check(&HyenaConv::new(&shape, &p, 1).unwrap(), &lit, seed);
     }
 }
 
@@ -196,4 +199,40 @@ fn scalar_algorithms_take_weights_of_any_size() {
         assert!(run.exact, "{}", plan.name());
         assert_eq!(run.counts, run.stated);
     }
+}
+
+#[test]
+fn hyena_packing_is_exact() {
+    let lit = literal(256);
+    for (k, shape) in shapes().iter().enumerate() {
+        check(&HyenaConv::new(shape, &params(&lit), 1).unwrap(), &lit, 700 + k as u64);
+    }
+    // Hyena-Pack+: two images share the ciphertexts.
+    check(&HyenaConv::new(&ConvShape::conv(5, 3, 4, 3, 1), &params(&lit), 2).unwrap(), &lit, 720);
+}
+
+#[test]
+fn hyena_counts_follow_table_2() {
+    // 000 Table 2, Hyena row: MUL = (M N_on / M_t) C K / C_t, one product per IF group, channel
+    // group and output channel.
+    let lit = literal(4096);
+    let shape = ConvShape::conv(32, 16, 16, 3, 1);
+    let plan = HyenaConv::new(&shape, &params(&lit), 1).unwrap();
+    let (window_values, c_t, _, m_t) = plan.packing();
+    assert_eq!((window_values, c_t), (144, 16));
+    let if_groups = (32 * 32usize).div_ceil(m_t); // M N_on / M_t: every output neuron's window
+    assert_eq!(plan.counts().plain_mults as usize, if_groups * 16 * 16 / c_t);
+    assert_eq!(plan.counts().rotations as usize, if_groups * 16 * 8); // K log2(B_w), B_w = 256
+}
+
+#[test]
+fn batchwise_packings_are_exact() {
+    let lit = literal(256);
+    for (k, shape) in shapes().iter().enumerate().take(4) {
+        check(&BatchWiseConv::new(shape, &params(&lit), 3, Some(1)).unwrap(), &lit, 800 + k as u64);
+        check(&BatchWiseConv::new(shape, &params(&lit), 3, None).unwrap(), &lit, 820 + k as u64);
+    }
+    let mut grouped = ConvShape::conv(4, 4, 6, 3, 1);
+    grouped.groups = 2;
+    check(&BatchWiseConv::new(&grouped, &params(&lit), 5, None).unwrap(), &lit, 840);
 }

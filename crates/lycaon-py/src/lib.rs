@@ -956,9 +956,18 @@ fn linear_plan(
         "cheetah" => Box::new(lycaon_nn::coeff::CoeffConv::new(&conv, params).map_err(nn_err)?),
         "cheetah-matvec" => Box::new(lycaon_nn::coeff::CoeffMatVec::new(&conv, params).map_err(nn_err)?),
         "diagonal" => Box::new(lycaon_nn::diagonal::DiagonalFc::new(&conv, params).map_err(nn_err)?),
+        "hyena" => {
+            let batch = opt("batch")?.map(|v| v.extract::<usize>()).transpose()?.unwrap_or(1);
+            Box::new(lycaon_nn::hyena::HyenaConv::new(&conv, params, batch).map_err(nn_err)?)
+        }
+        "batchwise" => {
+            let batch = opt("batch")?.map(|v| v.extract::<usize>()).transpose()?.unwrap_or(1);
+            let k_t = opt("kernels")?.map(|v| v.extract::<usize>()).transpose()?;
+            Box::new(lycaon_nn::batchwise::BatchWiseConv::new(&conv, params, batch, k_t).map_err(nn_err)?)
+        }
         other => {
             return Err(LycaonError::new_err(format!(
-                "unknown linear algorithm '{other}': use gazelle, walsh, padded, cheetah, cheetah-matvec or diagonal"
+                "unknown linear algorithm '{other}': use gazelle, walsh, padded, cheetah, cheetah-matvec, diagonal, hyena or batchwise"
             )))
         }
     };
@@ -982,6 +991,7 @@ fn plan_dict<'py>(py: Python<'py>, plan: &dyn lycaon_nn::LinearPlan) -> PyResult
     let d = PyDict::new(py);
     let cost = plan.cost();
     d.set_item("algorithm", plan.name())?;
+    d.set_item("batch", plan.batch())?;
     d.set_item("input_ciphertexts", plan.input_layout().num_ciphertexts)?;
     d.set_item("output_ciphertexts", plan.output_layout().num_ciphertexts)?;
     d.set_item("up_bytes", cost.up_bytes)?;
