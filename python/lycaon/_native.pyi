@@ -359,5 +359,5 @@ def run_linear(
 ) -> dict[str, object]:
     """Runs the layer as client and server on input ``x`` (batch*C*H*W) and weights ``w``
     ([out][in/groups][kh][kw]): the plan's statement plus server_s (median of ``reps``),
-    encrypt_s, decrypt_s, measured bytes and counts, ``exact`` (equals the integer reference) and
-    ``counts_match``."""
+    encrypt_s, decrypt_s, measured bytes and counts, ``output`` (the decrypted result, uint64 mod
+    t), ``exact`` (equals Rust's integer reference) and ``counts_match``."""

@@ -28,6 +28,8 @@ pub struct LayerRun {
     /// Instrumented counts (NTTs from the counting backend) and the plan's statement.
     pub counts: OpCounts,
     pub stated: OpCounts,
+    /// The decrypted outputs (batch x C_out x H_out x W_out, modulo t).
+    pub output: Vec<u64>,
     /// Decrypted outputs equal the integer reference.
     pub exact: bool,
     /// Smallest remaining noise budget over the outputs, bits.
@@ -137,6 +139,7 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
         counts,
         stated: plan.counts(),
         exact: got == expected,
+        output: got,
         min_noise_budget,
     })
 }

@@ -1044,6 +1044,7 @@ fn run_linear<'py>(
     d.set_item("measured_counts", counts_dict(py, &run.counts)?)?;
     d.set_item("counts_match", run.counts == run.stated)?;
     d.set_item("exact", run.exact)?;
+    d.set_item("output", PyArray1::from_vec(py, run.output))?;
     d.set_item("min_noise_budget_bits", run.min_noise_budget)?;
     Ok(d)
 }
