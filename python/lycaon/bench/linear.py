@@ -10,8 +10,10 @@ their records carry the plan's stated figures and ``"run": false``.
 
 Parameters (128-bit secure per the HE standard, n = 4096, log2(QP) <= 109): the papers' n = 2048
 with a 60-bit q is below 128 bits. Slot algorithms use SEAL's BFV default split, Q = 36 + 36
-bits and one 37-bit special prime; the coefficient algorithm needs no key switching and takes
-Q = 55 + 54 bits. The plaintext modulus is a 20-bit prime (the papers use 19-20 bits).
+bits and one 37-bit special prime; the conventional method is also run as 001 ran it, with one
+ciphertext prime (54 bits, P 55) and plaintext decomposition; the coefficient algorithm needs no
+key switching and takes Q = 55 + 54 bits. The plaintext modulus is a 20-bit prime (the papers
+use 19-20 bits).
 """
 
 from __future__ import annotations
@@ -55,21 +57,33 @@ RESNET20_LAYERS = [
     (16, 32, 64, 3, 2, 1),
     (8, 64, 64, 3, 1, 1),
 ]
+#: (algorithm, options, parameter set).
 ALGORITHMS = [
-    ("gazelle", {"schedule": "IA"}),
-    ("gazelle", {"schedule": "PA"}),
-    ("walsh", {}),
-    ("padded", {}),
-    ("cheetah", {}),
+    ("gazelle", {"schedule": "IA"}, "slots"),
+    ("gazelle", {"schedule": "PA"}, "slots"),
+    ("gazelle", {"schedule": "IA", "decomposition_bits": 10}, "single"),
+    ("walsh", {}, "slots"),
+    ("padded", {}, "slots"),
+    ("cheetah", {}, "coeff"),
+    ("hyena", {}, "slots"),
 ]
+#: Hyena packing sends every output neuron's window: run it on the small ResNet-20 layers only.
+HYENA_MAX_OUTPUTS = 32 * 32 * 32
 #: Prepared weights above this many bytes are not built (the machine has 24 GiB).
 WEIGHT_LIMIT = 3 << 30
 
 
-def _params(algorithm: str) -> "lycaon.BfvParameters":
-    if algorithm == "cheetah":
-        return lycaon.BfvParameters.from_bits(N, [55, 54], [], T_BITS)
-    return lycaon.BfvParameters.from_bits(N, [36, 36], [37], T_BITS)
+#: Moduli bits (Q, P) of each parameter set, all within the standard's 109 bits for n = 4096.
+PARAMETER_SETS = {
+    "slots": ([36, 36], [37]),  # SEAL's BFV default split
+    "single": ([54], [55]),  # one ciphertext prime: the conventional method then needs plaintext decomposition
+    "coeff": ([55, 54], []),  # no key switching
+}
+
+
+def _params(name: str) -> "lycaon.BfvParameters":
+    q, p = PARAMETER_SETS[name]
+    return lycaon.BfvParameters.from_bits(N, q, p, T_BITS)
 
 
 def layer_name(layer: Sequence[int]) -> str:
@@ -83,13 +97,18 @@ def _shape(layer: Sequence[int]) -> dict:
     return {"h": h, "w": h, "c_in": c_in, "c_out": c_out, "k": k, "stride": stride, "pad": k // 2, "groups": groups}
 
 
-def run_lycaon(layer: Sequence[int], algorithm: str, options: dict, reps: int, rng: np.random.Generator) -> dict:
+def run_lycaon(layer: Sequence[int], algorithm: str, options: dict, param_set: str, reps: int, rng: np.random.Generator) -> dict:
     shape = _shape(layer)
-    params = _params(algorithm)
+    params = _params(param_set)
     plan = lycaon.plan_linear(algorithm, shape, params, options)
-    record = {"layer": layer_name(layer), "shape": shape, "algorithm": plan["algorithm"], "n": N}
+    q, p = PARAMETER_SETS[param_set]
+    record = {"layer": layer_name(layer), "shape": shape, "algorithm": plan["algorithm"], "n": N, "q_bits": q, "p_bits": p}
+    h, c_in, c_out = layer[0], layer[1], layer[2]
     if plan["weight_bytes"] > WEIGHT_LIMIT:
         record.update(run=False, reason=f"{plan['weight_bytes'] / 2**30:.1f} GiB of prepared weights", **_figures(plan))
+        return record
+    if algorithm == "hyena" and h * h * c_out > HYENA_MAX_OUTPUTS:
+        record.update(run=False, reason="Hyena packing is run on the ResNet-20 layers only", **_figures(plan))
         return record
     h, c_in, c_out, k, _, groups = layer
     x = rng.integers(-128, 128, size=c_in * h * h, dtype=np.int64)
@@ -156,10 +175,10 @@ def run(layers: Optional[Sequence[Sequence[int]]] = None, reps: int = 1, json_pa
         task = progress.add_task("linear layers", total=len(layers) * len(ALGORITHMS))
         for layer in layers:
             here = []
-            for algorithm, options in ALGORITHMS:
+            for algorithm, options, param_set in ALGORITHMS:
                 progress.update(task, description=f"{layer_name(layer)}: {algorithm}")
                 try:
-                    here.append(run_lycaon(layer, algorithm, options, reps, rng))
+                    here.append(run_lycaon(layer, algorithm, options, param_set, reps, rng))
                 except lycaon.LycaonError as exc:
                     here.append({"layer": layer_name(layer), "algorithm": algorithm, "run": False, "reason": str(exc)})
                 progress.advance(task)
@@ -180,7 +199,7 @@ def run(layers: Optional[Sequence[Sequence[int]]] = None, reps: int = 1, json_pa
             mb(r.get("up_bytes")), mb(r.get("down_bytes")), mb(r.get("weight_bytes")), mb(r.get("key_bytes")),
             str(r.get("rotations", "-")), str(r.get("exact", "-")),
         )
-    console = Console()
+    console = Console(width=max(Console().width, 150))
     console.print(table)
     if peers:
         pt = Table(title="ResNet-20 layers: best Lycaon algorithm vs SPU CHEETAH (ratio < 1: Lycaon better)")
