@@ -14,20 +14,17 @@ use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, PreparedPlaintext};
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 const NAME: &str = "batchwise";
 
 pub struct BatchWiseConv {
-    params: Arc<Parameters>,
-    shape: ConvShape,
+    core: PlanCore,
     batch: usize,
     k_t: usize,
     kernel_groups: usize,
     /// For each output position (y, x): the (input position, tap) pairs inside the image.
     taps: Vec<Vec<(usize, usize)>>,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 impl BatchWiseConv {
@@ -78,13 +75,13 @@ impl BatchWiseConv {
             }
         }
         let output_layout = Layout::new(Encoding::Batch, kernel_groups * oh * ow, batch * shape.output_len(), out);
-        Ok(Self { params: params.clone(), shape: *shape, batch, k_t, kernel_groups, taps, input_layout, output_layout })
+        Ok(Self { batch, k_t, kernel_groups, taps, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
     }
 
     /// Terms of output ciphertext (kernel group kg, position p): (input ciphertext, weight index
     /// within the group's kernel at channel offset, tap).
     fn terms(&self, kg: usize, p: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         let plane = sh.h * sh.w;
         // A kernel group may straddle conv groups only when k_t > c_out / groups; every channel
         // of the groups it touches is visited and zero weights fill the rest.
@@ -98,26 +95,21 @@ impl BatchWiseConv {
 
 impl LinearPlan for BatchWiseConv {
     fn name(&self) -> String {
-        if self.k_t == 1 { format!("batchwise (batch {})", self.batch) } else { format!("batchwise+ (batch {}, {} kernels)", self.batch, self.k_t) }
+        if self.k_t == 1 {
+            format!("batchwise (batch {})", self.batch)
+        } else {
+            format!("batchwise+ (batch {}, {} kernels)", self.batch, self.k_t)
+        }
     }
-    fn shape(&self) -> &ConvShape {
-        &self.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
     fn batch(&self) -> usize {
         self.batch
     }
 
     fn counts(&self) -> OpCounts {
-        let top = self.params.max_level();
+        let top = self.core.params.max_level();
         let positions = self.taps.len();
         let terms: u64 = (0..self.kernel_groups).flat_map(|kg| (0..positions).map(move |p| (kg, p))).map(|(kg, p)| self.terms(kg, p).count() as u64).sum();
         let outs = (self.kernel_groups * positions) as u64;
@@ -137,27 +129,27 @@ impl LinearPlan for BatchWiseConv {
     }
 
     fn weight_bytes(&self) -> usize {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         if self.k_t == 1 {
             sh.weight_len() * 8
         } else {
-            self.kernel_groups * sh.c_in * sh.kh * sh.kw * crate::layout::prepared_plaintext_bytes(&self.params)
+            self.kernel_groups * sh.c_in * sh.kh * sh.kw * crate::layout::prepared_plaintext_bytes(&self.core.params)
         }
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        let sh = self.shape;
+        let sh = self.core.shape;
         sh.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
         let rs = sh.kh * sh.kw;
         let weight = |k: usize, c: usize, tap: usize| sh.weight(weights, k, c, tap / sh.kw, tap % sh.kw).unwrap_or(0);
         let plaintexts = if self.k_t == 1 {
             Vec::new()
         } else {
-            let encoder = BatchEncoder::new(&self.params)?;
-            let eval = Evaluator::new(&BfvContext::new(&self.params)?);
-            let top = self.params.max_level();
-            let n = self.params.n();
+            let encoder = BatchEncoder::new(&self.core.params)?;
+            let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
+            let top = self.core.params.max_level();
+            let n = self.core.params.n();
             (0..self.kernel_groups * sh.c_in * rs)
                 .into_par_iter()
                 .map(|idx| {
@@ -179,7 +171,17 @@ impl LinearPlan for BatchWiseConv {
         let bound = scalars.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0);
         let terms: Vec<Vec<(usize, usize, usize)>> =
             (0..self.kernel_groups * self.taps.len()).map(|i| self.terms(i / self.taps.len(), i % self.taps.len()).collect()).collect();
-        Ok(Box::new(PreparedBatchWise { plaintexts, scalars, bound, terms, positions: self.taps.len(), c_in: sh.c_in, rs, input_cts: self.input_layout.num_ciphertexts, weight_count: weights.len() }))
+        Ok(Box::new(PreparedBatchWise {
+            plaintexts,
+            scalars,
+            bound,
+            terms,
+            positions: self.taps.len(),
+            c_in: sh.c_in,
+            rs,
+            input_cts: self.core.input_layout.num_ciphertexts,
+            weight_count: weights.len(),
+        }))
     }
 }
 

@@ -25,7 +25,7 @@ use lycaon_math::{Coeff, Ntt, Poly};
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 /// Block sizes of a coefficient-encoded convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,15 +36,12 @@ pub struct CoeffBlocks {
 }
 
 pub struct CoeffConv {
-    params: Arc<Parameters>,
-    shape: ConvShape,
+    core: PlanCore,
     blocks: CoeffBlocks,
     /// Channel blocks, spatial blocks down and across.
     cb: usize,
     hb: usize,
     wb: usize,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 const NAME: &str = "coefficient (Cheetah)";
@@ -54,7 +51,10 @@ impl CoeffConv {
     pub fn new(shape: &ConvShape, params: &Arc<Parameters>) -> Result<Self, NnError> {
         shape.validate()?;
         if shape.groups != 1 {
-            return Err(NnError::Unsupported { algorithm: NAME, reason: "grouped and depthwise convolutions need one block per group; use the packed or Walsh-Hadamard convolution".into() });
+            return Err(NnError::Unsupported {
+                algorithm: NAME,
+                reason: "grouped and depthwise convolutions need one block per group; use the packed or Walsh-Hadamard convolution".into(),
+            });
         }
         let n = params.n();
         let (fh, fw) = (shape.full_h(), shape.full_w());
@@ -75,7 +75,10 @@ impl CoeffConv {
                 }
             }
         }
-        let (_, blocks) = best.ok_or_else(|| NnError::Unsupported { algorithm: NAME, reason: format!("a {}x{} kernel does not fit in n = {n} coefficients", shape.kh, shape.kw) })?;
+        let (_, blocks) = best.ok_or_else(|| NnError::Unsupported {
+            algorithm: NAME,
+            reason: format!("a {}x{} kernel does not fit in n = {n} coefficients", shape.kh, shape.kw),
+        })?;
         Self::with_blocks(shape, params, blocks)
     }
 
@@ -96,9 +99,13 @@ impl CoeffConv {
                 for x in 0..shape.w {
                     let xp = x + shape.pad_w;
                     for by in 0..hb {
-                        let Some(i) = yp.checked_sub(by * oh).filter(|&i| i < blocks.h) else { continue };
+                        let Some(i) = yp.checked_sub(by * oh).filter(|&i| i < blocks.h) else {
+                            continue;
+                        };
                         for bx in 0..wb {
-                            let Some(j) = xp.checked_sub(bx * ow).filter(|&j| j < blocks.w) else { continue };
+                            let Some(j) = xp.checked_sub(bx * ow).filter(|&j| j < blocks.w) else {
+                                continue;
+                            };
                             let ct = ((c / blocks.c) * hb + by) * wb + bx;
                             let pos = (c % blocks.c) * plane + i * blocks.w + j;
                             placements.push(Placement { element: ((c * shape.h + y) * shape.w + x) as u32, ct: ct as u32, pos: pos as u32 });
@@ -127,7 +134,7 @@ impl CoeffConv {
         }
         let mut output_layout = Layout::new(Encoding::Coeff, shape.c_out * hb * wb, shape.output_len(), out_placements);
         output_layout.kept_coefficients = Some(kept);
-        Ok(Self { params: params.clone(), shape: *shape, blocks, cb, hb, wb, input_layout, output_layout })
+        Ok(Self { blocks, cb, hb, wb, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
     }
 
     pub fn blocks(&self) -> CoeffBlocks {
@@ -139,21 +146,12 @@ impl LinearPlan for CoeffConv {
     fn name(&self) -> String {
         "cheetah-coeff".into()
     }
-    fn shape(&self) -> &ConvShape {
-        &self.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
     fn counts(&self) -> OpCounts {
-        let top = self.params.max_level();
-        let outs = (self.shape.c_out * self.hb * self.wb) as u64;
+        let top = self.core.params.max_level();
+        let outs = (self.core.shape.c_out * self.hb * self.wb) as u64;
         products_then_lowest(outs, self.cb as u64, top)
     }
     fn galois_elements(&self) -> Vec<u64> {
@@ -161,19 +159,19 @@ impl LinearPlan for CoeffConv {
     }
 
     fn weight_bytes(&self) -> usize {
-        self.shape.c_out * self.cb * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.core.shape.c_out * self.cb * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         sh.check_weights(weights)?;
         let b = self.blocks;
         let plane = b.h * b.w;
         let origin = (b.c - 1) * plane + (sh.kh - 1) * b.w + (sh.kw - 1);
-        let encoder = CoeffEncoder::new(&self.params)?;
-        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
-        let top = self.params.max_level();
-        let n = self.params.n();
+        let encoder = CoeffEncoder::new(&self.core.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
+        let top = self.core.params.max_level();
+        let n = self.core.params.n();
         // kernels[o][cb]
         let kernels = (0..sh.c_out)
             .into_par_iter()
@@ -243,13 +241,10 @@ impl PreparedLayer for PreparedProducts {
 
 /// Coefficient-encoded matrix-vector product W x (a fully connected layer).
 pub struct CoeffMatVec {
-    params: Arc<Parameters>,
-    shape: ConvShape,
+    core: PlanCore,
     /// Columns per block n_i and rows per block n_o.
     cols: usize,
     rows: usize,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 impl CoeffMatVec {
@@ -271,7 +266,7 @@ impl CoeffMatVec {
         let out = (0..m).map(|r| Placement { element: r as u32, ct: (r / rows) as u32, pos: ((r % rows) * cols + cols - 1) as u32 }).collect();
         let mut output_layout = Layout::new(Encoding::Coeff, out_cts, m, out);
         output_layout.kept_coefficients = Some((0..out_cts).map(|c| rows.min(m - c * rows)).collect());
-        Ok(Self { params: params.clone(), shape: *shape, cols, rows, input_layout, output_layout })
+        Ok(Self { cols, rows, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
     }
 }
 
@@ -279,38 +274,29 @@ impl LinearPlan for CoeffMatVec {
     fn name(&self) -> String {
         "cheetah-matvec".into()
     }
-    fn shape(&self) -> &ConvShape {
-        &self.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
     fn counts(&self) -> OpCounts {
-        let (k, m) = (self.shape.c_in, self.shape.c_out);
-        products_then_lowest(m.div_ceil(self.rows) as u64, k.div_ceil(self.cols) as u64, self.params.max_level())
+        let (k, m) = (self.core.shape.c_in, self.core.shape.c_out);
+        products_then_lowest(m.div_ceil(self.rows) as u64, k.div_ceil(self.cols) as u64, self.core.params.max_level())
     }
     fn galois_elements(&self) -> Vec<u64> {
         Vec::new()
     }
 
     fn weight_bytes(&self) -> usize {
-        self.shape.c_out.div_ceil(self.rows) * self.shape.c_in.div_ceil(self.cols) * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.core.shape.c_out.div_ceil(self.rows) * self.core.shape.c_in.div_ceil(self.cols) * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        self.shape.check_weights(weights)?;
-        let (k, m) = (self.shape.c_in, self.shape.c_out);
+        self.core.shape.check_weights(weights)?;
+        let (k, m) = (self.core.shape.c_in, self.core.shape.c_out);
         let (ni, no) = (self.cols, self.rows);
-        let encoder = CoeffEncoder::new(&self.params)?;
-        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
-        let top = self.params.max_level();
-        let n = self.params.n();
+        let encoder = CoeffEncoder::new(&self.core.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
+        let top = self.core.params.max_level();
+        let n = self.core.params.n();
         let kernels = (0..m.div_ceil(no))
             .into_par_iter()
             .map(|rb| {

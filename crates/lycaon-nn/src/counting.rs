@@ -286,7 +286,7 @@ impl ScalarAccumulator {
             }
         }
         self.terms += 1;
-        if self.terms % self.fold_every == 0 {
+        if self.terms.is_multiple_of(self.fold_every) {
             self.fold();
         }
     }

@@ -19,21 +19,18 @@ use lycaon_math::rotation_galois_element;
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
 use crate::packed::rotate_hoisted;
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 const NAME: &str = "diagonal (Halevi-Shoup)";
 
 pub struct DiagonalFc {
-    params: Arc<Parameters>,
-    shape: ConvShape,
+    core: PlanCore,
     /// Block size N, baby steps b1, giant steps b2.
     dim: usize,
     baby: usize,
     giant: usize,
     in_blocks: usize,
     out_blocks: usize,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 impl DiagonalFc {
@@ -57,15 +54,15 @@ impl DiagonalFc {
         let input_layout = Layout::new(Encoding::Batch, in_blocks, shape.c_in, placements);
         let out = (0..shape.c_out).map(|r| Placement { element: r as u32, ct: (r / dim) as u32, pos: (r % dim) as u32 }).collect();
         let output_layout = Layout::new(Encoding::Batch, out_blocks, shape.c_out, out);
-        Ok(Self { params: params.clone(), shape: *shape, dim, baby, giant, in_blocks, out_blocks, input_layout, output_layout })
+        Ok(Self { dim, baby, giant, in_blocks, out_blocks, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
     }
 
     fn baby_elements(&self) -> Vec<u64> {
-        (0..self.baby).map(|j| rotation_galois_element(j as i64, self.params.n())).collect()
+        (0..self.baby).map(|j| rotation_galois_element(j as i64, self.core.params.n())).collect()
     }
 
     fn giant_element(&self, g: usize) -> u64 {
-        rotation_galois_element((g * self.baby) as i64, self.params.n())
+        rotation_galois_element((g * self.baby) as i64, self.core.params.n())
     }
 }
 
@@ -73,21 +70,12 @@ impl LinearPlan for DiagonalFc {
     fn name(&self) -> String {
         "diagonal-bsgs".into()
     }
-    fn shape(&self) -> &ConvShape {
-        &self.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
 
     fn counts(&self) -> OpCounts {
-        let p = &*self.params;
+        let p = &*self.core.params;
         let top = p.max_level();
         let (kb, mb) = (self.in_blocks as u64, self.out_blocks as u64);
         let baby_rot = kb * (self.baby as u64 - 1);
@@ -117,18 +105,18 @@ impl LinearPlan for DiagonalFc {
     }
 
     fn weight_bytes(&self) -> usize {
-        self.out_blocks * self.in_blocks * self.dim * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.out_blocks * self.in_blocks * self.dim * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        self.shape.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let (k, m, dim) = (self.shape.c_in, self.shape.c_out, self.dim);
-        let n = self.params.n();
+        self.core.shape.check_weights(weights)?;
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let (k, m, dim) = (self.core.shape.c_in, self.core.shape.c_out, self.dim);
+        let n = self.core.params.n();
         let half = n / 2;
-        let encoder = BatchEncoder::new(&self.params)?;
-        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
-        let top = self.params.max_level();
+        let encoder = BatchEncoder::new(&self.core.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
+        let top = self.core.params.max_level();
         // plaintexts[o][i][d] for diagonal d = g b1 + j, pre-rotated right by g b1.
         let plaintexts = (0..self.out_blocks * self.in_blocks)
             .into_par_iter()

@@ -38,7 +38,10 @@ impl TileGrid {
         let (img_h, img_w, ph, pw) =
             if padded { (shape.h + 2 * shape.pad_h, shape.w + 2 * shape.pad_w, 0, 0) } else { (shape.h, shape.w, shape.pad_h, shape.pad_w) };
         if !padded && 2 * shape.pad_w + 1 > shape.kw {
-            return Err(NnError::Unsupported { algorithm, reason: format!("unpadded tiles need pad_w <= (kw - 1) / 2, got pad_w = {} for kw = {}", shape.pad_w, shape.kw) });
+            return Err(NnError::Unsupported {
+                algorithm,
+                reason: format!("unpadded tiles need pad_w <= (kw - 1) / 2, got pad_w = {} for kw = {}", shape.pad_w, shape.kw),
+            });
         }
         let half = n / 2;
         let mut grid = Self { n, block: half, blocks: 2, padded, img_h, img_w, ph, pw, shape: *shape, strip: shape.full_h(), strips: 1 };
@@ -51,7 +54,10 @@ impl TileGrid {
         };
         let strip = (1..=shape.full_h()).rev().find(|&r| fits(&grid, r, block)).ok_or_else(|| NnError::Unsupported {
             algorithm,
-            reason: format!("a block of {block} slots cannot hold even one output row of a {}-wide image with a {}-row kernel; use a larger n", img_w, shape.kh),
+            reason: format!(
+                "a block of {block} slots cannot hold even one output row of a {}-wide image with a {}-row kernel; use a larger n",
+                img_w, shape.kh
+            ),
         })?;
         grid.block = block;
         grid.blocks = n / block;
@@ -242,11 +248,7 @@ pub(crate) fn diagonal_terms(g: &TileGrid, in_place: &DensePlacement, out_place:
     let sh = &g.shape;
     // tap_used[s][dy][dx]: some kept output of strip s reads inside the image at this tap.
     let tap_used: Vec<Vec<bool>> = (0..g.strips)
-        .map(|s| {
-            (0..sh.kh * sh.kw)
-                .map(|k| g.kept_rows(s).any(|y| g.kept_cols().any(|x| g.tap_valid(y, x, k / sh.kw, k % sh.kw))))
-                .collect()
-        })
+        .map(|s| (0..sh.kh * sh.kw).map(|k| g.kept_rows(s).any(|y| g.kept_cols().any(|x| g.tap_valid(y, x, k / sh.kw, k % sh.kw)))).collect())
         .collect();
     let mut terms = Vec::new();
     for output in 0..out_cts {
@@ -255,15 +257,19 @@ pub(crate) fn diagonal_terms(g: &TileGrid, in_place: &DensePlacement, out_place:
                 for shift in 0..g.blocks_per_row() {
                     let mut strips_hit = vec![false; g.strips];
                     for b in 0..g.blocks {
-                        let Some((o, s)) = out_place.tile(output, b, g.strips) else { continue };
+                        let Some((o, s)) = out_place.tile(output, b, g.strips) else {
+                            continue;
+                        };
                         let src = g.source_block(b, swap, shift);
-                        let Some((c, s2)) = in_place.tile(input, src, g.strips) else { continue };
+                        let Some((c, s2)) = in_place.tile(input, src, g.strips) else {
+                            continue;
+                        };
                         if s == s2 && sh.weight_group_match(o, c) {
                             strips_hit[s] = true;
                         }
                     }
                     for k in 0..sh.kh * sh.kw {
-                        if (0..g.strips).any(|s| strips_hit[s] && tap_used[s][k]) {
+                        if strips_hit.iter().zip(&tap_used).any(|(&hit, used)| hit && used[k]) {
                             terms.push(Term { input, output, swap, shift, dy: k / sh.kw, dx: k % sh.kw });
                         }
                     }
@@ -273,4 +279,3 @@ pub(crate) fn diagonal_terms(g: &TileGrid, in_place: &DensePlacement, out_place:
     }
     terms
 }
-

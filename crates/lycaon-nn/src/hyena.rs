@@ -30,7 +30,7 @@ use lycaon_math::rotation_galois_element;
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 const NAME: &str = "hyena-pack";
 
@@ -43,8 +43,7 @@ struct Window {
 }
 
 pub struct HyenaConv {
-    params: Arc<Parameters>,
-    shape: ConvShape,
+    core: PlanCore,
     batch: usize,
     /// Channels per window block (C_t), block size B_w, kernels per W (K_t).
     c_t: usize,
@@ -55,8 +54,6 @@ pub struct HyenaConv {
     groups: usize,
     channel_groups: usize,
     kernel_groups: usize,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 impl HyenaConv {
@@ -81,16 +78,18 @@ impl HyenaConv {
         let blocks = n / block;
         let k_t = shape.c_out.min(blocks);
         let windows: Vec<Window> = (0..batch)
-            .flat_map(|image| {
-                (0..shape.out_h()).flat_map(move |y| (0..shape.out_w()).map(move |x| Window { image, y: y * shape.stride, x: x * shape.stride }))
-            })
+            .flat_map(|image| (0..shape.out_h()).flat_map(move |y| (0..shape.out_w()).map(move |x| Window { image, y: y * shape.stride, x: x * shape.stride })))
             .collect();
         let groups = windows.len().div_ceil(blocks);
         let channel_groups = per_in.div_ceil(c_t);
         let kernel_groups = shape.c_out.div_ceil(k_t);
         let mut plan = Self {
-            params: params.clone(),
-            shape: *shape,
+            core: PlanCore {
+                params: params.clone(),
+                shape: *shape,
+                input_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
+                output_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
+            },
             batch,
             c_t,
             block,
@@ -99,28 +98,26 @@ impl HyenaConv {
             groups,
             channel_groups,
             kernel_groups,
-            input_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
-            output_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
         };
-        plan.input_layout = plan.make_input_layout();
-        plan.output_layout = plan.make_output_layout();
+        plan.core.input_layout = plan.make_input_layout();
+        plan.core.output_layout = plan.make_output_layout();
         Ok(plan)
     }
 
     fn blocks(&self) -> usize {
-        self.params.n() / self.block
+        self.core.params.n() / self.block
     }
 
     fn block_slot(&self, m: usize) -> usize {
-        let per_row = self.params.n() / 2 / self.block;
-        (m / per_row) * (self.params.n() / 2) + (m % per_row) * self.block
+        let per_row = self.core.params.n() / 2 / self.block;
+        (m / per_row) * (self.core.params.n() / 2) + (m % per_row) * self.block
     }
 
     /// Group of the window's absolute input channel c (for grouped convolutions: the channels
     /// of the window's group are the ones packed; here all windows read channel group cg of
     /// every conv group through the weights, which are zero across groups).
     fn make_input_layout(&self) -> Layout {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         let rs = sh.kh * sh.kw;
         let mut placements = Vec::new();
         for (wi, win) in self.windows.iter().enumerate() {
@@ -154,7 +151,7 @@ impl HyenaConv {
     /// Output (image, k, y, x) is in psum (group g, kernel group kg, step j) at window m's first
     /// slot, where k = kg K_t + (m + j) mod K_t.
     fn make_output_layout(&self) -> Layout {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         let (oh, ow) = (sh.out_h(), sh.out_w());
         let mut placements = Vec::with_capacity(self.batch * sh.output_len());
         for (wi, win) in self.windows.iter().enumerate() {
@@ -177,42 +174,37 @@ impl HyenaConv {
     /// Input ciphertexts feeding psum (g, kg): one per channel group of kernel group kg's conv
     /// group (a kernel group never spans conv groups unless the layer has one group).
     fn psum_inputs(&self, g: usize) -> Vec<usize> {
-        (0..self.shape.groups * self.channel_groups).map(|cgg| cgg * self.groups + g).collect()
+        (0..self.core.shape.groups * self.channel_groups).map(|cgg| cgg * self.groups + g).collect()
     }
 
     fn aggregation_elements(&self) -> Vec<u64> {
-        let n = self.params.n();
+        let n = self.core.params.n();
         (0..self.block.trailing_zeros()).map(|i| rotation_galois_element(1i64 << i, n)).collect()
     }
 
     /// Values per window (C_t RS), channels per window, kernels per W and windows per ciphertext.
     pub fn packing(&self) -> (usize, usize, usize, usize) {
-        (self.c_t * self.shape.kh * self.shape.kw, self.c_t, self.k_t, self.blocks())
+        (self.c_t * self.core.shape.kh * self.core.shape.kw, self.c_t, self.k_t, self.blocks())
     }
 }
 
 impl LinearPlan for HyenaConv {
     fn name(&self) -> String {
-        if self.batch > 1 { format!("hyena-pack+ (batch {})", self.batch) } else { "hyena-pack".into() }
+        if self.batch > 1 {
+            format!("hyena-pack+ (batch {})", self.batch)
+        } else {
+            "hyena-pack".into()
+        }
     }
-    fn shape(&self) -> &ConvShape {
-        &self.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
     fn batch(&self) -> usize {
         self.batch
     }
 
     fn counts(&self) -> OpCounts {
-        let p = &*self.params;
+        let p = &*self.core.params;
         let top = p.max_level();
         let psums = (self.groups * self.kernel_groups * self.k_t) as u64;
         let inputs = self.psum_inputs(0).len() as u64;
@@ -237,17 +229,17 @@ impl LinearPlan for HyenaConv {
     fn weight_bytes(&self) -> usize {
         // One W per (kernel group, channel group of its conv group); the K_t shifts are made
         // when preparing (plaintext rotations), so K_t prepared plaintexts per W are stored.
-        self.kernel_groups * self.psum_inputs(0).len() * self.k_t * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.kernel_groups * self.psum_inputs(0).len() * self.k_t * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        let sh = &self.shape;
+        let sh = &self.core.shape;
         sh.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let encoder = BatchEncoder::new(&self.params)?;
-        let eval = Evaluator::new(&BfvContext::new(&self.params)?);
-        let top = self.params.max_level();
-        let n = self.params.n();
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let encoder = BatchEncoder::new(&self.core.params)?;
+        let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
+        let top = self.core.params.max_level();
+        let n = self.core.params.n();
         let rs = sh.kh * sh.kw;
         let inputs = self.psum_inputs(0).len();
         // w_shifted[kg][j][input]: window m meets kernel kg K_t + (m + j) mod K_t.
@@ -286,7 +278,7 @@ impl LinearPlan for HyenaConv {
             groups: self.groups,
             kernel_groups: self.kernel_groups,
             k_t: self.k_t,
-            input_cts: self.input_layout.num_ciphertexts,
+            input_cts: self.core.input_layout.num_ciphertexts,
             aggregation: self.aggregation_elements(),
         }))
     }

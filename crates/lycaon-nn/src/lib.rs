@@ -80,16 +80,36 @@ pub struct LayerCost {
     pub key_bytes: usize,
 }
 
+/// What every plan holds: its parameters, the layer and the two layouts.
+#[derive(Clone, Debug)]
+pub struct PlanCore {
+    pub params: std::sync::Arc<Parameters>,
+    pub shape: ConvShape,
+    /// Where the client puts each input element.
+    pub input_layout: Layout,
+    /// Where each output element is found after decryption (and the factor it carries).
+    pub output_layout: Layout,
+}
+
 /// A layer algorithm for one shape and parameter set, before any weight or key is known.
 pub trait LinearPlan: Send + Sync {
     /// The algorithm's name as benchmarks print it.
     fn name(&self) -> String;
-    fn shape(&self) -> &ConvShape;
-    fn params(&self) -> &std::sync::Arc<Parameters>;
+    fn core(&self) -> &PlanCore;
+    fn shape(&self) -> &ConvShape {
+        &self.core().shape
+    }
+    fn params(&self) -> &std::sync::Arc<Parameters> {
+        &self.core().params
+    }
     /// Where the client puts each input element.
-    fn input_layout(&self) -> &Layout;
+    fn input_layout(&self) -> &Layout {
+        &self.core().input_layout
+    }
     /// Where each output element is found after decryption (and the factor it carries).
-    fn output_layout(&self) -> &Layout;
+    fn output_layout(&self) -> &Layout {
+        &self.core().output_layout
+    }
     /// The operations one evaluation performs.
     fn counts(&self) -> OpCounts;
     /// The Galois elements the server needs keys for.

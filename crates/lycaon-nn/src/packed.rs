@@ -17,7 +17,7 @@ use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlainte
 
 use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
-use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 /// When to rotate: before the products (input-aligned) or after (partial-aligned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl Default for PackedOptions {
 }
 
 pub struct PackedConv {
-    params: Arc<Parameters>,
+    core: PlanCore,
     grid: TileGrid,
     in_place: DensePlacement,
     out_place: DensePlacement,
@@ -51,8 +51,6 @@ pub struct PackedConv {
     digits: usize,
     opts: PackedOptions,
     terms: Vec<Term>,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 const NAME: &str = "packed (Gazelle)";
@@ -78,7 +76,17 @@ impl PackedConv {
             input_layout.ct_factor = (0..digits).flat_map(|k| std::iter::repeat_n(pow_mod(2, bits as u64 * k as u64, t), in_cts)).collect();
         }
         let output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
-        let mut conv = Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, digits, opts, terms: Vec::new(), input_layout, output_layout };
+        let mut conv = Self {
+            grid,
+            in_place,
+            out_place,
+            in_cts,
+            out_cts,
+            digits,
+            opts,
+            terms: Vec::new(),
+            core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout },
+        };
         conv.terms = diagonal_terms(&conv.grid, &conv.in_place, &conv.out_place, conv.in_cts, conv.out_cts);
         Ok(conv)
     }
@@ -89,12 +97,18 @@ impl PackedConv {
         let sh = &g.shape;
         let mut v = vec![0u64; g.n];
         for b in 0..g.blocks {
-            let Some((o, s)) = self.out_place.tile(term.output, b, g.strips) else { continue };
-            let Some((c, s2)) = self.in_place.tile(term.input, g.source_block(b, term.swap, term.shift), g.strips) else { continue };
+            let Some((o, s)) = self.out_place.tile(term.output, b, g.strips) else {
+                continue;
+            };
+            let Some((c, s2)) = self.in_place.tile(term.input, g.source_block(b, term.swap, term.shift), g.strips) else {
+                continue;
+            };
             if s != s2 {
                 continue;
             }
-            let Some(w) = sh.weight(weights, o, c, term.dy, term.dx) else { continue };
+            let Some(w) = sh.weight(weights, o, c, term.dy, term.dx) else {
+                continue;
+            };
             let w = w.rem_euclid(t as i64) as u64;
             for y in g.kept_rows(s) {
                 for x in g.kept_cols() {
@@ -160,21 +174,12 @@ impl LinearPlan for PackedConv {
             None => format!("gazelle-{sched}"),
         }
     }
-    fn shape(&self) -> &ConvShape {
-        &self.grid.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
 
     fn counts(&self) -> OpCounts {
-        let p = &*self.params;
+        let p = &*self.core.params;
         let top = p.max_level();
         let groups = self.rotations_per_group();
         let copies = match self.opts.schedule {
@@ -196,16 +201,7 @@ impl LinearPlan for PackedConv {
         let ntts = decompositions * ntt_cost::decomposition(p, top)
             + rotations * ntt_cost::key_switch(p, top)
             + (self.out_cts as u64) * (1..=top).map(ntt_cost::mod_switch).sum::<u64>();
-        OpCounts {
-            rotations,
-            hoisted_decompositions: decompositions,
-            key_switches: rotations,
-            plain_mults,
-            scalar_mults: 0,
-            additions,
-            mod_switches,
-            ntts,
-        }
+        OpCounts { rotations, hoisted_decompositions: decompositions, key_switches: rotations, plain_mults, scalar_mults: 0, additions, mod_switches, ntts }
     }
 
     fn galois_elements(&self) -> Vec<u64> {
@@ -216,16 +212,16 @@ impl LinearPlan for PackedConv {
     }
 
     fn weight_bytes(&self) -> usize {
-        self.terms.len() * self.digits * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.terms.len() * self.digits * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         self.grid.shape.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let ctx = BfvContext::new(&self.params)?;
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let ctx = BfvContext::new(&self.core.params)?;
         let eval = Evaluator::new(&ctx);
-        let encoder = BatchEncoder::new(&self.params)?;
-        let top = self.params.max_level();
+        let encoder = BatchEncoder::new(&self.core.params)?;
+        let top = self.core.params.max_level();
         let bits = self.opts.plain_decomposition_bits;
         let half = self.grid.half();
         let plaintexts = self
@@ -246,7 +242,7 @@ impl LinearPlan for PackedConv {
                 let pt = encoder.encode(&slots)?;
                 let digit_pts = match bits {
                     None => vec![pt],
-                    Some(bits) => decompose_plaintext(&self.params, &pt, bits, self.digits, t)?,
+                    Some(bits) => decompose_plaintext(&self.core.params, &pt, bits, self.digits, t)?,
                 };
                 digit_pts.iter().map(|d| eval.prepare_plain(d, top).map_err(NnError::from)).collect::<Result<Vec<_>, _>>()
             })
@@ -264,7 +260,7 @@ impl PackedConv {
             out_cts: self.out_cts,
             digits: self.digits,
             schedule: self.opts.schedule,
-            input_layout_cts: self.input_layout.num_ciphertexts,
+            input_layout_cts: self.core.input_layout.num_ciphertexts,
         }
     }
 }
@@ -347,9 +343,8 @@ impl PreparedPacked {
             accs.par_iter_mut().zip(&by_output).try_for_each(|(acc, terms_by_input)| -> Result<(), NnError> {
                 for i in range.clone() {
                     for &k in terms_by_input.get(&i).map(Vec::as_slice).unwrap_or(&[]) {
-                        for d in 0..p.digits {
-                            let ct = &rotated[i - first][d][&p.elements[k]];
-                            ops.mul_plain_add(acc, ct, &self.plaintexts[k][d])?;
+                        for (copy, pt) in rotated[i - first].iter().zip(&self.plaintexts[k]) {
+                            ops.mul_plain_add(acc, &copy[&p.elements[k]], pt)?;
                         }
                     }
                 }

@@ -13,18 +13,16 @@ use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use crate::counting::ntt_cost;
 use crate::grid::TileGrid;
 use crate::packed::{elements_of, rotate_hoisted};
-use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 const NAME: &str = "padded";
 
 pub struct PaddedConv {
-    params: Arc<Parameters>,
+    core: PlanCore,
     grid: TileGrid,
     /// Ciphertexts per channel (strips spread over blocks).
     per_channel: usize,
     elements: Vec<u64>,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 impl PaddedConv {
@@ -35,7 +33,7 @@ impl PaddedConv {
         let input_layout = grid.input_layout(shape.c_in * per_channel, place);
         let output_layout = grid.output_layout(shape.c_out * per_channel, place);
         let elements = elements_of((0..shape.kh * shape.kw).map(|k| grid.galois(false, 0, k / shape.kw, k % shape.kw)));
-        Ok(Self { params: params.clone(), grid, per_channel, elements, input_layout, output_layout })
+        Ok(Self { grid, per_channel, elements, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
     }
 }
 
@@ -43,21 +41,12 @@ impl LinearPlan for PaddedConv {
     fn name(&self) -> String {
         "padded".into()
     }
-    fn shape(&self) -> &ConvShape {
-        &self.grid.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
 
     fn counts(&self) -> OpCounts {
-        let p = &*self.params;
+        let p = &*self.core.params;
         let top = p.max_level();
         let sh = &self.grid.shape;
         let in_cts = (sh.c_in * self.per_channel) as u64;
@@ -74,7 +63,9 @@ impl LinearPlan for PaddedConv {
             scalar_mults: terms,
             additions: terms,
             mod_switches: out_cts * top as u64,
-            ntts: decompositions * ntt_cost::decomposition(p, top) + rotations * ntt_cost::key_switch(p, top) + out_cts * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
+            ntts: decompositions * ntt_cost::decomposition(p, top)
+                + rotations * ntt_cost::key_switch(p, top)
+                + out_cts * (1..=top).map(ntt_cost::mod_switch).sum::<u64>(),
         }
     }
 
@@ -89,7 +80,7 @@ impl LinearPlan for PaddedConv {
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = self.grid.shape;
         sh.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
         // scalars[o][(c_rel, tap)], centred mod t: small noise.
         let scalars: Vec<Vec<i64>> = (0..sh.c_out)
             .map(|o| {
@@ -99,7 +90,15 @@ impl LinearPlan for PaddedConv {
             .collect();
         let bound = scalars.iter().flatten().map(|w| w.unsigned_abs()).max().unwrap_or(0);
         let taps: Vec<u64> = (0..sh.kh * sh.kw).map(|k| self.grid.galois(false, 0, k / sh.kw, k % sh.kw)).collect();
-        Ok(Box::new(PreparedPadded { shape: sh, per_channel: self.per_channel, elements: self.elements.clone(), taps, scalars, bound, weight_count: weights.len() }))
+        Ok(Box::new(PreparedPadded {
+            shape: sh,
+            per_channel: self.per_channel,
+            elements: self.elements.clone(),
+            taps,
+            scalars,
+            bound,
+            weight_count: weights.len(),
+        }))
     }
 }
 

@@ -45,7 +45,7 @@ impl ConvShape {
         if self.stride == 0 {
             return fail("stride must be at least 1".into());
         }
-        if self.groups == 0 || self.c_in % self.groups != 0 || self.c_out % self.groups != 0 {
+        if self.groups == 0 || !self.c_in.is_multiple_of(self.groups) || !self.c_out.is_multiple_of(self.groups) {
             return fail(format!("groups = {} must divide c_in = {} and c_out = {}", self.groups, self.c_in, self.c_out));
         }
         if self.h + 2 * self.pad_h < self.kh || self.w + 2 * self.pad_w < self.kw {

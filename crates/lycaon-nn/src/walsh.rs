@@ -31,12 +31,12 @@ use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlainte
 use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
 use crate::packed::{elements_of, rotate_hoisted};
-use crate::{ConvShape, HeOps, Layout, LinearPlan, NnError, OpCounts, PreparedLayer};
+use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
 
 const NAME: &str = "walsh-hadamard";
 
 pub struct WalshConv {
-    params: Arc<Parameters>,
+    core: PlanCore,
     grid: TileGrid,
     in_place: DensePlacement,
     out_place: DensePlacement,
@@ -47,17 +47,23 @@ pub struct WalshConv {
     taps: Vec<u64>,
     aligns: Vec<u64>,
     kappa: u64,
-    input_layout: Layout,
-    output_layout: Layout,
 }
 
 /// H[k][b] of the Sylvester Walsh-Hadamard matrix.
 fn walsh_sign(k: usize, b: usize) -> i64 {
-    if (k & b).count_ones() % 2 == 0 { 1 } else { -1 }
+    if (k & b).count_ones().is_multiple_of(2) {
+        1
+    } else {
+        -1
+    }
 }
 
 fn center(v: u64, t: u64) -> i64 {
-    if v > t / 2 { v as i64 - t as i64 } else { v as i64 }
+    if v > t / 2 {
+        v as i64 - t as i64
+    } else {
+        v as i64
+    }
 }
 
 impl WalshConv {
@@ -78,7 +84,18 @@ impl WalshConv {
         let mut output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
         let kappa = best_kappa(&walsh_plaintexts(params, grid.blocks, grid.block, 1)?, t);
         output_layout.scale = (grid.blocks as u64 % t) * kappa % t;
-        Ok(Self { params: params.clone(), grid, in_place, out_place, in_cts, out_cts, terms, taps, aligns, kappa, input_layout, output_layout })
+        Ok(Self {
+            grid,
+            in_place,
+            out_place,
+            in_cts,
+            out_cts,
+            terms,
+            taps,
+            aligns,
+            kappa,
+            core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout },
+        })
     }
 
     /// Channels packed per ciphertext (the paper's c_n).
@@ -143,21 +160,12 @@ impl LinearPlan for WalshConv {
     fn name(&self) -> String {
         format!("walsh-hadamard-c{}", self.grid.blocks)
     }
-    fn shape(&self) -> &ConvShape {
-        &self.grid.shape
-    }
-    fn params(&self) -> &Arc<Parameters> {
-        &self.params
-    }
-    fn input_layout(&self) -> &Layout {
-        &self.input_layout
-    }
-    fn output_layout(&self) -> &Layout {
-        &self.output_layout
+    fn core(&self) -> &PlanCore {
+        &self.core
     }
 
     fn counts(&self) -> OpCounts {
-        let p = &*self.params;
+        let p = &*self.core.params;
         let top = p.max_level();
         let per_input = self.rotations_per_input();
         let input_rotations: u64 = per_input.iter().map(|g| g.iter().filter(|&&e| e != 1).count() as u64).sum();
@@ -188,19 +196,19 @@ impl LinearPlan for WalshConv {
     }
 
     fn weight_bytes(&self) -> usize {
-        self.grid.shape.weight_len() * 8 + (self.grid.blocks - 1) * crate::layout::prepared_plaintext_bytes(&self.params)
+        self.grid.shape.weight_len() * 8 + (self.grid.blocks - 1) * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = &self.grid.shape;
         sh.check_weights(weights)?;
-        let t = self.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let top = self.params.max_level();
+        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let top = self.core.params.max_level();
         let nb = self.grid.blocks;
         let g = &self.grid;
         // The weight a term applies at source block src(b) is w[o_b][c_src(b)]: products are
         // taken before alignment. alpha[term][k] = sum_b' H[k][b'] v[b'] over source blocks
-        // 
+        //
         let alphas = self
             .terms
             .iter()
@@ -225,9 +233,9 @@ impl LinearPlan for WalshConv {
             })
             .collect::<Vec<_>>();
         let bound = alphas.iter().flatten().map(|a| a.unsigned_abs()).max().unwrap_or(0);
-        let ctx = BfvContext::new(&self.params)?;
+        let ctx = BfvContext::new(&self.core.params)?;
         let eval = Evaluator::new(&ctx);
-        let walsh = walsh_plaintexts(&self.params, nb, self.grid.block, self.kappa)?
+        let walsh = walsh_plaintexts(&self.core.params, nb, self.grid.block, self.kappa)?
             .iter()
             .map(|pt| eval.prepare_plain(pt, top))
             .collect::<Result<Vec<_>, _>>()?;
@@ -303,4 +311,3 @@ impl PreparedLayer for PreparedWalsh {
             .collect()
     }
 }
-

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, Security};
 use lycaon_nn::batchwise::BatchWiseConv;
 use lycaon_nn::coeff::{CoeffBlocks, CoeffConv, CoeffMatVec};
-use lycaon_nn::hyena::HyenaConv;
 use lycaon_nn::diagonal::DiagonalFc;
 use lycaon_nn::harness::run_layer;
+use lycaon_nn::hyena::HyenaConv;
 use lycaon_nn::packed::{PackedConv, PackedOptions, Schedule};
 use lycaon_nn::padded::PaddedConv;
 use lycaon_nn::walsh::WalshConv;
@@ -17,7 +17,11 @@ use proptest::prelude::*;
 use rand::{RngExt, SeedableRng};
 
 fn literal(n: usize) -> ParametersLiteral {
-    let mut lit = if n >= 4096 { ParametersLiteral::bfv_from_bits(n, &[36, 36], &[37], 20).unwrap() } else { ParametersLiteral::bfv_from_bits(n, &[50, 50], &[51], 20).unwrap() };
+    let mut lit = if n >= 4096 {
+        ParametersLiteral::bfv_from_bits(n, &[36, 36], &[37], 20).unwrap()
+    } else {
+        ParametersLiteral::bfv_from_bits(n, &[50, 50], &[51], 20).unwrap()
+    };
     if n < 4096 {
         lit.security = Security::InsecureTestOnly;
     }
@@ -34,7 +38,13 @@ fn check(plan: &dyn LinearPlan, _lit: &ParametersLiteral, seed: u64) {
     assert_eq!(run.counts, run.stated, "{}: stated counts differ from the instrumented run on {shape:?}", plan.name());
     assert!(run.exact, "{} on {shape:?}: decrypted output differs from the integer reference", plan.name());
     assert_eq!(run.weight_bytes, plan.weight_bytes(), "{}: stated weight bytes", plan.name());
-    assert!(run.cost.up_bytes.abs_diff(run.up_bytes_measured) <= 8 * plan.input_layout().num_ciphertexts, "{}: stated {} up bytes, measured {}", plan.name(), run.cost.up_bytes, run.up_bytes_measured);
+    assert!(
+        run.cost.up_bytes.abs_diff(run.up_bytes_measured) <= 8 * plan.input_layout().num_ciphertexts,
+        "{}: stated {} up bytes, measured {}",
+        plan.name(),
+        run.cost.up_bytes,
+        run.up_bytes_measured
+    );
 }
 
 fn params(lit: &ParametersLiteral) -> Arc<Parameters> {
@@ -117,11 +127,14 @@ fn padded_is_exact() {
 }
 
 fn arbitrary_shape() -> impl Strategy<Value = ConvShape> {
-    (1usize..10, 1usize..10, 1usize..5, 1usize..5, prop::sample::select(vec![1usize, 3, 5]), 1usize..3, any::<bool>()).prop_filter_map("kernel fits", |(h, w, c_in, c_out, k, stride, pad)| {
-        let p = if pad { k / 2 } else { 0 };
-        let s = ConvShape { c_in, h, w, c_out, kh: k, kw: k, stride, pad_h: p, pad_w: p, groups: 1 };
-        s.validate().ok().map(|_| s)
-    })
+    (1usize..10, 1usize..10, 1usize..5, 1usize..5, prop::sample::select(vec![1usize, 3, 5]), 1usize..3, any::<bool>()).prop_filter_map(
+        "kernel fits",
+        |(h, w, c_in, c_out, k, stride, pad)| {
+            let p = if pad { k / 2 } else { 0 };
+            let s = ConvShape { c_in, h, w, c_out, kh: k, kw: k, stride, pad_h: p, pad_w: p, groups: 1 };
+            s.validate().ok().map(|_| s)
+        },
+    )
 }
 
 proptest! {
