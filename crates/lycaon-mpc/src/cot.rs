@@ -1,0 +1,24 @@
+//! Random correlated oblivious transfer, the one correlation every protocol above is built from.
+//!
+//! After `count` random COTs the sender holds a global `delta` and blocks `q_i`; the receiver
+//! holds random choice bits `b_i` and blocks `t_i = q_i ^ (b_i * delta)`. Both IKNP and silent OT
+//! produce exactly this, so comparison, ReLU and the rest are generic over the source.
+
+use crate::{channel::Channel, Result};
+
+/// A 128-bit OT block.
+pub type Block = u128;
+
+/// The sender's side of a random-COT generator.
+pub trait CotSender: Send {
+    /// The global correlation, fixed for the generator's life.
+    fn delta(&self) -> Block;
+    /// `count` new correlations `q_i` (the receiver learns `q_i ^ b_i * delta`).
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>>;
+}
+
+/// The receiver's side of a random-COT generator.
+pub trait CotReceiver: Send {
+    /// `count` new correlations: random choice bits `b_i` and `t_i = q_i ^ (b_i * delta)`.
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)>;
+}
