@@ -163,6 +163,18 @@ pub trait Channel: Send {
         Ok(unpack_bits(&bytes, count))
     }
 
+    /// Sends words of `bits` bits each (1..=64), packed end to end: a share of a 20-bit ring
+    /// costs 20 bits on the wire, not 64.
+    fn send_words(&mut self, words: &[u64], bits: u32) -> Result<()> {
+        self.send(&pack_words(words, bits))
+    }
+
+    /// Receives `count` words of `bits` bits each, as sent by `send_words`.
+    fn recv_words(&mut self, count: usize, bits: u32) -> Result<Vec<u64>> {
+        let bytes = self.recv_exact((count * bits as usize).div_ceil(8), "packed words")?;
+        Ok(unpack_words(&bytes, count, bits))
+    }
+
     /// The next message, which must be exactly `len` bytes long (`what` names it in the error).
     fn recv_exact(&mut self, len: usize, what: &str) -> Result<Vec<u8>> {
         let message = self.recv()?;
@@ -185,6 +197,38 @@ pub fn pack_bits(bits: &[bool]) -> Vec<u8> {
 /// The first `count` bits of `bytes`, least significant bit first.
 pub fn unpack_bits(bytes: &[u8], count: usize) -> Vec<bool> {
     (0..count).map(|i| (bytes[i / 8] >> (i % 8)) & 1 == 1).collect()
+}
+
+/// Words of `bits` bits each, packed end to end, least significant bit first.
+pub fn pack_words(words: &[u64], bits: u32) -> Vec<u8> {
+    assert!((1..=64).contains(&bits), "word width {bits} is not in 1..=64");
+    let mut out = vec![0u8; (words.len() * bits as usize).div_ceil(8) + 16];
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mut pos = 0usize;
+    for &w in words {
+        let v = ((w & mask) as u128) << (pos % 8);
+        let at = pos / 8;
+        for (k, byte) in v.to_le_bytes().iter().enumerate().take((bits as usize + pos % 8).div_ceil(8)) {
+            out[at + k] |= byte;
+        }
+        pos += bits as usize;
+    }
+    out.truncate(pos.div_ceil(8));
+    out
+}
+
+/// The first `count` words of `bits` bits each from bytes written by `pack_words`.
+pub fn unpack_words(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    (0..count)
+        .map(|i| {
+            let pos = i * bits as usize;
+            let mut buf = [0u8; 16];
+            let end = (pos + bits as usize).div_ceil(8).min(bytes.len());
+            buf[..end - pos / 8].copy_from_slice(&bytes[pos / 8..end]);
+            ((u128::from_le_bytes(buf) >> (pos % 8)) as u64) & mask
+        })
+        .collect()
 }
 
 /// One end of an in-process channel (the two parties in two threads of one process).
@@ -254,7 +298,11 @@ where
         let mine = party0(&mut c0).map(|v| (v, c0.stats()));
         drop(c0); // a failed party 0 must not leave party 1 waiting out its timeout
         let theirs = other.join().map_err(|_| MpcError::PeerClosed("party 1 panicked".into()))?;
-        Ok((mine?, theirs?))
+        match (mine, theirs) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            // One side failing makes the other see a closed channel: report the cause.
+            (Err(MpcError::PeerClosed(_)), Err(cause)) | (Err(cause), _) | (_, Err(cause)) => Err(cause),
+        }
     })
 }
 
@@ -309,6 +357,16 @@ mod tests {
         let (mut a, mut b) = MemoryChannel::pair();
         a.send(&[0; 15]).unwrap();
         assert!(matches!(b.recv_blocks(1), Err(MpcError::Malformed(_))));
-        assert_eq!(unpack_bits(&pack_bits(&[true, false, true, true, false, false, false, false, true]), 9), [true, false, true, true, false, false, false, false, true]);
+        for bits in [1, 7, 20, 37, 63, 64] {
+            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let words: Vec<u64> = (0..29u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask).collect();
+            let packed = pack_words(&words, bits);
+            assert_eq!(packed.len(), (29 * bits as usize).div_ceil(8));
+            assert_eq!(unpack_words(&packed, 29, bits), words, "{bits} bits");
+        }
+        assert_eq!(
+            unpack_bits(&pack_bits(&[true, false, true, true, false, false, false, false, true]), 9),
+            [true, false, true, true, false, false, false, false, true]
+        );
     }
 }

@@ -22,3 +22,18 @@ pub trait CotReceiver: Send {
     /// `count` new correlations: random choice bits `b_i` and `t_i = q_i ^ (b_i * delta)`.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)>;
 }
+
+impl<T: CotSender + ?Sized> CotSender for Box<T> {
+    fn delta(&self) -> Block {
+        (**self).delta()
+    }
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
+        (**self).extend(channel, count)
+    }
+}
+
+impl<T: CotReceiver + ?Sized> CotReceiver for Box<T> {
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
+        (**self).extend(channel, count)
+    }
+}

@@ -1,0 +1,397 @@
+//! Ferret silent OT: random correlated OT (`t_i = q_i ^ b_i * delta`, one global delta) from
+//! primal LPN with regular noise, in the semi-honest setting (Yang, Weng, Lan, Zhang and Wang,
+//! "Ferret: Fast Extension for coRRElated oT with small communication", CCS 2020, figure 5
+//! without the malicious consistency check).
+//!
+//! One iteration with parameters (n, k, t) turns k + t * h reserved COTs (h = ceil(log2(n / t)))
+//! into n new ones:
+//! - the first k reserved COTs are the LPN secret u (sender `q`, receiver `b`, `t`);
+//! - the other t * h run a regular multi-point COT ([`mpcot`]): a sparse noise vector e with one
+//!   1 in each of t blocks of n / t positions, the sender holding v and the receiver w = v ^ e *
+//!   delta;
+//! - both sides apply the public local linear code A ([`lpn`], each row 10 random positions of
+//!   u): sender z = v ^ A q, receiver bits x = e ^ A b and blocks w ^ A t = z ^ x * delta.
+//!
+//! The first k + t * h outputs are kept as the next iteration's reserve; the rest is served by
+//! `extend`. The very first reserve comes from a base COT source (IKNP) through a short chain of
+//! smaller bootstrap iterations, so the base source only has to produce a few tens of thousands
+//! of COTs once. Both parties' generators must be made with the same [`FerretParameters`].
+//!
+//! Communication of one iteration, exactly: receiver to sender ceil(t h / 8) bytes, sender to
+//! receiver 16 t (2h + 1) bytes, in two messages (one round trip, whatever t and h are). Setup
+//! adds the 16-byte code seed (sender to receiver), what the base source sends, and one
+//! iteration per bootstrap stage.
+
+mod fixed_key;
+mod lpn;
+mod mpcot;
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use rayon::prelude::*;
+
+use crate::channel::Channel;
+use crate::cot::{Block, CotReceiver, CotSender};
+use crate::{MpcError, Result};
+use lpn::{LocalLinearCode, ROW_WEIGHT};
+use mpcot::{RegularLayout, TreePrimitives};
+
+/// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
+/// noisy position in each of t blocks of about n / t positions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LpnParameters {
+    pub n: usize,
+    pub k: usize,
+    pub t: usize,
+}
+
+impl LpnParameters {
+    /// Checks n / t >= 2, k >= 10 (the code's row weight) and that an iteration yields more
+    /// COTs than it consumes.
+    pub fn new(n: usize, k: usize, t: usize) -> Result<Self> {
+        let p = LpnParameters { n, k, t };
+        p.validate()?;
+        Ok(p)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let LpnParameters { n, k, t } = *self;
+        if t == 0 || n / t < 2 {
+            return Err(MpcError::InvalidArgument(format!("LPN noise weight t = {t} needs 1 <= t <= n / 2 (n = {n})")));
+        }
+        if k < ROW_WEIGHT || k > u32::MAX as usize {
+            return Err(MpcError::InvalidArgument(format!("LPN secret length k = {k} must be in [{ROW_WEIGHT}, 2^32)")));
+        }
+        if n <= self.consumed() {
+            return Err(MpcError::InvalidArgument(format!("an iteration with n = {n} must yield more than the {} COTs it consumes", self.consumed())));
+        }
+        Ok(())
+    }
+
+    fn layout(&self) -> RegularLayout {
+        RegularLayout::new(self.n, self.t)
+    }
+
+    /// Depth of each GGM tree: ceil(log2(ceil(n / t))).
+    pub fn tree_depth(&self) -> usize {
+        self.layout().depth
+    }
+
+    /// COTs one iteration consumes (and keeps back from its output): k + t * tree_depth.
+    pub fn consumed(&self) -> usize {
+        self.k + self.t * self.tree_depth()
+    }
+
+    /// New COTs one iteration makes available beyond the next iteration's reserve.
+    pub fn yield_per_iteration(&self) -> usize {
+        self.n - self.consumed()
+    }
+
+    /// Payload bytes one iteration sends (sender to receiver, receiver to sender).
+    pub fn iteration_bytes(&self) -> (usize, usize) {
+        let layout = self.layout();
+        (layout.sender_bytes(), layout.receiver_bytes())
+    }
+}
+
+/// A chain of LPN instances: bootstrap stages, then the main instance every later iteration
+/// uses. Stage 0's reserve comes from the base COT source; each stage's n covers the next
+/// stage's reserve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FerretParameters {
+    bootstrap: Vec<LpnParameters>,
+    main: LpnParameters,
+}
+
+impl FerretParameters {
+    /// Checks every stage and that each stage's output covers the next stage's reserve.
+    pub fn new(bootstrap: Vec<LpnParameters>, main: LpnParameters) -> Result<Self> {
+        let p = FerretParameters { bootstrap, main };
+        for stage in p.stages() {
+            stage.validate()?;
+        }
+        for pair in p.stages().collect::<Vec<_>>().windows(2) {
+            if pair[0].n < pair[1].consumed() {
+                return Err(MpcError::InvalidArgument(format!(
+                    "a bootstrap stage's n = {} does not cover the next stage's reserve of {} COTs",
+                    pair[0].n,
+                    pair[1].consumed()
+                )));
+            }
+        }
+        Ok(p)
+    }
+
+    /// Regular-noise parameters for 128-bit security as emp-ot (the Ferret authors' code) sets
+    /// them today (`emp-ot/ferret/constants.h`), re-chosen after the 2023-24 algebraic and
+    /// estimator work on regular-noise LPN: main n = 10,608,640 = 1,295 * 2^13, k = 589,824,
+    /// t = 1,295; bootstrap (607,232 = 593 * 2^10, 69,454, 593) and (75,520 = 590 * 2^7, 8,911,
+    /// 590). emp-ot bootstraps the smallest stage with dual LPN; here it comes from the base
+    /// source instead: 8,911 + 590 * 7 = 13,041 base COTs.
+    pub fn regular_128() -> Self {
+        Self::new(
+            vec![LpnParameters { n: 75_520, k: 8_911, t: 590 }, LpnParameters { n: 607_232, k: 69_454, t: 593 }],
+            LpnParameters { n: 10_608_640, k: 589_824, t: 1_295 },
+        )
+        .expect("the published parameters chain")
+    }
+
+    /// The original Ferret regular-noise set (CCS 2020 and emp-ot's first `ferret_b13`): main
+    /// n = 10,485,760 = 1,280 * 2^13, k = 452,000, t = 1,280; bootstrap n = 470,016 = 918 * 2^9,
+    /// k = 32,768, t = 918 (41,030 base COTs). Claimed 128-bit security in 2020; later analyses
+    /// of regular-noise LPN led emp-ot to the larger [`Self::regular_128`], which is the default.
+    pub fn ferret_2020() -> Self {
+        Self::new(vec![LpnParameters { n: 470_016, k: 32_768, t: 918 }], LpnParameters { n: 10_485_760, k: 452_000, t: 1_280 })
+            .expect("the published parameters chain")
+    }
+
+    /// Tiny parameters for fast tests. NOT SECURE: an LPN instance this small is solved at once.
+    /// Block sizes that are not powers of two on purpose (truncated trees).
+    pub fn toy_insecure() -> Self {
+        Self::new(vec![LpnParameters { n: 4_000, k: 400, t: 50 }], LpnParameters { n: 20_000, k: 1_200, t: 37 }).expect("toy parameters chain")
+    }
+
+    pub fn main(&self) -> &LpnParameters {
+        &self.main
+    }
+
+    pub fn bootstrap(&self) -> &[LpnParameters] {
+        &self.bootstrap
+    }
+
+    /// COTs the base source has to produce once, at setup.
+    pub fn base_cots(&self) -> usize {
+        self.stages().next().map_or(0, |s| s.consumed())
+    }
+
+    fn stages(&self) -> impl Iterator<Item = &LpnParameters> {
+        self.bootstrap.iter().chain(std::iter::once(&self.main))
+    }
+}
+
+impl Default for FerretParameters {
+    fn default() -> Self {
+        Self::regular_128()
+    }
+}
+
+/// What both parties share for one stage: the tree layout and the public code.
+#[derive(Clone)]
+struct Stage {
+    lpn: LpnParameters,
+    layout: RegularLayout,
+    code: LocalLinearCode,
+}
+
+impl Stage {
+    fn new(lpn: LpnParameters, code_seed: Block) -> Self {
+        Stage { lpn, layout: lpn.layout(), code: LocalLinearCode::new(code_seed, lpn.n, lpn.k) }
+    }
+}
+
+fn os_rng() -> Result<ChaCha20Rng> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| MpcError::Crypto(format!("no entropy from the operating system: {e}")))?;
+    Ok(ChaCha20Rng::from_seed(seed))
+}
+
+/// The sender's side of Ferret: holds delta (the base source's) and serves `q_i`.
+pub struct FerretSender {
+    delta: Block,
+    main: Stage,
+    primitives: TreePrimitives,
+    rng: ChaCha20Rng,
+    /// The next iteration's k + t h COTs.
+    reserve: Vec<Block>,
+    /// Made but not yet served: `buffer[position..]`.
+    buffer: Vec<Block>,
+    position: usize,
+    iterations: u64,
+}
+
+impl FerretSender {
+    /// Runs the setup with the peer's [`FerretReceiver::setup`]: sends the public code seed,
+    /// takes `params.base_cots()` COTs from `base` (whose delta becomes Ferret's), then runs the
+    /// bootstrap stages. The base source is not used afterwards (a `Box<dyn CotSender>` is passed
+    /// as `&mut *boxed`). Errors: the channel's, and the base source's.
+    pub fn setup(channel: &mut dyn Channel, base: &mut dyn CotSender, params: &FerretParameters) -> Result<Self> {
+        Self::setup_with_rng(channel, base, params, os_rng()?)
+    }
+
+    fn setup_with_rng(channel: &mut dyn Channel, base: &mut dyn CotSender, params: &FerretParameters, mut rng: ChaCha20Rng) -> Result<Self> {
+        let code_seed = mpcot::random_block(&mut rng);
+        channel.send_blocks(&[code_seed])?;
+        let delta = base.delta();
+        let mut reserve = base.extend(channel, params.base_cots())?;
+        if reserve.len() != params.base_cots() {
+            return Err(MpcError::InvalidArgument(format!("the base source returned {} COTs, not {}", reserve.len(), params.base_cots())));
+        }
+        let primitives = TreePrimitives::new();
+        let mut buffer = Vec::new();
+        for (i, lpn) in params.bootstrap.iter().enumerate() {
+            let stage = Stage::new(*lpn, code_seed);
+            let out = sender_iteration(channel, &stage, &primitives, delta, &reserve, &mut rng)?;
+            let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
+            reserve = out[..next].to_vec();
+            buffer.extend_from_slice(&out[next..]);
+        }
+        Ok(FerretSender { delta, main: Stage::new(params.main, code_seed), primitives, rng, reserve, buffer, position: 0, iterations: 0 })
+    }
+
+    /// Main iterations run so far (not counting the bootstrap).
+    pub fn iterations(&self) -> u64 {
+        self.iterations
+    }
+
+    /// COTs already made and not yet served (extend serves these without communication).
+    pub fn buffered(&self) -> usize {
+        self.buffer.len() - self.position
+    }
+}
+
+impl CotSender for FerretSender {
+    fn delta(&self) -> Block {
+        self.delta
+    }
+
+    /// Serves `count` COTs from the buffer, running main iterations (one round trip each) as
+    /// needed. Errors: the channel's.
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
+        let mut out = Vec::with_capacity(count);
+        loop {
+            let take = (count - out.len()).min(self.buffered());
+            out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+            self.position += take;
+            if out.len() == count {
+                return Ok(out);
+            }
+            self.buffer = Vec::new();
+            let fresh = sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng)?;
+            let keep = self.reserve.len();
+            self.reserve.copy_from_slice(&fresh[..keep]);
+            self.buffer = fresh;
+            self.position = keep;
+            self.iterations += 1;
+        }
+    }
+}
+
+/// The receiver's side of Ferret: serves random choice bits `b_i` and `t_i = q_i ^ b_i delta`.
+pub struct FerretReceiver {
+    main: Stage,
+    primitives: TreePrimitives,
+    rng: ChaCha20Rng,
+    reserve_bits: Vec<bool>,
+    reserve: Vec<Block>,
+    buffer_bits: Vec<bool>,
+    buffer: Vec<Block>,
+    position: usize,
+    iterations: u64,
+}
+
+impl FerretReceiver {
+    /// The receiver's half of [`FerretSender::setup`], with the same parameters and the receiver
+    /// end of a base source with the same delta. Errors: the channel's (including a malformed
+    /// code seed), and the base source's.
+    pub fn setup(channel: &mut dyn Channel, base: &mut dyn CotReceiver, params: &FerretParameters) -> Result<Self> {
+        Self::setup_with_rng(channel, base, params, os_rng()?)
+    }
+
+    fn setup_with_rng(channel: &mut dyn Channel, base: &mut dyn CotReceiver, params: &FerretParameters, mut rng: ChaCha20Rng) -> Result<Self> {
+        let code_seed = channel.recv_blocks(1)?[0];
+        let (mut reserve_bits, mut reserve) = base.extend(channel, params.base_cots())?;
+        if reserve_bits.len() != reserve.len() || reserve.len() != params.base_cots() {
+            return Err(MpcError::InvalidArgument(format!("the base source returned {} COTs, not {}", reserve.len(), params.base_cots())));
+        }
+        let primitives = TreePrimitives::new();
+        let (mut buffer_bits, mut buffer) = (Vec::new(), Vec::new());
+        for (i, lpn) in params.bootstrap.iter().enumerate() {
+            let stage = Stage::new(*lpn, code_seed);
+            let (bits, out) = receiver_iteration(channel, &stage, &primitives, &reserve_bits, &reserve, &mut rng)?;
+            let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
+            reserve_bits = bits[..next].to_vec();
+            reserve = out[..next].to_vec();
+            buffer_bits.extend_from_slice(&bits[next..]);
+            buffer.extend_from_slice(&out[next..]);
+        }
+        Ok(FerretReceiver { main: Stage::new(params.main, code_seed), primitives, rng, reserve_bits, reserve, buffer_bits, buffer, position: 0, iterations: 0 })
+    }
+
+    /// Main iterations run so far (not counting the bootstrap).
+    pub fn iterations(&self) -> u64 {
+        self.iterations
+    }
+
+    /// COTs already made and not yet served.
+    pub fn buffered(&self) -> usize {
+        self.buffer.len() - self.position
+    }
+}
+
+impl CotReceiver for FerretReceiver {
+    /// Serves `count` COTs, running main iterations as needed. Errors: the channel's, and a
+    /// malformed message from the sender.
+    fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
+        let mut bits = Vec::with_capacity(count);
+        let mut out = Vec::with_capacity(count);
+        loop {
+            let take = (count - out.len()).min(self.buffered());
+            bits.par_extend(self.buffer_bits[self.position..self.position + take].par_iter().copied());
+            out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+            self.position += take;
+            if out.len() == count {
+                return Ok((bits, out));
+            }
+            self.buffer = Vec::new();
+            self.buffer_bits = Vec::new();
+            let (fresh_bits, fresh) = receiver_iteration(channel, &self.main, &self.primitives, &self.reserve_bits, &self.reserve, &mut self.rng)?;
+            let keep = self.reserve.len();
+            self.reserve.copy_from_slice(&fresh[..keep]);
+            self.reserve_bits.copy_from_slice(&fresh_bits[..keep]);
+            self.buffer = fresh;
+            self.buffer_bits = fresh_bits;
+            self.position = keep;
+            self.iterations += 1;
+        }
+    }
+}
+
+/// One iteration, sender side: n new `q` from the k + t h reserved ones.
+fn sender_iteration(
+    channel: &mut dyn Channel,
+    stage: &Stage,
+    primitives: &TreePrimitives,
+    delta: Block,
+    reserve: &[Block],
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<Block>> {
+    debug_assert_eq!(reserve.len(), stage.lpn.consumed());
+    let (secret, mpcot_cots) = reserve.split_at(stage.lpn.k);
+    let mut out = vec![0u128; stage.lpn.n];
+    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, &mut out)?;
+    stage.code.encode_add(secret, &mut out);
+    Ok(out)
+}
+
+/// One iteration, receiver side: n new (b, t) from the reserved ones. The code is applied while
+/// the sender expands its trees.
+fn receiver_iteration(
+    channel: &mut dyn Channel,
+    stage: &Stage,
+    primitives: &TreePrimitives,
+    reserve_bits: &[bool],
+    reserve: &[Block],
+    rng: &mut ChaCha20Rng,
+) -> Result<(Vec<bool>, Vec<Block>)> {
+    debug_assert_eq!(reserve.len(), stage.lpn.consumed());
+    let k = stage.lpn.k;
+    let alphas = mpcot::receiver_choose(channel, &stage.layout, &reserve_bits[k..], rng)?;
+    let mut out = vec![0u128; stage.lpn.n];
+    let mut bits = vec![false; stage.lpn.n];
+    stage.code.encode_add_with_bits(&reserve[..k], &reserve_bits[..k], &mut out, &mut bits);
+    mpcot::receiver_finish(channel, &stage.layout, primitives, &alphas, &reserve[k..], &mut out, &mut bits)?;
+    Ok((bits, out))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+//! Fixed-key AES-128 for Ferret: the length-doubling PRG of the GGM trees, a correlation-robust
+//! hash for the tree corrections, and the counter-mode stream that draws the public code.
+//!
+//! Every key here is public (derived from a label, or from the code seed both parties know);
+//! security rests on AES behaving as a random permutation under a known key, as in Guo, Katz,
+//! Wang and Yu, "Efficient and Secure Multiparty Computation from Fixed-Key Block Ciphers" (S&P
+//! 2020), which emp-ot's Ferret also relies on.
+
+use aes::cipher::{generic_array::GenericArray, BlockEncrypt, KeyInit};
+use aes::Aes128;
+
+use crate::cot::Block;
+
+/// Blocks converted and encrypted per call: enough for the AES-NI backend's 8-way pipelining.
+const BATCH: usize = 32;
+
+/// AES-128 under one fixed (public) key, on `u128` blocks.
+#[derive(Clone)]
+pub(crate) struct FixedKeyAes {
+    cipher: Aes128,
+}
+
+impl FixedKeyAes {
+    pub(crate) fn new(key: Block) -> Self {
+        FixedKeyAes { cipher: Aes128::new(&GenericArray::from(key.to_le_bytes())) }
+    }
+
+    /// A key derived from a domain-separation label and some public context bytes.
+    pub(crate) fn from_label(label: &str, context: &[u8]) -> Self {
+        let mut hasher = blake3::Hasher::new_derive_key(label);
+        hasher.update(context);
+        let digest = hasher.finalize();
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&digest.as_bytes()[..16]);
+        Self::new(u128::from_le_bytes(key))
+    }
+
+    /// Replaces every block `x` with `AES_k(x)`.
+    pub(crate) fn encrypt_in_place(&self, blocks: &mut [Block]) {
+        let mut buffer = [GenericArray::default(); BATCH];
+        for chunk in blocks.chunks_mut(BATCH) {
+            let buffer = &mut buffer[..chunk.len()];
+            for (g, b) in buffer.iter_mut().zip(chunk.iter()) {
+                *g = GenericArray::from(b.to_le_bytes());
+            }
+            self.cipher.encrypt_blocks(buffer);
+            for (g, b) in buffer.iter().zip(chunk.iter_mut()) {
+                *b = u128::from_le_bytes((*g).into());
+            }
+        }
+    }
+}
+
+/// The GGM trees' length-doubling PRG: `G(s) = (AES_k0(s) ^ s, AES_k1(s) ^ s)`, two fixed keys
+/// (emp-ot's TwoKeyPRP, Davies-Meyer on each half).
+#[derive(Clone)]
+pub(crate) struct GgmPrg {
+    left: FixedKeyAes,
+    right: FixedKeyAes,
+}
+
+impl GgmPrg {
+    pub(crate) fn new() -> Self {
+        GgmPrg {
+            left: FixedKeyAes::from_label("lycaon-mpc ferret ggm prg left child", &[]),
+            right: FixedKeyAes::from_label("lycaon-mpc ferret ggm prg right child", &[]),
+        }
+    }
+
+    /// Expands the first `parents` nodes of `nodes` (one tree level) into the `2 * parents` nodes
+    /// of the next level in place: node `j` becomes children `2j` (left) and `2j + 1` (right).
+    /// Returns the XOR of the left children and the XOR of the right children.
+    pub(crate) fn expand_level(&self, nodes: &mut [Block], parents: usize) -> (Block, Block) {
+        debug_assert!(nodes.len() >= 2 * parents);
+        let mut seeds = [0u128; BATCH];
+        let mut left = [0u128; BATCH];
+        let mut right = [0u128; BATCH];
+        let (mut sum_left, mut sum_right) = (0u128, 0u128);
+        // From the last parent down: the children of parents [start, end) land in
+        // [2 start, 2 end), which holds only parents already read.
+        let mut end = parents;
+        while end > 0 {
+            let start = end.saturating_sub(BATCH);
+            let m = end - start;
+            seeds[..m].copy_from_slice(&nodes[start..end]);
+            left[..m].copy_from_slice(&nodes[start..end]);
+            right[..m].copy_from_slice(&nodes[start..end]);
+            self.left.encrypt_in_place(&mut left[..m]);
+            self.right.encrypt_in_place(&mut right[..m]);
+            for i in 0..m {
+                let l = left[i] ^ seeds[i];
+                let r = right[i] ^ seeds[i];
+                nodes[2 * (start + i)] = l;
+                nodes[2 * (start + i) + 1] = r;
+                sum_left ^= l;
+                sum_right ^= r;
+            }
+            end = start;
+        }
+        (sum_left, sum_right)
+    }
+}
+
+/// A correlation-robust hash `H(x) = AES_k(sigma(x)) ^ sigma(x)` with the linear orthomorphism
+/// `sigma(xL || xR) = (xL ^ xR) || xL` (Guo et al., S&P 2020): `H(q)` and `H(q ^ delta)` look
+/// independent and random to anyone who does not know `delta`.
+#[derive(Clone)]
+pub(crate) struct CorrelationRobustHash {
+    aes: FixedKeyAes,
+}
+
+impl CorrelationRobustHash {
+    pub(crate) fn new() -> Self {
+        CorrelationRobustHash { aes: FixedKeyAes::from_label("lycaon-mpc ferret correlation-robust hash", &[]) }
+    }
+
+    fn sigma(x: Block) -> Block {
+        let hi = (x >> 64) as u64;
+        let lo = x as u64;
+        (((hi ^ lo) as u128) << 64) | hi as u128
+    }
+
+    /// Replaces every block `x` with `H(x)`.
+    pub(crate) fn hash_in_place(&self, blocks: &mut [Block]) {
+        for b in blocks.iter_mut() {
+            *b = Self::sigma(*b);
+        }
+        let mut sigma = [0u128; BATCH];
+        for chunk in blocks.chunks_mut(BATCH) {
+            sigma[..chunk.len()].copy_from_slice(chunk);
+            self.aes.encrypt_in_place(chunk);
+            for (h, s) in chunk.iter_mut().zip(sigma.iter()) {
+                *h ^= s;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aes_matches_fips197_vector() {
+        // FIPS-197 appendix C.1: key 000102..0f, plaintext 00112233..ff.
+        let key = u128::from_le_bytes(core::array::from_fn(|i| i as u8));
+        let pt = u128::from_le_bytes(core::array::from_fn(|i| (i as u8) * 0x11));
+        let mut b = [pt];
+        FixedKeyAes::new(key).encrypt_in_place(&mut b);
+        let expected = [0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5, 0x5a];
+        assert_eq!(b[0].to_le_bytes(), expected);
+    }
+
+    #[test]
+    fn in_place_level_expansion_matches_node_by_node() {
+        let prg = GgmPrg::new();
+        for parents in [1usize, 3, 32, 33, 100] {
+            let start: Vec<Block> = (0..parents as u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
+            let mut nodes = vec![0u128; 2 * parents];
+            nodes[..parents].copy_from_slice(&start);
+            let (sl, sr) = prg.expand_level(&mut nodes, parents);
+            let (mut el, mut er) = (0, 0);
+            for (j, &s) in start.iter().enumerate() {
+                let mut l = [s];
+                let mut r = [s];
+                prg.left.encrypt_in_place(&mut l);
+                prg.right.encrypt_in_place(&mut r);
+                assert_eq!(nodes[2 * j], l[0] ^ s);
+                assert_eq!(nodes[2 * j + 1], r[0] ^ s);
+                el ^= l[0] ^ s;
+                er ^= r[0] ^ s;
+            }
+            assert_eq!((sl, sr), (el, er));
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The public local linear code of primal LPN: an n x k matrix A over F_2 whose row i has
+//! `ROW_WEIGHT` ones at positions drawn from AES in counter mode under a key derived from a
+//! public seed (Ferret, Appendix A.2, as in emp-ot's `lpn_f2.h`). Encoding adds `A * u` to an
+//! output vector, for u a vector of k blocks (and, on the receiver's side, of k bits).
+//!
+//! Row i's positions come from the three counter blocks 3i, 3i+1, 3i+2 (twelve 32-bit words, the
+//! first ten used), each mapped to [0, k) by `(w * k) >> 32`; the map's bias (below k / 2^32)
+//! and the chance that two of a row's positions coincide (about 45 / k, the row then has
+//! weight 8) are properties of the public code, not of any secret, as in emp-ot.
+
+use rayon::prelude::*;
+
+use super::fixed_key::FixedKeyAes;
+use crate::cot::Block;
+
+/// Ones per row of A (Ferret's d = 10).
+pub(crate) const ROW_WEIGHT: usize = 10;
+/// AES blocks that give one row's positions.
+const BLOCKS_PER_ROW: usize = 3;
+/// Rows handled by one parallel task.
+const ROWS_PER_TASK: usize = 1 << 12;
+/// Rows whose positions are drawn in one AES call.
+const ROWS_PER_BATCH: usize = 64;
+
+/// The code A for one parameter set (n rows, k columns), fixed by a public seed.
+#[derive(Clone)]
+pub(crate) struct LocalLinearCode {
+    k: usize,
+    aes: FixedKeyAes,
+}
+
+impl LocalLinearCode {
+    pub(crate) fn new(seed: Block, n: usize, k: usize) -> Self {
+        let mut context = Vec::with_capacity(32);
+        context.extend_from_slice(&seed.to_le_bytes());
+        context.extend_from_slice(&(n as u64).to_le_bytes());
+        context.extend_from_slice(&(k as u64).to_le_bytes());
+        LocalLinearCode { k, aes: FixedKeyAes::from_label("lycaon-mpc ferret local linear code", &context) }
+    }
+
+    /// Calls `row(i, positions)` for rows `first .. first + count`.
+    fn for_rows(&self, first: usize, count: usize, mut row: impl FnMut(usize, &[usize; ROW_WEIGHT])) {
+        let mut blocks = [0u128; ROWS_PER_BATCH * BLOCKS_PER_ROW];
+        let k = self.k as u64;
+        let mut done = 0;
+        while done < count {
+            let m = (count - done).min(ROWS_PER_BATCH);
+            let blocks = &mut blocks[..m * BLOCKS_PER_ROW];
+            let base = ((first + done) * BLOCKS_PER_ROW) as u128;
+            for (j, b) in blocks.iter_mut().enumerate() {
+                *b = base + j as u128;
+            }
+            self.aes.encrypt_in_place(blocks);
+            for r in 0..m {
+                let mut positions = [0usize; ROW_WEIGHT];
+                for (w, p) in positions.iter_mut().enumerate() {
+                    let word = (blocks[r * BLOCKS_PER_ROW + w / 4] >> (32 * (w % 4))) as u32;
+                    *p = ((word as u64 * k) >> 32) as usize;
+                }
+                row(first + done + r, &positions);
+            }
+            done += m;
+        }
+    }
+
+    /// `out[i] ^= XOR_{j in row i} input[j]` for every row i < out.len() (the sender's side).
+    pub(crate) fn encode_add(&self, input: &[Block], out: &mut [Block]) {
+        debug_assert_eq!(input.len(), self.k);
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
+            let first = task * ROWS_PER_TASK;
+            self.for_rows(first, chunk.len(), |i, positions| {
+                let mut acc = 0u128;
+                for &p in positions {
+                    acc ^= input[p];
+                }
+                chunk[i - first] ^= acc;
+            });
+        });
+    }
+
+    /// The receiver's side: blocks as in `encode_add`, and likewise for the choice bits.
+    pub(crate) fn encode_add_with_bits(&self, input: &[Block], input_bits: &[bool], out: &mut [Block], out_bits: &mut [bool]) {
+        debug_assert_eq!(input.len(), self.k);
+        debug_assert_eq!(input_bits.len(), self.k);
+        debug_assert_eq!(out.len(), out_bits.len());
+        out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
+            let first = task * ROWS_PER_TASK;
+            self.for_rows(first, chunk.len(), |i, positions| {
+                let mut acc = 0u128;
+                let mut bit = false;
+                for &p in positions {
+                    acc ^= input[p];
+                    bit ^= input_bits[p];
+                }
+                chunk[i - first] ^= acc;
+                bits[i - first] ^= bit;
+            });
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_deterministic_in_range_and_spread() {
+        let code = LocalLinearCode::new(7, 10_000, 1_000);
+        let mut rows_a = Vec::new();
+        code.for_rows(0, 10_000, |_, p| rows_a.push(*p));
+        let mut rows_b = Vec::new();
+        code.for_rows(5_000, 5_000, |_, p| rows_b.push(*p));
+        assert_eq!(&rows_a[5_000..], &rows_b[..], "a row's positions must not depend on where a task starts");
+        let mut hits = vec![0u32; 1_000];
+        for p in rows_a.iter().flatten() {
+            hits[*p] += 1;
+        }
+        // 100,000 positions over 1,000 columns: about 100 each.
+        assert!(hits.iter().all(|&h| (40..200).contains(&h)), "{:?}", hits.iter().min());
+        let other = LocalLinearCode::new(8, 10_000, 1_000);
+        let mut first_other = [0; ROW_WEIGHT];
+        other.for_rows(0, 1, |_, p| first_other = *p);
+        assert_ne!(first_other, rows_a[0], "the seed must change the code");
+    }
+
+    #[test]
+    fn encoding_is_linear_and_matches_rows() {
+        let (n, k) = (9_000, 700);
+        let code = LocalLinearCode::new(1, n, k);
+        let input: Vec<Block> = (0..k as u128).map(|i| i * 0x1234_5678_9abc_def1 + 3).collect();
+        let bits: Vec<bool> = (0..k).map(|i| i % 3 == 0).collect();
+        let mut out = vec![0u128; n];
+        let mut out_bits = vec![false; n];
+        code.encode_add_with_bits(&input, &bits, &mut out, &mut out_bits);
+        let mut out_sender = vec![0u128; n];
+        code.encode_add(&input, &mut out_sender);
+        assert_eq!(out, out_sender);
+        code.for_rows(0, n, |i, p| {
+            assert_eq!(out[i], p.iter().fold(0, |a, &j| a ^ input[j]));
+            assert_eq!(out_bits[i], p.iter().fold(false, |a, &j| a ^ bits[j]));
+        });
+    }
+}

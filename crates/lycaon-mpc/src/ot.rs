@@ -1,0 +1,606 @@
+//! Oblivious transfer derived from random correlated OT (`q_i`; `b_i`, `t_i = q_i ^ b_i·Δ`) of
+//! any source, IKNP or silent: chosen-message 1-out-of-2 OT of blocks, random OT, correlated OT
+//! of words modulo any M <= 2^64, and random and chosen-message 1-out-of-N OT for N = 2^k.
+//!
+//! Every derived key is `H(q_i ⊕ x·Δ, tweak)` with `H` the tweakable circular
+//! correlation-robust hash of GKWY20 (`crh::Hasher::tccr`) and a tweak unique to the COT
+//! instance: both sides count the COTs they have consumed through this wrapper (`next_index`),
+//! so the two halves of every call must be made in the same order on both sides.
+//!
+//! * Chosen 1-of-2 OT (Beaver's derandomisation): the receiver sends `d_i = c_i ⊕ b_i`; the
+//!   sender sends `y_i^x = m_i^x ⊕ H(q_i ⊕ (x ⊕ d_i)·Δ, i)`; the receiver outputs
+//!   `y_i^{c_i} ⊕ H(t_i, i)`. Cost: 1 COT, 1 bit up, 256 bits down per instance.
+//! * Correlated OT modulo M (as in the IKNP/ALSZ13 "C-OT" used by SecureML and CrypTFlow2): the
+//!   sender's output `x_i = H(K_i^0) mod M` is random, it sends `y_i = x_i + a_i − H(K_i^1) mod M`
+//!   and the receiver outputs `H(K_i^{c_i}) + c_i·y_i = x_i + c_i·a_i mod M`. Cost: 1 COT, 1 bit
+//!   up (the choice is chosen, not the COT's random bit), ⌈log2 M⌉ bits down per instance.
+//!   Reducing a 128-bit hash modulo M has statistical distance below 2^-64 from uniform.
+//! * Random 1-of-N OT from k = log2 N COTs: the construction of Naor and Pinkas, "Oblivious
+//!   transfer and polynomial evaluation" (STOC 1999, §4), with the correlation-robust hash as the
+//!   PRF: message `x ∈ {0,1}^k` of instance `i` is `⊕_j H(K_{i,j}^{x_j}, (idx_{i,j}, x))` where
+//!   `K^0 = q`, `K^1 = q ⊕ Δ`. The receiver's choice is its COT bits `c_i = Σ_j b_{i,j} 2^j` and
+//!   it can compute only `m_{c_i}`. Each term depends on the whole index `x`, so the messages have
+//!   no XOR relations among themselves (hashing keys separately and XOR-ing them would give
+//!   `m_00 ⊕ m_01 ⊕ m_10 ⊕ m_11 = 0`). No communication beyond the COTs; the sender hashes
+//!   `N·k` blocks per instance, the receiver `k`.
+//! * Chosen 1-of-N OT of `l`-bit messages: random 1-of-N, then the receiver sends
+//!   `e_i = c_i ⊕ r_i` (k bits) and the sender sends `y_{i,x} = M_{i,x} ⊕ m_{i, x ⊕ e_i}`
+//!   (N·l bits); the receiver outputs `y_{i,c_i} ⊕ m_{i,r_i}`.
+//!
+//! All instances of one call travel in one message per direction (plus the COT source's own).
+//! Security: semi-honest, as the COT source.
+
+use rayon::prelude::*;
+
+use crate::channel::Channel;
+use crate::cot::{Block, CotReceiver, CotSender};
+use crate::crh::Hasher;
+use crate::{MpcError, Result};
+
+/// Largest k = log2 N of 1-out-of-N OT (N = 256: the sender hashes N·k blocks per instance).
+pub const MAX_LOG_N: u32 = 8;
+
+/// The tweak of COT instance `index`, output index `x`.
+#[inline]
+fn tweak(index: u64, x: u64) -> Block {
+    (u128::from(index) << 64) | u128::from(x)
+}
+
+#[inline]
+fn select(bit: bool, delta: Block) -> Block {
+    (bit as u128).wrapping_neg() & delta
+}
+
+/// The modulus of correlated OT, checked: 2 <= M <= 2^64. Returns its width in bits.
+fn modulus_bits(modulus: u128) -> Result<u32> {
+    if !(2..=1u128 << 64).contains(&modulus) {
+        return Err(MpcError::InvalidArgument(format!("the modulus of correlated OT must be in [2, 2^64], not {modulus}")));
+    }
+    Ok(128 - (modulus - 1).leading_zeros())
+}
+
+/// `h mod M` for a 128-bit hash.
+#[inline]
+fn reduce(h: Block, modulus: u128) -> u64 {
+    if modulus.is_power_of_two() {
+        (h & (modulus - 1)) as u64
+    } else {
+        (h % modulus) as u64
+    }
+}
+
+fn check_log_n(log_n: u32) -> Result<usize> {
+    if !(1..=MAX_LOG_N).contains(&log_n) {
+        return Err(MpcError::InvalidArgument(format!("1-out-of-N OT needs N = 2^k with 1 <= k <= {MAX_LOG_N}, not k = {log_n}")));
+    }
+    Ok(1usize << log_n)
+}
+
+fn word_mask(bits: u32) -> Result<u64> {
+    if !(1..=64).contains(&bits) {
+        return Err(MpcError::InvalidArgument(format!("message width must be 1..=64 bits, not {bits}")));
+    }
+    Ok(if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 })
+}
+
+/// The sender's side of every OT kind, over a random-COT sender `C`.
+#[derive(Debug)]
+pub struct OtSender<C: CotSender> {
+    cot: C,
+    hasher: Hasher,
+    next_index: u64,
+}
+
+/// The receiver's side of every OT kind, over a random-COT receiver `C`.
+#[derive(Debug)]
+pub struct OtReceiver<C: CotReceiver> {
+    cot: C,
+    hasher: Hasher,
+    next_index: u64,
+}
+
+impl<C: CotSender> OtSender<C> {
+    /// Wraps a COT source whose peer is wrapped by `OtReceiver::new` on the other side.
+    pub fn new(cot: C) -> Self {
+        OtSender { cot, hasher: Hasher::new(), next_index: 0 }
+    }
+
+    /// The COT source (COTs taken from it directly do not disturb the tweak counters).
+    pub fn cot_mut(&mut self) -> &mut C {
+        &mut self.cot
+    }
+
+    pub fn into_inner(self) -> C {
+        self.cot
+    }
+
+    /// `n` fresh COTs and the tweak index of the first.
+    fn take(&mut self, channel: &mut dyn Channel, n: usize) -> Result<(Vec<Block>, u64)> {
+        let q = self.cot.extend(channel, n)?;
+        if q.len() != n {
+            return Err(MpcError::Crypto(format!("the COT source gave {} correlations, not {n}", q.len())));
+        }
+        let base = self.next_index;
+        self.next_index += n as u64;
+        Ok((q, base))
+    }
+
+    /// Both keys `H(q_i ⊕ d_i·Δ, i)`, `H(q_i ⊕ (1 ⊕ d_i)·Δ, i)`, interleaved.
+    fn key_pairs(&self, q: &[Block], d: Option<&[bool]>, base: u64) -> Vec<Block> {
+        let delta = self.cot.delta();
+        let mut keys: Vec<Block> = q
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &q)| {
+                let k0 = q ^ select(d.is_some_and(|d| d[i]), delta);
+                [k0, k0 ^ delta]
+            })
+            .collect();
+        self.hasher.tccr_many(&mut keys, |k| tweak(base + (k / 2) as u64, 0));
+        keys
+    }
+
+    /// Random OT: `count` pairs of random keys; the receiver learns one of each.
+    /// No communication beyond the COT source's.
+    pub fn send_random(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(Block, Block)>> {
+        let (q, base) = self.take(channel, count)?;
+        let keys = self.key_pairs(&q, None, base);
+        Ok(keys.chunks_exact(2).map(|k| (k[0], k[1])).collect())
+    }
+
+    /// Chosen-message 1-out-of-2 OT: the receiver learns `messages[i].c_i`.
+    /// Receives `⌈n/8⌉` bytes, sends `32 n` bytes (after the COT source's traffic).
+    /// Errors: the channel's and the COT source's; `Malformed` on a message of the wrong length.
+    pub fn send_chosen(&mut self, channel: &mut dyn Channel, messages: &[(Block, Block)]) -> Result<()> {
+        let n = messages.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let (q, base) = self.take(channel, n)?;
+        let d = channel.recv_bits(n)?;
+        let keys = self.key_pairs(&q, Some(&d), base);
+        let masked: Vec<Block> = messages.iter().zip(keys.chunks_exact(2)).flat_map(|(&(m0, m1), k)| [m0 ^ k[0], m1 ^ k[1]]).collect();
+        channel.send_blocks(&masked)
+    }
+
+    /// Correlated OT modulo `modulus` (2 <= M <= 2^64, e.g. `ShareRing::modulus()`): returns
+    /// random `x_i` in [0, M); the receiver learns `x_i + c_i·a_i mod M`.
+    /// Receives `⌈n/8⌉` bytes, sends `⌈n·⌈log2 M⌉/8⌉` bytes (after the COT source's traffic).
+    /// Errors (checked first, before any communication): `InvalidArgument` for a bad modulus or
+    /// an `a_i >= M`; then the channel's and the COT source's.
+    pub fn send_correlated(&mut self, channel: &mut dyn Channel, correlations: &[u64], modulus: u128) -> Result<Vec<u64>> {
+        let bits = modulus_bits(modulus)?;
+        if let Some(a) = correlations.iter().find(|&&a| u128::from(a) >= modulus) {
+            return Err(MpcError::InvalidArgument(format!("correlation {a} is not below the modulus {modulus}")));
+        }
+        let n = correlations.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (q, base) = self.take(channel, n)?;
+        let d = channel.recv_bits(n)?;
+        let keys = self.key_pairs(&q, Some(&d), base);
+        let (x, y): (Vec<u64>, Vec<u64>) = correlations
+            .par_iter()
+            .zip(keys.par_chunks_exact(2))
+            .map(|(&a, k)| {
+                let x = reduce(k[0], modulus);
+                let pad = reduce(k[1], modulus);
+                let y = ((u128::from(x) + u128::from(a) + modulus - u128::from(pad)) % modulus) as u64;
+                (x, y)
+            })
+            .unzip();
+        channel.send_words(&y, bits)?;
+        Ok(x)
+    }
+
+    /// Random 1-out-of-N OT, N = 2^log_n: `count * N` random messages, instance `i`'s message
+    /// `x` at `i * N + x`; the receiver learns one per instance. Uses `count * log_n` COTs and
+    /// no further communication. Errors: `InvalidArgument` unless 1 <= log_n <= `MAX_LOG_N`.
+    pub fn send_random_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, count: usize) -> Result<Vec<Block>> {
+        let n_msgs = check_log_n(log_n)?;
+        let k = log_n as usize;
+        let (q, base) = self.take(channel, count * k)?;
+        let delta = self.cot.delta();
+        let hasher = &self.hasher;
+        let mut out = vec![0u128; count * n_msgs];
+        out.par_chunks_mut(n_msgs).enumerate().for_each_init(
+            || vec![0u128; n_msgs],
+            |buf, (i, msgs)| {
+                for j in 0..k {
+                    let cot = i * k + j;
+                    let index = base + cot as u64;
+                    for (x, b) in buf.iter_mut().enumerate() {
+                        *b = q[cot] ^ select((x >> j) & 1 == 1, delta);
+                    }
+                    hasher.tccr_many(buf, |x| tweak(index, x as u64));
+                    msgs.iter_mut().zip(buf.iter()).for_each(|(m, h)| *m ^= h);
+                }
+            },
+        );
+        Ok(out)
+    }
+
+    /// Chosen-message 1-out-of-N OT of `bits`-bit messages (`messages[i * N + x]`, N = 2^log_n):
+    /// the receiver learns `messages[i * N + c_i]`. Uses `count * log_n` COTs; receives
+    /// `⌈count·log_n/8⌉` bytes and sends `⌈count·N·bits/8⌉` bytes.
+    /// Errors (checked first): `InvalidArgument` for a bad `log_n` or `bits`, a message count
+    /// that is not a multiple of N, or a message wider than `bits`; then the channel's.
+    pub fn send_chosen_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, messages: &[u64], bits: u32) -> Result<()> {
+        let n_msgs = check_log_n(log_n)?;
+        let mask = word_mask(bits)?;
+        let count = messages.len() / n_msgs;
+        if count * n_msgs != messages.len() {
+            return Err(MpcError::InvalidArgument(format!("{} messages are not a whole number of instances of {n_msgs}", messages.len())));
+        }
+        if let Some(m) = messages.iter().find(|&&m| m & !mask != 0) {
+            return Err(MpcError::InvalidArgument(format!("message {m} is wider than {bits} bits")));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let pads = self.send_random_1_of_n(channel, log_n, count)?;
+        let e = channel.recv_words(count, log_n)?;
+        let masked: Vec<u64> = messages
+            .par_chunks_exact(n_msgs)
+            .zip(pads.par_chunks_exact(n_msgs))
+            .zip(e.par_iter())
+            .flat_map_iter(|((msgs, pads), &e)| msgs.iter().enumerate().map(move |(x, &m)| (m ^ pads[x ^ e as usize] as u64) & mask))
+            .collect();
+        channel.send_words(&masked, bits)
+    }
+}
+
+impl<C: CotReceiver> OtReceiver<C> {
+    /// Wraps a COT source whose peer is wrapped by `OtSender::new` on the other side.
+    pub fn new(cot: C) -> Self {
+        OtReceiver { cot, hasher: Hasher::new(), next_index: 0 }
+    }
+
+    /// The COT source (COTs taken from it directly do not disturb the tweak counters).
+    pub fn cot_mut(&mut self) -> &mut C {
+        &mut self.cot
+    }
+
+    pub fn into_inner(self) -> C {
+        self.cot
+    }
+
+    /// `n` fresh COTs and the tweak index of the first.
+    fn take(&mut self, channel: &mut dyn Channel, n: usize) -> Result<(Vec<bool>, Vec<Block>, u64)> {
+        let (b, t) = self.cot.extend(channel, n)?;
+        if b.len() != n || t.len() != n {
+            return Err(MpcError::Crypto(format!("the COT source gave {} correlations, not {n}", t.len())));
+        }
+        let base = self.next_index;
+        self.next_index += n as u64;
+        Ok((b, t, base))
+    }
+
+    /// `H(t_i, i)` in place.
+    fn keys(&self, t: &mut [Block], base: u64) {
+        self.hasher.tccr_many(t, |i| tweak(base + i as u64, 0));
+    }
+
+    /// Random OT: random choice bits and the chosen key of each of the sender's pairs.
+    pub fn receive_random(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
+        let (b, mut t, base) = self.take(channel, count)?;
+        self.keys(&mut t, base);
+        Ok((b, t))
+    }
+
+    /// Chosen-message 1-out-of-2 OT: `messages[i].choices[i]` of the sender's messages.
+    /// Sends `⌈n/8⌉` bytes, receives `32 n` bytes (after the COT source's traffic).
+    /// Errors: the channel's and the COT source's; `Malformed` on a message of the wrong length.
+    pub fn receive_chosen(&mut self, channel: &mut dyn Channel, choices: &[bool]) -> Result<Vec<Block>> {
+        let n = choices.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (b, mut t, base) = self.take(channel, n)?;
+        let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
+        channel.send_bits(&d)?;
+        let masked = channel.recv_blocks(2 * n)?;
+        self.keys(&mut t, base);
+        Ok(choices.iter().enumerate().map(|(i, &c)| masked[2 * i + c as usize] ^ t[i]).collect())
+    }
+
+    /// Correlated OT modulo `modulus`: `x_i + c_i·a_i mod M` for the sender's `x_i`, `a_i`.
+    /// Sends `⌈n/8⌉` bytes, receives `⌈n·⌈log2 M⌉/8⌉` bytes (after the COT source's traffic).
+    /// Errors: `InvalidArgument` for a bad modulus (checked first); the channel's; `Malformed`
+    /// if a received word is not below M.
+    pub fn receive_correlated(&mut self, channel: &mut dyn Channel, choices: &[bool], modulus: u128) -> Result<Vec<u64>> {
+        let bits = modulus_bits(modulus)?;
+        let n = choices.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (b, mut t, base) = self.take(channel, n)?;
+        let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
+        channel.send_bits(&d)?;
+        let y = channel.recv_words(n, bits)?;
+        if y.iter().any(|&y| u128::from(y) >= modulus) {
+            return Err(MpcError::Malformed(format!("a correlated-OT word is not below the modulus {modulus}")));
+        }
+        self.keys(&mut t, base);
+        Ok(t.par_iter()
+            .zip(y.par_iter())
+            .zip(choices.par_iter())
+            .map(|((&k, &y), &c)| {
+                let pad = u128::from(reduce(k, modulus));
+                ((pad + if c { u128::from(y) } else { 0 }) % modulus) as u64
+            })
+            .collect())
+    }
+
+    /// Random 1-out-of-N OT, N = 2^log_n: random choices `c_i` in [0, N) and the sender's
+    /// message `c_i` of each instance. Uses `count * log_n` COTs and no further communication.
+    /// Errors: `InvalidArgument` unless 1 <= log_n <= `MAX_LOG_N`.
+    pub fn receive_random_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, count: usize) -> Result<(Vec<u32>, Vec<Block>)> {
+        check_log_n(log_n)?;
+        let k = log_n as usize;
+        let (b, mut t, base) = self.take(channel, count * k)?;
+        let choices: Vec<u32> = b.chunks_exact(k).map(|bits| bits.iter().enumerate().map(|(j, &bit)| u32::from(bit) << j).sum()).collect();
+        self.hasher.tccr_many(&mut t, |p| tweak(base + p as u64, u64::from(choices[p / k])));
+        let messages = t.chunks_exact(k).map(|keys| keys.iter().fold(0, |acc, h| acc ^ h)).collect();
+        Ok((choices, messages))
+    }
+
+    /// Chosen-message 1-out-of-N OT of `bits`-bit messages: message `choices[i]` (< N) of each
+    /// instance. Uses `count * log_n` COTs; sends `⌈count·log_n/8⌉` bytes and receives
+    /// `⌈count·N·bits/8⌉` bytes. Errors (checked first): `InvalidArgument` for a bad `log_n`,
+    /// `bits` or a choice >= N; then the channel's.
+    pub fn receive_chosen_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, choices: &[u32], bits: u32) -> Result<Vec<u64>> {
+        let n_msgs = check_log_n(log_n)?;
+        let mask = word_mask(bits)?;
+        if let Some(c) = choices.iter().find(|&&c| c as usize >= n_msgs) {
+            return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
+        }
+        let count = choices.len();
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let (r, pads) = self.receive_random_1_of_n(channel, log_n, count)?;
+        let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
+        channel.send_words(&e, log_n)?;
+        let masked = channel.recv_words(count * n_msgs, bits)?;
+        Ok(choices.iter().enumerate().map(|(i, &c)| (masked[i * n_msgs + c as usize] ^ pads[i] as u64) & mask).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::{run_pair, ChannelStats, LinkModel};
+    use crate::iknp::{IknpReceiver, IknpSender};
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::{Rng, SeedableRng};
+
+    type Sender = OtSender<IknpSender>;
+    type Receiver = OtReceiver<IknpReceiver>;
+
+    /// Runs the two halves over IKNP; the returned stats exclude the IKNP setup.
+    fn with_ot<A, B, RA, RB>(sender: A, receiver: B) -> ((RA, ChannelStats), (RB, ChannelStats))
+    where
+        A: FnOnce(&mut Sender, &mut dyn Channel) -> Result<RA>,
+        B: FnOnce(&mut Receiver, &mut dyn Channel) -> Result<RB> + Send,
+        RB: Send,
+    {
+        let ((a, sa), (b, sb)) = run_pair(
+            LinkModel::UNLIMITED,
+            |ch| {
+                let mut s = OtSender::new(IknpSender::new(ch, &mut ChaCha20Rng::seed_from_u64(11))?);
+                let setup = ch.stats();
+                Ok((sender(&mut s, ch)?, setup))
+            },
+            |ch| {
+                let mut r = OtReceiver::new(IknpReceiver::new(ch, &mut ChaCha20Rng::seed_from_u64(12))?);
+                let setup = ch.stats();
+                Ok((receiver(&mut r, ch)?, setup))
+            },
+        )
+        .unwrap();
+        ((a.0, sa.since(&a.1)), (b.0, sb.since(&b.1)))
+    }
+
+    fn rng(seed: u64) -> ChaCha20Rng {
+        ChaCha20Rng::seed_from_u64(seed)
+    }
+
+    fn blocks(n: usize, seed: u64) -> Vec<Block> {
+        let mut r = rng(seed);
+        (0..n).map(|_| (u128::from(r.next_u64()) << 64) | u128::from(r.next_u64())).collect()
+    }
+
+    fn bits(n: usize, seed: u64) -> Vec<bool> {
+        let mut r = rng(seed);
+        (0..n).map(|_| r.next_u32() & 1 == 1).collect()
+    }
+
+    /// IKNP's receiver-to-sender bytes for n COTs.
+    fn iknp_bytes(n: usize) -> u64 {
+        128 * n.div_ceil(8) as u64
+    }
+
+    const COUNTS: [usize; 6] = [0, 1, 127, 128, 129, 10_000];
+
+    #[test]
+    fn chosen_ot_outputs_the_chosen_messages() {
+        for n in COUNTS {
+            let m0 = blocks(n, 1);
+            let m1 = blocks(n, 2);
+            let choices = bits(n, 3);
+            let messages: Vec<(Block, Block)> = m0.iter().copied().zip(m1.iter().copied()).collect();
+            let c = choices.clone();
+            let ((_, ss), (out, rs)) = with_ot(|s, ch| s.send_chosen(ch, &messages), move |r, ch| r.receive_chosen(ch, &c));
+            let expected: Vec<Block> = (0..n).map(|i| if choices[i] { m1[i] } else { m0[i] }).collect();
+            assert_eq!(out, expected, "n = {n}");
+            let up = if n == 0 { 0 } else { iknp_bytes(n) + n.div_ceil(8) as u64 };
+            assert_eq!((rs.bytes_sent, ss.bytes_sent), (up, 32 * n as u64), "n = {n}");
+            assert_eq!((ss.bytes_received, rs.bytes_received), (up, 32 * n as u64));
+        }
+    }
+
+    #[test]
+    fn random_ot_gives_the_chosen_key() {
+        for n in COUNTS {
+            let ((pairs, _), ((b, keys), _)) = with_ot(|s, ch| s.send_random(ch, n), move |r, ch| r.receive_random(ch, n));
+            assert_eq!((pairs.len(), keys.len()), (n, n));
+            for i in 0..n {
+                assert_eq!(keys[i], if b[i] { pairs[i].1 } else { pairs[i].0 });
+                assert_ne!(pairs[i].0, pairs[i].1);
+            }
+        }
+    }
+
+    #[test]
+    fn correlated_ot_adds_the_correlation() {
+        let moduli: [u128; 8] = [2, 3, 1 << 17, 65_537, 1 << 37, (1 << 61) - 1, (1u128 << 64) - 59, 1 << 64];
+        for n in COUNTS {
+            for &m in &moduli {
+                let mut r = rng(n as u64 ^ m as u64);
+                let a: Vec<u64> = (0..n).map(|_| (u128::from(r.next_u64()) % m) as u64).collect();
+                let choices = bits(n, 7);
+                let c = choices.clone();
+                let ((x, ss), (y, rs)) = with_ot(|s, ch| s.send_correlated(ch, &a, m), move |r, ch| r.receive_correlated(ch, &c, m));
+                for i in 0..n {
+                    assert!(u128::from(x[i]) < m && u128::from(y[i]) < m);
+                    let want = (u128::from(x[i]) + if choices[i] { u128::from(a[i]) } else { 0 }) % m;
+                    assert_eq!(u128::from(y[i]), want, "n = {n}, M = {m}, i = {i}");
+                }
+                let width = modulus_bits(m).unwrap() as usize;
+                if n > 0 {
+                    assert_eq!(ss.bytes_sent, (n * width).div_ceil(8) as u64, "M = {m}");
+                    assert_eq!(rs.bytes_sent, iknp_bytes(n) + n.div_ceil(8) as u64);
+                }
+            }
+        }
+        assert_eq!(modulus_bits(1 << 64).unwrap(), 64);
+        assert_eq!(modulus_bits(65_537).unwrap(), 17);
+        assert_eq!(modulus_bits(2).unwrap(), 1);
+    }
+
+    #[test]
+    fn random_1_of_n_gives_the_chosen_message() {
+        for log_n in [1u32, 2, 4, 8] {
+            for n in [0usize, 1, 129, 1000] {
+                let ((msgs, ss), ((c, m), rs)) = with_ot(move |s, ch| s.send_random_1_of_n(ch, log_n, n), move |r, ch| r.receive_random_1_of_n(ch, log_n, n));
+                let big_n = 1usize << log_n;
+                assert_eq!((msgs.len(), c.len(), m.len()), (n * big_n, n, n));
+                for i in 0..n {
+                    assert!((c[i] as usize) < big_n);
+                    assert_eq!(m[i], msgs[i * big_n + c[i] as usize], "log N = {log_n}, instance {i}");
+                    let mut row = msgs[i * big_n..(i + 1) * big_n].to_vec();
+                    row.sort_unstable();
+                    row.dedup();
+                    assert_eq!(row.len(), big_n, "messages of one instance are distinct");
+                    if log_n >= 2 {
+                        let x = &msgs[i * big_n..];
+                        assert_ne!(x[0] ^ x[1] ^ x[2] ^ x[3], 0, "no XOR relation among messages");
+                    }
+                }
+                assert_eq!((ss.bytes_sent, rs.bytes_sent), (0, iknp_bytes(n * log_n as usize)));
+                if n == 1000 && log_n == 2 {
+                    // Random choices cover all of [0, N).
+                    assert!((0..4).all(|v| c.contains(&v)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chosen_1_of_n_outputs_the_chosen_message() {
+        for (log_n, width) in [(1u32, 1u32), (2, 8), (4, 1), (4, 17), (8, 64)] {
+            for n in [0usize, 1, 127, 128, 129, 2_000] {
+                let big_n = 1usize << log_n;
+                let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+                let mut r = rng(u64::from(log_n * 100 + width) + n as u64);
+                let messages: Vec<u64> = (0..n * big_n).map(|_| r.next_u64() & mask).collect();
+                let choices: Vec<u32> = (0..n).map(|_| r.next_u32() % big_n as u32).collect();
+                let c = choices.clone();
+                let ((_, ss), (out, rs)) =
+                    with_ot(|s, ch| s.send_chosen_1_of_n(ch, log_n, &messages, width), move |r, ch| r.receive_chosen_1_of_n(ch, log_n, &c, width));
+                let expected: Vec<u64> = (0..n).map(|i| messages[i * big_n + choices[i] as usize]).collect();
+                assert_eq!(out, expected, "log N = {log_n}, width {width}, n = {n}");
+                if n > 0 {
+                    assert_eq!(ss.bytes_sent, (n * big_n * width as usize).div_ceil(8) as u64);
+                    assert_eq!(rs.bytes_sent, iknp_bytes(n * log_n as usize) + (n * log_n as usize).div_ceil(8) as u64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn calls_in_sequence_stay_in_step() {
+        let a = vec![5u64; 300];
+        let ((x, _), (y, _)) = with_ot(
+            |s, ch| {
+                s.send_chosen(ch, &[(1, 2); 10])?;
+                s.send_random_1_of_n(ch, 3, 20)?;
+                s.send_correlated(ch, &a, 1 << 20)
+            },
+            |r, ch| {
+                assert_eq!(r.receive_chosen(ch, &[true; 10])?, vec![2; 10]);
+                r.receive_random_1_of_n(ch, 3, 20)?;
+                r.receive_correlated(ch, &[true; 300], 1 << 20)
+            },
+        );
+        assert!((0..300).all(|i| y[i] == (x[i] + 5) % (1 << 20)));
+    }
+
+    #[test]
+    fn invalid_arguments_are_refused_before_any_traffic() {
+        let ((errors, ss), _) = with_ot(
+            |s, ch| {
+                Ok(vec![
+                    s.send_correlated(ch, &[1], 1).err(),
+                    s.send_correlated(ch, &[1], (1 << 64) + 1).err(),
+                    s.send_correlated(ch, &[7], 7).err(),
+                    s.send_random_1_of_n(ch, 0, 1).err(),
+                    s.send_random_1_of_n(ch, MAX_LOG_N + 1, 1).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0; 4], 0).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0; 4], 65).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0; 5], 8).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[256, 0, 0, 0], 8).err(),
+                ])
+            },
+            |r, ch| {
+                let e = r.receive_chosen_1_of_n(ch, 2, &[4], 8).err();
+                assert!(matches!(e, Some(MpcError::InvalidArgument(_))));
+                assert!(matches!(r.receive_correlated(ch, &[true], 0), Err(MpcError::InvalidArgument(_))));
+                Ok(())
+            },
+        );
+        for e in errors {
+            assert!(matches!(e, Some(MpcError::InvalidArgument(_))), "{e:?}");
+        }
+        assert_eq!(ss.total_bytes(), 0);
+    }
+
+    /// The receiver's view of chosen OT (its COT outputs and the masked pairs) looks the same
+    /// whatever the sender's messages: the masked messages it cannot open are balanced bits
+    /// both when all messages are zero and when all are ones.
+    #[test]
+    fn receiver_view_does_not_reveal_unchosen_messages() {
+        let n = 4096;
+        for fill in [0u128, u128::MAX] {
+            let choices = bits(n, 21);
+            let c = choices.clone();
+            let ((_, _), (ones, _)) = with_ot(
+                |s, ch| s.send_chosen(ch, &vec![(fill, fill); n]),
+                move |r, ch| {
+                    let (b, _t, _) = r.take(ch, n)?;
+                    let d: Vec<bool> = c.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
+                    ch.send_bits(&d)?;
+                    let masked = ch.recv_blocks(2 * n)?;
+                    Ok((0..n).map(|i| masked[2 * i + 1 - c[i] as usize].count_ones() as u64).sum::<u64>())
+                },
+            );
+            // 4096 * 128 bits, mean half; 6 standard deviations is 0.0066 of the mean.
+            let total = (n * 128) as f64;
+            let ratio = ones as f64 / total;
+            assert!((ratio - 0.5).abs() < 6.0 * 0.5 / total.sqrt(), "fill {fill:#x}: ratio {ratio}");
+            let _ = choices;
+        }
+    }
+}

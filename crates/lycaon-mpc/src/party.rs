@@ -1,0 +1,138 @@
+//! One party of a two-party session: its channel end, a random-COT generator in each direction
+//! (it is the OT sender in one, the receiver in the other) and the OT-derived correlations the
+//! protocols consume: chosen 1-out-of-N OT of short messages, correlated OT over a share ring,
+//! random bit OT (for AND triples).
+//!
+//! The derived OTs are `ot::OtSender` / `ot::OtReceiver` over the session's generators; both
+//! parties call them in the same order, so their tweak counters agree.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::Rng;
+
+use crate::{
+    base_ot::os_seeded_rng,
+    channel::{pack_bits, unpack_bits, Channel},
+    cot::{CotReceiver, CotSender},
+    ot::{OtReceiver, OtSender},
+    ring::ShareRing,
+    Result,
+};
+
+/// Which of the two parties this is. Party 0 (the server in Lycaon's hybrid mode) and party 1
+/// (the client) run the same code; where a protocol is asymmetric the role decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    P0,
+    P1,
+}
+
+impl Role {
+    pub fn index(self) -> usize {
+        match self {
+            Role::P0 => 0,
+            Role::P1 => 1,
+        }
+    }
+}
+
+/// Where a session's random COTs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtKind {
+    /// IKNP extension of base OTs: 128 bits of communication per COT.
+    Iknp,
+    /// Ferret silent OT (LPN), bootstrapped from IKNP: well under one bit per COT.
+    Silent,
+}
+
+/// One party's state: role, channel, COT generators, local randomness.
+pub struct Party<'c> {
+    role: Role,
+    channel: &'c mut dyn Channel,
+    ot_sender: OtSender<Box<dyn CotSender>>,
+    ot_receiver: OtReceiver<Box<dyn CotReceiver>>,
+    rng: ChaCha20Rng,
+}
+
+impl<'c> Party<'c> {
+    /// Sets up both COT directions with the peer. Party 0 is the sender of the first direction,
+    /// so the two sides' setup messages interleave without deadlock.
+    pub fn new(role: Role, channel: &'c mut dyn Channel, kind: OtKind) -> Result<Self> {
+        let (sender, receiver) = crate::setup_cot_pair(role, channel, kind)?;
+        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver), rng: os_seeded_rng()? })
+    }
+
+    /// A party over given COT generators (tests, or generators set up elsewhere).
+    pub fn with_generators(role: Role, channel: &'c mut dyn Channel, sender: Box<dyn CotSender>, receiver: Box<dyn CotReceiver>) -> Result<Self> {
+        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver), rng: os_seeded_rng()? })
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn channel(&mut self) -> &mut dyn Channel {
+        &mut *self.channel
+    }
+
+    /// Fresh uniformly random ring elements (masks).
+    pub fn random_ring(&mut self, ring: ShareRing, count: usize) -> Vec<u64> {
+        (0..count).map(|_| ring.from_random(((self.rng.next_u64() as u128) << 64) | self.rng.next_u64() as u128)).collect()
+    }
+
+    /// Fresh random bits.
+    pub fn random_bits(&mut self, count: usize) -> Vec<bool> {
+        let mut out = Vec::with_capacity(count);
+        while out.len() < count {
+            let w = self.rng.next_u64();
+            out.extend((0..64).map(|i| (w >> i) & 1 == 1).take(count - out.len()));
+        }
+        out
+    }
+
+    /// Sender of `count` random bit OTs: pairs (s0, s1).
+    pub fn random_bit_ot_send(&mut self, count: usize) -> Result<Vec<(bool, bool)>> {
+        let pairs = self.ot_sender.send_random(&mut *self.channel, count)?;
+        Ok(pairs.into_iter().map(|(k0, k1)| (k0 & 1 == 1, k1 & 1 == 1)).collect())
+    }
+
+    /// Receiver of `count` random bit OTs: random choices c and s_c.
+    pub fn random_bit_ot_receive(&mut self, count: usize) -> Result<(Vec<bool>, Vec<bool>)> {
+        let (c, keys) = self.ot_receiver.receive_random(&mut *self.channel, count)?;
+        Ok((c, keys.into_iter().map(|k| k & 1 == 1).collect()))
+    }
+
+    /// Sender of correlated OT over `ring`: the receiver learns `r_i + c_i * deltas[i]`;
+    /// returns the `r_i`.
+    pub fn correlated_ot_send(&mut self, ring: ShareRing, deltas: &[u64]) -> Result<Vec<u64>> {
+        self.ot_sender.send_correlated(&mut *self.channel, deltas, ring.modulus())
+    }
+
+    /// Receiver of correlated OT with chosen bits `choices`: `r_i + c_i * delta_i`.
+    pub fn correlated_ot_receive(&mut self, ring: ShareRing, choices: &[bool]) -> Result<Vec<u64>> {
+        self.ot_receiver.receive_correlated(&mut *self.channel, choices, ring.modulus())
+    }
+
+    /// Sender of chosen 1-out-of-2^k OTs of `width`-bit messages, instance i's message v at
+    /// `messages[i * 2^k + v]`.
+    pub fn one_of_n_send(&mut self, k: u32, width: u32, messages: &[u64]) -> Result<()> {
+        self.ot_sender.send_chosen_1_of_n(&mut *self.channel, k, messages, width)
+    }
+
+    /// Receiver of chosen 1-out-of-2^k OTs: message `choices[i]` of each instance.
+    pub fn one_of_n_receive(&mut self, k: u32, width: u32, choices: &[u32]) -> Result<Vec<u64>> {
+        self.ot_receiver.receive_chosen_1_of_n(&mut *self.channel, k, choices, width)
+    }
+
+    /// Exchanges bits with the peer: sends ours, returns theirs (one flight each way).
+    pub fn exchange_bits(&mut self, bits: &[bool]) -> Result<Vec<bool>> {
+        self.channel.send(&pack_bits(bits))?;
+        let theirs = self.channel.recv_exact(bits.len().div_ceil(8), "exchanged bits")?;
+        Ok(unpack_bits(&theirs, bits.len()))
+    }
+
+    /// Exchanges ring elements with the peer.
+    pub fn exchange_words(&mut self, words: &[u64], bits: u32) -> Result<Vec<u64>> {
+        self.channel.send_words(words, bits)?;
+        self.channel.recv_words(words.len(), bits)
+    }
+}
