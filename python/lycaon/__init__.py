@@ -32,6 +32,7 @@ from ._native import (
     ntt_primes,
     plan_linear,
     run_linear,
+    run_two_party,
 )
 
 __version__ = "0.1.0"
@@ -63,5 +64,6 @@ __all__ = [
     "ntt_primes",
     "plan_linear",
     "run_linear",
+    "run_two_party",
     "__version__",
 ]

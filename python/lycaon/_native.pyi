@@ -361,3 +361,27 @@ def run_linear(
     ([out][in/groups][kh][kw]): the plan's statement plus server_s (median of ``reps``),
     encrypt_s, decrypt_s, measured bytes and counts, ``output`` (the decrypted result, uint64 mod
     t), ``exact`` (equals Rust's integer reference) and ``counts_match``."""
+
+def run_two_party(
+    op: str,
+    modulus: int,
+    share0: npt.NDArray[np.uint64],
+    share1: npt.NDArray[np.uint64],
+    ot: str = "silent",
+    shift: int = 0,
+    window: int = 1,
+    to_modulus: Optional[int] = None,
+    bits: Optional[int] = None,
+    bandwidth_bytes_per_s: Optional[float] = None,
+    latency_ms: float = 0.0,
+    reps: int = 1,
+) -> dict[str, object]:
+    """Runs a two-party protocol with both parties in this process (two threads, an in-memory
+    channel, optionally a modelled link) on additive shares ``share0`` (party 0's) and ``share1``
+    of values modulo ``modulus`` (a power of two up to 2**64, or an odd prime below 2**62).
+    ``op``: relu, drelu, truncate (by ``shift`` bits), maxpool (``window`` consecutive values per
+    window), convert (to ``to_modulus``) or less_than (party 0's values < party 1's, ``bits``
+    wide; the shares are then the two parties' private inputs). ``ot``: "silent" (Ferret) or
+    "iknp". Returns out0 and out1 (the output shares; bits as 0/1 for drelu and less_than),
+    seconds, bytes (sent by both parties) and rounds of one run (mean of ``reps`` runs in one
+    session), setup_seconds and setup_bytes (the OT setup), and per-party counters."""

@@ -202,6 +202,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lin.add_argument("--reps", type=int, default=1, help="server evaluations per layer (median; default 1)")
     lin.add_argument("--layers", choices=["all", "paper", "resnet20"], default="all", help="001's Tables 2-4, ResNet-20's layers, or both")
     lin.add_argument("--no-peer", action="store_true", help="skip SPU")
+    mpc = bench_sub.add_parser("mpc", help="two-party ReLU and truncation with IKNP and silent OT, and SPU CHEETAH on the same")
+    mpc.add_argument("--json", metavar="FILE", help="write the records as JSON")
+    mpc.add_argument("--reps", type=int, default=3, help="runs per protocol in one session (mean; default 3)")
+    mpc.add_argument("--large", action="store_true", help="also 2^20 elements")
+    mpc.add_argument("--no-peer", action="store_true", help="skip SPU")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -239,6 +244,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             layers = {"all": None, "paper": bench_linear.PAPER_LAYERS, "resnet20": bench_linear.RESNET20_LAYERS}[args.layers]
             bench_linear.run(layers, args.reps, args.json, peer=not args.no_peer)
+            return 0
+        if args.command == "bench" and args.suite == "mpc":
+            from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415
+
+            bench_mpc.run((2**16, 2**20) if args.large else (2**16,), args.reps, args.json, peer=not args.no_peer)
             return 0
     except BrokenPipeError:
         return 0

@@ -202,33 +202,43 @@ pub fn unpack_bits(bytes: &[u8], count: usize) -> Vec<bool> {
 /// Words of `bits` bits each, packed end to end, least significant bit first.
 pub fn pack_words(words: &[u64], bits: u32) -> Vec<u8> {
     assert!((1..=64).contains(&bits), "word width {bits} is not in 1..=64");
-    let mut out = vec![0u8; (words.len() * bits as usize).div_ceil(8) + 16];
     let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-    let mut pos = 0usize;
+    let mut out = Vec::with_capacity((words.len() * bits as usize).div_ceil(8));
+    // A 128-bit accumulator: at most 63 pending bits plus one 64-bit word never overflow it.
+    let (mut acc, mut pending) = (0u128, 0u32);
     for &w in words {
-        let v = ((w & mask) as u128) << (pos % 8);
-        let at = pos / 8;
-        for (k, byte) in v.to_le_bytes().iter().enumerate().take((bits as usize + pos % 8).div_ceil(8)) {
-            out[at + k] |= byte;
+        acc |= ((w & mask) as u128) << pending;
+        pending += bits;
+        while pending >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            pending -= 64;
         }
-        pos += bits as usize;
     }
-    out.truncate(pos.div_ceil(8));
+    let tail = pending.div_ceil(8) as usize;
+    out.extend_from_slice(&(acc as u64).to_le_bytes()[..tail]);
     out
 }
 
 /// The first `count` words of `bits` bits each from bytes written by `pack_words`.
 pub fn unpack_words(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
     let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-    (0..count)
-        .map(|i| {
-            let pos = i * bits as usize;
-            let mut buf = [0u8; 16];
-            let end = (pos + bits as usize).div_ceil(8).min(bytes.len());
-            buf[..end - pos / 8].copy_from_slice(&bytes[pos / 8..end]);
-            ((u128::from_le_bytes(buf) >> (pos % 8)) as u64) & mask
-        })
-        .collect()
+    let mut out = Vec::with_capacity(count);
+    let (mut acc, mut available) = (0u128, 0u32);
+    let mut chunks = bytes.chunks(8);
+    while out.len() < count {
+        if available < bits {
+            let chunk = chunks.next().unwrap_or(&[]);
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            acc |= (u64::from_le_bytes(buf) as u128) << available;
+            available += 64;
+        }
+        out.push(acc as u64 & mask);
+        acc >>= bits;
+        available -= bits;
+    }
+    out
 }
 
 /// One end of an in-process channel (the two parties in two threads of one process).

@@ -15,14 +15,16 @@
 //!   and the receiver outputs `H(K_i^{c_i}) + c_i·y_i = x_i + c_i·a_i mod M`. Cost: 1 COT, 1 bit
 //!   up (the choice is chosen, not the COT's random bit), ⌈log2 M⌉ bits down per instance.
 //!   Reducing a 128-bit hash modulo M has statistical distance below 2^-64 from uniform.
-//! * Random 1-of-N OT from k = log2 N COTs: the construction of Naor and Pinkas, "Oblivious
-//!   transfer and polynomial evaluation" (STOC 1999, §4), with the correlation-robust hash as the
-//!   PRF: message `x ∈ {0,1}^k` of instance `i` is `⊕_j H(K_{i,j}^{x_j}, (idx_{i,j}, x))` where
-//!   `K^0 = q`, `K^1 = q ⊕ Δ`. The receiver's choice is its COT bits `c_i = Σ_j b_{i,j} 2^j` and
-//!   it can compute only `m_{c_i}`. Each term depends on the whole index `x`, so the messages have
-//!   no XOR relations among themselves (hashing keys separately and XOR-ing them would give
-//!   `m_00 ⊕ m_01 ⊕ m_10 ⊕ m_11 = 0`). No communication beyond the COTs; the sender hashes
-//!   `N·k` blocks per instance, the receiver `k`.
+//! * Random 1-of-N OT from k = log2 N COTs (1-out-of-N from log N random 1-out-of-2 OTs): the
+//!   per-bit keys `K_j^c = H(q_j ⊕ c·Δ, (idx_j, 0))` are hashed apart first, so they are
+//!   independent random keys of which the receiver knows exactly `K_j^{b_j}`; message `x` of an
+//!   instance is `H(⊕_j K_j^{x_j}, (idx_0, 1 + x))`. For `x` other than the receiver's choice the
+//!   XOR contains a key it does not know, so (modelling H as a random oracle) every other message
+//!   is uniform and independent of what it holds; the outer hash also removes the XOR relations
+//!   among messages that XOR-ing bare keys would leave (`m_00 ⊕ m_01 ⊕ m_10 ⊕ m_11 = 0`). The
+//!   sender hashes `2k + N` blocks per instance (24 for N = 16, where a PRF per key and index,
+//!   Naor and Pinkas, STOC 1999, costs `N·k` = 64), the receiver `k + 1`. No communication
+//!   beyond the COTs.
 //! * Chosen 1-of-N OT of `l`-bit messages: random 1-of-N, then the receiver sends
 //!   `e_i = c_i ⊕ r_i` (k bits) and the sender sends `y_{i,x} = M_{i,x} ⊕ m_{i, x ⊕ e_i}`
 //!   (N·l bits); the receiver outputs `y_{i,c_i} ⊕ m_{i,r_i}`.
@@ -32,7 +34,7 @@
 
 use rayon::prelude::*;
 
-use crate::channel::Channel;
+use crate::channel::{pack_words, Channel};
 use crate::cot::{Block, CotReceiver, CotSender};
 use crate::crh::Hasher;
 use crate::{MpcError, Result};
@@ -81,6 +83,38 @@ fn word_mask(bits: u32) -> Result<u64> {
         return Err(MpcError::InvalidArgument(format!("message width must be 1..=64 bits, not {bits}")));
     }
     Ok(if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 })
+}
+
+/// Instances of 1-out-of-N OT processed together: their keys and pads stay in cache.
+const INSTANCES_PER_CHUNK: usize = 512;
+
+/// The N random messages of each 1-out-of-N instance whose k COTs are `q` (instance-major), the
+/// first COT having tweak index `first`: m_x = H(XOR_j K_j^{x_j}, (index of the instance's first
+/// COT, 1 + x)) with K_j^c = H(q_j ^ c delta, (index_j, 0)).
+fn one_of_n_pads(hasher: &Hasher, q: &[Block], delta: Block, first: u64, k: usize) -> Vec<Block> {
+    let n_msgs = 1usize << k;
+    let mut keys: Vec<Block> = q.iter().flat_map(|&q| [q, q ^ delta]).collect();
+    hasher.tccr_many(&mut keys, |p| tweak(first + (p / 2) as u64, 0));
+    let count = q.len() / k;
+    let mut pads = vec![0u128; count * n_msgs];
+    for (i, msgs) in pads.chunks_exact_mut(n_msgs).enumerate() {
+        let own = &keys[2 * i * k..2 * (i + 1) * k];
+        for (x, m) in msgs.iter_mut().enumerate() {
+            *m = (0..k).fold(0, |acc, j| acc ^ own[2 * j + ((x >> j) & 1)]);
+        }
+    }
+    hasher.tccr_many(&mut pads, |p| tweak(first + ((p / n_msgs) * k) as u64, 1 + (p % n_msgs) as u64));
+    pads
+}
+
+/// Bits `[offset, offset + bits)` of a little-endian bit string, as a word.
+fn read_bits(bytes: &[u8], offset: usize, bits: u32) -> u64 {
+    let mut buf = [0u8; 16];
+    let start = offset / 8;
+    let end = (offset + bits as usize).div_ceil(8).min(bytes.len());
+    buf[..end - start].copy_from_slice(&bytes[start..end]);
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    ((u128::from_le_bytes(buf) >> (offset % 8)) as u64) & mask
 }
 
 /// The sender's side of every OT kind, over a random-COT sender `C`.
@@ -198,27 +232,14 @@ impl<C: CotSender> OtSender<C> {
     /// `x` at `i * N + x`; the receiver learns one per instance. Uses `count * log_n` COTs and
     /// no further communication. Errors: `InvalidArgument` unless 1 <= log_n <= `MAX_LOG_N`.
     pub fn send_random_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, count: usize) -> Result<Vec<Block>> {
-        let n_msgs = check_log_n(log_n)?;
+        check_log_n(log_n)?;
         let k = log_n as usize;
         let (q, base) = self.take(channel, count * k)?;
-        let delta = self.cot.delta();
-        let hasher = &self.hasher;
-        let mut out = vec![0u128; count * n_msgs];
-        out.par_chunks_mut(n_msgs).enumerate().for_each_init(
-            || vec![0u128; n_msgs],
-            |buf, (i, msgs)| {
-                for j in 0..k {
-                    let cot = i * k + j;
-                    let index = base + cot as u64;
-                    for (x, b) in buf.iter_mut().enumerate() {
-                        *b = q[cot] ^ select((x >> j) & 1 == 1, delta);
-                    }
-                    hasher.tccr_many(buf, |x| tweak(index, x as u64));
-                    msgs.iter_mut().zip(buf.iter()).for_each(|(m, h)| *m ^= h);
-                }
-            },
-        );
-        Ok(out)
+        let (hasher, delta) = (&self.hasher, self.cot.delta());
+        Ok(q.par_chunks(INSTANCES_PER_CHUNK * k)
+            .enumerate()
+            .flat_map_iter(|(c, q)| one_of_n_pads(hasher, q, delta, base + (c * INSTANCES_PER_CHUNK * k) as u64, k))
+            .collect())
     }
 
     /// Chosen-message 1-out-of-N OT of `bits`-bit messages (`messages[i * N + x]`, N = 2^log_n):
@@ -239,15 +260,30 @@ impl<C: CotSender> OtSender<C> {
         if count == 0 {
             return Ok(());
         }
-        let pads = self.send_random_1_of_n(channel, log_n, count)?;
+        let k = log_n as usize;
+        let (q, base) = self.take(channel, count * k)?;
         let e = channel.recv_words(count, log_n)?;
-        let masked: Vec<u64> = messages
-            .par_chunks_exact(n_msgs)
-            .zip(pads.par_chunks_exact(n_msgs))
-            .zip(e.par_iter())
-            .flat_map_iter(|((msgs, pads), &e)| msgs.iter().enumerate().map(move |(x, &m)| (m ^ pads[x ^ e as usize] as u64) & mask))
-            .collect();
-        channel.send_words(&masked, bits)
+        let (hasher, delta) = (&self.hasher, self.cot.delta());
+        // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
+        let masked_chunk = |c: usize, q: &[Block]| -> Vec<u64> {
+            let first = c * INSTANCES_PER_CHUNK;
+            let pads = one_of_n_pads(hasher, q, delta, base + (first * k) as u64, k);
+            let mut words = Vec::with_capacity(pads.len());
+            for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
+                let (msgs, e) = (&messages[(first + i) * n_msgs..(first + i + 1) * n_msgs], e[first + i] as usize);
+                words.extend(msgs.iter().enumerate().map(|(x, &m)| (m ^ pads[x ^ e] as u64) & mask));
+            }
+            words
+        };
+        let chunk_bits = INSTANCES_PER_CHUNK * n_msgs * bits as usize;
+        let packed: Vec<u8> = if chunk_bits % 8 == 0 {
+            // Whole chunks end on a byte boundary: pack them independently.
+            q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| pack_words(&masked_chunk(c, q), bits)).collect()
+        } else {
+            let words: Vec<u64> = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| masked_chunk(c, q)).collect();
+            pack_words(&words, bits)
+        };
+        channel.send(&packed)
     }
 }
 
@@ -341,8 +377,9 @@ impl<C: CotReceiver> OtReceiver<C> {
         let k = log_n as usize;
         let (b, mut t, base) = self.take(channel, count * k)?;
         let choices: Vec<u32> = b.chunks_exact(k).map(|bits| bits.iter().enumerate().map(|(j, &bit)| u32::from(bit) << j).sum()).collect();
-        self.hasher.tccr_many(&mut t, |p| tweak(base + p as u64, u64::from(choices[p / k])));
-        let messages = t.chunks_exact(k).map(|keys| keys.iter().fold(0, |acc, h| acc ^ h)).collect();
+        self.keys(&mut t, base);
+        let mut messages: Vec<Block> = t.chunks_exact(k).map(|keys| keys.iter().fold(0, |acc, h| acc ^ h)).collect();
+        self.hasher.tccr_many(&mut messages, |i| tweak(base + (i * k) as u64, 1 + u64::from(choices[i])));
         Ok((choices, messages))
     }
 
@@ -363,8 +400,13 @@ impl<C: CotReceiver> OtReceiver<C> {
         let (r, pads) = self.receive_random_1_of_n(channel, log_n, count)?;
         let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
         channel.send_words(&e, log_n)?;
-        let masked = channel.recv_words(count * n_msgs, bits)?;
-        Ok(choices.iter().enumerate().map(|(i, &c)| (masked[i * n_msgs + c as usize] ^ pads[i] as u64) & mask).collect())
+        let masked = channel.recv_exact((count * n_msgs * bits as usize).div_ceil(8), "1-out-of-N OT messages")?;
+        // Only the chosen word of each instance is read out of the packed messages.
+        Ok(choices
+            .par_iter()
+            .enumerate()
+            .map(|(i, &c)| (read_bits(&masked, (i * n_msgs + c as usize) * bits as usize, bits) ^ pads[i] as u64) & mask)
+            .collect())
     }
 }
 

@@ -8,6 +8,8 @@
 // workspace-wide `unsafe_code = "deny"` lint would reject. No hand-written unsafe code lives here.
 #![allow(unsafe_code)]
 
+mod mpc;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -1078,5 +1080,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
+    m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     Ok(())
 }

@@ -1,0 +1,163 @@
+//! Bindings of the two-party layer: run one protocol as both parties (two threads, an in-memory
+//! channel with an optional link model) and report outputs, time, bytes and rounds.
+
+use std::time::{Duration, Instant};
+
+use lycaon_mpc::{
+    channel::{run_pair, ChannelStats, LinkModel},
+    compare::less_than,
+    nonlinear::{convert, drelu, max_pool, relu, truncate},
+    party::{OtKind, Party, Role},
+    ring::ShareRing,
+    MpcError,
+};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::LycaonError;
+
+fn mpc_err(e: MpcError) -> PyErr {
+    LycaonError::new_err(e.to_string())
+}
+
+/// A modulus given from Python: a power of two 2^l (l <= 64) or an odd prime below 2^62.
+fn ring_of(modulus: u128) -> PyResult<ShareRing> {
+    if modulus.is_power_of_two() {
+        ShareRing::power_of_two(modulus.trailing_zeros()).map_err(mpc_err)
+    } else if modulus < (1 << 62) {
+        ShareRing::prime(modulus as u64).map_err(mpc_err)
+    } else {
+        Err(LycaonError::new_err(format!("modulus {modulus} is neither a power of two up to 2^64 nor an odd prime below 2^62")))
+    }
+}
+
+fn ot_of(ot: &str) -> PyResult<OtKind> {
+    match ot {
+        "iknp" => Ok(OtKind::Iknp),
+        "silent" | "ferret" => Ok(OtKind::Silent),
+        other => Err(LycaonError::new_err(format!("unknown OT '{other}': use 'iknp' or 'silent'"))),
+    }
+}
+
+/// What one party did: its output, setup and protocol figures.
+struct PartyRun {
+    output: Vec<u64>,
+    setup: (Duration, ChannelStats),
+    protocol: (Duration, ChannelStats),
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Relu,
+    Drelu,
+    Truncate(u32),
+    MaxPool(usize),
+    Convert(ShareRing),
+    LessThan(u32),
+}
+
+fn op_of(op: &str, shift: u32, window: usize, to_modulus: Option<u128>, bits: Option<u32>) -> PyResult<Op> {
+    Ok(match op {
+        "relu" => Op::Relu,
+        "drelu" => Op::Drelu,
+        "truncate" => Op::Truncate(shift),
+        "maxpool" => Op::MaxPool(window),
+        "convert" => Op::Convert(ring_of(to_modulus.ok_or_else(|| LycaonError::new_err("op 'convert' needs to_modulus"))?)?),
+        "less_than" => Op::LessThan(bits.ok_or_else(|| LycaonError::new_err("op 'less_than' needs bits"))?),
+        other => Err(LycaonError::new_err(format!("unknown op '{other}': relu, drelu, truncate, maxpool, convert or less_than")))?,
+    })
+}
+
+fn party_run(role: Role, ch: &mut dyn lycaon_mpc::Channel, kind: OtKind, ring: ShareRing, op: Op, input: &[u64], reps: usize) -> lycaon_mpc::Result<PartyRun> {
+    let started = Instant::now();
+    let mut party = Party::new(role, ch, kind)?;
+    let setup = (started.elapsed(), party.channel().stats());
+    let began = Instant::now();
+    let mut output = Vec::new();
+    for _ in 0..reps {
+        output = run_op(&mut party, ring, op, input)?;
+    }
+    let mut protocol = (began.elapsed() / reps as u32, party.channel().stats().since(&setup.1));
+    protocol.1.bytes_sent /= reps as u64;
+    protocol.1.bytes_received /= reps as u64;
+    protocol.1.messages_sent /= reps as u64;
+    protocol.1.rounds /= reps as u64;
+    Ok(PartyRun { output, setup, protocol })
+}
+
+fn run_op(party: &mut Party, ring: ShareRing, op: Op, input: &[u64]) -> lycaon_mpc::Result<Vec<u64>> {
+    Ok(match op {
+        Op::Relu => relu(party, ring, input)?,
+        Op::Drelu => drelu(party, ring, input)?.into_iter().map(u64::from).collect(),
+        Op::Truncate(shift) => truncate(party, ring, input, shift)?,
+        Op::MaxPool(window) => max_pool(party, ring, input, window)?,
+        Op::Convert(to) => convert(party, ring, to, input)?,
+        Op::LessThan(bits) => less_than(party, input, bits, lycaon_mpc::compare::DEFAULT_DIGIT_BITS)?.into_iter().map(u64::from).collect(),
+    })
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &ChannelStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("bytes_sent", s.bytes_sent)?;
+    d.set_item("bytes_received", s.bytes_received)?;
+    d.set_item("messages_sent", s.messages_sent)?;
+    d.set_item("rounds", s.rounds)?;
+    Ok(d)
+}
+
+/// Runs a two-party protocol with both parties in this process and returns both parties'
+/// output shares with the protocol's wall time, bytes (both directions) and rounds, and the same
+/// for the one-time OT setup. With `reps` > 1 the protocol runs that many times in one session
+/// and the figures are per run (silent OT's iterations amortised, as a long session sees them).
+#[pyfunction]
+#[pyo3(signature = (op, modulus, share0, share1, ot="silent", shift=0, window=1, to_modulus=None, bits=None, bandwidth_bytes_per_s=None, latency_ms=0.0, reps=1))]
+#[allow(clippy::too_many_arguments)]
+pub fn run_two_party<'py>(
+    py: Python<'py>,
+    op: &str,
+    modulus: u128,
+    share0: PyReadonlyArray1<'py, u64>,
+    share1: PyReadonlyArray1<'py, u64>,
+    ot: &str,
+    shift: u32,
+    window: usize,
+    to_modulus: Option<u128>,
+    bits: Option<u32>,
+    bandwidth_bytes_per_s: Option<f64>,
+    latency_ms: f64,
+    reps: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let ring = ring_of(modulus)?;
+    let kind = ot_of(ot)?;
+    let op = op_of(op, shift, window, to_modulus, bits)?;
+    if !(latency_ms.is_finite() && latency_ms >= 0.0) {
+        return Err(LycaonError::new_err(format!("latency_ms must be a non-negative number, not {latency_ms}")));
+    }
+    if reps == 0 {
+        return Err(LycaonError::new_err("reps must be at least 1"));
+    }
+    let link = LinkModel::new(bandwidth_bytes_per_s, Duration::from_secs_f64(latency_ms / 1e3)).map_err(mpc_err)?;
+    let s0 = share0.as_slice().map_err(|e| LycaonError::new_err(e.to_string()))?.to_vec();
+    let s1 = share1.as_slice().map_err(|e| LycaonError::new_err(e.to_string()))?.to_vec();
+    if s0.len() != s1.len() {
+        return Err(LycaonError::new_err(format!("share0 has {} elements, share1 {}", s0.len(), s1.len())));
+    }
+    let ((r0, _), (r1, _)) = py
+        .detach(|| run_pair(link, |ch| party_run(Role::P0, ch, kind, ring, op, &s0, reps), |ch| party_run(Role::P1, ch, kind, ring, op, &s1, reps)))
+        .map_err(mpc_err)?;
+    let d = PyDict::new(py);
+    let total = |a: &ChannelStats, b: &ChannelStats| a.bytes_sent + b.bytes_sent;
+    d.set_item("out0", PyArray1::from_vec(py, r0.output))?;
+    d.set_item("out1", PyArray1::from_vec(py, r1.output))?;
+    d.set_item("seconds", r0.protocol.0.max(r1.protocol.0).as_secs_f64())?;
+    d.set_item("bytes", total(&r0.protocol.1, &r1.protocol.1))?;
+    d.set_item("rounds", r0.protocol.1.rounds.max(r1.protocol.1.rounds))?;
+    d.set_item("setup_seconds", r0.setup.0.max(r1.setup.0).as_secs_f64())?;
+    d.set_item("setup_bytes", total(&r0.setup.1, &r1.setup.1))?;
+    d.set_item("party0", stats_dict(py, &r0.protocol.1)?)?;
+    d.set_item("party1", stats_dict(py, &r1.protocol.1)?)?;
+    d.set_item("ring_bits", ring.bits())?;
+    d.set_item("ot", ot)?;
+    Ok(d)
+}

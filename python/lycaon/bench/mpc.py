@@ -1,0 +1,114 @@
+"""Two-party protocols: ReLU and truncation on 2^16 (optionally 2^20) secret-shared elements with
+IKNP and with silent OT, and, in the same run, SecretFlow SPU's CHEETAH on the same operations
+(two processes on loopback).
+
+Lycaon runs both parties in one process over an in-memory channel; ``lycaon_s`` is the slower
+party's wall time for one run of the protocol, ``lycaon_bytes`` the payload both parties sent.
+The one-time OT setup (base OTs, IKNP bootstrap of silent OT) is reported apart, as SPU's first
+run is; silent OT's iterations are amortised over ``reps`` runs in one session, as SPU refills its
+OT pool over a session. Every Lycaon run is checked against the clear function.
+
+The rings: Z_2^64, SPU's ring (FM64; the like-for-like comparison), and Z_p for the 20-bit BFV
+plaintext prime that shares live in in Lycaon's hybrid mode.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional
+
+import numpy as np
+
+import lycaon
+
+from . import spu_peer  # SPU itself is imported only when the peer runs
+
+#: The hybrid mode's plaintext prime (20 bits, 1 mod 8192 so it batches at n = 4096).
+HYBRID_PRIME = 1_032_193
+TRUNCATION_SHIFT = 12
+
+
+def _share(values: np.ndarray, modulus: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if modulus == 2**64:
+        s0 = rng.integers(0, 2**64, size=values.shape, dtype=np.uint64)
+        return s0, values.astype(np.uint64) - s0  # wraps mod 2^64
+    s0 = rng.integers(0, modulus, size=values.shape, dtype=np.uint64)
+    return s0, ((values.astype(object) - s0.astype(object)) % modulus).astype(np.uint64)
+
+
+def _signed(values: np.ndarray, modulus: int) -> np.ndarray:
+    v = values.astype(object) % modulus
+    return np.where(v > (modulus - 1) // 2, v - modulus, v).astype(object)
+
+
+def _check(op: str, x: np.ndarray, out: np.ndarray, modulus: int) -> bool:
+    got = _signed(out, modulus)
+    if op == "relu":
+        return bool(np.array_equal(got, np.maximum(x.astype(object), 0)))
+    want = np.array([v >> TRUNCATION_SHIFT for v in x.tolist()], dtype=object)  # floor division
+    err = got - want
+    return bool(np.all((err == 0) | (err == -1) | ((err == 1) & (modulus != 2**64))))
+
+
+def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np.random.Generator) -> dict:
+    """One operation through Lycaon's protocols, checked against the clear result."""
+    bound = (modulus // 4 - 1) if modulus != 2**64 else 2**40
+    x = rng.integers(-bound, bound, size=elements, dtype=np.int64)
+    encoded = np.array([int(v) % modulus for v in x.tolist()], dtype=object)
+    s0, s1 = _share(encoded.astype(np.uint64) if modulus != 2**64 else x.astype(np.uint64), modulus, rng)
+    kwargs = {"shift": TRUNCATION_SHIFT} if op == "truncate" else {}
+    run = lycaon.run_two_party(op, modulus, s0, s1, ot=ot, reps=reps, **kwargs)
+    total = (run["out0"].astype(object) + run["out1"].astype(object)) % modulus
+    return {
+        "op": op, "elements": elements, "ring": "Z_2^64" if modulus == 2**64 else f"Z_p (p = {modulus}, 20 bits)", "ot": ot,
+        "lycaon_s": run["seconds"], "lycaon_bytes": run["bytes"], "bytes_per_element": run["bytes"] / elements,
+        "rounds": run["rounds"], "setup_s": run["setup_seconds"], "setup_bytes": run["setup_bytes"], "reps": reps,
+        "correct": _check(op, x, total, modulus),
+    }
+
+
+def _peer(op: str, elements: int, reps: int) -> dict:
+    try:
+        if op == "relu":
+            return spu_peer.spu_relu(elements, reps=reps)
+        return spu_peer.spu_truncate(elements, reps=reps)
+    except Exception as exc:  # noqa: BLE001 - a failing peer is recorded, not fatal
+        return {"peer": "spu-cheetah", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[str] = None, peer: bool = True, seed: int = 0) -> list[dict]:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    records: list[dict] = []
+    started = time.time()
+    for elements in sizes:
+        for op in ("relu", "truncate"):
+            spu = _peer(op, elements, reps) if peer else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
+            for modulus in (2**64, HYBRID_PRIME):
+                for ot in ("iknp", "silent"):
+                    rec = run_lycaon(op, modulus, elements, ot, reps, rng)
+                    rec["peer"] = "spu-cheetah"
+                    if "error" in spu:
+                        rec["peer_error"] = spu["error"]
+                    else:
+                        rec.update(peer_s=spu["peer_s"], peer_bytes=spu["peer_bytes"], peer_field=spu["field"],
+                                   peer_fxp_fraction_bits=spu["fxp_fraction_bits"], peer_first_run_bytes=spu["first_run_bytes"],
+                                   time_ratio=rec["lycaon_s"] / spu["peer_s"], bytes_ratio=rec["lycaon_bytes"] / spu["peer_bytes"])
+                    records.append(rec)
+
+    table = Table(title=f"Two-party protocols, Lycaon vs SPU CHEETAH ({time.time() - started:.0f} s; ratio < 1: Lycaon better)")
+    for col in ["op", "elements", "ring", "OT", "Lycaon s", "Lycaon MB", "B/elem", "rounds", "SPU s", "SPU MB", "time ratio", "bytes ratio", "correct"]:
+        table.add_column(col, justify="left" if col in ("op", "ring", "OT") else "right")
+    for r in records:
+        f = lambda k, fmt: fmt.format(r[k]) if k in r else "-"  # noqa: E731
+        table.add_row(r["op"], str(r["elements"]), r["ring"], r["ot"], f("lycaon_s", "{:.3f}"), f"{r['lycaon_bytes'] / 1e6:.2f}",
+                      f("bytes_per_element", "{:.1f}"), str(r["rounds"]), f("peer_s", "{:.3f}"),
+                      f"{r['peer_bytes'] / 1e6:.2f}" if "peer_bytes" in r else "-", f("time_ratio", "{:.2f}"), f("bytes_ratio", "{:.2f}"), str(r["correct"]))
+    Console(width=160).print(table)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(records, f, indent=1)
+    return records

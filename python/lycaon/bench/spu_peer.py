@@ -1,0 +1,282 @@
+"""SecretFlow SPU's CHEETAH 2PC protocol as a peer of the benchmark: two parties on loopback TCP.
+
+Optional extra, imported lazily: ``pip install spu==0.9.5`` (cp311 x86_64 wheel). It pulls in
+jax==0.4.34 + jaxlib==0.4.34 (SPU's frontend lowers jax functions to XLA HLO) and pins numpy<2
+(1.26.4), ml-dtypes 0.5.4, scipy, multiprocess, cachetools, termcolor.
+
+The parent compiles the jax function with ``spu.utils.frontend.compile`` and spawns two processes,
+alice (rank 0) and bob (rank 1), linked by brpc on 127.0.0.1. Each is handed only the operands it
+owns, encodes them itself and sends the peer its share over the link before anything is timed, so
+no plaintext leaves its owner. Both run the executable once as a warm-up (it carries the one-time
+Ferret OT / HE key setup: ``first_run_s``, ``first_run_bytes``), then ``reps`` times behind a
+barrier each. ``peer_s`` is the median over reps of the slower party's wall time of ``Runtime.run``
+(no link creation, compilation or input sharing). SPU lowers a convolution to im2col plus one
+matrix product (HAL ``f_tensordot``), then a fixed-point truncation.
+
+Convolutions run on 8-bit integer operands by default, so SPU computes the exact ring product with no
+fixed-point truncation: the job Lycaon's linear layers do (truncation belongs to the 2PC layer).
+
+Bytes: SPU 0.9.5's Python link binding does not expose yacl's link statistics, but with
+``enable_pphlo_profile`` the runtime logs after every run "Link details: total send bytes N ..."
+(the link counters over that run). Each party logs to its own file; ``peer_bytes`` is the sum of
+both parties' sent bytes, averaged over the reps: protocol payload, without brpc/TCP framing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import re
+import socket
+import statistics
+import tempfile
+import time
+from queue import Empty
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+_FIELD, _FRAC_BITS = "FM64", 18  # SPU's defaults for a 64-bit ring
+_MISSING = "spu is not installed: pip install 'lycaon[bench]'"
+_NOTE = ("peer_s: median, peer_bytes: mean over warm runs of Runtime.run; one-time OT/HE setup excluded "
+         "(see first_run_*); bytes: SPU link payload sent by both parties (no brpc/TCP framing)")
+
+
+def _spu() -> Any:
+    """The ``spu`` package, or a RuntimeError that says how to get it."""
+    try:
+        import spu  # noqa: PLC0415
+    except ImportError as exc:
+        raise RuntimeError(_MISSING) from exc
+    return spu
+
+
+def _config(spu: Any) -> Any:
+    lib = spu.libspu
+    cfg = lib.RuntimeConfig(protocol=lib.ProtocolKind.CHEETAH, field=getattr(lib.FieldType, _FIELD),
+                            fxp_fraction_bits=_FRAC_BITS)
+    cfg.enable_pphlo_profile = True  # the only way 0.9.5 reports link bytes (see module doc)
+    return cfg
+
+
+def spu_info() -> Dict[str, Any]:
+    """What SPU runs as the peer: version, protocol and the ring it computes in."""
+    spu = _spu()
+    import jax  # noqa: PLC0415
+
+    return {"spu_version": spu.__version__, "jax_version": jax.__version__, "protocol": "CHEETAH",
+            "field": _FIELD, "fxp_fraction_bits": _FRAC_BITS, "ot_kind": "YACL_Ferret (SPU default)",
+            "parties": 2, "link": "brpc, 127.0.0.1, one process per party", "cpu_count": os.cpu_count()}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shares(spu: Any, cfg: Any, arr: np.ndarray, vis: str, owner: int) -> List[Any]:
+    """Both parties' shares of ``arr``, made by its owner. ``secret``: additive shares.
+    ``private``: SPU's Priv2k value (plaintext at the owner, an all-zero placeholder of the same
+    shape at the peer). Cheetah's Io refuses VIS_PRIVATE ("unsupported vis type V") although its
+    kernels take Priv2k operands (mmul_av: the HE product with one plaintext side), so the share is
+    built by hand from the public encoding of the array."""
+    lib = spu.libspu
+    io = spu.Io(2, cfg)
+    if vis == "secret":
+        return io.make_shares(arr, lib.Visibility.VIS_SECRET, owner)
+
+    def blank(raw: bytes) -> bytes:  # the same chunk with its content zeroed
+        chunk = lib.ValueChunk()
+        chunk.ParseFromString(raw)
+        chunk.content = bytes(len(chunk.content))
+        return chunk.SerializeToString()
+
+    out = []
+    for rank, pub in enumerate(io.make_shares(arr, lib.Visibility.VIS_PUBLIC)):
+        meta, share = lib.ValueMeta(), lib.Share()
+        meta.ParseFromString(pub.meta)
+        meta.visibility, meta.storage_type = lib.Visibility.VIS_PRIVATE, f"Priv2k<{_FIELD},{owner}>"
+        share.meta = meta.SerializeToString()
+        share.share_chunks = list(pub.share_chunks) if rank == owner else [blank(c) for c in pub.share_chunks]
+        out.append(share)
+    return out
+
+
+def _party(rank: int, queue: Any, *args: Any) -> None:
+    """Process entry: :func:`_party_run`, its result or its error sent to the parent."""
+    try:
+        queue.put((rank, _party_run(rank, *args)))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the peer
+        queue.put((rank, RuntimeError(f"party {rank}: {exc!r}")))
+
+
+def _party_run(rank: int, ports: List[int], exe_bytes: bytes, owned: Dict[str, Tuple[np.ndarray, str]],
+               names: List[str], reps: int, log_path: str) -> Tuple[List[float], bytes]:
+    """One party: link, take in the inputs, warm-up run, ``reps`` timed runs; (times, output share)."""
+    spu = _spu()
+    lib = spu.libspu
+    opts, cfg = lib.logging.LogOptions(), _config(spu)
+    opts.enable_console_logger, opts.system_log_path = False, log_path  # the link byte counts land here
+    lib.logging.setup_logging(opts)
+    exe, desc = lib.Executable(), lib.link.Desc()
+    exe.ParseFromString(exe_bytes)
+    for r, port in enumerate(ports):
+        desc.add_party(f"party{r}", f"127.0.0.1:{port}")
+    link = lib.link.create_brpc(desc, rank)
+    rt = spu.Runtime(link, cfg)
+    for name in names:  # fixed order, so both sides agree on who sends what when
+        if name in owned:
+            arr, vis = owned[name]
+            shares = _shares(spu, cfg, arr, vis, rank)
+            rt.set_var(name, shares[rank])
+            link.send(1 - rank, pickle.dumps(shares[1 - rank]))
+        else:
+            rt.set_var(name, pickle.loads(link.recv(1 - rank)))
+    times = []
+    for _ in range(reps + 1):
+        link.barrier()
+        t0 = time.perf_counter()
+        rt.run(exe)
+        times.append(time.perf_counter() - t0)
+    out = pickle.dumps(rt.get_var(exe.output_names[0]))
+    link.barrier()
+    link.stop_link()
+    return times, out
+
+
+def _run_2pc(fn: Callable, inputs: List[Tuple[str, np.ndarray, int, str]], reps: int) -> Dict[str, Any]:
+    """Compile ``fn`` and run it between alice and bob. ``inputs``: (name, array, owner, vis)."""
+    spu = _spu()
+    import spu.utils.frontend as fe  # noqa: PLC0415
+
+    lib, cfg = spu.libspu, _config(spu)
+    names = [name for name, *_ in inputs]
+    # Every input compiles as secret; at run time a Priv2k value still dispatches to the private
+    # kernels (pphlo convolution -> mpc mmul_sv -> Cheetah's mmul_av, with no v2s in the trace).
+    exe, _ = fe.compile(fe.Kind.JAX, fn, [a for _, a, _, _ in inputs], {}, names,
+                        [lib.Visibility.VIS_SECRET] * len(inputs), lambda outs: [f"out{i}" for i in range(len(outs))])
+    ports = [_free_port(), _free_port()]
+    ctx = mp.get_context("spawn")  # fresh interpreters: no forked jax/brpc state
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = [os.path.join(tmp, f"party{r}.log") for r in range(2)]
+        procs = [ctx.Process(target=_party, daemon=True, args=(
+            r, queue, ports, exe.SerializeToString(), {n: (a, v) for n, a, o, v in inputs if o == r},
+            names, reps, logs[r])) for r in range(2)]
+        for p in procs:
+            p.start()
+        results: Dict[int, Any] = {}
+        try:  # a party that fails leaves its peer blocked on the link: stop both then
+            while len(results) < 2:
+                try:
+                    rank, res = queue.get(timeout=1)
+                except Empty:
+                    if any(p.exitcode not in (None, 0) for p in procs):
+                        raise RuntimeError(f"a party died: exit codes {[p.exitcode for p in procs]}") from None
+                    continue
+                if isinstance(res, BaseException):
+                    raise res
+                results[rank] = res
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.terminate()
+        sent = []
+        for path in logs:
+            with open(path) as f:
+                sent.append([int(m) for m in re.findall(r"Link details: total send bytes (\d+)", f.read())])
+    if any(len(s) != reps + 1 for s in sent):
+        raise RuntimeError(f"expected {reps + 1} link reports per party, got {[len(s) for s in sent]}")
+    wall = [max(a, b) for a, b in zip(results[0][0], results[1][0])]  # a 2PC step ends when both do
+    total = [a + b for a, b in zip(*sent)]
+    output = spu.Io(2, cfg).reconstruct([pickle.loads(results[r][1]) for r in range(2)])
+    # Bytes: mean over the warm runs, as Ferret OT refills its pool in batches (some runs carry an
+    # OT-extension round, others none); the mean is the amortized cost.
+    mean = lambda v: round(statistics.mean(v))  # noqa: E731
+    return {"peer": "spu-cheetah", "peer_s": statistics.median(wall[1:]), "peer_bytes": mean(total[1:]),
+            "peer_bytes_by_party": {"alice": mean(sent[0][1:]), "bob": mean(sent[1][1:])}, "peer_s_runs": wall[1:],
+            "peer_bytes_runs": total[1:], "first_run_s": wall[0], "first_run_bytes": total[0], "reps": reps,
+            "field": _FIELD, "fxp_fraction_bits": _FRAC_BITS, "_output": output}
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """NCHW/OIHW cross-correlation (what jax.lax.conv computes), in float64 numpy."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    k = w.shape[-1]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncijkl,ockl->noij", win, w.astype(np.float64))
+
+
+def spu_conv2d(h: int, w: int, cin: int, cout: int, k: int, stride: int = 1, pad: Optional[int] = None,
+               reps: int = 1, weights: str = "private", operands: str = "int", seed: int = 0) -> Dict[str, Any]:
+    """Conv2d of alice's image (1,cin,h,w) by bob's kernel (cout,cin,k,k) under SPU CHEETAH.
+
+    The image is secret-shared by alice. ``weights="private"`` (default) keeps the kernel in
+    plaintext at bob (Cheetah's setting, SPU kernel mmul_av); ``"secret"`` secret-shares it too
+    (mmul_aa). ``operands="int"`` (default): 8-bit integers, an exact convolution in SPU's ring with
+    no truncation, the same job as Lycaon's linear layers (which leave truncation to the 2PC
+    layer); ``"fixed"``: uniform in [-1, 1), fixed-point encoded, so SPU also truncates the product."""
+    _spu()
+    import jax  # noqa: PLC0415
+
+    if operands not in ("int", "fixed"):
+        raise ValueError(f"operands must be 'int' or 'fixed', not {operands!r}")
+    pad = k // 2 if pad is None else pad
+    rng = np.random.default_rng(seed)
+    if operands == "int":
+        x = rng.integers(-128, 128, (1, cin, h, w)).astype(np.int32)
+        wt = rng.integers(-128, 128, (cout, cin, k, k)).astype(np.int32)
+    else:
+        x = rng.uniform(-1, 1, (1, cin, h, w)).astype(np.float32)
+        wt = rng.uniform(-1, 1, (cout, cin, k, k)).astype(np.float32)
+
+    def conv(a: Any, b: Any) -> Any:
+        return jax.lax.conv_general_dilated(a, b, (stride, stride), [(pad, pad), (pad, pad)],
+                                            dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+    res = _run_2pc(conv, [("x", x, 0, "secret"), ("w", wt, 1, weights)], reps)
+    res["max_abs_error"] = float(np.max(np.abs(res.pop("_output") - _conv_ref(x, wt, stride, pad))))
+    res["operand_visibility"] = {"input": "secret (shared by alice)",
+                                 "weights": "private to bob (Priv2k)" if weights == "private" else "secret (shared by bob)"}
+    res["shape"] = {"h": h, "w": w, "cin": cin, "cout": cout, "k": k, "stride": stride, "pad": pad}
+    res["operands"] = operands
+    res["note"] = _NOTE + ("; exact integer convolution, no truncation" if operands == "int" else "; includes SPU's fixed-point truncation of the product")
+    return res
+
+
+def spu_relu(elements: int, reps: int = 1, seed: int = 0) -> Dict[str, Any]:
+    """ReLU of ``elements`` secret-shared fixed-point values (shared by alice) under SPU CHEETAH."""
+    _spu()
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    x = np.random.default_rng(seed).uniform(-8, 8, elements).astype(np.float32)
+    res = _run_2pc(lambda a: jnp.maximum(a, 0), [("x", x, 0, "secret")], reps)
+    res["max_abs_error"] = float(np.max(np.abs(res.pop("_output") - np.maximum(x, 0))))
+    res["operand_visibility"] = {"input": "secret (shared by alice)"}
+    res["elements"] = elements
+    res["note"] = _NOTE
+    return res
+
+
+def spu_truncate(elements: int, reps: int = 1, seed: int = 0) -> Dict[str, Any]:
+    """Fixed-point product of ``elements`` secret-shared values (shared by alice) by the public
+    constant 0.25: a local product in the ring and one truncation by SPU's 18 fraction bits, the
+    nearest SPU analogue of a truncation protocol on its own."""
+    _spu()
+    x = np.random.default_rng(seed).uniform(-8, 8, elements).astype(np.float32)
+    res = _run_2pc(lambda a: a * 0.25, [("x", x, 0, "secret")], reps)
+    res["max_abs_error"] = float(np.max(np.abs(res.pop("_output") - x * 0.25)))
+    res["operand_visibility"] = {"input": "secret (shared by alice)"}
+    res["elements"] = elements
+    res["note"] = _NOTE + "; x * 0.25 in fixed point: one truncation"
+    return res
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps({"info": spu_info(), "conv2d": spu_conv2d(32, 32, 16, 16, 3, reps=3),
+                      "relu": spu_relu(2**16, reps=3)}, indent=2))

@@ -1,0 +1,69 @@
+"""The two-party protocols through the Python binding: results against numpy, and clear errors."""
+
+import numpy as np
+import pytest
+
+import lycaon
+
+P = 1_032_193  # the hybrid mode's 20-bit plaintext prime
+
+
+def share(x, modulus, rng):
+    """Additive shares of the signed integers x modulo `modulus`."""
+    v = np.array([int(a) % modulus for a in x], dtype=object)
+    s0 = np.array([int(r) for r in rng.integers(0, min(modulus, 2**63), size=len(x))], dtype=object) % modulus
+    return s0.astype(np.uint64), ((v - s0) % modulus).astype(np.uint64)
+
+
+def opened(run, modulus):
+    v = (run["out0"].astype(object) + run["out1"].astype(object)) % modulus
+    return np.where(v > (modulus - 1) // 2, v - modulus, v)
+
+
+@pytest.mark.parametrize("modulus", [2**64, 2**37, P])
+@pytest.mark.parametrize("ot", ["iknp", "silent"])
+def test_relu_matches_numpy(modulus, ot):
+    rng = np.random.default_rng(1)
+    half = (modulus - 1) // 2
+    bound = min(2**30, half)
+    x = [0, 1, -1, half, -half] + [int(v) for v in rng.integers(-bound, bound, size=500)]
+    s0, s1 = share(x, modulus, rng)
+    run = lycaon.run_two_party("relu", modulus, s0, s1, ot=ot)
+    assert list(opened(run, modulus)) == [max(v, 0) for v in x]
+    assert run["bytes"] > 0 and run["rounds"] > 0 and run["seconds"] > 0
+
+
+def test_truncation_error_is_at_most_one_unit():
+    rng = np.random.default_rng(2)
+    x = [int(v) for v in rng.integers(-P // 4, P // 4, size=500)]
+    s0, s1 = share(x, P, rng)
+    got = opened(lycaon.run_two_party("truncate", P, s0, s1, shift=5), P)
+    assert all(abs(g - (v >> 5)) <= 1 for g, v in zip(got, x))
+
+
+def test_max_pool_and_conversion():
+    rng = np.random.default_rng(3)
+    x = [int(v) for v in rng.integers(-1000, 1000, size=4 * 50)]
+    s0, s1 = share(x, P, rng)
+    got = opened(lycaon.run_two_party("maxpool", P, s0, s1, window=4), P)
+    assert list(got) == [max(x[i:i + 4]) for i in range(0, len(x), 4)]
+    conv = lycaon.run_two_party("convert", P, s0, s1, to_modulus=2**40)
+    assert list(opened(conv, 2**40)) == x
+
+
+def test_bad_input_gets_a_clear_error():
+    s = np.zeros(3, dtype=np.uint64)
+    with pytest.raises(lycaon.LycaonError, match="neither a power of two"):
+        lycaon.run_two_party("relu", 2**70 + 1, s, s)
+    with pytest.raises(lycaon.LycaonError, match="odd prime"):
+        lycaon.run_two_party("relu", 1_000_000, s, s)
+    with pytest.raises(lycaon.LycaonError, match="unknown op"):
+        lycaon.run_two_party("softmax", P, s, s)
+    with pytest.raises(lycaon.LycaonError, match="unknown OT"):
+        lycaon.run_two_party("relu", P, s, s, ot="kos")
+    with pytest.raises(lycaon.LycaonError, match="3 elements, share1 2"):
+        lycaon.run_two_party("relu", P, s, s[:2])
+    with pytest.raises(lycaon.LycaonError, match="not below the ring modulus"):
+        lycaon.run_two_party("relu", P, np.array([P, 0, 0], dtype=np.uint64), s)
+    with pytest.raises(lycaon.LycaonError, match="windows"):
+        lycaon.run_two_party("maxpool", P, s, s, window=2)
