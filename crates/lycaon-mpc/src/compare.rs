@@ -16,8 +16,10 @@ use crate::{
     MpcError, Result,
 };
 
-/// Digit width of the comparison's leaf OTs (CrypTFlow2 and Cheetah use 4).
-pub const DEFAULT_DIGIT_BITS: u32 = 4;
+/// Digit width of the comparison's leaf OTs. CrypTFlow2 and Cheetah use 4; with silent OT the
+/// per-digit messages (2 * 2^m bits) dominate and 3 sends the fewest bytes: on 63 bits 91 B against
+/// 104 B per comparison plus multiplexer (see implementation_notes/two-party.md).
+pub const DEFAULT_DIGIT_BITS: u32 = 3;
 
 /// Shares of `count` random AND triples (a, b, c = a & b).
 fn and_triples(party: &mut Party, count: usize) -> Result<(Vec<bool>, Vec<bool>, Vec<bool>)> {
@@ -72,39 +74,46 @@ pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) 
     }
     let n = values.len();
     let digits = bits.div_ceil(digit_bits) as usize;
-    // Leaves, digit-major: lt[j * n + i], eq[j * n + i]. The top digit may be narrower.
+    // Leaves, digit-major: lt[j * n + i], eq[j * n + i]. The top digit may be narrower. The
+    // lowest digit's eq is never used (lt = XOR_j lt_j AND_{k > j} eq_k), so its OT carries
+    // one bit per message, and the tree never forms eq for the chain of lowest nodes.
     let mut lt = vec![false; digits * n];
     let mut eq = vec![false; digits * n];
-    let full = if bits % digit_bits == 0 { digits } else { digits - 1 };
-    let groups = [(0..full, digit_bits), (full..digits, bits - digit_bits * full as u32)];
-    for (range, width) in groups {
-        if range.is_empty() {
-            continue;
+    let top_width = bits - digit_bits * (digits as u32 - 1);
+    let width_of = |j: usize| if j + 1 == digits { top_width } else { digit_bits };
+    // Groups of digits sharing (digit width, message bits), each one batch of 1-of-N OTs.
+    let mut groups: Vec<(std::ops::Range<usize>, u32, u32)> = Vec::new();
+    for j in 0..digits {
+        let key = (width_of(j), if j == 0 { 1 } else { 2 });
+        match groups.last_mut() {
+            Some((range, w, m)) if (*w, *m) == key => range.end = j + 1,
+            _ => groups.push((j..j + 1, key.0, key.1)),
         }
+    }
+    for (range, width, msg_bits) in groups {
         let first_digit = range.start;
         let count = range.len() * n;
         let digit_of = |idx: usize| {
             let (j, i) = (first_digit + idx / n, idx % n);
             (values[i] >> (j as u32 * digit_bits)) & ((1u64 << width) - 1)
         };
+        let with_eq = msg_bits == 2;
         match party.role() {
             Role::P0 => {
                 let masks = party.random_bits(2 * count);
                 let mut messages = Vec::with_capacity(count << width);
                 for idx in 0..count {
                     let xd = digit_of(idx);
-                    for v in 0..1u64 << width {
-                        let m = ((xd < v) ^ masks[2 * idx]) as u64 | ((((xd == v) ^ masks[2 * idx + 1]) as u64) << 1);
-                        messages.push(m);
-                    }
-                    lt[first_digit * n + idx] = masks[2 * idx];
-                    eq[first_digit * n + idx] = masks[2 * idx + 1];
+                    let (m_lt, m_eq) = (masks[2 * idx], masks[2 * idx + 1] && with_eq);
+                    messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u64 | ((((xd == v) && with_eq) ^ m_eq) as u64) << 1));
+                    lt[first_digit * n + idx] = m_lt;
+                    eq[first_digit * n + idx] = m_eq;
                 }
-                party.one_of_n_send(width, 2, &messages)?;
+                party.one_of_n_send(width, msg_bits, &messages)?;
             }
             Role::P1 => {
                 let choices: Vec<u32> = (0..count).map(|idx| digit_of(idx) as u32).collect();
-                let got = party.one_of_n_receive(width, 2, &choices)?;
+                let got = party.one_of_n_receive(width, msg_bits, &choices)?;
                 for (idx, m) in got.into_iter().enumerate() {
                     lt[first_digit * n + idx] = m & 1 == 1;
                     eq[first_digit * n + idx] = m & 2 == 2;
@@ -112,7 +121,9 @@ pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) 
             }
         }
     }
-    // Combine neighbouring digits (low, high) level by level.
+    // Combine neighbouring digits (low, high) level by level. Pair 0 holds the lowest chain:
+    // it needs only lt' = lt_hi ^ (eq_hi & lt_lo); the other pairs also eq' = eq_hi & eq_lo,
+    // except at the root.
     let mut level = digits;
     while level > 1 {
         let pairs = level / 2;
@@ -123,22 +134,22 @@ pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) 
             let (lo, hi) = (2 * p * n, (2 * p + 1) * n);
             left.extend_from_slice(&eq[hi..hi + n]);
             right.extend_from_slice(&lt[lo..lo + n]);
-            if !last {
-                left.extend_from_slice(&eq[hi..hi + n]);
-                right.extend_from_slice(&eq[lo..lo + n]);
-            }
         }
-        let products = and(party, &left, &right)?;
-        let per_pair = if last { n } else { 2 * n };
+        for p in 1..pairs {
+            let (lo, hi) = (2 * p * n, (2 * p + 1) * n);
+            left.extend_from_slice(&eq[hi..hi + n]);
+            right.extend_from_slice(&eq[lo..lo + n]);
+        }
+        let products = if last { and(party, &left[..n], &right[..n])? } else { and(party, &left, &right)? };
         let next = level.div_ceil(2);
         let mut new_lt = vec![false; next * n];
         let mut new_eq = vec![false; next * n];
         for p in 0..pairs {
             let hi = (2 * p + 1) * n;
             for i in 0..n {
-                new_lt[p * n + i] = lt[hi + i] ^ products[p * per_pair + i];
-                if !last {
-                    new_eq[p * n + i] = products[p * per_pair + n + i];
+                new_lt[p * n + i] = lt[hi + i] ^ products[p * n + i];
+                if p > 0 {
+                    new_eq[p * n + i] = products[(pairs + p - 1) * n + i];
                 }
             }
         }
