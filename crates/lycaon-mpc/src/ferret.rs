@@ -12,8 +12,9 @@
 //! - both sides apply the public local linear code A ([`lpn`], each row 10 random positions of
 //!   u): sender z = v ^ A q, receiver bits x = e ^ A b and blocks w ^ A t = z ^ x * delta.
 //!
-//! The first k + t * h outputs are kept as the next iteration's reserve; the rest is served by
-//! `extend`. The very first reserve comes from a base COT source (IKNP) through a short chain of
+//! The last k + t * h outputs are kept as the next iteration's reserve; the first n - k - t * h
+//! are served by `extend` (when a call wants all of them, they are made in place in the vector it
+//! returns, with no copy). The very first reserve comes from a base COT source (IKNP) through a short chain of
 //! smaller bootstrap iterations, so the base source only has to produce a few tens of thousands
 //! of COTs once. Both parties' generators must be made with the same [`FerretParameters`].
 //!
@@ -33,7 +34,7 @@ use rayon::prelude::*;
 use crate::channel::Channel;
 use crate::cot::{Block, CotReceiver, CotSender};
 use crate::{MpcError, Result};
-use lpn::{LocalLinearCode, ROW_WEIGHT};
+use lpn::{LocalLinearCode, PackedBits, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
 
 /// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
@@ -230,10 +231,11 @@ impl FerretSender {
         let mut buffer = Vec::new();
         for (i, lpn) in params.bootstrap.iter().enumerate() {
             let stage = Stage::new(*lpn, code_seed);
-            let out = sender_iteration(channel, &stage, &primitives, delta, &reserve, &mut rng)?;
+            let mut out = vec![0u128; lpn.n];
+            sender_iteration(channel, &stage, &primitives, delta, &reserve, &mut rng, &mut out)?;
             let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
-            reserve = out[..next].to_vec();
-            buffer.extend_from_slice(&out[next..]);
+            reserve = out.split_off(lpn.n - next);
+            buffer.extend_from_slice(&out);
         }
         Ok(FerretSender { delta, main: Stage::new(params.main, code_seed), primitives, rng, reserve, buffer, position: 0, iterations: 0 })
     }
@@ -257,22 +259,35 @@ impl CotSender for FerretSender {
     /// Serves `count` COTs from the buffer, running main iterations (one round trip each) as
     /// needed. Errors: the channel's.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
-        let mut out = Vec::with_capacity(count);
-        loop {
-            let take = (count - out.len()).min(self.buffered());
-            out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
-            self.position += take;
-            if out.len() == count {
-                return Ok(out);
+        let lpn = self.main.lpn;
+        let served = lpn.yield_per_iteration();
+        let take = count.min(self.buffered());
+        let direct = count - take >= served;
+        // Room for one in-place iteration's reserve beyond `count`.
+        let mut out = Vec::with_capacity(count + if direct { lpn.consumed() } else { 0 });
+        out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+        self.position += take;
+        while out.len() < count {
+            let start = out.len();
+            if count - start >= served {
+                // The whole iteration goes to the caller: made in place in `out`.
+                out.par_extend(rayon::iter::repeat_n(0u128, lpn.n));
+                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, &mut out[start..])?;
+                self.reserve.copy_from_slice(&out[start + served..]);
+                out.truncate(start + served);
+            } else {
+                // Part of it: made in the buffer (its allocation reused), the rest served later.
+                self.buffer.resize(lpn.n, 0);
+                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, &mut self.buffer)?;
+                self.reserve.copy_from_slice(&self.buffer[served..]);
+                self.buffer.truncate(served);
+                let take = count - start;
+                out.par_extend(self.buffer[..take].par_iter().copied());
+                self.position = take;
             }
-            self.buffer = Vec::new();
-            let fresh = sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng)?;
-            let keep = self.reserve.len();
-            self.reserve.copy_from_slice(&fresh[..keep]);
-            self.buffer = fresh;
-            self.position = keep;
             self.iterations += 1;
         }
+        Ok(out)
     }
 }
 
@@ -307,12 +322,13 @@ impl FerretReceiver {
         let (mut buffer_bits, mut buffer) = (Vec::new(), Vec::new());
         for (i, lpn) in params.bootstrap.iter().enumerate() {
             let stage = Stage::new(*lpn, code_seed);
-            let (bits, out) = receiver_iteration(channel, &stage, &primitives, &reserve_bits, &reserve, &mut rng)?;
+            let (mut bits, mut out) = (vec![false; lpn.n], vec![0u128; lpn.n]);
+            receiver_iteration(channel, &stage, &primitives, &reserve_bits, &reserve, &mut rng, &mut bits, &mut out)?;
             let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
-            reserve_bits = bits[..next].to_vec();
-            reserve = out[..next].to_vec();
-            buffer_bits.extend_from_slice(&bits[next..]);
-            buffer.extend_from_slice(&out[next..]);
+            reserve_bits = bits.split_off(lpn.n - next);
+            reserve = out.split_off(lpn.n - next);
+            buffer_bits.extend_from_slice(&bits);
+            buffer.extend_from_slice(&out);
         }
         Ok(FerretReceiver { main: Stage::new(params.main, code_seed), primitives, rng, reserve_bits, reserve, buffer_bits, buffer, position: 0, iterations: 0 })
     }
@@ -332,31 +348,64 @@ impl CotReceiver for FerretReceiver {
     /// Serves `count` COTs, running main iterations as needed. Errors: the channel's, and a
     /// malformed message from the sender.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
-        let mut bits = Vec::with_capacity(count);
-        let mut out = Vec::with_capacity(count);
-        loop {
-            let take = (count - out.len()).min(self.buffered());
-            bits.par_extend(self.buffer_bits[self.position..self.position + take].par_iter().copied());
-            out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
-            self.position += take;
-            if out.len() == count {
-                return Ok((bits, out));
+        let lpn = self.main.lpn;
+        let served = lpn.yield_per_iteration();
+        let take = count.min(self.buffered());
+        let extra = if count - take >= served { lpn.consumed() } else { 0 };
+        let mut bits = Vec::with_capacity(count + extra);
+        let mut out = Vec::with_capacity(count + extra);
+        bits.par_extend(self.buffer_bits[self.position..self.position + take].par_iter().copied());
+        out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+        self.position += take;
+        while out.len() < count {
+            let start = out.len();
+            if count - start >= served {
+                bits.par_extend(rayon::iter::repeat_n(false, lpn.n));
+                out.par_extend(rayon::iter::repeat_n(0u128, lpn.n));
+                receiver_iteration(
+                    channel,
+                    &self.main,
+                    &self.primitives,
+                    &self.reserve_bits,
+                    &self.reserve,
+                    &mut self.rng,
+                    &mut bits[start..],
+                    &mut out[start..],
+                )?;
+                self.reserve_bits.copy_from_slice(&bits[start + served..]);
+                self.reserve.copy_from_slice(&out[start + served..]);
+                bits.truncate(start + served);
+                out.truncate(start + served);
+            } else {
+                self.buffer_bits.resize(lpn.n, false);
+                self.buffer.resize(lpn.n, 0);
+                receiver_iteration(
+                    channel,
+                    &self.main,
+                    &self.primitives,
+                    &self.reserve_bits,
+                    &self.reserve,
+                    &mut self.rng,
+                    &mut self.buffer_bits,
+                    &mut self.buffer,
+                )?;
+                self.reserve_bits.copy_from_slice(&self.buffer_bits[served..]);
+                self.reserve.copy_from_slice(&self.buffer[served..]);
+                self.buffer_bits.truncate(served);
+                self.buffer.truncate(served);
+                let take = count - start;
+                bits.par_extend(self.buffer_bits[..take].par_iter().copied());
+                out.par_extend(self.buffer[..take].par_iter().copied());
+                self.position = take;
             }
-            self.buffer = Vec::new();
-            self.buffer_bits = Vec::new();
-            let (fresh_bits, fresh) = receiver_iteration(channel, &self.main, &self.primitives, &self.reserve_bits, &self.reserve, &mut self.rng)?;
-            let keep = self.reserve.len();
-            self.reserve.copy_from_slice(&fresh[..keep]);
-            self.reserve_bits.copy_from_slice(&fresh_bits[..keep]);
-            self.buffer = fresh;
-            self.buffer_bits = fresh_bits;
-            self.position = keep;
             self.iterations += 1;
         }
+        Ok((bits, out))
     }
 }
 
-/// One iteration, sender side: n new `q` from the k + t h reserved ones.
+/// One iteration, sender side: n new `q` from the k + t h reserved ones, written over `out`
+/// (length n).
 fn sender_iteration(
     channel: &mut dyn Channel,
     stage: &Stage,
@@ -364,17 +413,19 @@ fn sender_iteration(
     delta: Block,
     reserve: &[Block],
     rng: &mut ChaCha20Rng,
-) -> Result<Vec<Block>> {
+    out: &mut [Block],
+) -> Result<()> {
     debug_assert_eq!(reserve.len(), stage.lpn.consumed());
+    debug_assert_eq!(out.len(), stage.lpn.n);
     let (secret, mpcot_cots) = reserve.split_at(stage.lpn.k);
-    let mut out = vec![0u128; stage.lpn.n];
-    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, &mut out)?;
-    stage.code.encode_add(secret, &mut out);
-    Ok(out)
+    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, out)?;
+    stage.code.encode_add(secret, out);
+    Ok(())
 }
 
-/// One iteration, receiver side: n new (b, t) from the reserved ones. The code is applied while
-/// the sender expands its trees.
+/// One iteration, receiver side: n new (b, t) from the reserved ones, written over `bits` and
+/// `out` (length n). The code is applied while the sender expands its trees.
+#[allow(clippy::too_many_arguments)]
 fn receiver_iteration(
     channel: &mut dyn Channel,
     stage: &Stage,
@@ -382,15 +433,15 @@ fn receiver_iteration(
     reserve_bits: &[bool],
     reserve: &[Block],
     rng: &mut ChaCha20Rng,
-) -> Result<(Vec<bool>, Vec<Block>)> {
+    bits: &mut [bool],
+    out: &mut [Block],
+) -> Result<()> {
     debug_assert_eq!(reserve.len(), stage.lpn.consumed());
+    debug_assert_eq!((bits.len(), out.len()), (stage.lpn.n, stage.lpn.n));
     let k = stage.lpn.k;
     let alphas = mpcot::receiver_choose(channel, &stage.layout, &reserve_bits[k..], rng)?;
-    let mut out = vec![0u128; stage.lpn.n];
-    let mut bits = vec![false; stage.lpn.n];
-    stage.code.encode_add_with_bits(&reserve[..k], &reserve_bits[..k], &mut out, &mut bits);
-    mpcot::receiver_finish(channel, &stage.layout, primitives, &alphas, &reserve[k..], &mut out, &mut bits)?;
-    Ok((bits, out))
+    stage.code.encode_with_bits(&reserve[..k], &PackedBits::new(&reserve_bits[..k]), out, bits);
+    mpcot::receiver_finish(channel, &stage.layout, primitives, &alphas, &reserve[k..], out, bits)
 }
 
 #[cfg(test)]

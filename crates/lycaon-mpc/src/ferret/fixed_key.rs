@@ -73,23 +73,26 @@ impl GgmPrg {
     pub(crate) fn expand_level(&self, nodes: &mut [Block], parents: usize) -> (Block, Block) {
         debug_assert!(nodes.len() >= 2 * parents);
         let mut seeds = [0u128; BATCH];
-        let mut left = [0u128; BATCH];
-        let mut right = [0u128; BATCH];
+        let mut left = [GenericArray::default(); BATCH];
+        let mut right = [GenericArray::default(); BATCH];
         let (mut sum_left, mut sum_right) = (0u128, 0u128);
         // From the last parent down: the children of parents [start, end) land in
-        // [2 start, 2 end), which holds only parents already read.
+        // [2 start, 2 end), which holds only parents already read. The AES calls work on the
+        // cipher's own block type, with no conversion pass in between.
         let mut end = parents;
         while end > 0 {
             let start = end.saturating_sub(BATCH);
             let m = end - start;
             seeds[..m].copy_from_slice(&nodes[start..end]);
-            left[..m].copy_from_slice(&nodes[start..end]);
-            right[..m].copy_from_slice(&nodes[start..end]);
-            self.left.encrypt_in_place(&mut left[..m]);
-            self.right.encrypt_in_place(&mut right[..m]);
+            for ((l, r), s) in left.iter_mut().zip(right.iter_mut()).zip(&seeds[..m]) {
+                *l = GenericArray::from(s.to_le_bytes());
+                *r = *l;
+            }
+            self.left.cipher.encrypt_blocks(&mut left[..m]);
+            self.right.cipher.encrypt_blocks(&mut right[..m]);
             for i in 0..m {
-                let l = left[i] ^ seeds[i];
-                let r = right[i] ^ seeds[i];
+                let l = u128::from_le_bytes(left[i].into()) ^ seeds[i];
+                let r = u128::from_le_bytes(right[i].into()) ^ seeds[i];
                 nodes[2 * (start + i)] = l;
                 nodes[2 * (start + i) + 1] = r;
                 sum_left ^= l;

@@ -19,8 +19,27 @@ pub(crate) const ROW_WEIGHT: usize = 10;
 const BLOCKS_PER_ROW: usize = 3;
 /// Rows handled by one parallel task.
 const ROWS_PER_TASK: usize = 1 << 12;
-/// Rows whose positions are drawn in one AES call.
-const ROWS_PER_BATCH: usize = 64;
+/// Rows whose positions are drawn in one AES call (a multiple of 8, so that every AES call
+/// fills the AES-NI backend's 8-block pipeline).
+const ROWS_PER_BATCH: usize = 128;
+
+/// The choice bits of the LPN secret packed 64 to a word: k / 8 bytes rather than k, so the
+/// receiver's bit table stays in the core's first caches beside the block table.
+pub(crate) struct PackedBits {
+    words: Vec<u64>,
+}
+
+impl PackedBits {
+    pub(crate) fn new(bits: &[bool]) -> Self {
+        let words = bits.chunks(64).map(|c| c.iter().enumerate().fold(0u64, |w, (i, &b)| w | (u64::from(b) << i))).collect();
+        PackedBits { words }
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> u64 {
+        (self.words[i >> 6] >> (i & 63)) & 1
+    }
+}
 
 /// The code A for one parameter set (n rows, k columns), fixed by a public seed.
 #[derive(Clone)]
@@ -38,9 +57,12 @@ impl LocalLinearCode {
         LocalLinearCode { k, aes: FixedKeyAes::from_label("lycaon-mpc ferret local linear code", &context) }
     }
 
-    /// Calls `row(i, positions)` for rows `first .. first + count`.
-    fn for_rows(&self, first: usize, count: usize, mut row: impl FnMut(usize, &[usize; ROW_WEIGHT])) {
+    /// Calls `batch(first_row, positions)` for consecutive batches of rows covering `first ..
+    /// first + count`, `positions[r]` being row `first_row + r`'s positions.
+    #[inline(always)]
+    fn for_batches(&self, first: usize, count: usize, mut batch: impl FnMut(usize, &[[u32; ROW_WEIGHT]])) {
         let mut blocks = [0u128; ROWS_PER_BATCH * BLOCKS_PER_ROW];
+        let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_BATCH];
         let k = self.k as u64;
         let mut done = 0;
         while done < count {
@@ -51,16 +73,23 @@ impl LocalLinearCode {
                 *b = base + j as u128;
             }
             self.aes.encrypt_in_place(blocks);
-            for r in 0..m {
-                let mut positions = [0usize; ROW_WEIGHT];
-                for (w, p) in positions.iter_mut().enumerate() {
-                    let word = (blocks[r * BLOCKS_PER_ROW + w / 4] >> (32 * (w % 4))) as u32;
-                    *p = ((word as u64 * k) >> 32) as usize;
-                }
-                row(first + done + r, &positions);
+            for (p, row) in positions[..m].iter_mut().zip(blocks.chunks_exact(BLOCKS_PER_ROW)) {
+                let words: [u32; 4 * BLOCKS_PER_ROW] = core::array::from_fn(|w| (row[w / 4] >> (32 * (w % 4))) as u32);
+                *p = core::array::from_fn(|w| ((words[w] as u64 * k) >> 32) as u32);
             }
+            batch(first + done, &positions[..m]);
             done += m;
         }
+    }
+
+    /// Calls `row(i, positions)` for rows `first .. first + count`.
+    #[cfg(test)]
+    fn for_rows(&self, first: usize, count: usize, mut row: impl FnMut(usize, &[u32; ROW_WEIGHT])) {
+        self.for_batches(first, count, |start, positions| {
+            for (r, p) in positions.iter().enumerate() {
+                row(start + r, p);
+            }
+        });
     }
 
     /// `out[i] ^= XOR_{j in row i} input[j]` for every row i < out.len() (the sender's side).
@@ -68,34 +97,39 @@ impl LocalLinearCode {
         debug_assert_eq!(input.len(), self.k);
         out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
             let first = task * ROWS_PER_TASK;
-            self.for_rows(first, chunk.len(), |i, positions| {
-                let mut acc = 0u128;
-                for &p in positions {
-                    acc ^= input[p];
-                }
-                chunk[i - first] ^= acc;
-            });
+            self.for_batches(first, chunk.len(), |start, positions| gather_blocks::<true>(input, positions, &mut chunk[start - first..]));
         });
     }
 
-    /// The receiver's side: blocks as in `encode_add`, and likewise for the choice bits.
-    pub(crate) fn encode_add_with_bits(&self, input: &[Block], input_bits: &[bool], out: &mut [Block], out_bits: &mut [bool]) {
+    /// The receiver's side: `out[i] = XOR_{j in row i} input[j]`, and likewise for the choice
+    /// bits (overwriting, so neither output needs zeroing first).
+    pub(crate) fn encode_with_bits(&self, input: &[Block], input_bits: &PackedBits, out: &mut [Block], out_bits: &mut [bool]) {
         debug_assert_eq!(input.len(), self.k);
-        debug_assert_eq!(input_bits.len(), self.k);
+        debug_assert!(input_bits.words.len() * 64 >= self.k);
         debug_assert_eq!(out.len(), out_bits.len());
         out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
             let first = task * ROWS_PER_TASK;
-            self.for_rows(first, chunk.len(), |i, positions| {
-                let mut acc = 0u128;
-                let mut bit = false;
-                for &p in positions {
-                    acc ^= input[p];
-                    bit ^= input_bits[p];
+            self.for_batches(first, chunk.len(), |start, positions| {
+                // Two lean loops rather than one: the block gathers miss the caches, and the
+                // fewer instructions per row, the more rows' misses the core keeps in flight.
+                gather_blocks::<false>(input, positions, &mut chunk[start - first..]);
+                for (b, p) in bits[start - first..].iter_mut().zip(positions) {
+                    *b = p.iter().fold(0, |a, &j| a ^ input_bits.get(j as usize)) == 1;
                 }
-                chunk[i - first] ^= acc;
-                bits[i - first] ^= bit;
             });
         });
+    }
+}
+
+/// `out[r] ^= XOR_{j in positions[r]} input[j]` (`out[r] =` unless `ADD`).
+#[inline(always)]
+fn gather_blocks<const ADD: bool>(input: &[Block], positions: &[[u32; ROW_WEIGHT]], out: &mut [Block]) {
+    for (o, p) in out.iter_mut().zip(positions) {
+        let mut acc = 0u128;
+        for &j in p {
+            acc ^= input[j as usize];
+        }
+        *o = if ADD { *o ^ acc } else { acc };
     }
 }
 
@@ -113,12 +147,12 @@ mod tests {
         assert_eq!(&rows_a[5_000..], &rows_b[..], "a row's positions must not depend on where a task starts");
         let mut hits = vec![0u32; 1_000];
         for p in rows_a.iter().flatten() {
-            hits[*p] += 1;
+            hits[*p as usize] += 1;
         }
         // 100,000 positions over 1,000 columns: about 100 each.
         assert!(hits.iter().all(|&h| (40..200).contains(&h)), "{:?}", hits.iter().min());
         let other = LocalLinearCode::new(8, 10_000, 1_000);
-        let mut first_other = [0; ROW_WEIGHT];
+        let mut first_other = [0u32; ROW_WEIGHT];
         other.for_rows(0, 1, |_, p| first_other = *p);
         assert_ne!(first_other, rows_a[0], "the seed must change the code");
     }
@@ -129,15 +163,15 @@ mod tests {
         let code = LocalLinearCode::new(1, n, k);
         let input: Vec<Block> = (0..k as u128).map(|i| i * 0x1234_5678_9abc_def1 + 3).collect();
         let bits: Vec<bool> = (0..k).map(|i| i % 3 == 0).collect();
-        let mut out = vec![0u128; n];
-        let mut out_bits = vec![false; n];
-        code.encode_add_with_bits(&input, &bits, &mut out, &mut out_bits);
+        let mut out = vec![5u128; n];
+        let mut out_bits = vec![true; n];
+        code.encode_with_bits(&input, &PackedBits::new(&bits), &mut out, &mut out_bits);
         let mut out_sender = vec![0u128; n];
         code.encode_add(&input, &mut out_sender);
         assert_eq!(out, out_sender);
         code.for_rows(0, n, |i, p| {
-            assert_eq!(out[i], p.iter().fold(0, |a, &j| a ^ input[j]));
-            assert_eq!(out_bits[i], p.iter().fold(false, |a, &j| a ^ bits[j]));
+            assert_eq!(out[i], p.iter().fold(0, |a, &j| a ^ input[j as usize]));
+            assert_eq!(out_bits[i], p.iter().fold(false, |a, &j| a ^ bits[j as usize]));
         });
     }
 }

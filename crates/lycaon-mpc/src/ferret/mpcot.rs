@@ -87,7 +87,7 @@ impl TreePrimitives {
     }
 }
 
-/// The sender's half: XORs its leaves v into `out` (length n). `cots` are the t * depth random
+/// The sender's half: writes its leaves v over `out` (length n). `cots` are the t * depth random
 /// COTs `q` reserved for this, tree j using `cots[j * depth ..][.. depth]` top level first.
 pub(crate) fn send(
     channel: &mut dyn Channel,
@@ -116,7 +116,7 @@ pub(crate) fn send(
             }
             let mut leaf_sum = delta;
             for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
-                *o ^= leaf;
+                *o = leaf;
                 leaf_sum ^= leaf;
             }
             sums[2 * h] = leaf_sum;
