@@ -102,7 +102,8 @@ pub fn truncation_range(ring: ShareRing, shift: u32) -> Result<(u64, u64)> {
 /// Party 0 adds a bias B (a multiple of 2^shift, about M/4) so that y = x + B is in [0, M/2).
 /// Then the wrap of y0 + y1 past M is w = msb-half(y0) OR msb-half(y1) (both shares below M/2
 /// cannot wrap; both at or above must; one of each must, else y would be at least M/2), which
-/// is one product of private bits (Cheetah's truncation with known MSB, Huang et al. 2022).
+/// is one product of private bits (Cheetah's truncation with known MSB, Huang et al. 2022),
+/// in Z_2^l computed modulo 2^s only.
 /// y / 2^s = y0 >> s + y1 >> s - w (M >> s) + (r0 + r1 - w (M mod 2^s)) / 2^s, the last term in
 /// (-1, 2): the result is floor(x / 2^s) - 1, floor(x / 2^s) or (Z_p only) floor(x / 2^s) + 1.
 /// In Z_{2^l}, M mod 2^s = 0 and the error is in {-1, 0}.
@@ -116,12 +117,18 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
     let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bias) } else { x }).collect();
     let half = ring.max_positive() + 1;
     let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
-    // w = a OR b = a + b - ab on private bits a (party 0) and b (party 1).
-    let both = private_bit_product(party, ring, &high)?;
+    // w = a OR b = a + b - ab on private bits a (party 0) and b (party 1). In Z_2^l only
+    // w (2^l >> s) mod 2^l matters, which depends on w mod 2^s alone: the product is taken in
+    // Z_2^s, so the OT carries s bits instead of l.
+    let w_ring = match ring {
+        ShareRing::PowerOfTwo { .. } => ShareRing::power_of_two(shift)?,
+        ShareRing::Prime(_) => ring,
+    };
+    let both = private_bit_product(party, w_ring, &high)?;
     let m_shifted = (ring.modulus() >> shift) as u64;
     Ok((0..y.len())
         .map(|i| {
-            let w = ring.sub(high[i] as u64, both[i]);
+            let w = w_ring.sub(high[i] as u64, both[i]);
             let mut out = ring.sub(y[i] >> shift, ring.mul(w, ring.reduce(m_shifted)));
             if p0 {
                 out = ring.sub(out, bias >> shift);
