@@ -207,6 +207,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mpc.add_argument("--reps", type=int, default=3, help="runs per protocol in one session (mean; default 3)")
     mpc.add_argument("--large", action="store_true", help="also 2^20 elements")
     mpc.add_argument("--no-peer", action="store_true", help="skip SPU")
+    mpc.add_argument("--bandwidth", type=float, metavar="MB_S", help="model Lycaon's link at this many MB/s (e.g. 9, 384); no SPU ratios then")
+    mpc.add_argument("--latency-ms", type=float, default=0.0, help="one-way delay of the modelled link (e.g. 50, 0.3)")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -248,7 +250,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "bench" and args.suite == "mpc":
             from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415
 
-            bench_mpc.run((2**16, 2**20) if args.large else (2**16,), args.reps, args.json, peer=not args.no_peer)
+            bench_mpc.run((2**16, 2**20) if args.large else (2**16,), args.reps, args.json, peer=not args.no_peer,
+                          bandwidth_mb_s=args.bandwidth, latency_ms=args.latency_ms)
             return 0
     except BrokenPipeError:
         return 0

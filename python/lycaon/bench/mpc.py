@@ -52,14 +52,14 @@ def _check(op: str, x: np.ndarray, out: np.ndarray, modulus: int) -> bool:
     return bool(np.all((err == 0) | (err == -1) | ((err == 1) & (modulus != 2**64))))
 
 
-def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np.random.Generator) -> dict:
+def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np.random.Generator, link: Optional[dict] = None) -> dict:
     """One operation through Lycaon's protocols, checked against the clear result."""
     bound = (modulus // 4 - 1) if modulus != 2**64 else 2**40
     x = rng.integers(-bound, bound, size=elements, dtype=np.int64)
     encoded = np.array([int(v) % modulus for v in x.tolist()], dtype=object)
     s0, s1 = _share(encoded.astype(np.uint64) if modulus != 2**64 else x.astype(np.uint64), modulus, rng)
     kwargs = {"shift": TRUNCATION_SHIFT} if op == "truncate" else {}
-    run = lycaon.run_two_party(op, modulus, s0, s1, ot=ot, reps=reps, **kwargs)
+    run = lycaon.run_two_party(op, modulus, s0, s1, ot=ot, reps=reps, **kwargs, **(link or {}))
     total = (run["out0"].astype(object) + run["out1"].astype(object)) % modulus
     return {
         "op": op, "elements": elements, "ring": "Z_2^64" if modulus == 2**64 else f"Z_p (p = {modulus}, 20 bits)", "ot": ot,
@@ -78,26 +78,33 @@ def _peer(op: str, elements: int, reps: int) -> dict:
         return {"peer": "spu-cheetah", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[str] = None, peer: bool = True, seed: int = 0) -> list[dict]:
+def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[str] = None, peer: bool = True, seed: int = 0,
+        bandwidth_mb_s: Optional[float] = None, latency_ms: float = 0.0) -> list[dict]:
+    """``bandwidth_mb_s`` / ``latency_ms`` model Lycaon's link (e.g. 9 MB/s and 50 ms); SPU then
+    still runs on plain loopback, so its ratios are only meaningful without them."""
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
+    link = {"bandwidth_bytes_per_s": bandwidth_mb_s * 1e6 if bandwidth_mb_s else None, "latency_ms": latency_ms}
+    modelled = bandwidth_mb_s is not None or latency_ms > 0
     records: list[dict] = []
     started = time.time()
     for elements in sizes:
         for op in ("relu", "truncate"):
-            spu = _peer(op, elements, reps) if peer else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
+            spu = _peer(op, elements, reps) if peer and not modelled else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
             for modulus in (2**64, HYBRID_PRIME):
                 for ot in ("iknp", "silent"):
                     # A truncation draws one COT per element: enough runs that silent OT's
                     # iterations (10.6 million COTs each) are amortised as over a session.
                     runs = max(reps, 2**24 // elements) if (ot, op) == ("silent", "truncate") else reps
-                    rec = run_lycaon(op, modulus, elements, ot, runs, rng)
+                    rec = run_lycaon(op, modulus, elements, ot, runs, rng, link)
                     rec["peer"] = "spu-cheetah"
-                    if "error" in spu:
-                        rec["peer_error"] = spu["error"]
-                    else:
+                    if modelled:
+                        rec.update(link_bandwidth_mb_s=bandwidth_mb_s, link_latency_ms=latency_ms)
+                    if "error" in spu or modelled:
+                        rec["peer_error"] = spu.get("error", "not compared: Lycaon ran on a modelled link, SPU on loopback")
+                    if "peer_error" not in rec:
                         rec.update(peer_s=spu["peer_s"], peer_bytes=spu["peer_bytes"], peer_field=spu["field"],
                                    peer_fxp_fraction_bits=spu["fxp_fraction_bits"], peer_first_run_bytes=spu["first_run_bytes"],
                                    time_ratio=rec["lycaon_s"] / spu["peer_s"], bytes_ratio=rec["lycaon_bytes"] / spu["peer_bytes"])
