@@ -8,8 +8,10 @@ pip install 'lycaon[train]'.
 
     python scripts/train_resnet20.py [--epochs 30] [--checkpoint ~/.cache/lycaon/resnet20.pt]
 
-The shipped model: 38 epochs (--epochs 38), warm restarts of 8 and 24 epochs at peaks 0.02 and
-0.04, then from those weights (--init ... --init-epochs 62 --epochs 0) stochastic weight averaging.
+The shipped model (88.18%): 38 epochs (--epochs 38), warm restarts of 8 and 24 epochs at peaks
+0.02 and 0.04 (87.88% after 62 epochs), then from those weights one more warm restart:
+--init resnet20_cifar10.npz --init-epochs 62 --epochs 0 --restart-epochs 12 --restart-lr 0.02.
+(Stochastic weight averaging at a constant 0.01 for 10 epochs, --swa-epochs, gave 87.87%.)
 
 The accuracy in the registry is measured by Lycaon's own float executor on all 10,000 test images.
 """
