@@ -23,17 +23,7 @@ pub const DEFAULT_DIGIT_BITS: u32 = 3;
 
 /// Shares of `count` random AND triples (a, b, c = a & b).
 fn and_triples(party: &mut Party, count: usize) -> Result<(Vec<bool>, Vec<bool>, Vec<bool>)> {
-    // Party 0 is the sender of the first direction on both sides, so the generators pair up.
-    let (mine, theirs) = match party.role() {
-        Role::P0 => {
-            let sent = party.random_bit_ot_send(count)?;
-            (sent, party.random_bit_ot_receive(count)?)
-        }
-        Role::P1 => {
-            let received = party.random_bit_ot_receive(count)?;
-            (party.random_bit_ot_send(count)?, received)
-        }
-    };
+    let (mine, theirs) = party.both_ways(|p| p.random_bit_ot_send(count), |p| p.random_bit_ot_receive(count))?;
     let (choices, chosen) = theirs;
     let a: Vec<bool> = mine.iter().map(|(s0, s1)| s0 ^ s1).collect();
     let b = choices;

@@ -46,6 +46,15 @@ pub(crate) fn aes_encrypt_in_place(aes: &Aes128, blocks: &mut [Block]) {
     }
 }
 
+/// A public AES key derived from a domain-separation label and public context bytes (BLAKE3).
+pub(crate) fn derive_key(label: &str, context: &[u8]) -> [u8; 16] {
+    let mut hasher = blake3::Hasher::new_derive_key(label);
+    hasher.update(context);
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+    key
+}
+
 /// σ(x_L ‖ x_R) = (x_L ⊕ x_R) ‖ x_L, x_L the high 64 bits.
 #[inline]
 fn sigma(x: Block) -> Block {
@@ -84,10 +93,7 @@ impl Default for Hasher {
 impl Hasher {
     /// The hasher under the crate's fixed public key (both parties must use the same key).
     pub fn new() -> Self {
-        let key = blake3::derive_key(FIXED_KEY_CONTEXT, &[]);
-        let mut k = [0u8; 16];
-        k.copy_from_slice(&key[..16]);
-        Self::with_key(k)
+        Self::with_key(derive_key(FIXED_KEY_CONTEXT, &[]))
     }
 
     /// A hasher under another public key (domain separation between applications).
@@ -119,30 +125,27 @@ impl Hasher {
         self.permute(p ^ tweak) ^ p
     }
 
+    /// `x ↦ π(x) ⊕ x` on every block of a chunk, on the calling thread.
+    fn xor_permuted(&self, chunk: &mut [Block]) {
+        let mut buf = [0u128; AES_BATCH];
+        for c in chunk.chunks_mut(AES_BATCH) {
+            let buf = &mut buf[..c.len()];
+            buf.copy_from_slice(c);
+            aes_encrypt_in_place(&self.aes, buf);
+            c.iter_mut().zip(buf.iter()).for_each(|(x, p)| *x ^= p);
+        }
+    }
+
     /// `cr` on every block, in place.
     pub fn cr_many(&self, blocks: &mut [Block]) {
-        for_chunks(blocks, |_, chunk| {
-            let mut buf = [0u128; AES_BATCH];
-            for c in chunk.chunks_mut(AES_BATCH) {
-                let buf = &mut buf[..c.len()];
-                buf.copy_from_slice(c);
-                aes_encrypt_in_place(&self.aes, buf);
-                c.iter_mut().zip(buf.iter()).for_each(|(x, p)| *x ^= p);
-            }
-        });
+        for_chunks(blocks, |_, chunk| self.xor_permuted(chunk));
     }
 
     /// `ccr` on every block, in place.
     pub fn ccr_many(&self, blocks: &mut [Block]) {
         for_chunks(blocks, |_, chunk| {
             chunk.iter_mut().for_each(|x| *x = sigma(*x));
-            let mut buf = [0u128; AES_BATCH];
-            for c in chunk.chunks_mut(AES_BATCH) {
-                let buf = &mut buf[..c.len()];
-                buf.copy_from_slice(c);
-                aes_encrypt_in_place(&self.aes, buf);
-                c.iter_mut().zip(buf.iter()).for_each(|(x, p)| *x ^= p);
-            }
+            self.xor_permuted(chunk);
         });
     }
 

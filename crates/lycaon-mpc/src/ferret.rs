@@ -28,9 +28,9 @@ mod lpn;
 mod mpcot;
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use rayon::prelude::*;
 
+use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
 use crate::cot::{Block, CotReceiver, CotSender};
 use crate::{MpcError, Result};
@@ -190,12 +190,6 @@ impl Stage {
     }
 }
 
-fn os_rng() -> Result<ChaCha20Rng> {
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| MpcError::Crypto(format!("no entropy from the operating system: {e}")))?;
-    Ok(ChaCha20Rng::from_seed(seed))
-}
-
 /// The sender's side of Ferret: holds delta (the base source's) and serves `q_i`.
 pub struct FerretSender {
     delta: Block,
@@ -216,7 +210,7 @@ impl FerretSender {
     /// bootstrap stages. The base source is not used afterwards (a `Box<dyn CotSender>` is passed
     /// as `&mut *boxed`). Errors: the channel's, and the base source's.
     pub fn setup(channel: &mut dyn Channel, base: &mut dyn CotSender, params: &FerretParameters) -> Result<Self> {
-        Self::setup_with_rng(channel, base, params, os_rng()?)
+        Self::setup_with_rng(channel, base, params, os_seeded_rng()?)
     }
 
     fn setup_with_rng(channel: &mut dyn Channel, base: &mut dyn CotSender, params: &FerretParameters, mut rng: ChaCha20Rng) -> Result<Self> {
@@ -309,7 +303,7 @@ impl FerretReceiver {
     /// end of a base source with the same delta. Errors: the channel's (including a malformed
     /// code seed), and the base source's.
     pub fn setup(channel: &mut dyn Channel, base: &mut dyn CotReceiver, params: &FerretParameters) -> Result<Self> {
-        Self::setup_with_rng(channel, base, params, os_rng()?)
+        Self::setup_with_rng(channel, base, params, os_seeded_rng()?)
     }
 
     fn setup_with_rng(channel: &mut dyn Channel, base: &mut dyn CotReceiver, params: &FerretParameters, mut rng: ChaCha20Rng) -> Result<Self> {

@@ -57,16 +57,7 @@ pub fn select(party: &mut Party, ring: ShareRing, bits: &[bool], shares: &[u64])
         return Err(MpcError::InvalidArgument(format!("select of {} values by {} bits", shares.len(), bits.len())));
     }
     let deltas: Vec<u64> = bits.iter().zip(shares).map(|(&b, &x)| if b { ring.neg(x) } else { x }).collect();
-    let (sent, received) = match party.role() {
-        Role::P0 => {
-            let r = party.correlated_ot_send(ring, &deltas)?;
-            (r, party.correlated_ot_receive(ring, bits)?)
-        }
-        Role::P1 => {
-            let got = party.correlated_ot_receive(ring, bits)?;
-            (party.correlated_ot_send(ring, &deltas)?, got)
-        }
-    };
+    let (sent, received) = party.both_ways(|p| p.correlated_ot_send(ring, &deltas), |p| p.correlated_ot_receive(ring, bits))?;
     Ok((0..shares.len())
         .map(|i| {
             let own = if bits[i] { shares[i] } else { 0 };

@@ -159,6 +159,14 @@ impl<C: CotSender> OtSender<C> {
         Ok((q, base))
     }
 
+    /// `n` fresh COTs derandomised to the receiver's chosen bits: receives its corrections
+    /// `d = c ⊕ b` and returns both keys of each, key `c_i` being the one it can compute.
+    fn chosen_key_pairs(&mut self, channel: &mut dyn Channel, n: usize) -> Result<Vec<Block>> {
+        let (q, base) = self.take(channel, n)?;
+        let d = channel.recv_bits(n)?;
+        Ok(self.key_pairs(&q, Some(&d), base))
+    }
+
     /// Both keys `H(q_i ⊕ d_i·Δ, i)`, `H(q_i ⊕ (1 ⊕ d_i)·Δ, i)`, interleaved.
     fn key_pairs(&self, q: &[Block], d: Option<&[bool]>, base: u64) -> Vec<Block> {
         let delta = self.cot.delta();
@@ -190,9 +198,7 @@ impl<C: CotSender> OtSender<C> {
         if n == 0 {
             return Ok(());
         }
-        let (q, base) = self.take(channel, n)?;
-        let d = channel.recv_bits(n)?;
-        let keys = self.key_pairs(&q, Some(&d), base);
+        let keys = self.chosen_key_pairs(channel, n)?;
         let masked: Vec<Block> = messages.iter().zip(keys.chunks_exact(2)).flat_map(|(&(m0, m1), k)| [m0 ^ k[0], m1 ^ k[1]]).collect();
         channel.send_blocks(&masked)
     }
@@ -211,9 +217,7 @@ impl<C: CotSender> OtSender<C> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let (q, base) = self.take(channel, n)?;
-        let d = channel.recv_bits(n)?;
-        let keys = self.key_pairs(&q, Some(&d), base);
+        let keys = self.chosen_key_pairs(channel, n)?;
         let (x, y): (Vec<u64>, Vec<u64>) = correlations
             .par_iter()
             .zip(keys.par_chunks_exact(2))
@@ -313,6 +317,16 @@ impl<C: CotReceiver> OtReceiver<C> {
         Ok((b, t, base))
     }
 
+    /// `n` fresh COTs derandomised to `choices`: sends the corrections `d = c ⊕ b` and returns
+    /// the keys `H(t_i, i)`, each the sender's key `c_i`.
+    fn chosen_keys(&mut self, channel: &mut dyn Channel, choices: &[bool]) -> Result<Vec<Block>> {
+        let (b, mut t, base) = self.take(channel, choices.len())?;
+        let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
+        channel.send_bits(&d)?;
+        self.keys(&mut t, base);
+        Ok(t)
+    }
+
     /// `H(t_i, i)` in place.
     fn keys(&self, t: &mut [Block], base: u64) {
         self.hasher.tccr_many(t, |i| tweak(base + i as u64, 0));
@@ -333,11 +347,8 @@ impl<C: CotReceiver> OtReceiver<C> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let (b, mut t, base) = self.take(channel, n)?;
-        let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
-        channel.send_bits(&d)?;
+        let t = self.chosen_keys(channel, choices)?;
         let masked = channel.recv_blocks(2 * n)?;
-        self.keys(&mut t, base);
         Ok(choices.iter().enumerate().map(|(i, &c)| masked[2 * i + c as usize] ^ t[i]).collect())
     }
 
@@ -351,14 +362,11 @@ impl<C: CotReceiver> OtReceiver<C> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let (b, mut t, base) = self.take(channel, n)?;
-        let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
-        channel.send_bits(&d)?;
+        let t = self.chosen_keys(channel, choices)?;
         let y = channel.recv_words(n, bits)?;
         if y.iter().any(|&y| u128::from(y) >= modulus) {
             return Err(MpcError::Malformed(format!("a correlated-OT word is not below the modulus {modulus}")));
         }
-        self.keys(&mut t, base);
         Ok(t.par_iter()
             .zip(y.par_iter())
             .zip(choices.par_iter())

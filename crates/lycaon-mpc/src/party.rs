@@ -11,7 +11,7 @@ use rand_core::Rng;
 
 use crate::{
     base_ot::os_seeded_rng,
-    channel::{pack_bits, unpack_bits, Channel},
+    channel::Channel,
     cot::{CotReceiver, CotSender},
     ot::{OtReceiver, OtSender},
     ring::ShareRing,
@@ -61,22 +61,12 @@ impl<'c> Party<'c> {
         Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver), rng: os_seeded_rng()? })
     }
 
-    /// A party over given COT generators (tests, or generators set up elsewhere).
-    pub fn with_generators(role: Role, channel: &'c mut dyn Channel, sender: Box<dyn CotSender>, receiver: Box<dyn CotReceiver>) -> Result<Self> {
-        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver), rng: os_seeded_rng()? })
-    }
-
     pub fn role(&self) -> Role {
         self.role
     }
 
     pub fn channel(&mut self) -> &mut dyn Channel {
         &mut *self.channel
-    }
-
-    /// Fresh uniformly random ring elements (masks).
-    pub fn random_ring(&mut self, ring: ShareRing, count: usize) -> Vec<u64> {
-        (0..count).map(|_| ring.from_random(((self.rng.next_u64() as u128) << 64) | self.rng.next_u64() as u128)).collect()
     }
 
     /// Fresh random bits.
@@ -125,14 +115,22 @@ impl<'c> Party<'c> {
 
     /// Exchanges bits with the peer: sends ours, returns theirs (one flight each way).
     pub fn exchange_bits(&mut self, bits: &[bool]) -> Result<Vec<bool>> {
-        self.channel.send(&pack_bits(bits))?;
-        let theirs = self.channel.recv_exact(bits.len().div_ceil(8), "exchanged bits")?;
-        Ok(unpack_bits(&theirs, bits.len()))
+        self.channel.send_bits(bits)?;
+        self.channel.recv_bits(bits.len())
     }
 
-    /// Exchanges ring elements with the peer.
-    pub fn exchange_words(&mut self, words: &[u64], bits: u32) -> Result<Vec<u64>> {
-        self.channel.send_words(words, bits)?;
-        self.channel.recv_words(words.len(), bits)
+    /// Runs a step that has a half in each COT direction: party 0 runs its sending half first
+    /// and party 1 its receiving half first, so each half meets its counterpart.
+    pub fn both_ways<S, R>(&mut self, send: impl FnOnce(&mut Self) -> Result<S>, receive: impl FnOnce(&mut Self) -> Result<R>) -> Result<(S, R)> {
+        match self.role {
+            Role::P0 => {
+                let sent = send(self)?;
+                Ok((sent, receive(self)?))
+            }
+            Role::P1 => {
+                let received = receive(self)?;
+                Ok((send(self)?, received))
+            }
+        }
     }
 }

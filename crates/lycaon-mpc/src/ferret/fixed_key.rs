@@ -10,6 +10,7 @@ use aes::cipher::{generic_array::GenericArray, BlockEncrypt, KeyInit};
 use aes::Aes128;
 
 use crate::cot::Block;
+use crate::crh::{self, Hasher};
 
 /// Blocks converted and encrypted per call: enough for the AES-NI backend's 8-way pipelining.
 const BATCH: usize = 32;
@@ -27,27 +28,12 @@ impl FixedKeyAes {
 
     /// A key derived from a domain-separation label and some public context bytes.
     pub(crate) fn from_label(label: &str, context: &[u8]) -> Self {
-        let mut hasher = blake3::Hasher::new_derive_key(label);
-        hasher.update(context);
-        let digest = hasher.finalize();
-        let mut key = [0u8; 16];
-        key.copy_from_slice(&digest.as_bytes()[..16]);
-        Self::new(u128::from_le_bytes(key))
+        Self::new(u128::from_le_bytes(crh::derive_key(label, context)))
     }
 
     /// Replaces every block `x` with `AES_k(x)`.
     pub(crate) fn encrypt_in_place(&self, blocks: &mut [Block]) {
-        let mut buffer = [GenericArray::default(); BATCH];
-        for chunk in blocks.chunks_mut(BATCH) {
-            let buffer = &mut buffer[..chunk.len()];
-            for (g, b) in buffer.iter_mut().zip(chunk.iter()) {
-                *g = GenericArray::from(b.to_le_bytes());
-            }
-            self.cipher.encrypt_blocks(buffer);
-            for (g, b) in buffer.iter().zip(chunk.iter_mut()) {
-                *b = u128::from_le_bytes((*g).into());
-            }
-        }
+        crh::aes_encrypt_in_place(&self.cipher, blocks);
     }
 }
 
@@ -104,39 +90,11 @@ impl GgmPrg {
     }
 }
 
-/// A correlation-robust hash `H(x) = AES_k(sigma(x)) ^ sigma(x)` with the linear orthomorphism
-/// `sigma(xL || xR) = (xL ^ xR) || xL` (Guo et al., S&P 2020): `H(q)` and `H(q ^ delta)` look
-/// independent and random to anyone who does not know `delta`.
-#[derive(Clone)]
-pub(crate) struct CorrelationRobustHash {
-    aes: FixedKeyAes,
-}
-
-impl CorrelationRobustHash {
-    pub(crate) fn new() -> Self {
-        CorrelationRobustHash { aes: FixedKeyAes::from_label("lycaon-mpc ferret correlation-robust hash", &[]) }
-    }
-
-    fn sigma(x: Block) -> Block {
-        let hi = (x >> 64) as u64;
-        let lo = x as u64;
-        (((hi ^ lo) as u128) << 64) | hi as u128
-    }
-
-    /// Replaces every block `x` with `H(x)`.
-    pub(crate) fn hash_in_place(&self, blocks: &mut [Block]) {
-        for b in blocks.iter_mut() {
-            *b = Self::sigma(*b);
-        }
-        let mut sigma = [0u128; BATCH];
-        for chunk in blocks.chunks_mut(BATCH) {
-            sigma[..chunk.len()].copy_from_slice(chunk);
-            self.aes.encrypt_in_place(chunk);
-            for (h, s) in chunk.iter_mut().zip(sigma.iter()) {
-                *h ^= s;
-            }
-        }
-    }
+/// The correlation-robust hash of the tree corrections: `crh::Hasher::ccr`,
+/// `H(x) = AES_k(sigma(x)) ^ sigma(x)` (Guo et al., S&P 2020), under Ferret's own public key, so
+/// `H(q)` and `H(q ^ delta)` look independent and random to anyone who does not know `delta`.
+pub(crate) fn correlation_robust_hash() -> Hasher {
+    Hasher::with_key(crh::derive_key("lycaon-mpc ferret correlation-robust hash", &[]))
 }
 
 #[cfg(test)]

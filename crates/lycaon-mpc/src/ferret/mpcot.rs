@@ -18,9 +18,10 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::Rng;
 use rayon::prelude::*;
 
-use super::fixed_key::{CorrelationRobustHash, GgmPrg};
+use super::fixed_key::{correlation_robust_hash, GgmPrg};
 use crate::channel::Channel;
 use crate::cot::Block;
+use crate::crh::Hasher;
 use crate::{MpcError, Result};
 
 /// How the n outputs split into t blocks, and each block's tree depth.
@@ -78,12 +79,12 @@ impl RegularLayout {
 /// The fixed-key primitives of the trees: the GGM PRG and the hash that masks the level sums.
 pub(crate) struct TreePrimitives {
     pub(crate) prg: GgmPrg,
-    pub(crate) hash: CorrelationRobustHash,
+    pub(crate) hash: Hasher,
 }
 
 impl TreePrimitives {
     pub(crate) fn new() -> Self {
-        TreePrimitives { prg: GgmPrg::new(), hash: CorrelationRobustHash::new() }
+        TreePrimitives { prg: GgmPrg::new(), hash: correlation_robust_hash() }
     }
 }
 
@@ -125,7 +126,7 @@ pub(crate) fn send(
     let d = channel.recv_bits(layout.cots())?;
     // Masks H(q ^ d delta) for K^0 and H(q ^ (1 ^ d) delta) for K^1.
     let mut masks: Vec<Block> = cots.iter().zip(&d).flat_map(|(&q, &d)| if d { [q ^ delta, q] } else { [q, q ^ delta] }).collect();
-    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.hash_in_place(chunk));
+    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
     message.par_chunks_mut(2 * h + 1).zip(masks.par_chunks(2 * h)).for_each(|(tree, masks)| {
         for (m, mask) in tree[..2 * h].iter_mut().zip(masks) {
             *m ^= mask;
@@ -168,7 +169,7 @@ pub(crate) fn receiver_finish(
     debug_assert_eq!(cots.len(), layout.cots());
     let message = channel.recv_blocks(layout.t * (2 * h + 1))?;
     let mut masks = cots.to_vec();
-    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.hash_in_place(chunk));
+    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
     let mut blocks: Vec<(&mut [Block], &mut [bool])> = layout.split(out).into_iter().zip(layout.split(out_bits)).collect();
     blocks.par_iter_mut().zip(message.par_chunks(2 * h + 1)).zip(masks.par_chunks(h)).zip(alphas.par_iter()).try_for_each_init(
         || vec![0u128; 1 << h],

@@ -64,7 +64,7 @@ struct ReceiverRun {
 /// OS randomness (as in use), Some for a reproducible run.
 fn run(params: &FerretParameters, counts: &[usize], seed: Option<u64>) -> (SenderRun, ReceiverRun) {
     let (mut base_s, mut base_r) = ideal_cot_pair(99);
-    let rng = |party: u64| seed.map_or_else(|| os_rng().unwrap(), |s| ChaCha20Rng::seed_from_u64(2 * s + party));
+    let rng = |party: u64| seed.map_or_else(|| os_seeded_rng().unwrap(), |s| ChaCha20Rng::seed_from_u64(2 * s + party));
     let ((s, _), (r, _)) = run_pair(
         LinkModel::UNLIMITED,
         |ch| {
