@@ -159,18 +159,8 @@ pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) 
 /// Arithmetic shares in `ring` of shared bits (one correlated OT each:
 /// b = b0 + b1 - 2 b0 b1, the cross term from party 0's OT on party 1's bit).
 pub fn bits_to_ring(party: &mut Party, ring: ShareRing, bits: &[bool]) -> Result<Vec<u64>> {
-    match party.role() {
-        Role::P0 => {
-            let deltas: Vec<u64> = bits.iter().map(|&b| b as u64).collect();
-            let r = party.correlated_ot_send(ring, &deltas)?;
-            // Party 0's share of b0*b1 is -r.
-            Ok(bits.iter().zip(r).map(|(&b, r)| ring.add(b as u64, ring.add(r, r))).collect())
-        }
-        Role::P1 => {
-            let cross = party.correlated_ot_receive(ring, bits)?;
-            Ok(bits.iter().zip(cross).map(|(&b, c)| ring.sub(b as u64, ring.add(c, c))).collect())
-        }
-    }
+    let cross = private_bit_product(party, ring, bits)?;
+    Ok(bits.iter().zip(cross).map(|(&b, c)| ring.sub(b as u64, ring.add(c, c))).collect())
 }
 
 /// Arithmetic shares of the product of two private bits, party 0's `mine` times party 1's.
