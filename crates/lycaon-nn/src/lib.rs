@@ -23,7 +23,9 @@
 //! Everything is exact: a layer decrypts to the integer convolution modulo t, times the output
 //! layout's `scale` (1 for all but the Walsh-Hadamard convolution).
 
+pub mod algorithm;
 pub mod batchwise;
+pub mod calibrate;
 pub mod coeff;
 pub mod counting;
 pub mod diagonal;

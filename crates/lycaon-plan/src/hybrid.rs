@@ -1,0 +1,346 @@
+//! The hybrid-mode planner (003's HE-PTune, on Lycaon's algorithms): for each linear layer, every
+//! secure BFV parameter set of the search space and every algorithm that runs the layer, priced
+//! by the noise model (practical and worst case) and the cost model (operation counts times
+//! per-operation costs calibrated on this machine, plus the client's encryption and decryption
+//! and the link); the cheapest point that keeps a non-negative practical budget wins.
+//!
+//! The search space per layer: n in {2048, ..., 16384}; one to four ciphertext primes of
+//! 30-60 bits with at most one special prime (none for the rotation-free coefficient encodings);
+//! one key-switching digit or one digit per prime; the plaintext modulus is the smallest prime
+//! t = 1 mod 2n of the bits the layer's values need (larger t only costs budget). Every set is
+//! checked against the HE standard's 128-bit bound by `Parameters::new`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lycaon_nn::algorithm::Algorithm;
+use lycaon_nn::bfv::noise::NoiseModel;
+use lycaon_nn::bfv::rlwe::{Parameters, ParametersLiteral, MAX_LOG_QP_128};
+use lycaon_nn::{ConvShape, LinearPlan, ValueBounds};
+use serde::{Deserialize, Serialize};
+
+use crate::costs::{CostTable, Link};
+use crate::PlanError;
+
+/// A BFV parameter set as the plan records it (primes are regenerated from the bit sizes the same
+/// way on both sides, so the record is small and exact).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ParamChoice {
+    pub n: usize,
+    pub q_bits: Vec<u32>,
+    pub p_bits: Vec<u32>,
+    pub t_bits: u32,
+    pub digits: usize,
+}
+
+impl ParamChoice {
+    /// The validated parameters (128-bit security checked).
+    pub fn parameters(&self) -> Result<Arc<Parameters>, PlanError> {
+        let mut literal = ParametersLiteral::bfv_from_bits(self.n, &self.q_bits, &self.p_bits, self.t_bits)?;
+        literal.key_switch_digits = self.digits;
+        Ok(Parameters::new(literal)?)
+    }
+
+    pub fn log_q(&self) -> u32 {
+        self.q_bits.iter().sum()
+    }
+
+    pub fn log_qp(&self) -> u32 {
+        self.log_q() + self.p_bits.iter().sum::<u32>()
+    }
+
+    /// Short label: n=4096 q=36+36 p=37 t=20 d=2.
+    pub fn label(&self) -> String {
+        let join = |v: &[u32]| if v.is_empty() { "-".to_string() } else { v.iter().map(u32::to_string).collect::<Vec<_>>().join("+") };
+        format!("n={} q={} p={} t={} d={}", self.n, join(&self.q_bits), join(&self.p_bits), self.t_bits, self.digits)
+    }
+}
+
+/// Prime sizes the search tries for ciphertext primes.
+const PRIME_BITS: [u32; 7] = [30, 36, 40, 45, 50, 55, 60];
+
+/// Every secure parameter set of the search space for plaintexts of `t_bits` bits; with
+/// `with_keys` one special prime (as large as the largest ciphertext prime) is included.
+pub fn candidate_sets(t_bits: u32, with_keys: bool) -> Vec<ParamChoice> {
+    let mut out = Vec::new();
+    for &(n, max_qp) in MAX_LOG_QP_128.iter().filter(|(n, _)| (2048..=16384).contains(n)) {
+        if (t_bits as f64) < ((2 * n) as f64).log2() + 1.0 {
+            continue; // no batching prime t = 1 mod 2n this small
+        }
+        for primes in 1..=4usize {
+            for &bits in &PRIME_BITS {
+                // Equal primes, or one larger first prime (it absorbs the last switch's rounding).
+                for first_extra in [0u32, 10] {
+                    let mut q_bits = vec![bits; primes];
+                    q_bits[0] = (bits + first_extra).min(60);
+                    if first_extra > 0 && q_bits[0] == bits {
+                        continue;
+                    }
+                    let p_bits = if with_keys { vec![*q_bits.iter().max().unwrap_or(&bits)] } else { Vec::new() };
+                    let total: u32 = q_bits.iter().chain(&p_bits).sum();
+                    if total > max_qp || q_bits.iter().sum::<u32>() <= t_bits + 8 {
+                        continue;
+                    }
+                    let digit_options: &[usize] = if with_keys && primes > 1 { &[1, primes] } else { &[1] };
+                    for &digits in digit_options {
+                        out.push(ParamChoice { n, q_bits: q_bits.clone(), p_bits: p_bits.clone(), t_bits, digits });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the planner needs to know of one linear layer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LayerRequest {
+    pub name: String,
+    pub shape: ShapeSpec,
+    /// Bits of the largest |weight| (signed): |w| < 2^(weight_bits - 1).
+    pub weight_bits: u32,
+    /// Bits the layer's outputs need in the plaintext ring (signed values, so t >= 2^t_bits
+    /// holds them exactly).
+    pub t_bits: u32,
+}
+
+/// A convolution or fully connected shape (a fully connected layer is h = w = k = 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeSpec {
+    pub h: usize,
+    pub w: usize,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub k: usize,
+    pub stride: usize,
+    #[serde(default)]
+    pub pad: Option<usize>,
+    #[serde(default = "one")]
+    pub groups: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl ShapeSpec {
+    pub fn conv_shape(&self) -> ConvShape {
+        let pad = self.pad.unwrap_or(self.k / 2);
+        ConvShape { h: self.h, w: self.w, c_in: self.c_in, c_out: self.c_out, kh: self.k, kw: self.k, stride: self.stride, pad_h: pad, pad_w: pad, groups: self.groups }
+    }
+}
+
+/// Options of a tuning run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TuneOptions {
+    pub link: Link,
+    /// Target decryption-failure probability of the practical noise model.
+    pub failure_probability: f64,
+    /// Budget bits every layer must keep beyond zero (e.g. for the protocol's noise flooding).
+    pub reserve_bits: f64,
+    /// Algorithms to consider (all when empty).
+    pub algorithms: Vec<String>,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        Self { link: Link::lan(), failure_probability: 2f64.powi(-40), reserve_bits: 0.0, algorithms: Vec::new() }
+    }
+}
+
+/// One evaluated design point: an algorithm under a parameter set for one layer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DesignPoint {
+    pub algorithm: String,
+    pub params: ParamChoice,
+    pub server_s: f64,
+    pub client_s: f64,
+    pub comm_s: f64,
+    pub predicted_s: f64,
+    pub noise_margin_bits: f64,
+    pub noise_worst_case_bits: f64,
+    pub bytes_up: usize,
+    pub bytes_down: usize,
+    pub key_bytes: usize,
+    pub rotations: u64,
+    pub galois_elements: Vec<u64>,
+}
+
+impl DesignPoint {
+    pub fn feasible(&self, reserve_bits: f64) -> bool {
+        self.noise_margin_bits >= reserve_bits
+    }
+}
+
+fn algorithms(options: &TuneOptions) -> Result<Vec<Algorithm>, PlanError> {
+    if options.algorithms.is_empty() {
+        return Ok(Algorithm::ALL.to_vec());
+    }
+    options.algorithms.iter().map(|a| Algorithm::parse(a).map_err(PlanError::from)).collect()
+}
+
+/// Prices one algorithm under one parameter set for a layer (None when it cannot run it).
+pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, costs: &mut CostTable, options: &TuneOptions) -> Result<Option<DesignPoint>, PlanError> {
+    let params = set.parameters()?;
+    let shape = layer.shape.conv_shape();
+    let plan: Box<dyn LinearPlan> = match algorithm.build(&shape, &params) {
+        Ok(p) => p,
+        Err(_) => return Ok(None),
+    };
+    let counts = plan.counts();
+    if counts.rotations > 0 && set.p_bits.is_empty() {
+        return Ok(None);
+    }
+    let model = NoiseModel::from_params(&params).ok_or_else(|| PlanError::Invalid("not a BFV parameter set".into()))?;
+    let bounds = ValueBounds { weight: 1u64 << (layer.weight_bits.max(1) - 1), input: 1u64 << (layer.t_bits - 1) };
+    let noise = plan.noise(&model, model.fresh_symmetric(params.max_level()), bounds)?;
+    let practical = noise.practical_budget(&model, options.failure_probability);
+    let worst = noise.worst_case_budget(&model);
+    let op = costs.get(&params)?;
+    let server_s = op.serial_seconds(&counts) / op.parallel_speedup;
+    let cost = plan.cost();
+    let inputs = plan.input_layout().num_ciphertexts;
+    let outputs = plan.output_layout().num_ciphertexts;
+    let client_s = inputs as f64 * op.encrypt_s + outputs as f64 * op.decrypt_s;
+    let comm_s = options.link.seconds(cost.up_bytes + cost.down_bytes, 1);
+    Ok(Some(DesignPoint {
+        algorithm: algorithm.to_string(),
+        params: set.clone(),
+        server_s,
+        client_s,
+        comm_s,
+        predicted_s: server_s + client_s + comm_s,
+        noise_margin_bits: practical,
+        noise_worst_case_bits: worst,
+        bytes_up: cost.up_bytes,
+        bytes_down: cost.down_bytes,
+        key_bytes: cost.key_bytes,
+        rotations: counts.rotations,
+        galois_elements: plan.galois_elements(),
+    }))
+}
+
+/// Every design point of a layer over the search space.
+pub fn design_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions) -> Result<Vec<DesignPoint>, PlanError> {
+    if layer.t_bits < 2 || layer.t_bits > 60 || layer.weight_bits == 0 || layer.weight_bits > 32 {
+        return Err(PlanError::Invalid(format!("layer '{}': t_bits must be 2..=60 and weight_bits 1..=32 (got {} and {})", layer.name, layer.t_bits, layer.weight_bits)));
+    }
+    layer.shape.conv_shape().validate().map_err(|e| PlanError::Invalid(format!("layer '{}': {e}", layer.name)))?;
+    let mut points = Vec::new();
+    for algorithm in algorithms(options)? {
+        let with_keys = algorithm.needs_batching();
+        for set in candidate_sets(layer.t_bits, with_keys) {
+            if let Some(p) = price(layer, algorithm, &set, costs, options)? {
+                points.push(p);
+            }
+        }
+    }
+    Ok(points)
+}
+
+/// The tuned plan of a network.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HybridPlan {
+    pub version: u32,
+    pub mode: String,
+    pub link: Link,
+    pub failure_probability: f64,
+    pub layers: Vec<PlannedLayer>,
+    pub predicted_s: f64,
+    /// Best single parameter set for the whole network (each layer still picks its algorithm).
+    pub single_set: Option<ParamChoice>,
+    pub single_set_predicted_s: f64,
+    pub speedup_vs_single_set: f64,
+}
+
+/// One layer of a plan: the chosen point and the design space it was chosen from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlannedLayer {
+    pub name: String,
+    pub shape: ShapeSpec,
+    pub weight_bits: u32,
+    pub t_bits: u32,
+    #[serde(flatten)]
+    pub chosen: DesignPoint,
+    /// The chosen algorithm under the single parameter set (for the comparison).
+    pub single_set_point: Option<DesignPoint>,
+    /// Every feasible point (algorithm, parameters) that was priced, for the report.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub design_space: Vec<DesignPoint>,
+}
+
+fn cheapest<'a>(points: impl Iterator<Item = &'a DesignPoint>) -> Option<&'a DesignPoint> {
+    points.min_by(|a, b| a.predicted_s.total_cmp(&b.predicted_s))
+}
+
+/// Tunes every layer; `keep_design_space` keeps all feasible points in the plan (for reports).
+pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOptions, keep_design_space: bool) -> Result<HybridPlan, PlanError> {
+    if layers.is_empty() {
+        return Err(PlanError::Invalid("the model has no linear layer to plan".into()));
+    }
+    // Identical layers share their design space.
+    let mut spaces: BTreeMap<String, Vec<DesignPoint>> = BTreeMap::new();
+    let key = |l: &LayerRequest| format!("{:?}/{}/{}", l.shape, l.weight_bits, l.t_bits);
+    for layer in layers {
+        if !spaces.contains_key(&key(layer)) {
+            let feasible: Vec<DesignPoint> = design_space(layer, costs, options)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
+            if feasible.is_empty() {
+                return Err(PlanError::Infeasible(format!(
+                    "layer '{}': no algorithm and 128-bit parameter set keeps {:.0} bits of noise budget (t needs {} bits); lower the plaintext bits or the reserve",
+                    layer.name, options.reserve_bits, layer.t_bits
+                )));
+            }
+            spaces.insert(key(layer), feasible);
+        }
+    }
+    // The best single set: a parameter set shape (n, q, p, digits) used by every layer, each
+    // layer at its own t (the share ring), each picking its best algorithm under it.
+    let set_key = |p: &ParamChoice| (p.n, p.q_bits.clone(), p.p_bits.clone(), p.digits);
+    let mut single: BTreeMap<(usize, Vec<u32>, Vec<u32>, usize), (f64, usize)> = BTreeMap::new();
+    for layer in layers {
+        let mut best_here: BTreeMap<_, f64> = BTreeMap::new();
+        for p in &spaces[&key(layer)] {
+            let k = set_key(&p.params);
+            let e = best_here.entry(k).or_insert(f64::INFINITY);
+            *e = e.min(p.predicted_s);
+        }
+        for (k, s) in best_here {
+            let e = single.entry(k).or_insert((0.0, 0));
+            e.0 += s;
+            e.1 += 1;
+        }
+    }
+    let single_best = single.iter().filter(|(_, (_, count))| *count == layers.len()).min_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).map(|(k, (s, _))| (k.clone(), *s));
+
+    let mut planned = Vec::with_capacity(layers.len());
+    for layer in layers {
+        let space = &spaces[&key(layer)];
+        let chosen = cheapest(space.iter()).cloned().ok_or_else(|| PlanError::Infeasible(layer.name.clone()))?;
+        let single_set_point = single_best.as_ref().and_then(|(k, _)| cheapest(space.iter().filter(|p| &set_key(&p.params) == k)).cloned());
+        planned.push(PlannedLayer {
+            name: layer.name.clone(),
+            shape: layer.shape,
+            weight_bits: layer.weight_bits,
+            t_bits: layer.t_bits,
+            chosen,
+            single_set_point,
+            design_space: if keep_design_space { space.clone() } else { Vec::new() },
+        });
+    }
+    let predicted_s: f64 = planned.iter().map(|l| l.chosen.predicted_s).sum();
+    let (single_set, single_s) = match &single_best {
+        Some(((n, q, p, d), s)) => (Some(ParamChoice { n: *n, q_bits: q.clone(), p_bits: p.clone(), t_bits: layers.iter().map(|l| l.t_bits).max().unwrap_or(0), digits: *d }), *s),
+        None => (None, f64::INFINITY),
+    };
+    Ok(HybridPlan {
+        version: 1,
+        mode: "hybrid".into(),
+        link: options.link.clone(),
+        failure_probability: options.failure_probability,
+        layers: planned,
+        predicted_s,
+        single_set,
+        single_set_predicted_s: single_s,
+        speedup_vs_single_set: if single_s.is_finite() { single_s / predicted_s } else { f64::INFINITY },
+    })
+}
