@@ -4,3 +4,6 @@ pub mod accelerator;
 pub mod dse;
 pub mod models;
 pub mod packing;
+mod run;
+
+pub use run::{batch_study, reproduction, reproduction_json, simulate, simulate_json, simulate_with, LayerResult, ReproductionRow, SimResult, TOLERANCE};
