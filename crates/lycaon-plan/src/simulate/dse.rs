@@ -11,8 +11,8 @@
 //!   ciphertext, else `c_n = ceil(h*w / n)` ciphertexts per channel.
 //! - Sched-PA (Sec. V-A/B): every partial product is one HE_Mult of an unrotated input ciphertext by a
 //!   weight plaintext followed by one HE_Rotate of the product; partials of one output ciphertext are
-//!   summed with HE_Add. Sched-IA (Gazelle): inputs are rotated first (once per distinct offset), then
-//!   multiplied.
+//!   summed with HE_Add. Sched-IA (Gazelle): each partial rotates the input first, then multiplies; the
+//!   counts are the same, the noise is not (Table V), so HE-PTune picks costlier parameters for it.
 //! - HE_Mult = `2 n l_pt` modular multiplications; HE_Rotate = one INTT, `l_ct` NTTs and `2 n l_ct` modular
 //!   multiplications (key switching with `l_ct` digits); an NTT is `n/2 log2 n` butterflies (Sec. IV-A1).
 //! - Accelerator (Sec. VII-A): each PE computes one output ciphertext at a time (output stationary);
@@ -410,7 +410,7 @@ pub struct TunedLayer {
 /// digits (each with the largest base that gives that number). Ties go to the smaller `n`, then the
 /// larger budget.
 ///
-/// Errors: [`PlanError::InvalidLayer`] when nothing fits, [`PlanError::InvalidLayer`].
+/// Errors: [`PlanError::InvalidLayer`] when nothing fits or a dimension is zero.
 pub fn tune_layer(layer: &LayerSpec, schedule: Schedule, max_n: usize) -> Result<TunedLayer, PlanError> {
     let t = PLAINTEXT_MODULUS;
     let log_t = (t as f64).log2().ceil() as u32;
