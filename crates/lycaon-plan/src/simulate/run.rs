@@ -323,3 +323,74 @@ pub fn batch_study(batches: &[usize]) -> Result<Vec<SimResult>, PlanError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reproduction_is_within_tolerance_or_explained() {
+        let rows = reproduction().unwrap();
+        assert_eq!(rows.len(), 9);
+        for r in &rows {
+            assert!(r.ours.is_finite() && r.ours > 0.0, "{r:?}");
+            if r.within_tolerance {
+                assert!(r.deviation.abs() <= TOLERANCE, "{r:?}");
+            } else {
+                assert!(!r.explanation.is_empty(), "{} deviates {:+.1}% without an explanation", r.figure, 100.0 * r.deviation);
+            }
+        }
+        // The documented deviation: A+W's energy gap is larger by the KSH-buffer reads the
+        // paper's simulator leaves out (about +40%); it must stay in that band.
+        let aw = rows.iter().find(|r| r.figure.contains("A+W-Pack energy")).unwrap();
+        assert!((0.25..0.6).contains(&aw.deviation), "{aw:?}");
+        // GNMT's nine products are exact: 4 x 2^21 + 5 x 48 x 4096 x 64 products (+ psum
+        // rotations) at 5 ns.
+        let gnmt = rows.iter().find(|r| r.figure.starts_with("GNMT")).unwrap();
+        assert!(gnmt.deviation.abs() < 0.01, "{gnmt:?}");
+    }
+
+    #[test]
+    fn json_requests_run_and_bad_ones_fail_clearly() {
+        let out = simulate_json(r#"{"model": "resnet20", "packing": "all", "arch": "hyena", "batch": 1}"#).unwrap();
+        let v: Vec<SimResult> = serde_json::from_str(&out).unwrap();
+        assert_eq!(v.len(), Packing::ALL.len());
+        assert!(v.iter().all(|r| r.latency_s > 0.0 && r.energy_j > 0.0 && r.layers.len() == 20));
+        let inline = r#"{"model": [{"name": "c", "kind": "conv", "h": 8, "w": 8, "c_in": 4, "c_out": 8, "k": 3}], "packing": "hyena", "arch": "f1"}"#;
+        let v: Vec<SimResult> = serde_json::from_str(&simulate_json(inline).unwrap()).unwrap();
+        assert_eq!((v.len(), v[0].arch.as_str()), (1, "f1"));
+        let toml = ArchConfig::hyena().to_toml().unwrap().replace("clock_mhz = 200.0", "clock_mhz = 400.0");
+        let req = serde_json::json!({"model": "gnmt", "packing": "hyena", "arch": toml}).to_string();
+        assert!(simulate_json(&req).is_ok());
+        for (bad, what) in [
+            (r#"{"model": "nope"}"#, "unknown model"),
+            (r#"{"model": "resnet20", "packing": "zip"}"#, "unknown packing"),
+            (r#"{"model": "resnet20", "arch": "tpu"}"#, "unknown architecture"),
+            (r#"{"model": "resnet20", "arch": "clock_mhz = ["}"#, "invalid architecture"),
+            (r#"{"model": "resnet20", "batch": 0}"#, "invalid batch"),
+            (r#"{"model": 3}"#, "invalid simulation request"),
+            (r#"not json"#, "invalid simulation request"),
+            (r#"{"model": [{"name": "z", "kind": "conv", "h": 0, "w": 8, "c_in": 4, "c_out": 8, "k": 3}]}"#, "is invalid"),
+        ] {
+            let e = simulate_json(bad).unwrap_err().to_string();
+            assert!(e.contains(what), "{bad}: {e}");
+        }
+        let table: Vec<ReproductionRow> = serde_json::from_str(&reproduction_json().unwrap()).unwrap();
+        assert_eq!(table.len(), 9);
+    }
+
+    #[test]
+    fn batch_study_shows_fig_9_trends() {
+        let r = batch_study(&[1, 512]).unwrap();
+        let get = |b: usize, p: &str| r.iter().find(|x| x.batch == b && x.packing == p).unwrap().latency_s;
+        // Hyena runs images one after another: 512x the latency.
+        assert!((get(512, "hyena") / get(1, "hyena") - 512.0).abs() < 1e-6);
+        // BatchWise packs up to 512 images in the slots: the same latency at 1 and 512.
+        assert!((get(512, "batchwise") - get(1, "batchwise")).abs() < 1e-12);
+        // At batch 512 BatchWise catches up with (outperforms) Hyena (Sec. 7.3), and Hyena+ is
+        // the fastest of the Hyena family.
+        assert!(get(512, "batchwise") < get(512, "hyena"));
+        assert!(get(512, "hyena+") <= get(512, "hyena"));
+        assert!(get(1, "batchwise+") < get(1, "batchwise"));
+    }
+}
