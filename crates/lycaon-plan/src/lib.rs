@@ -1,3 +1,34 @@
 //! Cost models that never hold a key: the packing, dataflow and accelerator simulator.
+//!
+//! [`simulate`] models the packings and dataflows of 000 (Singh et al., "Hyena: Balancing
+//! Packing, Reuse, and Rotations for Encrypted Inference", IEEE S&P 2024) on a parameterised
+//! accelerator, the way the paper's HEPack-Sim does, and reproduces its headline figures.
 
 pub mod simulate;
+
+/// Errors of the planning layer, each naming what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("unknown model {name:?}; built-in models: {known} (or pass a layer list)")]
+    UnknownModel { name: String, known: String },
+    #[error("unknown packing {name:?}; known packings: {known} (or \"all\")")]
+    UnknownPacking { name: String, known: String },
+    #[error("unknown architecture {name:?}; built-in: hyena, f1 (or pass TOML text)")]
+    UnknownArch { name: String },
+    #[error("invalid architecture: {reason}")]
+    InvalidArch { reason: String },
+    #[error("layer {layer:?} is invalid: {reason}")]
+    InvalidLayer { layer: String, reason: String },
+    #[error("model {model:?} is invalid: {reason}")]
+    InvalidModel { model: String, reason: String },
+    #[error("cannot read the model file: {reason}")]
+    ModelFile { reason: String },
+    #[error("{packing} cannot pack layer {layer:?}: {reason}")]
+    Unpackable { packing: String, layer: String, reason: String },
+    #[error("invalid HE parameters: {reason}")]
+    InvalidParams { reason: String },
+    #[error("invalid batch size {batch}: {reason}")]
+    InvalidBatch { batch: usize, reason: String },
+    #[error("invalid simulation request: {reason}")]
+    InvalidRequest { reason: String },
+}
