@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use lycaon_nn::algorithm::Algorithm;
-use lycaon_nn::bfv::noise::NoiseModel;
-use lycaon_nn::bfv::rlwe::{Parameters, ParametersLiteral, MAX_LOG_QP_128};
+use lycaon_bfv::noise::NoiseModel;
+use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, MAX_LOG_QP_128};
 use lycaon_nn::{ConvShape, LinearPlan, ValueBounds};
 use serde::{Deserialize, Serialize};
 

@@ -4,6 +4,8 @@
 //! Packing, Reuse, and Rotations for Encrypted Inference", IEEE S&P 2024) on a parameterised
 //! accelerator, the way the paper's HEPack-Sim does, and reproduces its headline figures.
 
+pub mod costs;
+pub mod hybrid;
 pub mod simulate;
 
 /// Errors of the planning layer, each naming what is wrong.
@@ -31,4 +33,14 @@ pub enum PlanError {
     InvalidBatch { batch: usize, reason: String },
     #[error("invalid simulation request: {reason}")]
     InvalidRequest { reason: String },
+    #[error("invalid planning request: {0}")]
+    Invalid(String),
+    #[error("no feasible plan: {0}")]
+    Infeasible(String),
+    #[error("{0}")]
+    Io(String),
+    #[error(transparent)]
+    Nn(#[from] lycaon_nn::NnError),
+    #[error(transparent)]
+    Rlwe(#[from] lycaon_bfv::rlwe::RlweError),
 }
