@@ -112,24 +112,69 @@ impl Decryptor {
     /// Invariant noise budget in bits: log2(Q_l) - 1 - log2 ||[t (c_0 + c_1 s)]_{Q_l}||_inf.
     /// Decryption is correct while it is positive.
     pub fn noise_budget(&self, ct: &Ciphertext) -> Result<f64, BfvError> {
+        let n = self.ctx.params.n();
+        self.budget_over(ct, 0..n)
+    }
+
+    /// The noise budget over some coefficients only (those a coefficient-encoded result is read
+    /// from); errors on a position >= n.
+    pub fn noise_budget_at(&self, ct: &Ciphertext, positions: &[usize]) -> Result<f64, BfvError> {
+        let n = self.ctx.params.n();
+        if let Some(&bad) = positions.iter().find(|&&p| p >= n) {
+            return Err(BfvError::WrongLength { expected: n, found: bad + 1 });
+        }
+        self.budget_over(ct, positions.iter().copied())
+    }
+
+    fn budget_over(&self, ct: &Ciphertext, positions: impl Iterator<Item = usize>) -> Result<f64, BfvError> {
         let x = self.phase_coeff(ct)?;
         let q = x.basis().clone();
-        let n = self.ctx.params.n();
-        let big_q = BigInt::from(q.product().clone());
-        let t = BigInt::from(self.ctx.t.value());
-        let mut max = BigInt::zero();
-        let mut residues = vec![0u64; q.len()];
-        for k in 0..n {
-            residues.iter_mut().enumerate().for_each(|(i, r)| *r = x.limb(i)[k]);
-            let v = BigInt::from(q.compose(&residues)) * &t % &big_q;
-            let centred = if &v + &v > big_q { &big_q - v } else { v.abs() };
-            if centred > max {
-                max = centred;
+        let t = self.ctx.t.value();
+        // Fast path: Q t < 2^127, so Garner's mixed radix and the product fit in u128.
+        let log_max = if q.log2_product() + (t as f64).log2() < 126.0 {
+            let big_q: u128 = q.moduli().iter().map(|m| m.value() as u128).product();
+            let mut max = 0u128;
+            let mut residues = vec![0u64; q.len()];
+            for k in positions {
+                residues.iter_mut().enumerate().for_each(|(i, r)| *r = x.limb(i)[k]);
+                let v = garner_u128(q.moduli(), &residues) * t as u128 % big_q;
+                max = max.max(v.min(big_q - v));
             }
-        }
-        let log_max = if max.is_zero() { 0.0 } else { log2_big(&max) };
+            if max == 0 { 0.0 } else { (max as f64).log2() }
+        } else {
+            let big_q = BigInt::from(q.product().clone());
+            let t = BigInt::from(t);
+            let mut max = BigInt::zero();
+            let mut residues = vec![0u64; q.len()];
+            for k in positions {
+                residues.iter_mut().enumerate().for_each(|(i, r)| *r = x.limb(i)[k]);
+                let v = BigInt::from(q.compose(&residues)) * &t % &big_q;
+                let centred = if &v + &v > big_q { &big_q - v } else { v.abs() };
+                if centred > max {
+                    max = centred;
+                }
+            }
+            if max.is_zero() { 0.0 } else { log2_big(&max) }
+        };
         Ok((q.log2_product() - 1.0 - log_max).max(0.0))
     }
+}
+
+/// The integer in [0, prod q_i) with these residues (the product must fit in u128).
+fn garner_u128(moduli: &[lycaon_math::Modulus], residues: &[u64]) -> u128 {
+    let mut value: u128 = 0;
+    let mut radix: u128 = 1;
+    for (qi, &r) in moduli.iter().zip(residues) {
+        // digit = (r - value) / radix mod q_i.
+        let q = qi.value();
+        let cur = (value % q as u128) as u64;
+        let rad = (radix % q as u128) as u64;
+        let inv = qi.inv(rad).unwrap_or(0);
+        let digit = qi.mul(qi.sub(r, cur), inv);
+        value += digit as u128 * radix;
+        radix *= q as u128;
+    }
+    value
 }
 
 fn log2_big(x: &BigInt) -> f64 {

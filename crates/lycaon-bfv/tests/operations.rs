@@ -16,6 +16,8 @@ fn assert_budget(s: &Setup, ct: &Ciphertext, predicted: NoiseEstimate, what: &st
     let expected = s.model.budget(predicted);
     assert!(measured > 0.0, "{what}: noise budget exhausted");
     assert!((measured - expected).abs() <= 2.0, "{what}: measured budget {measured:.2} bits, model {expected:.2}");
+    let worst = s.model.worst_case_budget(predicted);
+    assert!(worst <= measured, "{what}: worst-case budget {worst:.2} bits above the measured {measured:.2}");
 }
 
 /// Runs every operation at one parameter set.

@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, PreparedPlaintext};
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{check_model, slot_support, weight_stats};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "batchwise";
 
@@ -135,6 +137,34 @@ impl LinearPlan for BatchWiseConv {
         } else {
             self.kernel_groups * sh.c_in * sh.kh * sh.kw * crate::layout::prepared_plaintext_bytes(&self.core.params)
         }
+    }
+
+    /// Every output ciphertext is a sum over its terms of w * x (BatchWise: scalar weights, exact
+    /// lazy sums) or p * x (BatchWise+: p holds K_t weights in runs of `batch` slots; its
+    /// non-zero coefficients are uniform modulo t, n of them unless the runs repeat along a row).
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let top = self.core.params.max_level();
+        let n = self.core.params.n();
+        let w = weight_stats(model, bounds);
+        let mut profile = NoiseProfile::default();
+        for kg in 0..self.kernel_groups {
+            let term = if self.k_t == 1 {
+                model.mul_random_scalar(input, w)
+            } else {
+                let mut ids = vec![0u64; n];
+                for kk in 0..self.k_t.min(self.core.shape.c_out - kg * self.k_t) {
+                    ids[kk * self.batch..(kk + 1) * self.batch].fill(kk as u64 + 1);
+                }
+                model.mul_plain(input, PlainNorms::uniform_mod_t(slot_support(n, &ids) as f64, model.t))
+            };
+            for p in 0..self.taps.len() {
+                let terms = self.terms(kg, p).count();
+                let sum = (0..terms).fold(model.zero(top), |acc, _| model.add(acc, term));
+                profile.push(model.n, sum);
+            }
+        }
+        Ok(LayerNoise { profile, level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

@@ -19,13 +19,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BfvContext, CoeffEncoder, Evaluator, PreparedPlaintext};
 use lycaon_math::{Coeff, Ntt, Poly};
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{check_model, weight_stats};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 /// Block sizes of a coefficient-encoded convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +164,22 @@ impl LinearPlan for CoeffConv {
         self.core.shape.c_out * self.cb * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
+    /// Every output ciphertext is sum over channel blocks g of p_g * x_g, p_g holding the
+    /// C_g kh kw weights of the block as coefficients (E||p_g||^2 = C_g kh kw E[w^2],
+    /// ||p_g||_1 <= C_g kh kw |w|max). Only the output coefficients travel and are decrypted, so
+    /// the union bound runs over those (the layer's output count), not over n per ciphertext.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let sh = &self.core.shape;
+        let w = weight_stats(model, bounds);
+        let top = self.core.params.max_level();
+        let sum = (0..self.cb).fold(model.zero(top), |acc, g| {
+            let count = (self.blocks.c.min(sh.c_in - g * self.blocks.c) * sh.kh * sh.kw) as f64;
+            model.add(acc, model.mul_plain(input, PlainNorms::coefficients(count, w)))
+        });
+        Ok(LayerNoise { profile: NoiseProfile::uniform(sh.output_len() as f64, sum), level: top })
+    }
+
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         let sh = &self.core.shape;
         sh.check_weights(weights)?;
@@ -287,6 +305,25 @@ impl LinearPlan for CoeffMatVec {
 
     fn weight_bytes(&self) -> usize {
         self.core.shape.c_out.div_ceil(self.rows) * self.core.shape.c_in.div_ceil(self.cols) * crate::layout::prepared_plaintext_bytes(&self.core.params)
+    }
+
+    /// Output block rb is sum over column blocks cb of p * x_cb, p holding the rows x columns of
+    /// the block's weights as coefficients; the union bound runs over the output coefficients.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let (k, m) = (self.core.shape.c_in, self.core.shape.c_out);
+        let w = weight_stats(model, bounds);
+        let top = self.core.params.max_level();
+        let mut profile = NoiseProfile::default();
+        for rb in 0..m.div_ceil(self.rows) {
+            let rows = self.rows.min(m - rb * self.rows);
+            let sum = (0..k.div_ceil(self.cols)).fold(model.zero(top), |acc, cb| {
+                let count = (rows * self.cols.min(k - cb * self.cols)) as f64;
+                model.add(acc, model.mul_plain(input, PlainNorms::coefficients(count, w)))
+            });
+            profile.push(rows as f64, sum);
+        }
+        Ok(LayerNoise { profile, level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

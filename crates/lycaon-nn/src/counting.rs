@@ -146,6 +146,7 @@ pub struct HeOps {
     eval: Evaluator,
     keys: GaloisKeys,
     counters: Arc<Counters>,
+    output_level: usize,
 }
 
 fn bump(c: &AtomicU64, by: u64) {
@@ -154,7 +155,14 @@ fn bump(c: &AtomicU64, by: u64) {
 
 impl HeOps {
     pub fn new(eval: Evaluator, keys: GaloisKeys) -> Self {
-        Self { eval, keys, counters: Arc::default() }
+        Self { eval, keys, counters: Arc::default(), output_level: 0 }
+    }
+
+    /// Outputs are switched down to `level` instead of 0 (to measure a layer's own noise before
+    /// the final modulus switch; layers send at level 0).
+    pub fn with_output_level(mut self, level: usize) -> Self {
+        self.output_level = level;
+        self
     }
 
     pub fn params(&self) -> &Arc<Parameters> {
@@ -215,10 +223,11 @@ impl HeOps {
         Ok(self.eval.mul_scalar(ct, scalar)?)
     }
 
-    /// Switches to level 0 for sending.
+    /// Switches to level 0 for sending (or to the level set by [`HeOps::with_output_level`]).
     pub fn to_lowest(&self, ct: &Ciphertext) -> Result<Ciphertext, NnError> {
-        bump(&self.counters.mod_switches, ct.level() as u64);
-        Ok(self.eval.mod_switch_to(ct, 0)?)
+        let level = self.output_level.min(ct.level());
+        bump(&self.counters.mod_switches, (ct.level() - level) as u64);
+        Ok(self.eval.mod_switch_to(ct, level)?)
     }
 
     /// Accumulators of `outputs` sums of ciphertexts (at `level`) times signed integers whose

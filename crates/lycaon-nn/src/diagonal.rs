@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, PreparedPlaintext};
 use lycaon_math::rotation_galois_element;
@@ -19,7 +20,8 @@ use lycaon_math::rotation_galois_element;
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
 use crate::packed::rotate_hoisted;
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{check_model, slot_support};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "diagonal (Halevi-Shoup)";
 
@@ -106,6 +108,25 @@ impl LinearPlan for DiagonalFc {
 
     fn weight_bytes(&self) -> usize {
         self.out_blocks * self.in_blocks * self.dim * crate::layout::prepared_plaintext_bytes(&self.core.params)
+    }
+
+    /// Output block ob is sum_g rot_{g b1}(sum_ib sum_j p * rot_j(x_ib)): a key switch on every
+    /// baby step j > 0 before the product and on every giant step g > 0 after it. The diagonal
+    /// plaintexts repeat with period N along both rows of slots, so they have only 2N non-zero
+    /// coefficients (uniform modulo t), not n: E||p||^2 = 2N (t^2 - 1) / 12.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, _bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let top = self.core.params.max_level();
+        let ks = model.key_switch(top);
+        let n = self.core.params.n();
+        let half = n / 2;
+        // Slot u (both rows) holds weight row u mod N of the diagonal: ids by row.
+        let ids: Vec<u64> = (0..n).map(|u| ((u % half) % self.dim) as u64 + 1).collect();
+        let p = PlainNorms::uniform_mod_t(slot_support(n, &ids) as f64, model.t);
+        let baby = (0..self.baby).fold(model.zero(top), |acc, j| model.add(acc, model.mul_plain(if j == 0 { input } else { model.add(input, ks) }, p)));
+        let partial = (0..self.in_blocks).fold(model.zero(top), |acc, _| model.add(acc, baby));
+        let out = (0..self.giant).fold(model.zero(top), |acc, g| model.add(acc, if g == 0 { partial } else { model.add(partial, ks) }));
+        Ok(LayerNoise { profile: NoiseProfile::uniform(model.n * self.out_blocks as f64, out), level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

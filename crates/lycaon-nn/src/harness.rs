@@ -32,8 +32,12 @@ pub struct LayerRun {
     pub output: Vec<u64>,
     /// Decrypted outputs equal the integer reference.
     pub exact: bool,
-    /// Smallest remaining noise budget over the outputs, bits.
+    /// Smallest remaining noise budget over the outputs, bits (over the coefficients that carry
+    /// outputs for coefficient-encoded layers).
     pub min_noise_budget: f64,
+    /// With an output level above 0 ([`run_layer_to_level`]): the smallest budget measured at that
+    /// level, before the harness switches the outputs down to level 0 for the rest.
+    pub min_noise_budget_unswitched: Option<f64>,
 }
 
 fn encoders(params: &Arc<Parameters>) -> Result<(Option<BatchEncoder>, CoeffEncoder), NnError> {
@@ -58,6 +62,12 @@ fn decode(enc: &(Option<BatchEncoder>, CoeffEncoder), encoding: Encoding, pt: &P
 
 /// Runs `plan` on input `x` and weights `w`, `reps` server evaluations.
 pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Result<LayerRun, NnError> {
+    run_layer_to_level(plan, x, w, reps, 0)
+}
+
+/// As [`run_layer`], with the outputs switched down only to `output_level` (to measure a layer's
+/// own noise before the final modulus switch; operation counts then differ from the plan's).
+pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize, output_level: usize) -> Result<LayerRun, NnError> {
     let params = plan.params().clone();
     let shape = *plan.shape();
     let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
@@ -97,7 +107,7 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
     let mut outputs = Vec::new();
     let mut counts = OpCounts::default();
     for rep in 0..reps.max(1) {
-        let ops = HeOps::new(eval.clone(), gk.clone());
+        let ops = HeOps::new(eval.clone(), gk.clone()).with_output_level(output_level);
         counter.reset();
         let began = Instant::now();
         outputs = prepared.evaluate(&ops, &inputs)?;
@@ -110,6 +120,24 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
     times.sort_by(f64::total_cmp);
 
     let layout_out = plan.output_layout();
+    let dec = Decryptor::new(&ctx, sk)?;
+    // Noise over the coefficients that carry outputs (all of them for batch encodings); the
+    // compression below keeps exactly those coefficients of c_0, so it does not change them.
+    let positions: Option<Vec<Vec<usize>>> = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out).into_iter().map(|v| v.into_iter().map(|p| p as usize).collect()).collect());
+    let min_budget = |outputs: &[Ciphertext]| -> Result<f64, NnError> {
+        let budgets: Vec<f64> = match &positions {
+            Some(pos) => outputs.iter().zip(pos).map(|(ct, p)| dec.noise_budget_at(ct, p)).collect::<Result<_, _>>()?,
+            None => outputs.iter().map(|ct| dec.noise_budget(ct)).collect::<Result<_, _>>()?,
+        };
+        Ok(budgets.into_iter().fold(f64::INFINITY, f64::min))
+    };
+    let mut min_noise_budget_unswitched = None;
+    if outputs.iter().any(|ct| ct.level() > 0) {
+        min_noise_budget_unswitched = Some(min_budget(&outputs)?);
+        let eval = Evaluator::new(&ctx);
+        outputs = outputs.iter().map(|ct| eval.mod_switch_to(ct, 0)).collect::<Result<_, _>>()?;
+    }
+    let min_noise_budget = min_budget(&outputs)?;
     let began = Instant::now();
     // Coefficient outputs travel with only the coefficients that carry outputs.
     if layout_out.kept_coefficients.is_some() {
@@ -120,15 +148,9 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
             .map(|(ct, pos)| PartialCiphertext::from_ciphertext(&params, ct, pos)?.to_ciphertext(&params))
             .collect::<Result<_, _>>()?;
     }
-    let dec = Decryptor::new(&ctx, sk)?;
     let decoded = outputs.iter().map(|ct| decode(&enc, layout_out.encoding, &dec.decrypt(ct)?)).collect::<Result<Vec<_>, NnError>>()?;
     let got = layout_out.unpack(&decoded, t)?;
     let decrypt_s = began.elapsed().as_secs_f64();
-    let min_noise_budget = if layout_out.kept_coefficients.is_some() {
-        f64::NAN
-    } else {
-        outputs.iter().map(|ct| dec.noise_budget(ct)).collect::<Result<Vec<_>, _>>()?.into_iter().fold(f64::INFINITY, f64::min)
-    };
     Ok(LayerRun {
         server_s: times[times.len() / 2],
         encrypt_s,
@@ -141,5 +163,6 @@ pub fn run_layer(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usize) -> Re
         exact: got == expected,
         output: got,
         min_noise_budget,
+        min_noise_budget_unswitched,
     })
 }

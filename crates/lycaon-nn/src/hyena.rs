@@ -24,13 +24,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, PreparedPlaintext};
 use lycaon_math::rotation_galois_element;
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{automorphism_sum_classes, check_model, slot_support};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "hyena-pack";
 
@@ -230,6 +232,46 @@ impl LinearPlan for HyenaConv {
         // One W per (kernel group, channel group of its conv group); the K_t shifts are made
         // when preparing (plaintext rotations), so K_t prepared plaintexts per W are stored.
         self.kernel_groups * self.psum_inputs(0).len() * self.k_t * crate::layout::prepared_plaintext_bytes(&self.core.params)
+    }
+
+    /// Every psum is u = sum over channel groups of W * x (W repeats with period K_t windows when
+    /// K_t divides the windows per row, which leaves 2 K_t B_w non-zero coefficients instead of
+    /// n), then log2(B_w) steps psum += rot_{2^s}(psum), each adding a key switch. The result is
+    /// sum_{h in H} sigma_h(u) + sum_s sum_{h in H_s} sigma_h(ks_s) with H = {3^k : k < B_w} and
+    /// H_s the elements of the later steps: automorphic images of one polynomial are not
+    /// independent (coefficient 0 is fixed by every automorphism and adds up coherently), so the
+    /// variance is taken per coefficient class (noise::automorphism_sum_classes).
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, _bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let sh = &self.core.shape;
+        let top = self.core.params.max_level();
+        let n = self.core.params.n();
+        let rs = sh.kh * sh.kw;
+        let ks = model.key_switch(top);
+        let mut ids = vec![0u64; n];
+        for m in 0..self.blocks() {
+            let k = m % self.k_t;
+            if k >= sh.c_out {
+                continue;
+            }
+            for off in 0..self.c_t.min(sh.in_per_group()) * rs {
+                ids[self.block_slot(m) + off] = (k * self.block + off + 1) as u64;
+            }
+        }
+        let p = PlainNorms::uniform_mod_t(slot_support(n, &ids) as f64, model.t);
+        let u = (0..self.psum_inputs(0).len()).fold(model.zero(top), |acc, _| model.add(acc, model.mul_plain(input, p)));
+        let steps = self.block.trailing_zeros() as usize;
+        let elements = |from: usize| -> Vec<u64> { (0..self.block >> from).map(|k| rotation_galois_element((k << from) as i64, n)).collect() };
+        let main = automorphism_sum_classes(n, &elements(0));
+        let later: Vec<(usize, Vec<(f64, f64)>)> = (0..steps).map(|s| (self.block >> (s + 1), automorphism_sum_classes(n, &elements(s + 1)))).collect();
+        let bound = self.block as f64 * u.bound + later.iter().map(|(size, _)| *size as f64 * ks.bound).sum::<f64>();
+        let psums = (self.groups * self.kernel_groups * self.k_t) as f64;
+        let mut profile = NoiseProfile::default();
+        for (i, &(count, factor)) in main.iter().enumerate() {
+            let variance = factor * u.variance + later.iter().map(|(_, c)| c[i].1 * ks.variance).sum::<f64>();
+            profile.push(count * psums, NoiseEstimate { variance, bound, log2_q: u.log2_q });
+        }
+        Ok(LayerNoise { profile, level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

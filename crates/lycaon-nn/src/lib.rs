@@ -33,16 +33,19 @@ mod grid;
 pub mod harness;
 pub mod hyena;
 pub mod layout;
+pub mod noise;
 pub mod packed;
 pub mod padded;
 pub mod shape;
 pub mod walsh;
 
 use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel};
 use lycaon_bfv::{BfvError, Evaluator};
 
 pub use counting::{CountingBackend, HeOps, NttCounter, OpCounts};
 pub use layout::{Encoding, Layout};
+pub use noise::{LayerNoise, ValueBounds};
 pub use shape::{conv_reference, ConvShape};
 
 /// Errors of the network layer, each naming what is wrong.
@@ -126,6 +129,13 @@ pub trait LinearPlan: Send + Sync {
     /// Turns the server's weights (`shape().weight_len()` integers, [out][in/groups][kh][kw]) into
     /// the form the algorithm evaluates with.
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError>;
+
+    /// The noise of the output ciphertexts, from the operations `evaluate` performs, for inputs
+    /// with noise `input` (as the client sends them, at the top level) and values within
+    /// `bounds`; no key or weight needed. The result is taken before the final modulus switch:
+    /// [`LayerNoise::practical_budget`] and [`LayerNoise::worst_case_budget`] give the budgets of
+    /// the outputs as sent. Errors when `model` was made for other parameters.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError>;
 
     /// Bytes up and down and key bytes, from the layouts and parameters.
     fn cost(&self) -> LayerCost {

@@ -15,9 +15,12 @@ use rayon::prelude::*;
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext};
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms, ScalarStats};
+
 use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::check_model;
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 /// When to rotate: before the products (input-aligned) or after (partial-aligned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +147,28 @@ impl PackedConv {
     }
 }
 
+/// Norms of each digit of a weight plaintext: its coefficients are uniform modulo t on all n
+/// positions (each block holds other weights, so no rotation fixes the slots). Decomposed into
+/// `digits` signed digits base B = 2^bits, the low digits are uniform in [-B/2, B/2)
+/// (E = (B^2 + 2) / 12) and the top digit carries the rest of a uniform residue:
+/// E[top^2] = (E[c^2] - sum_i B^(2i) E[low^2]) / B^(2(digits-1)), |top| <= B/2.
+pub(crate) fn plain_digit_norms(n: f64, t: f64, bits: Option<u32>, digits: usize) -> Vec<PlainNorms> {
+    let Some(bits) = bits else {
+        return vec![PlainNorms::uniform_mod_t(n, t)];
+    };
+    let b = (bits as f64).exp2();
+    let low = ScalarStats { mean_square: (b * b + 2.0) / 12.0, max_abs: b / 2.0 };
+    let whole = ScalarStats::uniform_mod_t(t);
+    let below: f64 = (0..digits - 1).map(|i| b.powi(2 * i as i32) * low.mean_square).sum();
+    let scale = b.powi(2 * (digits as i32 - 1));
+    let low_sum_max: f64 = (0..digits - 1).map(|i| b.powi(i as i32) * low.max_abs).sum();
+    let top = ScalarStats {
+        mean_square: ((whole.mean_square - below) / scale).max(0.0),
+        max_abs: (b / 2.0).min(((whole.max_abs + low_sum_max) / b.powi(digits as i32 - 1)).floor()),
+    };
+    (0..digits).map(|i| PlainNorms::coefficients(n, if i + 1 == digits { top } else { low })).collect()
+}
+
 fn pow_mod(base: u64, exp: u64, m: u64) -> u64 {
     let (mut r, mut b, mut e) = (1u128, base as u128 % m as u128, exp);
     while e > 0 {
@@ -213,6 +238,37 @@ impl LinearPlan for PackedConv {
 
     fn weight_bytes(&self) -> usize {
         self.terms.len() * self.digits * crate::layout::prepared_plaintext_bytes(&self.core.params)
+    }
+
+    /// IA: every term adds p_d * rot_g(x_d) over the digit copies (rot_g adds a key switch unless
+    /// g = 1); PA: the products of the unrotated copies are summed per (output, g), then one key
+    /// switch per non-trivial g. Outputs: n coefficients per output ciphertext.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, _bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let top = self.core.params.max_level();
+        let ks = model.key_switch(top);
+        let digits = plain_digit_norms(model.n, model.t, self.opts.plain_decomposition_bits, self.digits);
+        let mut out = vec![model.zero(top); self.out_cts];
+        let mut rotated = vec![std::collections::BTreeSet::new(); self.out_cts];
+        for term in &self.terms {
+            let g = self.element(term);
+            let x = match (self.opts.schedule, g) {
+                (Schedule::InputAligned, g) if g != 1 => model.add(input, ks),
+                _ => input,
+            };
+            for &d in &digits {
+                out[term.output] = model.add(out[term.output], model.mul_plain(x, d));
+            }
+            if self.opts.schedule == Schedule::PartialAligned && g != 1 {
+                rotated[term.output].insert(g);
+            }
+        }
+        let mut profile = NoiseProfile::default();
+        for (o, e) in out.into_iter().enumerate() {
+            let e = (0..rotated[o].len()).fold(e, |e, _| model.add(e, ks));
+            profile.push(model.n, e);
+        }
+        Ok(LayerNoise { profile, level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

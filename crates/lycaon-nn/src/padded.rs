@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 
 use crate::counting::ntt_cost;
 use crate::grid::TileGrid;
 use crate::packed::{elements_of, rotate_hoisted};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{check_model, weight_stats};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "padded";
 
@@ -75,6 +77,21 @@ impl LinearPlan for PaddedConv {
 
     fn weight_bytes(&self) -> usize {
         self.grid.shape.weight_len() * 8
+    }
+
+    /// Every output ciphertext is sum over (input channel of its group, tap) of w * rot_tap(x):
+    /// a key switch on every tap but the centre one (rotation 0), then a scalar weight. The lazy
+    /// accumulation is exact (it only delays reductions modulo q_i), so it adds no noise.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let top = self.core.params.max_level();
+        let sh = &self.grid.shape;
+        let ks = model.key_switch(top);
+        let w = weight_stats(model, bounds);
+        let per_tap = (0..sh.kh * sh.kw).map(|k| if self.grid.galois(false, 0, k / sh.kw, k % sh.kw) == 1 { input } else { model.add(input, ks) });
+        let one_channel = per_tap.fold(model.zero(top), |acc, x| model.add(acc, model.mul_random_scalar(x, w)));
+        let sum = (0..sh.in_per_group()).fold(model.zero(top), |acc, _| model.add(acc, one_channel));
+        Ok(LayerNoise { profile: NoiseProfile::uniform(model.n * (sh.c_out * self.per_channel) as f64, sum), level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {

@@ -25,13 +25,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, PlainNorms};
 use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext};
 
 use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
 use crate::packed::{elements_of, rotate_hoisted};
-use crate::{ConvShape, HeOps, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer};
+use crate::noise::{check_model, weight_stats};
+use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "walsh-hadamard";
 
@@ -197,6 +199,54 @@ impl LinearPlan for WalshConv {
 
     fn weight_bytes(&self) -> usize {
         self.grid.shape.weight_len() * 8 + (self.grid.blocks - 1) * crate::layout::prepared_plaintext_bytes(&self.core.params)
+    }
+
+    /// Per output ciphertext and diagonal: acc_k = sum over terms of alpha_k * rot_tap(x) (exact
+    /// lazy sums; a key switch on every tap but the centre), alpha_k = sum_b H[k][b] v[b] a signed
+    /// sum of the term's m weights (m = source blocks holding a tile, so E = m E[w^2]); then
+    /// kappa acc_0 + sum_k (kappa h_k) acc_k with the exact norms of the public plaintexts
+    /// kappa h_k, one key switch for a non-trivial alignment, and the sum over diagonals.
+    fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
+        check_model(model, &self.core.params)?;
+        let top = self.core.params.max_level();
+        let t = model.t as u64;
+        let ks = model.key_switch(top);
+        let w = weight_stats(model, bounds);
+        let g = &self.grid;
+        let nb = g.blocks;
+        let h_norms: Vec<PlainNorms> = walsh_plaintexts(&self.core.params, nb, g.block, self.kappa)?
+            .iter()
+            .map(|p| PlainNorms::of_centred(p.coeffs().iter().map(|&c| center(c, t))))
+            .collect();
+        let kappa = center(self.kappa, t) as f64;
+        let mut profile = NoiseProfile::default();
+        for diagonals in self.grouped() {
+            let mut out = model.zero(top);
+            for (&align, by_input) in &diagonals {
+                let mut acc = vec![model.zero(top); nb];
+                for &k in by_input.values().flatten() {
+                    let term = &self.terms[k];
+                    let blocks = (0..nb)
+                        .filter(|&b| {
+                            let src = g.source_block(b, term.swap, term.shift);
+                            match (self.out_place.tile(term.output, b, g.strips), self.in_place.tile(term.input, src, g.strips)) {
+                                (Some((o, s)), Some((c, s2))) => s == s2 && g.shape.weight_group_match(o, c),
+                                _ => false,
+                            }
+                        })
+                        .count();
+                    let alpha = w.sum_of(blocks as f64, model.t);
+                    let x = if self.taps[k] == 1 { input } else { model.add(input, ks) };
+                    for a in acc.iter_mut() {
+                        *a = model.add(*a, model.mul_random_scalar(x, alpha));
+                    }
+                }
+                let partial = acc[1..].iter().zip(&h_norms).fold(model.mul_scalar(acc[0], kappa), |p, (&a, &h)| model.add(p, model.mul_plain(a, h)));
+                out = model.add(out, if align == 1 { partial } else { model.add(partial, ks) });
+            }
+            profile.push(model.n, out);
+        }
+        Ok(LayerNoise { profile, level: top })
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
