@@ -385,3 +385,19 @@ def run_two_party(
     "iknp". Returns out0 and out1 (the output shares; bits as 0/1 for drelu and less_than),
     seconds, bytes (sent by both parties) and rounds of one run (mean of ``reps`` runs in one
     session), setup_seconds and setup_bytes (the OT setup), and per-party counters."""
+
+def simulate_json(request: str) -> str:
+    """Simulates packings and dataflows of 000 (Hyena) on an accelerator model.
+
+    ``request`` is JSON: ``{"model": NAME | [layers] | {"name", "layers"} | MAESTRO .m text,
+    "packing": "all" | NAME, "arch": "hyena" | "f1" | TOML text, "batch": N}``. Returns a JSON list
+    of results (one per packing) with ``latency_s``, ``energy_j``, ``rotations``, ``mults``,
+    ``ntts``, ``keyswitches``, ``bytes`` per data structure, per-component latency and energy and
+    per-layer details. Raises ``LycaonError`` on an unknown model, packing or architecture,
+    malformed TOML or JSON, or an invalid layer or batch."""
+    ...
+
+def reproduction_json() -> str:
+    """The reproduction table against 000 as JSON: a list of ``{"figure", "paper", "ours",
+    "deviation", "ours_real_networks", "unit", "tolerance", "within_tolerance", "explanation"}``."""
+    ...

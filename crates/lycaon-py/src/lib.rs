@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 mod mpc;
+mod plan;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -1081,5 +1082,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     Ok(())
 }

@@ -129,12 +129,7 @@ impl ArchConfig {
     /// transpose, 32 ns per transpose of a 1K polynomial) in place of the Benes network, which
     /// also serves the NTT's transposes.
     pub fn f1() -> Self {
-        Self {
-            name: "f1".into(),
-            rotation_unit: RotationUnit::F1Transpose,
-            energy: Energies { ..Energies::hyena_65nm() },
-            ..Self::hyena()
-        }
+        Self { name: "f1".into(), rotation_unit: RotationUnit::F1Transpose, energy: Energies { ..Energies::hyena_65nm() }, ..Self::hyena() }
     }
 
     /// A built-in architecture by name, or one parsed from TOML text.

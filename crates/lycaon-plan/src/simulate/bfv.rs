@@ -78,7 +78,7 @@ impl BfvParams {
     }
 
     /// NTTs of switching one ciphertext from the top level to level 0.
-    fn to_lowest_ntts(&self) -> u64 {
+    fn lowest_level_ntts(&self) -> u64 {
         (1..=self.top()).map(|l| 2 * l as u64).sum()
     }
 }
@@ -121,7 +121,7 @@ fn products_then_lowest(outs: u64, terms: u64, p: &BfvParams) -> BfvCounts {
         plain_mults: outs * terms,
         additions: outs * (terms - 1),
         mod_switches: outs * p.top() as u64,
-        ntts: outs * p.to_lowest_ntts(),
+        ntts: outs * p.lowest_level_ntts(),
         ..Default::default()
     }
 }
@@ -158,14 +158,16 @@ fn hyena(spec: &LayerSpec, p: &BfvParams, groups: usize, batch: usize) -> BfvCou
         scalar_mults: 0,
         additions: plain_mults - psums + rotations,
         mod_switches: psums * p.top() as u64,
-        ntts: rotations * (p.decomposition_ntts() + p.key_switch_ntts()) + psums * p.to_lowest_ntts(),
+        ntts: rotations * (p.decomposition_ntts() + p.key_switch_ntts()) + psums * p.lowest_level_ntts(),
     }
 }
 
 /// Cheetah convolution (lycaon-nn `coeff.rs`): blocks minimising ciphertexts up plus down.
 fn coeff_conv(spec: &LayerSpec, p: &BfvParams) -> Option<BfvCounts> {
     let (fh, fw) = full(spec);
-    let mut best: Option<((usize, usize, usize), (usize, usize))> = None;
+    // (key: ciphertexts up + down, products, block size) -> (channel blocks, spatial blocks)
+    type Choice = ((usize, usize, usize), (usize, usize));
+    let mut best: Option<Choice> = None;
     for oh in 1..=fh {
         let bh = oh + spec.k - 1;
         for ow in 1..=fw {
@@ -190,7 +192,10 @@ fn coeff_conv(spec: &LayerSpec, p: &BfvParams) -> Option<BfvCounts> {
 /// ciphertexts up plus down, then fewest products.
 fn coeff_matvec(spec: &LayerSpec, p: &BfvParams) -> BfvCounts {
     let (k, m) = (spec.c_in, spec.c_out);
-    let (cols, rows) = (1..=k.min(p.n)).map(|ni| (ni, m.min(p.n / ni))).min_by_key(|&(ni, no)| (k.div_ceil(ni) + m.div_ceil(no), k.div_ceil(ni) * m.div_ceil(no))).unwrap_or((1, 1));
+    let (cols, rows) = (1..=k.min(p.n))
+        .map(|ni| (ni, m.min(p.n / ni)))
+        .min_by_key(|&(ni, no)| (k.div_ceil(ni) + m.div_ceil(no), k.div_ceil(ni) * m.div_ceil(no)))
+        .unwrap_or((1, 1));
     products_then_lowest(m.div_ceil(rows) as u64, k.div_ceil(cols) as u64, p)
 }
 
@@ -213,7 +218,7 @@ fn diagonal(spec: &LayerSpec, p: &BfvParams) -> BfvCounts {
         scalar_mults: 0,
         additions: plain_mults - mb * giant + mb * (giant - 1),
         mod_switches: mb * p.top() as u64,
-        ntts: (baby_dec + giant_rot) * p.decomposition_ntts() + (baby_rot + giant_rot) * p.key_switch_ntts() + mb * p.to_lowest_ntts(),
+        ntts: (baby_dec + giant_rot) * p.decomposition_ntts() + (baby_rot + giant_rot) * p.key_switch_ntts() + mb * p.lowest_level_ntts(),
     }
 }
 
@@ -240,7 +245,19 @@ impl Grid {
         }
         let (full_h, full_w) = full(spec);
         let half = n / 2;
-        let mut g = Self { block: half, blocks: 2, strip: full_h, strips: 1, img_h: spec.h, img_w: spec.w, pad: spec.pad, k: spec.k, stride: spec.stride, full_h, full_w };
+        let mut g = Self {
+            block: half,
+            blocks: 2,
+            strip: full_h,
+            strips: 1,
+            img_h: spec.h,
+            img_w: spec.w,
+            pad: spec.pad,
+            k: spec.k,
+            stride: spec.stride,
+            full_h,
+            full_w,
+        };
         let block = if g.slots_needed(full_h) <= half { g.slots_needed(full_h).next_power_of_two() } else { half };
         let strip = (1..=full_h).rev().find(|&r| g.slots_needed(r) <= block).ok_or("a block cannot hold one output row; use a larger n")?;
         g.block = block;
@@ -301,8 +318,9 @@ fn packed(spec: &LayerSpec, p: &BfvParams, groups: usize) -> Result<BfvCounts, S
     let (per_in, per_out) = (spec.c_in / groups, spec.c_out / groups);
     let kk = spec.k * spec.k;
     let kept_cols: Vec<usize> = (0..g.full_w).step_by(g.stride).collect();
-    let tap_used: Vec<Vec<bool>> =
-        (0..g.strips).map(|s| (0..kk).map(|t| g.kept_rows(s).any(|y| kept_cols.iter().any(|&x| g.tap_valid(y, x, t / spec.k, t % spec.k)))).collect()).collect();
+    let tap_used: Vec<Vec<bool>> = (0..g.strips)
+        .map(|s| (0..kk).map(|t| g.kept_rows(s).any(|y| kept_cols.iter().any(|&x| g.tap_valid(y, x, t / spec.k, t % spec.k)))).collect())
+        .collect();
     let mut terms = 0u64;
     let mut elements: Vec<std::collections::BTreeSet<(bool, usize)>> = vec![Default::default(); in_cts];
     for output in 0..out_cts {
@@ -339,6 +357,6 @@ fn packed(spec: &LayerSpec, p: &BfvParams, groups: usize) -> Result<BfvCounts, S
         scalar_mults: 0,
         additions: terms - outs,
         mod_switches: outs * p.top() as u64,
-        ntts: decompositions * p.decomposition_ntts() + rotations * p.key_switch_ntts() + outs * p.to_lowest_ntts(),
+        ntts: decompositions * p.decomposition_ntts() + rotations * p.key_switch_ntts() + outs * p.lowest_level_ntts(),
     })
 }

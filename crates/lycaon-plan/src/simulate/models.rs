@@ -110,7 +110,10 @@ impl LayerSpec {
     pub fn validate(&self) -> Result<(), PlanError> {
         let bad = |reason: String| Err(PlanError::InvalidLayer { layer: self.name.clone(), reason });
         if self.h == 0 || self.w == 0 || self.c_in == 0 || self.c_out == 0 || self.k == 0 || self.stride == 0 || self.count == 0 {
-            return bad(format!("sizes, stride and count must be positive (h {}, w {}, c_in {}, c_out {}, k {}, stride {}, count {})", self.h, self.w, self.c_in, self.c_out, self.k, self.stride, self.count));
+            return bad(format!(
+                "sizes, stride and count must be positive (h {}, w {}, c_in {}, c_out {}, k {}, stride {}, count {})",
+                self.h, self.w, self.c_in, self.c_out, self.k, self.stride, self.count
+            ));
         }
         if self.k > self.h + 2 * self.pad || self.k > self.w + 2 * self.pad {
             return bad(format!("a {}x{} kernel does not fit the padded {}x{} input", self.k, self.k, self.h + 2 * self.pad, self.w + 2 * self.pad));
@@ -317,7 +320,13 @@ pub fn hepack_resnet50() -> Model {
         for b in 0..blocks {
             let stride = if stage > 0 && b == 0 { 2 } else { 1 };
             // Quirk: stage 3's later blocks read 256 channels (the real network has 512).
-            let c_first = if b == 0 { prev_out } else if s == 3 { 256 } else { 4 * width };
+            let c_first = if b == 0 {
+                prev_out
+            } else if s == 3 {
+                256
+            } else {
+                4 * width
+            };
             let out = size / stride;
             let n = |part: &str| format!("CONV{}_{}_{}", s, b + 1, part);
             layers.push(LayerSpec { name: n("1"), ..hepack_layer(&("", false, width, c_first, 1, size, stride)) });
@@ -524,7 +533,18 @@ pub fn parse_maestro(text: &str, default_name: &str) -> Result<Model, PlanError>
                     // A GEMM written as a 1x1 convolution over a Y x 1 image.
                     LayerSpec { name: lname, kind: LayerKind::MatMul, h: y, w: 1, c_in: c, c_out: k, k: 1, stride, pad: 0, count: 1 }
                 } else {
-                    LayerSpec { name: lname, kind: if dw { LayerKind::Depthwise } else { LayerKind::Conv }, h: y, w: x, c_in: c, c_out: if dw { c } else { k }, k: r, stride, pad: 0, count: 1 }
+                    LayerSpec {
+                        name: lname,
+                        kind: if dw { LayerKind::Depthwise } else { LayerKind::Conv },
+                        h: y,
+                        w: x,
+                        c_in: c,
+                        c_out: if dw { c } else { k },
+                        k: r,
+                        stride,
+                        pad: 0,
+                        count: 1,
+                    }
                 };
                 layers.push(spec);
             }

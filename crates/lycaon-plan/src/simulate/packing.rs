@@ -55,7 +55,9 @@ impl HeParams {
             return Err(PlanError::InvalidParams { reason: format!("n = {} must be a power of two in 16..=131072", self.n) });
         }
         if self.log_q == 0 || self.word_bits == 0 || self.word_bits > 64 || self.log_q > 4096 {
-            return Err(PlanError::InvalidParams { reason: format!("log Q = {} and word bits = {} must be positive (word bits at most 64)", self.log_q, self.word_bits) });
+            return Err(PlanError::InvalidParams {
+                reason: format!("log Q = {} and word bits = {} must be positive (word bits at most 64)", self.log_q, self.word_bits),
+            });
         }
         Ok(())
     }
@@ -115,8 +117,17 @@ pub enum Packing {
 
 impl Packing {
     /// All packings, in the paper's order.
-    pub const ALL: [Packing; 9] =
-        [Packing::Lola, Packing::Channel, Packing::Gala, Packing::C2pc, Packing::AplusW, Packing::Hyena, Packing::BatchWise, Packing::BatchWisePlus, Packing::HyenaPlus];
+    pub const ALL: [Packing; 9] = [
+        Packing::Lola,
+        Packing::Channel,
+        Packing::Gala,
+        Packing::C2pc,
+        Packing::AplusW,
+        Packing::Hyena,
+        Packing::BatchWise,
+        Packing::BatchWisePlus,
+        Packing::HyenaPlus,
+    ];
 
     /// The name used in requests and reports.
     pub fn name(self) -> &'static str {
@@ -346,7 +357,14 @@ fn key_traffic(rotations: u64, distinct: u64, capacity: u64, bytes: u64) -> u64 
 ///
 /// Errors: an invalid layer, parameters or batch, or a layer the packing cannot hold (an R x S
 /// window larger than a polynomial).
-pub fn count_layer(spec: &LayerSpec, packing: Packing, he: &HeParams, caps: &Capacities, batch: usize, opts: &CountingOptions) -> Result<LayerCounts, PlanError> {
+pub fn count_layer(
+    spec: &LayerSpec,
+    packing: Packing,
+    he: &HeParams,
+    caps: &Capacities,
+    batch: usize,
+    opts: &CountingOptions,
+) -> Result<LayerCounts, PlanError> {
     he.validate()?;
     if batch == 0 {
         return Err(PlanError::InvalidBatch { batch, reason: "at least one image".into() });
@@ -354,14 +372,19 @@ pub fn count_layer(spec: &LayerSpec, packing: Packing, he: &HeParams, caps: &Cap
     let s = LoopShape::of(spec)?;
     let slots = he.slots();
     if s.rs() > slots {
-        return Err(PlanError::Unpackable { packing: packing.name().into(), layer: spec.name.clone(), reason: format!("a {}x{} window ({} values) exceeds the {slots} slots of a polynomial", s.r, s.r, s.rs()) });
+        return Err(PlanError::Unpackable {
+            packing: packing.name().into(),
+            layer: spec.name.clone(),
+            reason: format!("a {}x{} window ({} values) exceeds the {slots} slots of a polynomial", s.r, s.r, s.rs()),
+        });
     }
     let unpackable = |reason: String| PlanError::Unpackable { packing: packing.name().into(), layer: spec.name.clone(), reason };
     let mut c = match packing {
         Packing::Lola => lola(&s, he, caps, opts),
         Packing::Channel => channel(&s, he, caps, false),
         Packing::Gala => channel(&s, he, caps, true),
-        Packing::C2pc => c2pc(&s, he, caps).ok_or_else(|| unpackable(format!("no block of the {}x{} input holds a {}x{} kernel in {} coefficients", s.y, s.x, s.r, s.r, slots)))?,
+        Packing::C2pc => c2pc(&s, he, caps)
+            .ok_or_else(|| unpackable(format!("no block of the {}x{} input holds a {}x{} kernel in {} coefficients", s.y, s.x, s.r, s.r, slots)))?,
         Packing::AplusW => a_plus_w(&s, he, caps),
         Packing::Hyena => hyena(&s, he, caps, 1),
         Packing::HyenaPlus => hyena(&s, he, caps, batch),
@@ -420,7 +443,13 @@ fn lola(s: &LoopShape, he: &HeParams, caps: &Capacities, opts: &CountingOptions)
     let dense = (tiles * s.k as u64 * cg * (s.rs() * c_t) as u64) as f64;
     let products = (dense * opts.lola_weight_density.clamp(0.0, 1.0)).ceil() as u64;
     let mut c = base(Packing::Lola);
-    c.factors = PackingFactors { c_t: c_t as u64, xy_t: xy_t as u64, if_utilisation: (xy_t * c_t) as f64 / slots as f64, w_utilisation: (xy_t) as f64 / slots as f64, ..Default::default() };
+    c.factors = PackingFactors {
+        c_t: c_t as u64,
+        xy_t: xy_t as u64,
+        if_utilisation: (xy_t * c_t) as f64 / slots as f64,
+        w_utilisation: (xy_t) as f64 / slots as f64,
+        ..Default::default()
+    };
     c.mults = products;
     c.permutations = products;
     c.rotations = products;
@@ -692,7 +721,13 @@ fn batchwise(s: &LoopShape, he: &HeParams, caps: &Capacities, batch: usize, plus
     let kg = div_ceil(s.k, k_t);
     let products = passes * s.p as u64 * kg * (s.c * rs) as u64;
     let mut c = base(if plus { Packing::BatchWisePlus } else { Packing::BatchWise });
-    c.factors = PackingFactors { k_t: k_t as u64, b_t: b_t as u64, if_utilisation: b_t as f64 / slots as f64, w_utilisation: (b_t * k_t) as f64 / slots as f64, ..Default::default() };
+    c.factors = PackingFactors {
+        k_t: k_t as u64,
+        b_t: b_t as u64,
+        if_utilisation: b_t as f64 / slots as f64,
+        w_utilisation: (b_t * k_t) as f64 / slots as f64,
+        ..Default::default()
+    };
     c.mults = products;
     c.events.mult = products;
     let if_tile = (caps.if_cts as usize / rs).clamp(1, s.c) as u64;
