@@ -344,3 +344,55 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
         speedup_vs_single_set: if single_s.is_finite() { single_s / predicted_s } else { f64::INFINITY },
     })
 }
+
+/// A planning request as JSON (what the Python side sends).
+#[derive(Clone, Debug, Deserialize)]
+struct PlanRequest {
+    layers: Vec<LayerRequest>,
+    #[serde(default)]
+    link: Option<String>,
+    #[serde(default)]
+    failure_probability: Option<f64>,
+    #[serde(default)]
+    reserve_bits: Option<f64>,
+    #[serde(default)]
+    algorithms: Vec<String>,
+    #[serde(default)]
+    design_space: bool,
+    /// Cost cache file; the default cache when absent, none (recalibrate) when "".
+    #[serde(default)]
+    cache: Option<String>,
+}
+
+/// Tunes a network from a JSON request {"layers": [{"name", "shape": {h, w, c_in, c_out, k,
+/// stride}, "weight_bits", "t_bits"}], "link": "lan", "failure_probability": 2^-40,
+/// "reserve_bits": 0, "algorithms": [], "design_space": false, "cache": path} and returns the
+/// plan as JSON.
+pub fn plan_json(request: &str) -> Result<String, PlanError> {
+    let req: PlanRequest = serde_json::from_str(request).map_err(|e| PlanError::Invalid(format!("malformed plan request: {e}")))?;
+    let mut options = TuneOptions::default();
+    if let Some(link) = &req.link {
+        options.link = Link::parse(link)?;
+    }
+    if let Some(p) = req.failure_probability {
+        if !(p > 0.0 && p < 1.0) {
+            return Err(PlanError::Invalid(format!("failure_probability must be in (0, 1), not {p}")));
+        }
+        options.failure_probability = p;
+    }
+    if let Some(r) = req.reserve_bits {
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(PlanError::Invalid(format!("reserve_bits must be a non-negative number, not {r}")));
+        }
+        options.reserve_bits = r;
+    }
+    options.algorithms = req.algorithms.clone();
+    let mut costs = match req.cache.as_deref() {
+        Some("") => CostTable::in_memory(),
+        Some(path) => CostTable::cached(path.into())?,
+        None => CostTable::cached(CostTable::default_path())?,
+    };
+    let plan = tune(&req.layers, &mut costs, &options, req.design_space)?;
+    costs.save()?;
+    serde_json::to_string(&plan).map_err(|e| PlanError::Io(e.to_string()))
+}
