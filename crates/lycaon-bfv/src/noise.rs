@@ -152,11 +152,7 @@ impl NoiseModel {
 
     /// Fresh public-key encryption: e_0 + e u + e_1 s (u, s ternary) plus the rounding.
     pub fn fresh_public(&self, level: usize) -> NoiseEstimate {
-        NoiseEstimate {
-            variance: SIGMA2 * (1.0 + 2.0 * self.n * VAR_S) + 1.0 / 12.0,
-            bound: B_ERR * (1.0 + 2.0 * self.n) + 0.5,
-            log2_q: self.log2_q(level),
-        }
+        NoiseEstimate { variance: SIGMA2 * (1.0 + 2.0 * self.n * VAR_S) + 1.0 / 12.0, bound: B_ERR * (1.0 + 2.0 * self.n) + 0.5, log2_q: self.log2_q(level) }
     }
 
     pub fn add(&self, a: NoiseEstimate, b: NoiseEstimate) -> NoiseEstimate {
@@ -281,7 +277,9 @@ pub fn erfc(x: f64) -> f64 {
     let u = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_23
         + u * (1.000_023_68
-            + u * (0.374_091_96 + u * (0.096_784_18 + u * (-0.186_288_06 + u * (0.278_868_07 + u * (-1.135_203_98 + u * (1.488_515_87 + u * (-0.822_152_23 + u * 0.170_872_77))))))));
+            + u * (0.374_091_96
+                + u * (0.096_784_18
+                    + u * (-0.186_288_06 + u * (0.278_868_07 + u * (-1.135_203_98 + u * (1.488_515_87 + u * (-0.822_152_23 + u * 0.170_872_77))))))));
     let r = u * poly.exp();
     if x >= 0.0 {
         r

@@ -40,7 +40,10 @@ impl LayerNoise {
     /// The outputs after switching down to `level` (prime by prime, as the evaluator does).
     pub fn switched_to(&self, model: &NoiseModel, level: usize) -> Result<NoiseProfile, NnError> {
         if level > self.level {
-            return Err(NnError::Unsupported { algorithm: "noise model", reason: format!("cannot switch outputs at level {} up to level {level}", self.level) });
+            return Err(NnError::Unsupported {
+                algorithm: "noise model",
+                reason: format!("cannot switch outputs at level {} up to level {level}", self.level),
+            });
         }
         Ok(self.profile.map(|e| model.mod_switch_to(e, self.level, level)))
     }
@@ -63,7 +66,8 @@ impl LayerNoise {
 
 /// Checks that the model was made for these parameters.
 pub(crate) fn check_model(model: &NoiseModel, params: &Parameters) -> Result<(), NnError> {
-    let same = NoiseModel::from_params(params).is_some_and(|m| m.n == model.n && m.t == model.t && m.log2_primes == model.log2_primes && m.log2_p == model.log2_p);
+    let same =
+        NoiseModel::from_params(params).is_some_and(|m| m.n == model.n && m.t == model.t && m.log2_primes == model.log2_primes && m.log2_p == model.log2_p);
     if !same {
         return Err(NnError::Unsupported { algorithm: "noise model", reason: "the noise model was made for other parameters than the plan's".into() });
     }

@@ -88,7 +88,12 @@ fn check(plan: &dyn LinearPlan, seed: u64) {
     for (at, measured, practical, worst) in rows {
         eprintln!("| {} | {} | {at} | {measured:.2} | {practical:.2} | {worst:.2} |", plan.name(), describe(&shape));
         assert!(measured > 0.0, "{} on {}: budget exhausted ({at}); the parameters are wrong for this test", plan.name(), describe(&shape));
-        assert!((measured - practical).abs() <= 2.0, "{} on {} ({at}): measured {measured:.2} bits, practical model {practical:.2}", plan.name(), describe(&shape));
+        assert!(
+            (measured - practical).abs() <= 2.0,
+            "{} on {} ({at}): measured {measured:.2} bits, practical model {practical:.2}",
+            plan.name(),
+            describe(&shape)
+        );
         assert!(worst <= measured, "{} on {} ({at}): worst case {worst:.2} bits above the measured {measured:.2}", plan.name(), describe(&shape));
     }
 }
