@@ -55,7 +55,7 @@ impl OpCosts {
     /// Measures the costs for `params` (a BFV set with at least one special prime for the
     /// rotation figures; without one they are reported as infinite, since no rotation is possible).
     pub fn measure(params: &Arc<Parameters>) -> Result<Self, NnError> {
-        let reps = 5;
+        let reps = 3;
         let n = params.n();
         let top = params.max_level();
         let mut sampler = Sampler::from_os()?;
@@ -84,8 +84,8 @@ impl OpCosts {
         })?;
         let batch = 8;
         // Layers stream many distinct weight plaintexts through the cache: time the products over
-        // a pool larger than the caches (about 16 MB), not one hot plaintext.
-        let pool_len = ((16 << 20) / (8 * n * (top + 1))).clamp(4, 256);
+        // a pool larger than the caches (about 8 MB), not one hot plaintext.
+        let pool_len = ((8 << 20) / (8 * n * (top + 1))).clamp(4, 128);
         let pool: Vec<_> = (0..pool_len)
             .map(|k| {
                 let shifted: Vec<u64> = values.iter().map(|v| (v + k as u64) % t).collect();
@@ -131,7 +131,7 @@ impl OpCosts {
         let lazy_scalar_mac_s = lazy_total / (batch * outputs) as f64;
 
         let (hoisted_decomposition_s, rotation_s) = if params.special_prime_count() > 0 {
-            let elements: Vec<u64> = (1..=9).map(|k| lycaon_math::rotation_galois_element(k, n)).collect();
+            let elements: Vec<u64> = (1..=5).map(|k| lycaon_math::rotation_galois_element(k, n)).collect();
             let gk = GaloisKeys::generate(&sk, &elements, &mut sampler)?;
             let c1 = &ct.parts()[1];
             let decomposition = median_s(reps, || {
@@ -143,7 +143,7 @@ impl OpCosts {
                 eval.apply_galois_hoisted(&ct, &elements, &gk)?;
                 Ok(())
             })?;
-            (decomposition, ((nine - decomposition) / 9.0).max(0.0))
+            (decomposition, ((nine - decomposition) / elements.len() as f64).max(0.0))
         } else {
             (f64::INFINITY, f64::INFINITY)
         };

@@ -60,8 +60,9 @@ impl Link {
 /// The measured costs, as cached (see [`lycaon_nn::calibrate::OpCosts`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CachedCosts {
-    pub hoisted_decomposition_s: f64,
-    pub rotation_s: f64,
+    /// None for parameters without special primes (no rotation possible).
+    pub hoisted_decomposition_s: Option<f64>,
+    pub rotation_s: Option<f64>,
     pub plain_mult_s: f64,
     pub lazy_scalar_mac_s: f64,
     pub addition_s: f64,
@@ -75,8 +76,8 @@ pub struct CachedCosts {
 impl From<OpCosts> for CachedCosts {
     fn from(c: OpCosts) -> Self {
         Self {
-            hoisted_decomposition_s: c.hoisted_decomposition_s,
-            rotation_s: c.rotation_s,
+            hoisted_decomposition_s: Some(c.hoisted_decomposition_s).filter(|v| v.is_finite()),
+            rotation_s: Some(c.rotation_s).filter(|v| v.is_finite()),
             plain_mult_s: c.plain_mult_s,
             lazy_scalar_mac_s: c.lazy_scalar_mac_s,
             addition_s: c.addition_s,
@@ -92,8 +93,8 @@ impl From<OpCosts> for CachedCosts {
 impl From<CachedCosts> for OpCosts {
     fn from(c: CachedCosts) -> Self {
         Self {
-            hoisted_decomposition_s: c.hoisted_decomposition_s,
-            rotation_s: c.rotation_s,
+            hoisted_decomposition_s: c.hoisted_decomposition_s.unwrap_or(f64::INFINITY),
+            rotation_s: c.rotation_s.unwrap_or(f64::INFINITY),
             plain_mult_s: c.plain_mult_s,
             lazy_scalar_mac_s: c.lazy_scalar_mac_s,
             addition_s: c.addition_s,
@@ -157,16 +158,27 @@ impl CostTable {
         Self::default()
     }
 
+    /// Measures the costs of `params`'s shape unless they are cached.
+    pub fn calibrate(&mut self, params: &Arc<Parameters>) -> Result<(), PlanError> {
+        let key = shape_key(params);
+        if !self.entries.contains_key(&key) {
+            let measured = OpCosts::measure(params)?;
+            self.entries.insert(key, measured.into());
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// The costs of `params`'s shape, which [`CostTable::calibrate`] must have measured.
+    pub fn lookup(&self, params: &Parameters) -> Result<OpCosts, PlanError> {
+        let key = shape_key(params);
+        self.entries.get(&key).map(|c| (*c).into()).ok_or_else(|| PlanError::Invalid(format!("no calibrated costs for parameter shape {key}")))
+    }
+
     /// The costs of `params`, measured now if not cached.
     pub fn get(&mut self, params: &Arc<Parameters>) -> Result<OpCosts, PlanError> {
-        let key = shape_key(params);
-        if let Some(c) = self.entries.get(&key) {
-            return Ok((*c).into());
-        }
-        let measured = OpCosts::measure(params)?;
-        self.entries.insert(key, measured.into());
-        self.dirty = true;
-        Ok(measured)
+        self.calibrate(params)?;
+        self.lookup(params)
     }
 
     /// Number of calibrated shapes.

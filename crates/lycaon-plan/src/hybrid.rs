@@ -17,6 +17,7 @@ use lycaon_nn::algorithm::Algorithm;
 use lycaon_bfv::noise::NoiseModel;
 use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, MAX_LOG_QP_128};
 use lycaon_nn::{ConvShape, LinearPlan, ValueBounds};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::costs::{CostTable, Link};
@@ -78,7 +79,8 @@ pub fn candidate_sets(t_bits: u32, with_keys: bool) -> Vec<ParamChoice> {
                     }
                     let p_bits = if with_keys { vec![*q_bits.iter().max().unwrap_or(&bits)] } else { Vec::new() };
                     let total: u32 = q_bits.iter().chain(&p_bits).sum();
-                    if total > max_qp || q_bits.iter().sum::<u32>() <= t_bits + 8 {
+                    // Every ciphertext prime must exceed t (the parameters require it).
+                    if total > max_qp || q_bits.iter().sum::<u32>() <= t_bits + 8 || q_bits.iter().any(|&b| b <= t_bits) {
                         continue;
                     }
                     let digit_options: &[usize] = if with_keys && primes > 1 { &[1, primes] } else { &[1] };
@@ -179,8 +181,9 @@ fn algorithms(options: &TuneOptions) -> Result<Vec<Algorithm>, PlanError> {
     options.algorithms.iter().map(|a| Algorithm::parse(a).map_err(PlanError::from)).collect()
 }
 
-/// Prices one algorithm under one parameter set for a layer (None when it cannot run it).
-pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, costs: &mut CostTable, options: &TuneOptions) -> Result<Option<DesignPoint>, PlanError> {
+/// Prices one algorithm under one parameter set for a layer (None when it cannot run it). The
+/// costs of the set's shape must already be in `costs` ([`CostTable::calibrate`]).
+pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, costs: &CostTable, options: &TuneOptions) -> Result<Option<DesignPoint>, PlanError> {
     let params = set.parameters()?;
     let shape = layer.shape.conv_shape();
     let plan: Box<dyn LinearPlan> = match algorithm.build(&shape, &params) {
@@ -196,7 +199,7 @@ pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, cost
     let noise = plan.noise(&model, model.fresh_symmetric(params.max_level()), bounds)?;
     let practical = noise.practical_budget(&model, options.failure_probability);
     let worst = noise.worst_case_budget(&model);
-    let op = costs.get(&params)?;
+    let op = costs.lookup(&params)?;
     let server_s = op.serial_seconds(&counts) / op.parallel_speedup;
     let cost = plan.cost();
     let inputs = plan.input_layout().num_ciphertexts;
@@ -220,22 +223,53 @@ pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, cost
     }))
 }
 
-/// Every design point of a layer over the search space.
-pub fn design_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions) -> Result<Vec<DesignPoint>, PlanError> {
+/// Parameter sets of equal cost: same n, number of ciphertext and special primes, and digits
+/// (every word is 64 bits whatever the prime sizes). Within a class only the noise differs.
+fn cost_class(p: &ParamChoice) -> (usize, usize, usize, usize) {
+    (p.n, p.q_bits.len(), p.p_bits.len(), p.digits)
+}
+
+/// The (algorithm, parameter set) pairs to price for a layer: every set when `exhaustive`, else
+/// per cost class only the set with the largest ciphertext modulus (the largest noise margin of
+/// the class: every set of a class costs the same, so no other can be a better choice).
+fn search_points(layer: &LayerRequest, options: &TuneOptions, exhaustive: bool) -> Result<Vec<(Algorithm, ParamChoice)>, PlanError> {
+    let mut out = Vec::new();
+    for algorithm in algorithms(options)? {
+        let mut sets = candidate_sets(layer.t_bits, algorithm.needs_batching());
+        if !exhaustive {
+            let mut best: BTreeMap<(usize, usize, usize, usize), ParamChoice> = BTreeMap::new();
+            for s in sets {
+                let e = best.entry(cost_class(&s)).or_insert_with(|| s.clone());
+                if s.log_q() > e.log_q() {
+                    *e = s;
+                }
+            }
+            sets = best.into_values().collect();
+        }
+        out.extend(sets.into_iter().map(|s| (algorithm, s)));
+    }
+    Ok(out)
+}
+
+fn check_layer(layer: &LayerRequest) -> Result<(), PlanError> {
     if layer.t_bits < 2 || layer.t_bits > 60 || layer.weight_bits == 0 || layer.weight_bits > 32 {
         return Err(PlanError::Invalid(format!("layer '{}': t_bits must be 2..=60 and weight_bits 1..=32 (got {} and {})", layer.name, layer.t_bits, layer.weight_bits)));
     }
     layer.shape.conv_shape().validate().map_err(|e| PlanError::Invalid(format!("layer '{}': {e}", layer.name)))?;
-    let mut points = Vec::new();
-    for algorithm in algorithms(options)? {
-        let with_keys = algorithm.needs_batching();
-        for set in candidate_sets(layer.t_bits, with_keys) {
-            if let Some(p) = price(layer, algorithm, &set, costs, options)? {
-                points.push(p);
-            }
-        }
+    Ok(())
+}
+
+/// Every design point of a layer over the search space (see [`search_points`]), priced in
+/// parallel after the costs of every parameter shape involved are calibrated.
+pub fn design_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions, exhaustive: bool) -> Result<Vec<DesignPoint>, PlanError> {
+    check_layer(layer)?;
+    let points = search_points(layer, options, exhaustive)?;
+    for (_, set) in &points {
+        costs.calibrate(&set.parameters()?)?;
     }
-    Ok(points)
+    let table: &CostTable = costs;
+    let priced: Vec<Option<DesignPoint>> = points.par_iter().map(|(alg, set)| price(layer, *alg, set, table, options)).collect::<Result<_, _>>()?;
+    Ok(priced.into_iter().flatten().collect())
 }
 
 /// The tuned plan of a network.
@@ -283,7 +317,7 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
     let key = |l: &LayerRequest| format!("{:?}/{}/{}", l.shape, l.weight_bits, l.t_bits);
     for layer in layers {
         if !spaces.contains_key(&key(layer)) {
-            let feasible: Vec<DesignPoint> = design_space(layer, costs, options)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
+            let feasible: Vec<DesignPoint> = design_space(layer, costs, options, keep_design_space)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
             if feasible.is_empty() {
                 return Err(PlanError::Infeasible(format!(
                     "layer '{}': no algorithm and 128-bit parameter set keeps {:.0} bits of noise budget (t needs {} bits); lower the plaintext bits or the reserve",

@@ -10,6 +10,7 @@
 
 mod mpc;
 mod plan;
+mod planner;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -1084,5 +1085,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
+    m.add_function(wrap_pyfunction!(planner::plan_json, m)?)?;
     Ok(())
 }
