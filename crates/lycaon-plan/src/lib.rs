@@ -6,6 +6,7 @@
 
 pub mod costs;
 pub mod hybrid;
+pub mod keyset;
 pub mod simulate;
 
 /// Errors of the planning layer, each naming what is wrong.
@@ -39,6 +40,12 @@ pub enum PlanError {
     Infeasible(String),
     #[error("{0}")]
     Io(String),
+    #[error("rotation step {step} is invalid: {reason}")]
+    InvalidRotation { step: i64, reason: String },
+    #[error("level {level} is above the top level {top} of the parameters")]
+    LevelAboveTop { level: usize, top: usize },
+    #[error("no key of the {keyset} keyset can realise {rotation} at level {level}: {reason}; build the keyset from this rotation table")]
+    MissingRotationKey { keyset: String, rotation: String, level: usize, reason: String },
     #[error(transparent)]
     Nn(#[from] lycaon_nn::NnError),
     #[error(transparent)]
