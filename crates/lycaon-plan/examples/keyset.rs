@@ -1,8 +1,8 @@
 //! Prints the rotation-keyset report of the FHE ResNet-20 next to 004's Tables 3-4.
 //!
 //! `cargo run --release -p lycaon-plan --example keyset [joo2024|lycaon] [--calibrate]`
-//! (`--calibrate` measures rlwe key switching at logN = 16 on this machine first: a few seconds
-//! and a few hundred MB for one Galois key of the lycaon preset.)
+//! (`--calibrate` measures rlwe key switching at logN = 16 on this machine first: about ten
+//! seconds and 1.6 GB for one Galois key of each preset.)
 
 use lycaon_plan::keyset::{resnet20_keyset_report, ActivationKind, FheParams, KeySwitchCostModel, Strategy};
 
@@ -11,8 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let preset = args.iter().find(|a| !a.starts_with("--")).map(String::as_str).unwrap_or("joo2024");
     let params = FheParams::by_name(preset)?;
     let cost = if args.iter().any(|a| a == "--calibrate") {
-        let cal_params = FheParams::lycaon_logn16();
-        let cal = KeySwitchCostModel::measure(&cal_params.chain, &[4, 12, 25], 3)?;
+        let cal = KeySwitchCostModel::measure(&[(FheParams::lycaon_logn16().chain, vec![4, 12, 25]), (FheParams::joo2024_table1().chain, vec![3, 16, 29])], 3)?;
         println!("calibration: {}", serde_json::to_string_pretty(&cal)?);
         cal.model
     } else {

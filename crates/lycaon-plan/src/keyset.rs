@@ -1307,17 +1307,20 @@ pub struct LatencyPrediction {
 pub struct KeySwitchCounts {
     /// Forward or inverse NTTs of one limb (n coefficients).
     pub ntts: u64,
-    /// Element-wise limb operations (products, multiply-adds, the base-conversion sums, the
-    /// automorphism's permutation, additions).
+    /// Element-wise limb operations outside the inner product (base-conversion sums, ModDown's
+    /// subtraction and P^-1, the automorphism's permutation, adding c_0).
     pub elementwise: u64,
+    /// Limb products of the inner product with the key: 2 d (l+1+K). Each reads one key limb
+    /// that is not in cache (a key is hundreds of MB), so they are priced separately.
+    pub key_products: u64,
 }
 
 impl KeySwitchCounts {
     /// At level l with K special primes and digits of alpha_j primes (d of them):
     /// NTTs = (l+1) [INTT of c_1] + sum_j (l+1+K-alpha_j) [ModUp NTTs] + 2 (K + l+1) [ModDown];
-    /// element-wise = sum_j alpha_j (l+2+K-alpha_j) [ModUp conversion] + 2 d (l+1+K) [inner
-    /// product] + 2 (K (l+2) + l+1) [ModDown conversion and P^-1] + 2 (l+1) [automorphism] +
-    /// (l+1) [adding c_0].
+    /// element-wise = sum_j alpha_j (l+2+K-alpha_j) [ModUp conversion] + 2 (K (l+2) + l+1)
+    /// [ModDown conversion and P^-1] + 2 (l+1) [automorphism] + (l+1) [adding c_0];
+    /// key products = 2 d (l+1+K).
     pub fn at(chain: &ChainParams, level: usize) -> Result<Self, PlanError> {
         chain.check_level(level)?;
         let l1 = (level + 1) as u64;
@@ -1326,19 +1329,23 @@ impl KeySwitchCounts {
         let d = digits.len() as u64;
         let modup_ntts: u64 = digits.iter().map(|&a| l1 + k - a as u64).sum();
         let modup_ew: u64 = digits.iter().map(|&a| a as u64 * (l1 + 1 + k - a as u64)).sum();
-        Ok(Self { ntts: l1 + modup_ntts + 2 * (k + l1), elementwise: modup_ew + 2 * d * (l1 + k) + 2 * (k * (l1 + 1) + l1) + 2 * l1 + l1 })
+        Ok(Self { ntts: l1 + modup_ntts + 2 * (k + l1), elementwise: modup_ew + 2 * (k * (l1 + 1) + l1) + 2 * l1 + l1, key_products: 2 * d * (l1 + k) })
     }
 }
 
-/// Seconds of one key switch at level l: scale * (ntts(l) t_ntt + elementwise(l) t_ew).
+/// Seconds of one key switch at level l:
+/// scale * (ntts(l) t_ntt + elementwise(l) t_ew) + key_products(l) t_key.
+/// t_ntt and t_ew are micro-benchmarks of the backend on cache-resident limbs; `scale` and t_key
+/// are fitted to real rotations (the inner product streams the key from memory, which a
+/// micro-benchmark on a few limbs does not see).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KeySwitchCostModel {
     /// Ring degree the per-limb times are for (other degrees scale by n log n and n).
     pub log_n: u32,
     pub ntt_limb_s: f64,
     pub elementwise_limb_s: f64,
-    /// Fitted ratio of measured rotations to the operation-count model.
     pub scale: f64,
+    pub key_product_limb_s: f64,
     pub threads: usize,
     pub source: String,
 }
@@ -1346,7 +1353,9 @@ pub struct KeySwitchCostModel {
 /// One calibration point: a real rlwe rotation at a level against the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationPoint {
+    pub params: String,
     pub level: usize,
+    pub counts: KeySwitchCounts,
     pub measured_s: f64,
     pub model_s: f64,
 }
@@ -1369,22 +1378,28 @@ fn median_seconds(reps: usize, mut f: impl FnMut() -> Result<(), PlanError>) -> 
     Ok(times[times.len() / 2])
 }
 
+fn math(e: lycaon_math::MathError) -> PlanError {
+    PlanError::Io(e.to_string())
+}
+
 impl KeySwitchCostModel {
-    /// The model measured on the development machine (2 cores shared by other jobs; rlwe's CPU
-    /// backend is single-threaded) with [`KeySwitchCostModel::measure`] on
-    /// [`FheParams::lycaon_logn16`] at levels 4, 12 and 25: see `source`.
+    /// The model measured on the development machine (2 cores shared with other jobs; rlwe's CPU
+    /// backend runs one thread) by `examples/keyset.rs --calibrate`, i.e.
+    /// [`KeySwitchCostModel::measure`] on [`FheParams::lycaon_logn16`] at levels 4, 12, 25 and
+    /// [`FheParams::joo2024_table1`] at levels 3, 16, 29: see `source` for the fit.
     pub fn recorded() -> Self {
         Self {
             log_n: 16,
-            ntt_limb_s: 1.0e-3,
-            elementwise_limb_s: 1.0e-4,
-            scale: 1.0,
+            ntt_limb_s: 7.711e-4,
+            elementwise_limb_s: 2.363e-4,
+            scale: 0.7907,
+            key_product_limb_s: 1.672e-4,
             threads: 1,
-            source: "placeholder until measured".into(),
+            source: "recorded on the 2-core development machine under load (load average ~3.5, so +-30% run to run), logN = 16, rlwe CPU backend (1 thread); measured rotations and the fit: lycaon preset (30 limbs, 7 digits) l=4 0.048 s -1%, l=12 0.168 s -9%, l=25 0.477 s -10%; joo2024 preset (31 limbs, 30 digits) l=3 0.028 s +22%, l=16 0.412 s -5%, l=29 1.185 s -5%".into(),
         }
     }
 
-    /// The same machine's model at another ring degree (NTT per limb ~ n log n, element-wise ~ n).
+    /// The same machine's model at another ring degree (NTT per limb ~ n log n, the rest ~ n).
     pub fn at_log_n(&self, log_n: u32) -> Self {
         let ratio = 2f64.powi(log_n as i32 - self.log_n as i32);
         Self {
@@ -1392,74 +1407,92 @@ impl KeySwitchCostModel {
             ntt_limb_s: self.ntt_limb_s * ratio * log_n as f64 / self.log_n as f64,
             elementwise_limb_s: self.elementwise_limb_s * ratio,
             scale: self.scale,
+            key_product_limb_s: self.key_product_limb_s * ratio,
             threads: self.threads,
             source: if log_n == self.log_n { self.source.clone() } else { format!("{} (scaled from logN = {} to {log_n})", self.source, self.log_n) },
         }
     }
 
-    fn unscaled(&self, chain: &ChainParams, level: usize) -> Result<f64, PlanError> {
-        let c = KeySwitchCounts::at(chain, level)?;
-        let m = if chain.log_n == self.log_n { std::borrow::Cow::Borrowed(self) } else { std::borrow::Cow::Owned(self.at_log_n(chain.log_n)) };
-        Ok(c.ntts as f64 * m.ntt_limb_s + c.elementwise as f64 * m.elementwise_limb_s)
+    fn seconds_of(&self, c: &KeySwitchCounts) -> f64 {
+        self.scale * (c.ntts as f64 * self.ntt_limb_s + c.elementwise as f64 * self.elementwise_limb_s) + c.key_products as f64 * self.key_product_limb_s
     }
 
     /// Predicted seconds of one rotation (one key switch and automorphism) at `level`.
     pub fn key_switch_seconds(&self, chain: &ChainParams, level: usize) -> Result<f64, PlanError> {
-        Ok(self.scale * self.unscaled(chain, level)?)
+        let c = KeySwitchCounts::at(chain, level)?;
+        Ok(if chain.log_n == self.log_n { self.seconds_of(&c) } else { self.at_log_n(chain.log_n).seconds_of(&c) })
     }
 
-    /// Measures the per-limb NTT and element-wise times of the backend at `chain`'s n, then real
-    /// rlwe rotations at `levels` (one Galois key at the top level, fresh ciphertexts dropped to
-    /// each level), and fits `scale` (median of measured / model). Takes seconds at logN = 16
-    /// and one key's memory (a few hundred MB for [`FheParams::lycaon_logn16`]).
-    pub fn measure(chain: &ChainParams, levels: &[usize], reps: usize) -> Result<Calibration, PlanError> {
-        let params: Arc<Parameters> = Parameters::new(chain.rlwe_literal()?)?;
+    /// Measures the per-limb NTT and element-wise times of the backend at the first chain's n,
+    /// then real rlwe rotations (one Galois key at the top level, fresh ciphertexts at each
+    /// level) for every (chain, levels), and fits `scale` and t_key by least squares on the
+    /// relative error (t_key = 0 when the fit asks for a negative value). All chains must share n.
+    /// Takes seconds at logN = 16 and one key's memory per chain (0.2 GB for
+    /// [`FheParams::lycaon_logn16`], 1 GB for [`FheParams::joo2024_table1`]).
+    pub fn measure(chains: &[(ChainParams, Vec<usize>)], reps: usize) -> Result<Calibration, PlanError> {
+        let Some((first, _)) = chains.first() else { return Err(PlanError::Invalid("calibration needs at least one parameter set".into())) };
+        if chains.iter().any(|(c, _)| c.log_n != first.log_n) {
+            return Err(PlanError::Invalid("calibration chains must share the ring degree".into()));
+        }
         let reps = reps.max(1);
-        let mut sampler = Sampler::from_os().map_err(|e| PlanError::Io(e.to_string()))?;
-        let backend = params.backend().clone();
-        let limbs = params.qp().len().min(8);
-        let basis = lycaon_math::RnsBasis::from_plans(params.qp().plans()[..limbs].to_vec()).map_err(|e| PlanError::Io(e.to_string()))?;
-        let a = sampler.uniform_poly(&basis);
-        let b = sampler.uniform_poly(&basis);
-        let coeff = backend.intt(a.clone());
-        let ntt_s = median_seconds(reps.max(3), || {
-            std::hint::black_box(backend.ntt(coeff.clone()));
-            Ok(())
-        })? / limbs as f64;
-        let mul_s = median_seconds(reps.max(3), || {
-            let mut x = a.clone();
-            backend.mul_assign(&mut x, &b).map_err(|e| PlanError::Io(e.to_string()))?;
-            std::hint::black_box(x);
-            Ok(())
-        })? / limbs as f64;
-        let sk = SecretKey::generate(&params, &mut sampler)?;
-        let rotation = Rotation::Step(1);
-        let g = rotation.galois_element(params.n());
-        let keys = GaloisKeys::generate(&sk, &[g], &mut sampler)?;
-        let mut model = Self { log_n: chain.log_n, ntt_limb_s: ntt_s, elementwise_limb_s: mul_s, scale: 1.0, threads: 1, source: String::new() };
-        let mut points = Vec::new();
-        for &level in levels {
-            chain.check_level(level)?;
-            let ct = lycaon_rlwe::encrypt_zero_symmetric(&sk, level, &mut sampler)?.expand(&params)?;
-            let measured_s = median_seconds(reps, || {
-                std::hint::black_box(lycaon_rlwe::keyswitch::automorphism(&params, &ct, g, &keys)?);
+        let mut sampler = Sampler::from_os().map_err(math)?;
+        let mut model = Self { log_n: first.log_n, ntt_limb_s: 0.0, elementwise_limb_s: 0.0, scale: 1.0, key_product_limb_s: 0.0, threads: 1, source: String::new() };
+        {
+            let params: Arc<Parameters> = Parameters::new(first.rlwe_literal()?)?;
+            let backend = params.backend().clone();
+            let limbs = params.qp().len().min(8);
+            let basis = lycaon_math::RnsBasis::from_plans(params.qp().plans()[..limbs].to_vec()).map_err(math)?;
+            let a = sampler.uniform_poly(&basis);
+            let b = sampler.uniform_poly(&basis);
+            let coeff = backend.intt(a.clone());
+            model.ntt_limb_s = median_seconds(reps.max(5), || {
+                std::hint::black_box(backend.ntt(coeff.clone()));
                 Ok(())
-            })?;
-            points.push(CalibrationPoint { level, measured_s, model_s: model.unscaled(chain, level)? });
+            })? / limbs as f64;
+            model.elementwise_limb_s = median_seconds(reps.max(5), || {
+                let mut x = a.clone();
+                backend.mul_assign(&mut x, &b).map_err(math)?;
+                std::hint::black_box(x);
+                Ok(())
+            })? / limbs as f64;
         }
-        let mut ratios: Vec<f64> = points.iter().map(|p| p.measured_s / p.model_s).collect();
-        ratios.sort_by(f64::total_cmp);
-        model.scale = if ratios.is_empty() { 1.0 } else { ratios[ratios.len() / 2] };
+        let mut points = Vec::new();
+        for (chain, levels) in chains {
+            let params: Arc<Parameters> = Parameters::new(chain.rlwe_literal()?)?;
+            let sk = SecretKey::generate(&params, &mut sampler)?;
+            let g = Rotation::Step(1).galois_element(params.n());
+            let keys = GaloisKeys::generate(&sk, &[g], &mut sampler)?;
+            let label = format!("{} limbs of QP, {} digits", chain.limbs_at(chain.max_level()), chain.digits);
+            for &level in levels {
+                chain.check_level(level)?;
+                let ct = lycaon_rlwe::encrypt_zero_symmetric(&sk, level, &mut sampler)?.expand(&params)?;
+                let measured_s = median_seconds(reps, || {
+                    std::hint::black_box(lycaon_rlwe::keyswitch::automorphism(&params, &ct, g, &keys)?);
+                    Ok(())
+                })?;
+                points.push(CalibrationPoint { params: label.clone(), level, counts: KeySwitchCounts::at(chain, level)?, measured_s, model_s: 0.0 });
+            }
+        }
+        // Relative least squares on measured = scale * x + t_key * y.
+        let rows: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| ((p.counts.ntts as f64 * model.ntt_limb_s + p.counts.elementwise as f64 * model.elementwise_limb_s) / p.measured_s, p.counts.key_products as f64 / p.measured_s))
+            .collect();
+        let (sxx, sxy, syy) = rows.iter().fold((0.0, 0.0, 0.0), |(a, b, c), (x, y)| (a + x * x, b + x * y, c + y * y));
+        let (sx1, sy1) = rows.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+        let det = sxx * syy - sxy * sxy;
+        let (mut scale, mut t_key) = if det.abs() > 1e-12 * sxx * syy { ((sx1 * syy - sy1 * sxy) / det, (sy1 * sxx - sx1 * sxy) / det) } else { (f64::NAN, f64::NAN) };
+        if !(scale > 0.0 && t_key >= 0.0) {
+            t_key = 0.0;
+            scale = if sxx > 0.0 { sx1 / sxx } else { 1.0 };
+        }
+        model.scale = scale;
+        model.key_product_limb_s = t_key;
         for p in &mut points {
-            p.model_s *= model.scale;
+            p.model_s = model.seconds_of(&p.counts);
         }
-        model.source = format!(
-            "measured: logN = {}, {} limbs of QP, digits {}, levels {:?}, rlwe CPU backend (1 thread)",
-            chain.log_n,
-            chain.limbs_at(chain.max_level()),
-            chain.digits,
-            levels
-        );
+        let fit: Vec<String> = points.iter().map(|p| format!("{} l={}: {:.3} s measured, {:+.0}%", p.params, p.level, p.measured_s, 100.0 * (p.model_s / p.measured_s - 1.0))).collect();
+        model.source = format!("measured: logN = {}, rlwe CPU backend (1 thread); {}", first.log_n, fit.join("; "));
         Ok(Calibration { model, points })
     }
 }
@@ -1710,7 +1743,7 @@ pub fn keyset_json(request: &str) -> Result<String, PlanError> {
     let cost = if req.calibrate {
         let chain = &params.chain;
         let top = chain.max_level();
-        KeySwitchCostModel::measure(chain, &[top / 4, top / 2, top], 3)?.model
+        KeySwitchCostModel::measure(&[(chain.clone(), vec![top / 4, top / 2, top])], 3)?.model
     } else {
         KeySwitchCostModel::recorded()
     };
