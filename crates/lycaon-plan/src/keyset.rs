@@ -174,7 +174,8 @@ impl ChainParams {
     pub fn rlwe_literal(&self) -> Result<ParametersLiteral, PlanError> {
         self.validate()?;
         let sizes: Vec<u32> = self.q_bits.iter().chain(&self.p_bits).copied().collect();
-        let primes: Vec<u64> = ntt_moduli(&sizes, self.n(), &[]).map_err(|e| PlanError::InvalidParams { reason: e.to_string() })?.iter().map(|m| m.value()).collect();
+        let primes: Vec<u64> =
+            ntt_moduli(&sizes, self.n(), &[]).map_err(|e| PlanError::InvalidParams { reason: e.to_string() })?.iter().map(|m| m.value()).collect();
         let (q, p) = primes.split_at(self.q_bits.len());
         Ok(ParametersLiteral {
             n: self.n(),
@@ -285,7 +286,9 @@ impl FheParams {
         }
         let boot = b.cts_depth + b.stc_depth + b.eval_mod_depth;
         if self.comp_level() <= self.min_level() || boot > self.chain.max_level() {
-            return Err(PlanError::InvalidParams { reason: format!("bootstrapping takes {boot} of the {} levels and leaves none for computation", self.chain.max_level() + 1) });
+            return Err(PlanError::InvalidParams {
+                reason: format!("bootstrapping takes {boot} of the {} levels and leaves none for computation", self.chain.max_level() + 1),
+            });
         }
         Ok(())
     }
@@ -539,7 +542,12 @@ impl MpLayout {
         let t = c.div_ceil(k * k);
         let used = k * k * h * w * t;
         if used > slots {
-            return Err(PlanError::InvalidModel { model: "fhe network".into(), reason: format!("a {h}x{w}x{c} tensor with gap {k} needs {used} slots, more than the {slots} of one ciphertext (multi-ciphertext packing is not modelled)") });
+            return Err(PlanError::InvalidModel {
+                model: "fhe network".into(),
+                reason: format!(
+                    "a {h}x{w}x{c} tensor with gap {k} needs {used} slots, more than the {slots} of one ciphertext (multi-ciphertext packing is not modelled)"
+                ),
+            });
         }
         let p = 1usize << (slots / used).ilog2();
         Ok(Self { k, h, w, c, t, p })
@@ -617,18 +625,40 @@ impl ActivationKind {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum FheLayer {
     /// Multiplexed parallel convolution (odd kernel, stride 1 or 2, same padding).
-    Conv { name: String, c_out: usize, kernel: usize, stride: usize },
-    Activation { name: String, kind: ActivationKind },
+    Conv {
+        name: String,
+        c_out: usize,
+        kernel: usize,
+        stride: usize,
+    },
+    Activation {
+        name: String,
+        kind: ActivationKind,
+    },
     /// Remembers the current ciphertext as a residual block's shortcut input.
-    BlockStart { name: String },
+    BlockStart {
+        name: String,
+    },
     /// A projection shortcut (1x1 strided convolution) applied to the block's input.
-    Shortcut { name: String, c_out: usize, kernel: usize, stride: usize },
+    Shortcut {
+        name: String,
+        c_out: usize,
+        kernel: usize,
+        stride: usize,
+    },
     /// Adds the shortcut (the block input, or the projection) to the main path.
-    BlockEnd { name: String },
+    BlockEnd {
+        name: String,
+    },
     /// Global average pooling into c contiguous slots.
-    AvgPool { name: String },
+    AvgPool {
+        name: String,
+    },
     /// Fully connected layer on the vector in the first slots.
-    Fc { name: String, outputs: usize },
+    Fc {
+        name: String,
+        outputs: usize,
+    },
 }
 
 impl FheLayer {
@@ -712,7 +742,8 @@ fn dft_factor_steps(r: u32, stride: i64, slots: usize) -> (Vec<i64>, Vec<i64>) {
     let m = slots as i64;
     let reduce = |s: i64| s.rem_euclid(m);
     let baby: BTreeSet<i64> = (1..n1.min(span + 1)).map(|b| reduce(b * stride)).filter(|&s| s != 0).collect();
-    let giant: BTreeSet<i64> = ((-span).div_euclid(n1)..=span.div_euclid(n1)).filter(|&g| g != 0).map(|g| reduce(g * n1 * stride)).filter(|&s| s != 0).collect();
+    let giant: BTreeSet<i64> =
+        ((-span).div_euclid(n1)..=span.div_euclid(n1)).filter(|&g| g != 0).map(|g| reduce(g * n1 * stride)).filter(|&s| s != 0).collect();
     (baby.into_iter().collect(), giant.into_iter().collect())
 }
 
@@ -758,6 +789,9 @@ fn push_bootstrap(table: &mut RotationTable, params: &FheParams, name: &str) -> 
     Ok(table.total() - before)
 }
 
+/// A residual block being planned: its input (layout, level) and the projected shortcut's.
+type OpenBlock = (MpLayout, usize, Option<(MpLayout, usize)>);
+
 struct LevelState<'a> {
     params: &'a FheParams,
     table: RotationTable,
@@ -772,7 +806,10 @@ impl LevelState<'_> {
     fn make_room(&mut self, layer: &str, depth: usize) -> Result<bool, PlanError> {
         let (min, comp) = (self.params.min_level(), self.params.comp_level());
         if comp < min + depth {
-            return Err(PlanError::Infeasible(format!("{layer} needs {depth} levels but a bootstrapped ciphertext only has {} above the minimum level {min}", comp - min)));
+            return Err(PlanError::Infeasible(format!(
+                "{layer} needs {depth} levels but a bootstrapped ciphertext only has {} above the minimum level {min}",
+                comp - min
+            )));
         }
         if self.level >= min + depth {
             return Ok(false);
@@ -863,7 +900,7 @@ pub fn fhe_rotation_table(network: &FheNetwork, params: &FheParams) -> Result<(R
     };
     let mut layout = MpLayout::new(1, network.input_h, network.input_w, network.input_c, slots)?;
     // (layout, level) of the block input, and the shortcut's output when projected.
-    let mut block: Option<(MpLayout, usize, Option<(MpLayout, usize)>)> = None;
+    let mut block: Option<OpenBlock> = None;
     let conv_depth = 2usize;
     for (index, op) in network.layers.iter().enumerate() {
         let name = op.name().to_string();
@@ -918,7 +955,13 @@ pub fn fhe_rotation_table(network: &FheNetwork, params: &FheParams) -> Result<(R
                 };
                 let (short_layout, short_level) = projected.unwrap_or((input, input_level));
                 if short_layout != layout {
-                    return Err(PlanError::InvalidLayer { layer: name, reason: format!("the shortcut ({}x{}x{}) and the main path ({}x{}x{}) differ; add a projection shortcut", short_layout.h, short_layout.w, short_layout.c, layout.h, layout.w, layout.c) });
+                    return Err(PlanError::InvalidLayer {
+                        layer: name,
+                        reason: format!(
+                            "the shortcut ({}x{}x{}) and the main path ({}x{}x{}) differ; add a projection shortcut",
+                            short_layout.h, short_layout.w, short_layout.c, layout.h, layout.w, layout.c
+                        ),
+                    });
                 }
                 level_in = st.level;
                 st.level = st.level.min(short_level);
@@ -1173,7 +1216,11 @@ impl Keyset {
         }
         let key_switches = per_level.values().map(|v| v.0).sum();
         let seconds = per_level.values().map(|v| v.1).sum();
-        Ok(LatencyPrediction { key_switches, seconds, per_level: per_level.into_iter().map(|(level, (key_switches, seconds))| LevelLatency { level, key_switches, seconds }).collect() })
+        Ok(LatencyPrediction {
+            key_switches,
+            seconds,
+            per_level: per_level.into_iter().map(|(level, (key_switches, seconds))| LevelLatency { level, key_switches, seconds }).collect(),
+        })
     }
 }
 
@@ -1242,10 +1289,14 @@ impl<'a> Composer<'a> {
         let usable: Vec<Rotation> = self.keyset.keys.iter().filter(|k| k.level >= level).map(|k| k.rotation).collect();
         if usable.is_empty() {
             let top = self.keyset.keys.iter().map(|k| k.level).max();
-            return Err(self.missing(rotation, level, match top {
-                Some(t) => format!("every key of the keyset is below this level (the highest is at level {t})"),
-                None => "the keyset is empty".into(),
-            }));
+            return Err(self.missing(
+                rotation,
+                level,
+                match top {
+                    Some(t) => format!("every key of the keyset is below this level (the highest is at level {t})"),
+                    None => "the keyset is empty".into(),
+                },
+            ));
         }
         let tree = self.searches.entry(level).or_insert_with(|| {
             let node = |r: usize, c: bool| r * 2 + usize::from(c);
@@ -1436,7 +1487,8 @@ impl KeySwitchCostModel {
         }
         let reps = reps.max(1);
         let mut sampler = Sampler::from_os().map_err(math)?;
-        let mut model = Self { log_n: first.log_n, ntt_limb_s: 0.0, elementwise_limb_s: 0.0, scale: 1.0, key_product_limb_s: 0.0, threads: 1, source: String::new() };
+        let mut model =
+            Self { log_n: first.log_n, ntt_limb_s: 0.0, elementwise_limb_s: 0.0, scale: 1.0, key_product_limb_s: 0.0, threads: 1, source: String::new() };
         {
             let params: Arc<Parameters> = Parameters::new(first.rlwe_literal()?)?;
             let backend = params.backend().clone();
@@ -1476,12 +1528,18 @@ impl KeySwitchCostModel {
         // Relative least squares on measured = scale * x + t_key * y.
         let rows: Vec<(f64, f64)> = points
             .iter()
-            .map(|p| ((p.counts.ntts as f64 * model.ntt_limb_s + p.counts.elementwise as f64 * model.elementwise_limb_s) / p.measured_s, p.counts.key_products as f64 / p.measured_s))
+            .map(|p| {
+                (
+                    (p.counts.ntts as f64 * model.ntt_limb_s + p.counts.elementwise as f64 * model.elementwise_limb_s) / p.measured_s,
+                    p.counts.key_products as f64 / p.measured_s,
+                )
+            })
             .collect();
         let (sxx, sxy, syy) = rows.iter().fold((0.0, 0.0, 0.0), |(a, b, c), (x, y)| (a + x * x, b + x * y, c + y * y));
         let (sx1, sy1) = rows.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
         let det = sxx * syy - sxy * sxy;
-        let (mut scale, mut t_key) = if det.abs() > 1e-12 * sxx * syy { ((sx1 * syy - sy1 * sxy) / det, (sy1 * sxx - sx1 * sxy) / det) } else { (f64::NAN, f64::NAN) };
+        let (mut scale, mut t_key) =
+            if det.abs() > 1e-12 * sxx * syy { ((sx1 * syy - sy1 * sxy) / det, (sy1 * sxx - sx1 * sxy) / det) } else { (f64::NAN, f64::NAN) };
         if !(scale > 0.0 && t_key >= 0.0) {
             t_key = 0.0;
             scale = if sxx > 0.0 { sx1 / sxx } else { 1.0 };
@@ -1491,7 +1549,10 @@ impl KeySwitchCostModel {
         for p in &mut points {
             p.model_s = model.seconds_of(&p.counts);
         }
-        let fit: Vec<String> = points.iter().map(|p| format!("{} l={}: {:.3} s measured, {:+.0}%", p.params, p.level, p.measured_s, 100.0 * (p.model_s / p.measured_s - 1.0))).collect();
+        let fit: Vec<String> = points
+            .iter()
+            .map(|p| format!("{} l={}: {:.3} s measured, {:+.0}%", p.params, p.level, p.measured_s, 100.0 * (p.model_s / p.measured_s - 1.0)))
+            .collect();
         model.source = format!("measured: logN = {}, rlwe CPU backend (1 thread); {}", first.log_n, fit.join("; "));
         Ok(Calibration { model, points })
     }
@@ -1586,7 +1647,15 @@ pub fn hybrid_keyset_report(plan: &HybridPlan, cost: &KeySwitchCostModel) -> Res
     for group in hybrid_rotation_tables(plan)? {
         let report = keyset_report(&group.table, &group.chain, &cost.at_log_n(group.chain.log_n), false)?;
         for s in &report.strategies {
-            let t = totals.entry(s.strategy).or_insert(StrategyReport { strategy: s.strategy, keys: 0, memory_bytes: 0, wire_bytes: 0, keys_per_level: BTreeMap::new(), key_switches: 0, rotation_s: 0.0 });
+            let t = totals.entry(s.strategy).or_insert(StrategyReport {
+                strategy: s.strategy,
+                keys: 0,
+                memory_bytes: 0,
+                wire_bytes: 0,
+                keys_per_level: BTreeMap::new(),
+                key_switches: 0,
+                rotation_s: 0.0,
+            });
             t.keys += s.keys;
             t.memory_bytes += s.memory_bytes;
             t.wire_bytes += s.wire_bytes;
@@ -1640,7 +1709,12 @@ pub mod paper004 {
 }
 
 /// Runs the FHE ResNet-20 with the given activations and builds the comparison with 004.
-pub fn resnet20_keyset_report(params: &FheParams, activations: &[ActivationKind], cost: &KeySwitchCostModel, with_table: bool) -> Result<FheKeysetReport, PlanError> {
+pub fn resnet20_keyset_report(
+    params: &FheParams,
+    activations: &[ActivationKind],
+    cost: &KeySwitchCostModel,
+    with_table: bool,
+) -> Result<FheKeysetReport, PlanError> {
     let cost = cost.at_log_n(params.chain.log_n);
     let mut models = Vec::new();
     for activation in activations {
@@ -1657,7 +1731,9 @@ pub fn resnet20_keyset_report(params: &FheParams, activations: &[ActivationKind]
     let paper_key = (1u64 << 30) as f64;
     for m in &models {
         let r = &m.network;
-        let (Some(p2), Some(all), Some(la)) = (r.strategy(Strategy::PowerOfTwo), r.strategy(Strategy::AllRequired), r.strategy(Strategy::LevelAware)) else { continue };
+        let (Some(p2), Some(all), Some(la)) = (r.strategy(Strategy::PowerOfTwo), r.strategy(Strategy::AllRequired), r.strategy(Strategy::LevelAware)) else {
+            continue;
+        };
         let tag = &m.activation;
         let ours_paper = if tag == "aespa" { paper004::OURS_AESPA_GB } else { paper004::OURS_MPCNN_GB };
         comparison.push(row(&format!("{tag}: power-of-two keys (GB)"), paper004::POWER_OF_TWO_GB, gb(p2.memory_bytes)));
@@ -1665,11 +1741,19 @@ pub fn resnet20_keyset_report(params: &FheParams, activations: &[ActivationKind]
         comparison.push(row(&format!("{tag}: level-aware keys (GB)"), ours_paper, gb(la.memory_bytes)));
         comparison.push(row(&format!("{tag}: power-of-two key count (004: GB / 2^30 B)"), paper004::POWER_OF_TWO_GB * 1e9 / paper_key, p2.keys as f64));
         comparison.push(row(&format!("{tag}: all-required key count (004: GB / 2^30 B)"), paper004::ALL_REQUIRED_GB * 1e9 / paper_key, all.keys as f64));
-        comparison.push(row(&format!("{tag}: all-required / level-aware memory"), paper004::ALL_REQUIRED_GB / ours_paper, all.memory_bytes as f64 / la.memory_bytes as f64));
+        comparison.push(row(
+            &format!("{tag}: all-required / level-aware memory"),
+            paper004::ALL_REQUIRED_GB / ours_paper,
+            all.memory_bytes as f64 / la.memory_bytes as f64,
+        ));
         if tag == "aespa" {
             comparison.push(row("aespa: power-of-two rotation latency (s)", paper004::ROTATION_POWER_OF_TWO_S, p2.rotation_s));
             comparison.push(row("aespa: level-aware rotation latency (s)", paper004::ROTATION_OURS_S, la.rotation_s));
-            comparison.push(row("aespa: power-of-two / level-aware rotation latency", paper004::ROTATION_POWER_OF_TWO_S / paper004::ROTATION_OURS_S, p2.rotation_s / la.rotation_s));
+            comparison.push(row(
+                "aespa: power-of-two / level-aware rotation latency",
+                paper004::ROTATION_POWER_OF_TWO_S / paper004::ROTATION_OURS_S,
+                p2.rotation_s / la.rotation_s,
+            ));
         }
         explanation.push(format!(
             "{tag}: {} network rotations over {} distinct steps; {} bootstrappings; level-aware keys per level {:?}",
@@ -1754,8 +1838,10 @@ pub fn keyset_json(request: &str) -> Result<String, PlanError> {
         let (table, level_plan) = fhe_rotation_table(network, &params)?;
         let keysets = keyset_report(&table, &params.chain, &cost.at_log_n(params.chain.log_n), req.table)?;
         let network_only = keyset_report(&table.phase(Phase::Network), &params.chain, &cost.at_log_n(params.chain.log_n), false)?;
-        return serde_json::to_string(&serde_json::json!({"network": network.name, "params": params, "level_plan": level_plan, "keysets": keysets, "network_keysets": network_only}))
-            .map_err(|e| PlanError::Io(e.to_string()));
+        return serde_json::to_string(
+            &serde_json::json!({"network": network.name, "params": params, "level_plan": level_plan, "keysets": keysets, "network_keysets": network_only}),
+        )
+        .map_err(|e| PlanError::Io(e.to_string()));
     }
     match req.model.as_deref().unwrap_or("resnet20") {
         "resnet20" | "resnet-20" => {}

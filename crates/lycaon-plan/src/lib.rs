@@ -1,4 +1,7 @@
-//! Cost models that never hold a key: the packing, dataflow and accelerator simulator.
+//! Cost models that never hold a key: the hybrid-mode tuner, the rotation-keyset planner, and the packing, dataflow and accelerator simulator.
+//!
+//! [`keyset`] plans rotation keys after 004 (Joo et al.): the rotation table of a plan and the
+//! power-of-two, all-required and level-aware keysets with exact bytes and predicted latency.
 //!
 //! [`simulate`] models the packings and dataflows of 000 (Singh et al., "Hyena: Balancing
 //! Packing, Reuse, and Rotations for Encrypted Inference", IEEE S&P 2024) on a parameterised

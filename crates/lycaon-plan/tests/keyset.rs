@@ -117,10 +117,13 @@ fn power_of_two_composition_uses_the_naf_weight_and_reconstructs_the_step() {
         let rotation = Rotation::step(step, slots).unwrap();
         let level = (rng.next() % 17) as usize;
         let hops = keyset.compose(rotation, level).unwrap();
-        let sum: i64 = hops.iter().map(|h| match h {
-            Rotation::Step(s) => *s,
-            other => panic!("unexpected hop {other:?}"),
-        }).sum();
+        let sum: i64 = hops
+            .iter()
+            .map(|h| match h {
+                Rotation::Step(s) => *s,
+                other => panic!("unexpected hop {other:?}"),
+            })
+            .sum();
         assert_eq!(sum.rem_euclid(slots as i64), step.rem_euclid(slots as i64), "step {step}: hops {hops:?}");
         let Rotation::Step(canonical) = rotation else { unreachable!() };
         let naf_weight = naf(canonical).len();
@@ -287,7 +290,15 @@ fn hybrid_plan_tables_group_keys_per_parameter_set() {
     let (na, nb) = (a.n, b.n);
     let el = |s: i64, n: usize| Rotation::Step(s).galois_element(n);
     let shape = ShapeSpec { h: 8, w: 8, c_in: 4, c_out: 4, k: 3, stride: 1, pad: None, groups: 1 };
-    let layer = |name: &str, chosen: DesignPoint| PlannedLayer { name: name.into(), shape, weight_bits: 4, t_bits: 20, chosen, single_set_point: None, design_space: Vec::new() };
+    let layer = |name: &str, chosen: DesignPoint| PlannedLayer {
+        name: name.into(),
+        shape,
+        weight_bits: 4,
+        t_bits: 20,
+        chosen,
+        single_set_point: None,
+        design_space: Vec::new(),
+    };
     let plan = HybridPlan {
         version: 1,
         mode: "hybrid".into(),
@@ -355,7 +366,12 @@ fn fhe_resnet20_table_follows_the_level_plan() {
             assert!(op.level_out >= p.min_level() && op.level_in <= p.comp_level(), "{op:?}");
         }
         // conv1 reads the 32x32 input (gap 1): taps +-1, +-31, +-32, +-33 at the input level.
-        let conv1: Vec<i64> = table.entries.iter().filter(|e| e.layer == "conv1" && e.level == p.comp_level()).filter_map(|e| if let Rotation::Step(s) = e.rotation { Some(s) } else { None }).collect();
+        let conv1: Vec<i64> = table
+            .entries
+            .iter()
+            .filter(|e| e.layer == "conv1" && e.level == p.comp_level())
+            .filter_map(|e| if let Rotation::Step(s) = e.rotation { Some(s) } else { None })
+            .collect();
         for s in [1, -1, 31, -31, 32, -32, 33, -33] {
             assert!(conv1.contains(&s), "conv1 lacks tap {s}: {conv1:?}");
         }
