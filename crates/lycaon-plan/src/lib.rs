@@ -1,4 +1,7 @@
-//! Cost models that never hold a key: the packing, dataflow and accelerator simulator.
+//! Cost models that never hold a key: the hybrid-mode tuner, the rotation-keyset planner, and the packing, dataflow and accelerator simulator.
+//!
+//! [`keyset`] plans rotation keys after 004 (Joo et al.): the rotation table of a plan and the
+//! power-of-two, all-required and level-aware keysets with exact bytes and predicted latency.
 //!
 //! [`simulate`] models the packings and dataflows of 000 (Singh et al., "Hyena: Balancing
 //! Packing, Reuse, and Rotations for Encrypted Inference", IEEE S&P 2024) on a parameterised
@@ -6,6 +9,7 @@
 
 pub mod costs;
 pub mod hybrid;
+pub mod keyset;
 pub mod simulate;
 
 /// Errors of the planning layer, each naming what is wrong.
@@ -39,6 +43,12 @@ pub enum PlanError {
     Infeasible(String),
     #[error("{0}")]
     Io(String),
+    #[error("rotation step {step} is invalid: {reason}")]
+    InvalidRotation { step: i64, reason: String },
+    #[error("level {level} is above the top level {top} of the parameters")]
+    LevelAboveTop { level: usize, top: usize },
+    #[error("no key of the {keyset} keyset can realise {rotation} at level {level}: {reason}; build the keyset from this rotation table")]
+    MissingRotationKey { keyset: String, rotation: String, level: usize, reason: String },
     #[error(transparent)]
     Nn(#[from] lycaon_nn::NnError),
     #[error(transparent)]
