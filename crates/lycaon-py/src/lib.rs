@@ -1084,5 +1084,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::dse_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::arch_toml, m)?)?;
     Ok(())
 }
