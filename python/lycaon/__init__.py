@@ -2,7 +2,8 @@
 
 This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) over Lycaon's
 RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
-server-side ``Evaluator`` never does.
+server-side ``Evaluator`` never does. The packing, dataflow and accelerator simulator (sweeps,
+reproduction tables, HTML reports) is ``lycaon.simulate``; its JSON entry points are exported here.
 """
 
 from ._native import (
@@ -27,12 +28,17 @@ from ._native import (
     SecurityError,
     SeededCiphertext,
     SerializationError,
+    arch_toml,
     bench_info,
+    dse_json,
     noise_model_budgets,
     ntt_primes,
     plan_linear,
+    reproduction_003_json,
+    reproduction_json,
     run_linear,
     run_two_party,
+    simulate_json,
 )
 
 __version__ = "0.1.0"
@@ -59,11 +65,16 @@ __all__ = [
     "SecurityError",
     "SeededCiphertext",
     "SerializationError",
+    "arch_toml",
     "bench_info",
+    "dse_json",
     "noise_model_budgets",
     "ntt_primes",
     "plan_linear",
+    "reproduction_003_json",
+    "reproduction_json",
     "run_linear",
     "run_two_party",
+    "simulate_json",
     "__version__",
 ]

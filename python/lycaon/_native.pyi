@@ -401,3 +401,27 @@ def reproduction_json() -> str:
     """The reproduction table against 000 as JSON: a list of ``{"figure", "paper", "ours",
     "deviation", "ours_real_networks", "unit", "tolerance", "within_tolerance", "explanation"}``."""
     ...
+
+def reproduction_003_json() -> str:
+    """The reproduction table against 003 (Cheetah's accelerator) as JSON: a list of ``{"what",
+    "paper", "ours", "deviation", "within_tolerance", "documented_deviation", "explanation"}``
+    (``documented_deviation``: the ``[low, high]`` band a row outside 25% is explained for, or null)."""
+    ...
+
+def dse_json(request: str) -> str:
+    """The design-space exploration of 003 (Cheetah): HE-PTune parameters per layer, then latency,
+    area and power (5 nm) of every accelerator of ``pes`` x ``lanes``.
+
+    ``request`` is JSON: ``{"model": NAME | {"name", "layers"}, "pes": [..], "lanes": [..],
+    "schedule": "partial_aligned" | "input_aligned", "max_n": 4096, "table_vi": true}``; ``pes`` and
+    ``lanes`` default to 003's sweep (powers of two, 2-1024 and 4-8192). Returns JSON ``{"model",
+    "schedule", "layers", "points", "pareto_area", "pareto_power", "table_vi"}``, each point with
+    ``pes``, ``lanes``, ``latency_s``, ``area_mm2``, ``power_w``, ``energy_j``, ``lane_utilisation``
+    and breakdowns. Raises ``LycaonError`` on malformed JSON, an unknown model or a zero or empty range."""
+    ...
+
+def arch_toml(name: str) -> str:
+    """The TOML text of a built-in accelerator (``"hyena"`` or ``"f1"``): edit it and pass the text
+    (or its file, on the command line) as ``arch`` to describe a custom accelerator. Raises
+    ``LycaonError`` on an unknown name."""
+    ...

@@ -208,6 +208,12 @@ fn reproduction_rows_are_within_tolerance_or_their_documented_deviation() {
     for what in ["ResNet-50 latency on 8", "area on 8", "power on 8", "nearest 30 W", "nearest 545", "vgg16 latency", "alexnet latency"] {
         assert!(rows.iter().any(|r| r.what.contains(what)), "no row for {what}");
     }
+    let json: Vec<ReproductionRow> = serde_json::from_str(&reproduction_003_json().unwrap()).unwrap();
+    assert_eq!(json.len(), rows.len(), "the JSON entry point gives the same table");
+    for (j, r) in json.iter().zip(&rows) {
+        assert_eq!((&j.what, j.within_tolerance, &j.explanation), (&r.what, r.within_tolerance, &r.explanation));
+        assert!((j.ours / r.ours - 1.0).abs() < 1e-12, "{}", r.what);
+    }
     for r in &rows {
         assert!(r.paper > 0.0 && r.ours.is_finite() && r.ours > 0.0, "{}", r.what);
         assert!((r.deviation - (r.ours / r.paper - 1.0)).abs() < 1e-12);

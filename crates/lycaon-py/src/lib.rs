@@ -1085,6 +1085,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::dse_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::arch_toml, m)?)?;
     m.add_function(wrap_pyfunction!(planner::plan_json, m)?)?;
     Ok(())
 }

@@ -108,8 +108,9 @@ def bar_chart(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, y
     return fig
 
 
-def scatter_chart(points: Mapping[str, Sequence[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str, highlight: Optional[tuple[float, float, str]] = None, lines: bool = False, logx: bool = False, logy: bool = False):
-    """Scatter of named point sets (a line through each when ``lines``), one point optionally marked."""
+def scatter_chart(points: Mapping[str, Sequence[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str, highlight: Optional[tuple[float, float, str]] = None, lines: bool = False, logx: bool = False, logy: bool = False, line_series: Optional[Mapping[str, Sequence[tuple[float, float]]]] = None):
+    """Scatter of named point sets (a line through each when ``lines``), one point optionally marked;
+    ``line_series`` are drawn as lines with markers over the scatter (e.g. a Pareto front)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, pts in points.items():
@@ -119,6 +120,8 @@ def scatter_chart(points: Mapping[str, Sequence[tuple[float, float]]], *, xlabel
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
         else:
             ax.scatter(xs, ys, s=10, alpha=0.6, label=name)
+    for name, pts in (line_series or {}).items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, linewidth=1.5, color="C1", label=name)
     if highlight is not None:
         ax.scatter([highlight[0]], [highlight[1]], s=120, marker="*", color="crimson", zorder=5, label=highlight[2])
     ax.set_xlabel(xlabel)

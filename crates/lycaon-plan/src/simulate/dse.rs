@@ -1199,3 +1199,11 @@ pub fn dse_json(request: &str) -> Result<String, PlanError> {
     };
     serde_json::to_string(&response).map_err(|e| PlanError::InvalidRequest { reason: e.to_string() })
 }
+
+/// [`reproduction_003`] as JSON, for the Python API: a list of `{"what", "paper", "ours", "deviation",
+/// "within_tolerance", "documented_deviation", "explanation"}`.
+///
+/// Errors: those of [`reproduction_003`].
+pub fn reproduction_003_json() -> Result<String, PlanError> {
+    serde_json::to_string(&reproduction_003()?).map_err(|e| PlanError::InvalidRequest { reason: format!("cannot serialise the table: {e}") })
+}
