@@ -3,7 +3,9 @@
 This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) over Lycaon's
 RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
 server-side ``Evaluator`` never does. The packing, dataflow and accelerator simulator (sweeps,
-reproduction tables, HTML reports) is ``lycaon.simulate``; its JSON entry points are exported here.
+reproduction tables, HTML reports) is ``lycaon.simulate``; the planner (per-layer parameters and
+algorithms, noise and cost models, rotation keysets) is ``lycaon.plan``; their JSON entry points are
+exported here.
 """
 
 from ._native import (
@@ -31,8 +33,10 @@ from ._native import (
     arch_toml,
     bench_info,
     dse_json,
+    keyset_json,
     noise_model_budgets,
     ntt_primes,
+    plan_json,
     plan_linear,
     reproduction_003_json,
     reproduction_json,
@@ -68,8 +72,10 @@ __all__ = [
     "arch_toml",
     "bench_info",
     "dse_json",
+    "keyset_json",
     "noise_model_budgets",
     "ntt_primes",
+    "plan_json",
     "plan_linear",
     "reproduction_003_json",
     "reproduction_json",

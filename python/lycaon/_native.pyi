@@ -425,3 +425,28 @@ def arch_toml(name: str) -> str:
     (or its file, on the command line) as ``arch`` to describe a custom accelerator. Raises
     ``LycaonError`` on an unknown name."""
     ...
+
+def plan_json(request: str) -> str:
+    """Tunes a network's linear layers for the hybrid mode: per layer the BFV parameters and
+    algorithm with the lowest predicted latency that keep a non-negative noise margin.
+
+    ``request`` is JSON: ``{"layers": [{"name", "shape": {"h", "w", "c_in", "c_out", "k",
+    "stride", "pad", "groups"}, "weight_bits", "t_bits"}], "link": "lan" | "wan" | "BW,DELAY",
+    "failure_probability": 2^-40, "reserve_bits": 0, "algorithms": [], "design_space": false,
+    "cache": PATH}``. Per-operation costs are measured on this machine the first time a parameter
+    shape is priced and cached (``~/.cache/lycaon/op-costs.json`` unless ``cache`` says otherwise).
+    Returns the plan as JSON. Releases the GIL. Raises LycaonError on a bad request or when no
+    parameter set fits a layer.
+    """
+    ...
+
+def keyset_json(request: str) -> str:
+    """The rotation-keyset planner of 004: power-of-two, all-required and level-aware keysets with
+    exact key bytes and predicted rotation latency.
+
+    ``request`` is JSON: ``{"model": "resnet20", "params": "joo2024" | "lycaon" | {...},
+    "activation": "aespa" | "composite_relu" | "both", "hybrid_plan": {...}, "calibrate": false,
+    "table": false}``. Returns JSON: the FHE ResNet-20 report with the comparison to 004's Tables
+    3-4, or, for a hybrid plan, the keys per parameter set. Releases the GIL.
+    """
+    ...

@@ -107,7 +107,6 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]])
 
 
 NOT_BUILT = {
-    "plan": "the planner (noise and cost models, parameter tuning, rotation keysets) is issue 6",
     "serve": "hybrid private inference (client/server protocol) is issue 9; FHE mode is issue 10",
     "infer": "hybrid private inference (client/server protocol) is issue 9; FHE mode is issue 10",
     "demo": "the end-to-end demo needs the protocol of issue 9",
@@ -193,6 +192,41 @@ def _si(v: float, unit: str) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.4g} {prefix}{unit}"
     return f"{v / 1e-9:.4g} n{unit}" if v else f"0 {unit}"
+
+
+def _plan(model: str, mode: str, link: str, json_path: Optional[str], html_path: Optional[str], failure_probability: float, reserve_bits: float, algorithms: Sequence[str]) -> int:
+    from lycaon import plan as planner  # noqa: PLC0415
+
+    result: dict = {"model": model, "mode": mode}
+    if mode in ("hybrid", "compare"):
+        hybrid = planner.plan(model, link=link, failure_probability=failure_probability, reserve_bits=reserve_bits, algorithms=algorithms, design_space=bool(html_path))
+        layers = hybrid["layers"]
+        _table(
+            f"{model}: hybrid plan (link {hybrid['link']['name']}, failure probability {failure_probability:.1e})",
+            ["layer", "algorithm", "n", "log q", "t", "digits", "noise margin", "rotations", "predicted", "up", "down", "keys"],
+            [[l["name"], l["algorithm"], l["params"]["n"], sum(l["params"]["q_bits"]), l["params"]["t_bits"], l["params"]["digits"], f"{l['noise_margin_bits']:.1f}",
+              l["rotations"], _si(l["predicted_s"], "s"), _si(l["bytes_up"], "B"), _si(l["bytes_down"], "B"), _si(l["key_bytes"], "B")] for l in layers]
+            + [["total", "", "", "", "", "", f"{min(l['noise_margin_bits'] for l in layers):.1f} (min)", sum(l["rotations"] for l in layers),
+                _si(hybrid["predicted_s"], "s"), _si(sum(l["bytes_up"] for l in layers), "B"), _si(sum(l["bytes_down"] for l in layers), "B"), _si(sum(l["key_bytes"] for l in layers), "B")]],
+        )
+        print(f"per-layer tuning: {hybrid['speedup_vs_single_set']:.2f}x faster than the best single parameter set "
+              f"({_si(hybrid['single_set_predicted_s'], 's')}); nonlinear layers (ReLU, truncation) run as two-party protocols on top")
+        result.update(hybrid)
+    if mode in ("fhe", "compare"):
+        fhe = planner.plan_fhe(model, link=link)
+        rows = [[s["strategy"], s["keys"], _si(s["memory_bytes"], "B"), _si(s["wire_bytes"], "B"), s["key_switches"], _si(s["rotation_s"], "s")] for s in fhe["keysets"]]
+        _table(f"{model}: FHE mode (CKKS logN {fhe['log_n']}, {fhe['bootstraps']} bootstraps, {fhe['rotations']} rotations): rotation keysets",
+               ["keyset", "keys", "memory", "upload (seeded)", "key switches", "rotation time"], rows)
+        result["fhe"] = fhe
+    if mode == "compare":
+        cmp = planner.compare(result, result["fhe"])
+        _table(f"{model}: hybrid against FHE on link {link}", ["quantity", "hybrid", "fhe"], [[r["quantity"], r["hybrid"], r["fhe"]] for r in cmp])
+        result["comparison"] = cmp
+    _write_json(json_path, result)
+    if html_path:
+        planner.write_report(result, html_path)
+        print(f"wrote {html_path}")
+    return 0
 
 
 def _simulate(models: Sequence[str], packing: str, arch: str, batch: int, json_path: Optional[str], html_path: Optional[str], reproduce: bool, sweep: bool) -> int:
@@ -308,6 +342,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     simulate.add_argument("--html", metavar="FILE", help="write an HTML report: comparison charts, the batch study of the first model, the reproduction table, and the sweep with --sweep")
     simulate.add_argument("--reproduce", action="store_true", help="the reproduction table against 000 and 003 (paper, ours, deviation, explanation)")
     simulate.add_argument("--sweep", action="store_true", help="003's accelerator sweep for each model: PEs x lanes, Pareto fronts of latency against area and power, Table VI")
+    plan = sub.add_parser("plan", help="what private inference of a model will cost: per-layer parameters, algorithms, noise, latency, bytes, keys")
+    plan.add_argument("model", help="built-in model (see lycaon models) or a model file")
+    plan.add_argument("--mode", choices=("hybrid", "fhe", "compare"), default="hybrid", help="hybrid (HE + two-party, default), fhe (CKKS with bootstrapping), or both side by side")
+    plan.add_argument("--link", default="lan", metavar="2gbps|lan|wan|BW,DELAY", help="network link, e.g. wan or 100mbps,10ms (default lan: 2 Gbps)")
+    plan.add_argument("--failure-probability", type=float, default=2.0 ** -40, help="decryption-failure probability the noise margin is taken at (default 2^-40)")
+    plan.add_argument("--reserve-bits", type=float, default=0.0, help="noise budget every layer must keep beyond zero (default 0)")
+    plan.add_argument("--algorithm", action="append", default=[], metavar="NAME", help="restrict the hybrid search to these algorithms (repeatable)")
+    plan.add_argument("--json", metavar="FILE", help="write the plan as JSON (what lycaon serve executes)")
+    plan.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts")
     for command, reason in NOT_BUILT.items():
         later = sub.add_parser(command, help=f"not built yet ({reason})")
         later.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -324,6 +367,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _inspect(args.model, args.json)
         if args.command == "quantize":
             return _quantize(args.model, args.calib, args.eval, args.plaintext_bits, args.json)
+        if args.command == "plan":
+            return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm)
         if args.command == "simulate":
             return _simulate(args.model, args.packing, args.arch, args.batch, args.json, args.html, args.reproduce, args.sweep)
         if args.command == "bench" and args.suite == "bfv":

@@ -22,7 +22,7 @@ import numpy as np
 
 from lycaon import _native
 
-__all__ = ["linear_layers", "plan", "write_report"]
+__all__ = ["compare", "linear_layers", "plan", "plan_fhe", "two_party_costs", "write_report"]
 
 #: Safety bits between a layer's calibrated largest accumulator and its plaintext modulus.
 T_MARGIN_BITS = 2
@@ -88,11 +88,14 @@ def _value_bits(model: str, graph, layers: list[dict], calibration_images: int) 
 
 def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -40, reserve_bits: float = 0.0,
          algorithms: Sequence[str] = (), design_space: bool = False, calibration_images: int = 16,
-         t_bits: Optional[int] = None, cache: Optional[str] = None) -> dict[str, Any]:
+         t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True) -> dict[str, Any]:
     """Plans the hybrid mode of a model (a zoo name or an ONNX/PyTorch file the model front
     imports). Returns the plan: {"layers": [{name, shape, algorithm, params, noise_margin_bits,
     noise_worst_case_bits, predicted_s, server_s, client_s, comm_s, bytes_up, bytes_down,
-    key_bytes, rotations, galois_elements, ...}], "predicted_s", "speedup_vs_single_set", ...}."""
+    key_bytes, rotations, galois_elements, nonlinear_s, nonlinear_bytes, ...}], "predicted_s" (linear
+    layers), "nonlinear_s", "total_s", "total_bytes", "rounds", "speedup_vs_single_set", ...}. With
+    ``nonlinear`` the two-party ReLU and truncation after each layer are priced by a short run of
+    the protocols on this machine."""
     from lycaon.frontend import simplify, zoo  # noqa: PLC0415
 
     graph = simplify(zoo.load_model(model))
@@ -115,7 +118,106 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
         request["cache"] = cache
     result = json.loads(_native.plan_json(json.dumps(request)))
     result["model"] = model
+    if nonlinear:
+        _add_nonlinear(result, result["link"])
     return result
+
+
+def two_party_costs(ring_bits: int, elements: int = 1 << 13) -> dict[str, float]:
+    """Per-element time and bytes, and rounds, of the two-party ReLU and truncation on this
+    machine (silent OT, one short run each, both parties in this process), on a prime ring of
+    ``ring_bits`` bits like the layers' plaintext moduli."""
+    import lycaon  # noqa: PLC0415
+
+    p = lycaon.ntt_primes(ring_bits, 4096, 1)[0]
+    rng = np.random.default_rng()
+    s0 = rng.integers(0, p, elements, dtype=np.uint64)
+    s1 = rng.integers(0, p, elements, dtype=np.uint64)
+    relu = lycaon.run_two_party("relu", p, s0, s1, ot="silent")
+    trunc = lycaon.run_two_party("truncate", p, s0, s1, ot="silent", shift=8)
+    return {
+        "ring_bits": ring_bits,
+        "relu_s": relu["seconds"] / elements, "relu_bytes": relu["bytes"] / elements, "relu_rounds": relu["rounds"],
+        "truncate_s": trunc["seconds"] / elements, "truncate_bytes": trunc["bytes"] / elements, "truncate_rounds": trunc["rounds"],
+        "setup_s": relu["setup_seconds"], "setup_bytes": relu["setup_bytes"],
+    }
+
+
+def _add_nonlinear(result: dict, link: dict) -> None:
+    """Adds the two-party ReLU and truncation after every linear layer (its outputs) to a hybrid
+    plan: per layer seconds, bytes and rounds, and the totals over the network."""
+    costs = two_party_costs(max(l["t_bits"] for l in result["layers"]))
+    bw, delay = link["bandwidth_bits_per_s"], link["one_way_delay_s"]
+    for layer in result["layers"]:
+        sh = layer["shape"]
+        pad = sh.get("pad") if sh.get("pad") is not None else sh["k"] // 2
+        out_h = (sh["h"] + 2 * pad - sh["k"]) // sh["stride"] + 1
+        out_w = (sh["w"] + 2 * pad - sh["k"]) // sh["stride"] + 1
+        elements = sh["c_out"] * out_h * out_w
+        nl_bytes = elements * (costs["relu_bytes"] + costs["truncate_bytes"])
+        rounds = costs["relu_rounds"] + costs["truncate_rounds"]
+        layer["nonlinear_elements"] = elements
+        layer["nonlinear_bytes"] = nl_bytes
+        layer["nonlinear_rounds"] = rounds
+        layer["nonlinear_s"] = elements * (costs["relu_s"] + costs["truncate_s"]) + nl_bytes * 8 / bw + rounds * 2 * delay
+    result["two_party_costs"] = costs
+    result["nonlinear_s"] = sum(l["nonlinear_s"] for l in result["layers"])
+    result["total_s"] = result["predicted_s"] + result["nonlinear_s"] + costs["setup_s"]
+    result["total_bytes"] = sum(l["bytes_up"] + l["bytes_down"] + l["nonlinear_bytes"] for l in result["layers"]) + costs["setup_bytes"]
+    result["rounds"] = sum(1 + l["nonlinear_rounds"] for l in result["layers"])
+
+
+def plan_fhe(model: str, *, link: str = "lan", params: str = "lycaon", activation: str = "aespa") -> dict[str, Any]:
+    """The FHE mode's level plan and rotation keysets (004) for a model: ResNet-20 on CIFAR-10
+    under CKKS at logN = 16 with AESPA quadratic activations (the FHE network of the FHE-mode
+    issue). Other models are refused until that mode covers them."""
+    import lycaon  # noqa: PLC0415
+
+    if "resnet20" not in model:
+        raise ValueError(f"the FHE-mode planner covers ResNet-20 (CIFAR-10) so far, not {model!r}")
+    report = json.loads(lycaon.keyset_json(json.dumps({"model": "resnet20", "params": params, "activation": activation})))
+    net = report["models"][0]
+    full = net["with_bootstrapping"]
+    chain = full["chain"]
+    n = 1 << chain["log_n"]
+    top_limbs = len(chain["q_bits"])
+    ct_bytes_up = n * top_limbs * 8 + 32  # seeded: c_0 over every limb, c_1 as a seed
+    ct_bytes_down = 2 * n * 8  # two parts at the lowest level
+    level_aware = next(k for k in full["strategies"] if k["strategy"] == "level_aware")
+    return {
+        "log_n": chain["log_n"],
+        "activation": activation,
+        "bootstraps": net["level_plan"]["bootstraps"],
+        "rotations": full["rotations"],
+        "keysets": full["strategies"],
+        "level_plan": net["level_plan"],
+        "bytes_up": ct_bytes_up + level_aware["wire_bytes"],
+        "bytes_down": ct_bytes_down,
+        "rotation_s": level_aware["rotation_s"],
+        "comparison_004": report["comparison"],
+        "cost_model": report["cost_model"],
+    }
+
+
+def compare(hybrid: dict, fhe: dict) -> list[dict]:
+    """The two modes side by side (000 Sec. 3, Fig. 1): rounds and bytes against bootstrapping,
+    key memory and server time."""
+    bw = hybrid["link"]["bandwidth_bits_per_s"]
+    delay = hybrid["link"]["one_way_delay_s"]
+    fhe_net = (fhe["bytes_up"] + fhe["bytes_down"]) * 8 / bw + 2 * delay
+    level_aware = next(k for k in fhe["keysets"] if k["strategy"] == "level_aware")
+    rows = [
+        ("round trips", hybrid["rounds"], 1),
+        ("bytes on the wire (MB)", round(hybrid["total_bytes"] / 1e6, 2), round((fhe["bytes_up"] + fhe["bytes_down"]) / 1e6, 2)),
+        ("of which evaluation keys (MB)", round(sum(l["key_bytes"] for l in hybrid["layers"]) / 1e6, 2), round(level_aware["wire_bytes"] / 1e6, 2)),
+        ("server key memory (MB)", round(sum(l["key_bytes"] for l in hybrid["layers"]) / 1e6, 2), round(level_aware["memory_bytes"] / 1e6, 2)),
+        ("bootstrappings", 0, fhe["bootstraps"]),
+        ("linear layers, server (s)", round(sum(l["server_s"] for l in hybrid["layers"]), 3), f">= {fhe['rotation_s']:.1f} (rotations alone)"),
+        ("non-linear layers (s)", round(hybrid["nonlinear_s"], 3), "in the server time (polynomials)"),
+        ("network time at this link (s)", round(sum(l["comm_s"] for l in hybrid["layers"]) + sum(l["nonlinear_bytes"] * 8 / bw + l["nonlinear_rounds"] * 2 * delay for l in hybrid["layers"]), 3), round(fhe_net, 3)),
+        ("predicted total (s)", round(hybrid["total_s"], 3), f">= {fhe['rotation_s'] + fhe_net:.1f}"),
+    ]
+    return [{"quantity": q, "hybrid": h, "fhe": f} for q, h, f in rows]
 
 
 def _short(name: str) -> str:
@@ -124,60 +226,92 @@ def _short(name: str) -> str:
 
 def write_report(result: dict, path: str) -> None:
     """One self-contained HTML file: the plan's table, per-layer latency (stacked: server, client,
-    network) and bytes, the design space of the costliest layer as time against noise margin with
-    the chosen point marked (like 003's Fig. 3), and the single-set comparison."""
+    network, two-party non-linear layers) and bytes, the design space of the costliest layer as
+    time against noise margin with the chosen point marked (like 003's Fig. 3), the single-set
+    comparison, the rotation keysets (memory against rotation latency, 004) and, in compare
+    mode, the two modes side by side."""
     from lycaon.report import HtmlReport, bar_chart, scatter_chart  # noqa: PLC0415
 
-    layers = result["layers"]
-    labels = [_short(l["name"]) for l in layers]
+    model = result.get("model", "model")
     rep = HtmlReport(
-        f"Lycaon plan: {result.get('model', 'model')} ({result['mode']} mode, link {result['link']['name']})",
-        "Every linear layer runs under its own BFV parameters and algorithm, chosen to minimise predicted latency "
-        "while keeping a non-negative noise margin: the bits of noise budget left at a decryption-failure "
-        f"probability of {result['failure_probability']:.1e}. Times are predictions from operation counts and "
-        "per-operation costs measured on this machine.",
+        f"Lycaon plan: {model} ({result.get('mode', 'hybrid')} mode)",
+        "What private inference of this model will cost, before anything is deployed. In the hybrid mode every linear layer "
+        "runs under its own BFV parameters and algorithm, chosen to minimise predicted latency while keeping a non-negative "
+        "noise margin (the bits of noise budget left at the target decryption-failure probability); ReLU and truncation run "
+        "as two-party protocols. In the FHE mode the whole network runs on the server under CKKS with bootstrapping. "
+        "Times are predictions from operation counts and per-operation costs measured on this machine.",
     )
-    rep.heading("Summary")
-    single = result.get("single_set")
-    rep.table(
-        ["quantity", "value"],
-        [
-            ["predicted latency (s)", result["predicted_s"]],
-            ["bytes up + down (MB)", sum(l["bytes_up"] + l["bytes_down"] for l in layers) / 1e6],
-            ["Galois key bytes (MB)", sum(l["key_bytes"] for l in layers) / 1e6],
-            ["best single parameter set", "none fits every layer" if single is None else _label(single)],
-            ["its predicted latency (s)", result["single_set_predicted_s"]],
-            ["speed-up of per-layer tuning", result["speedup_vs_single_set"]],
-        ],
-    )
-    rep.heading("Per layer")
-    rep.table(
-        ["layer", "algorithm", "n", "log q", "t bits", "digits", "noise margin", "rotations", "predicted s", "up MB", "down MB", "key MB"],
-        [[l["name"], l["algorithm"], l["params"]["n"], sum(l["params"]["q_bits"]), l["params"]["t_bits"], l["params"]["digits"],
-          round(l["noise_margin_bits"], 1), l["rotations"], l["predicted_s"], l["bytes_up"] / 1e6, l["bytes_down"] / 1e6, l["key_bytes"] / 1e6]
-         for l in layers],
-    )
-    rep.chart(bar_chart(labels, {"server": [l["server_s"] for l in layers], "client": [l["client_s"] for l in layers], "network": [l["comm_s"] for l in layers]},
-                        ylabel="seconds", title="Predicted latency per layer", stacked=True),
-              "Where each layer's time goes: the server's homomorphic evaluation, the client's encryption and decryption, and the link.")
-    rep.chart(bar_chart(labels, {"client to server": [l["bytes_up"] / 1e6 for l in layers], "server to client": [l["bytes_down"] / 1e6 for l in layers]},
-                        ylabel="MB", title="Bytes per layer"),
-              "Ciphertexts sent per layer: seeded inputs up, modulus-switched outputs down.")
-    spaces = [l for l in layers if l.get("design_space")]
-    if spaces:
-        worst = max(spaces, key=lambda l: l["predicted_s"])
-        by_alg: dict[str, list] = {}
-        for p in worst["design_space"]:
-            by_alg.setdefault(p["algorithm"], []).append((p["noise_margin_bits"], p["predicted_s"]))
-        rep.chart(scatter_chart(by_alg, xlabel="noise margin (bits)", ylabel="predicted seconds", title=f"Design space of {worst['name']}",
-                                highlight=(worst["noise_margin_bits"], worst["predicted_s"], f"chosen: {worst['algorithm']}"), logy=True),
-                  "Each point is one algorithm under one 128-bit parameter set that decrypts correctly; the star is the plan's choice. "
-                  "Points far to the right waste budget: their larger moduli make every operation slower.")
-    if any(l.get("single_set_point") for l in layers):
-        rep.chart(bar_chart(labels, {"tuned per layer": [l["predicted_s"] for l in layers],
-                                     "best single set": [(l.get("single_set_point") or {}).get("predicted_s", 0.0) for l in layers]},
-                            ylabel="seconds", title="Per-layer tuning against one parameter set for the network"),
-                  "The best single parameter set must fit the noisiest layer, so it over-provisions the others.")
+    layers = result.get("layers") or []
+    if layers:
+        labels = [_short(l["name"]) for l in layers]
+        rep.heading("Hybrid mode: summary")
+        single = result.get("single_set")
+        rep.table(
+            ["quantity", "value"],
+            [
+                ["link", f"{result['link']['name']}: {result['link']['bandwidth_bits_per_s'] / 1e6:g} Mbps, {result['link']['one_way_delay_s'] * 1e3:g} ms one way"],
+                ["decryption-failure probability", f"{result['failure_probability']:.2e}"],
+                ["predicted latency, linear layers (s)", result["predicted_s"]],
+                ["predicted latency, two-party non-linear layers (s)", result.get("nonlinear_s", 0.0)],
+                ["predicted total (s)", result.get("total_s", result["predicted_s"])],
+                ["bytes on the wire (MB)", result.get("total_bytes", sum(l["bytes_up"] + l["bytes_down"] for l in layers)) / 1e6],
+                ["round trips", result.get("rounds", len(layers))],
+                ["Galois key bytes (MB)", sum(l["key_bytes"] for l in layers) / 1e6],
+                ["best single parameter set", "none fits every layer" if single is None else _label(single)],
+                ["its predicted latency, linear layers (s)", result["single_set_predicted_s"]],
+                ["speed-up of per-layer tuning", result["speedup_vs_single_set"]],
+            ],
+        )
+        rep.heading("Hybrid mode: per layer")
+        rep.table(
+            ["layer", "algorithm", "n", "log q", "t bits", "digits", "noise margin", "worst case", "rotations", "predicted s", "up MB", "down MB", "key MB"],
+            [[l["name"], l["algorithm"], l["params"]["n"], sum(l["params"]["q_bits"]), l["params"]["t_bits"], l["params"]["digits"],
+              round(l["noise_margin_bits"], 1), round(l["noise_worst_case_bits"], 1), l["rotations"], l["predicted_s"], l["bytes_up"] / 1e6, l["bytes_down"] / 1e6, l["key_bytes"] / 1e6]
+             for l in layers],
+        )
+        series = {"server (HE)": [l["server_s"] for l in layers], "client (encrypt, decrypt)": [l["client_s"] for l in layers], "network (HE)": [l["comm_s"] for l in layers]}
+        if "nonlinear_s" in layers[0]:
+            series["ReLU + truncation (two-party)"] = [l["nonlinear_s"] for l in layers]
+        rep.chart(bar_chart(labels, series, ylabel="seconds", title="Predicted latency per layer", stacked=True),
+                  "Where each layer's time goes: the server's homomorphic evaluation, the client's encryption and decryption, the link, and the two-party ReLU and truncation of its outputs.")
+        bytes_series = {"client to server": [l["bytes_up"] / 1e6 for l in layers], "server to client": [l["bytes_down"] / 1e6 for l in layers]}
+        if "nonlinear_bytes" in layers[0]:
+            bytes_series["two-party (both ways)"] = [l["nonlinear_bytes"] / 1e6 for l in layers]
+        rep.chart(bar_chart(labels, bytes_series, ylabel="MB", title="Bytes per layer"),
+                  "Ciphertexts sent per layer (seeded inputs up, modulus-switched outputs down) and the two-party protocols' traffic.")
+        spaces = [l for l in layers if l.get("design_space")]
+        if spaces:
+            worst = max(spaces, key=lambda l: l["predicted_s"])
+            by_alg: dict[str, list] = {}
+            for p in worst["design_space"]:
+                if p["noise_margin_bits"] > -60:  # hopeless points would squash the axis
+                    by_alg.setdefault(p["algorithm"], []).append((p["noise_margin_bits"], p["predicted_s"]))
+            rep.chart(scatter_chart(by_alg, xlabel="noise margin (bits); below 0 decryption fails", ylabel="predicted seconds", title=f"Design space of {worst['name']}",
+                                    highlight=(worst["noise_margin_bits"], worst["predicted_s"], f"chosen: {worst['algorithm']}"), logy=True),
+                      "Each point is one algorithm under one 128-bit parameter set; points left of 0 would fail to decrypt, the star is the "
+                      "plan's choice. Points far to the right waste budget: their larger moduli make every operation slower.")
+        if any(l.get("single_set_point") for l in layers):
+            rep.chart(bar_chart(labels, {"tuned per layer": [l["predicted_s"] for l in layers],
+                                         "best single set": [(l.get("single_set_point") or {}).get("predicted_s", 0.0) for l in layers]},
+                                ylabel="seconds", title="Per-layer tuning against one parameter set for the network"),
+                      "The best single parameter set must fit the noisiest layer, so it over-provisions the others.")
+    fhe = result.get("fhe")
+    if fhe:
+        rep.heading(f"FHE mode: rotation keysets (CKKS logN {fhe['log_n']}, {fhe['bootstraps']} bootstrappings, {fhe['rotations']} rotations)")
+        rep.table(["keyset", "keys", "server memory (GB)", "upload, seeded (GB)", "key switches", "predicted rotation time (s)"],
+                  [[k["strategy"], k["keys"], k["memory_bytes"] / 1e9, k["wire_bytes"] / 1e9, k["key_switches"], k["rotation_s"]] for k in fhe["keysets"]])
+        rep.chart(scatter_chart({k["strategy"].replace("_", "-"): [(k["memory_bytes"] / 1e9, k["rotation_s"])] for k in fhe["keysets"]},
+                                xlabel="rotation-key memory on the server (GB)", ylabel="predicted rotation time (s)", title="Rotation keysets: memory against latency"),
+                  "Power-of-two keys are few but compose most rotations from several key switches; all-required keys rotate in one switch "
+                  "but hold every step at the top level; level-aware keys (004) hold each step only up to the level it is used at.")
+        rep.table(["quantity", "004", "ours", "ratio"], [[r["quantity"], r["paper"], r["ours"], r["ratio"]] for r in fhe["comparison_004"]],
+                  caption="Next to 004's Tables 3-4 (their HEaAN network and parameters; ours: Lycaon's model of the same network)")
+    if result.get("comparison"):
+        rep.heading("Hybrid against FHE")
+        rep.paragraph("The hybrid mode talks more (a round trip per layer and the two-party protocols' traffic) but computes on small parameters "
+                      "without bootstrapping; the FHE mode sends one ciphertext each way and its keys once, and pays in bootstrapping, large "
+                      "parameters and key memory (000 Sec. 3).")
+        rep.table(["quantity", "hybrid", "fhe"], [[r["quantity"], r["hybrid"], r["fhe"]] for r in result["comparison"]])
     rep.write(path)
 
 

@@ -263,7 +263,10 @@ fn check_layer(layer: &LayerRequest) -> Result<(), PlanError> {
 /// parallel after the costs of every parameter shape involved are calibrated.
 pub fn design_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions, exhaustive: bool) -> Result<Vec<DesignPoint>, PlanError> {
     check_layer(layer)?;
-    let points = search_points(layer, options, exhaustive)?;
+    // A set whose primes do not exist (no t = 1 mod 2n of exactly t_bits bits, for instance) is
+    // left out of the space; everything else is calibrated before the parallel pricing.
+    let mut points = search_points(layer, options, exhaustive)?;
+    points.retain(|(_, set)| set.parameters().is_ok());
     for (_, set) in &points {
         costs.calibrate(&set.parameters()?)?;
     }
@@ -307,7 +310,8 @@ fn cheapest<'a>(points: impl Iterator<Item = &'a DesignPoint>) -> Option<&'a Des
     points.min_by(|a, b| a.predicted_s.total_cmp(&b.predicted_s))
 }
 
-/// Tunes every layer; `keep_design_space` keeps all feasible points in the plan (for reports).
+/// Tunes every layer. With `keep_design_space`, the costliest layer of the plan also carries its
+/// exhaustive design space (every parameter set, feasible or not) for the report's scatter.
 pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOptions, keep_design_space: bool) -> Result<HybridPlan, PlanError> {
     if layers.is_empty() {
         return Err(PlanError::Invalid("the model has no linear layer to plan".into()));
@@ -317,7 +321,7 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
     let key = |l: &LayerRequest| format!("{:?}/{}/{}", l.shape, l.weight_bits, l.t_bits);
     for layer in layers {
         if !spaces.contains_key(&key(layer)) {
-            let feasible: Vec<DesignPoint> = design_space(layer, costs, options, keep_design_space)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
+            let feasible: Vec<DesignPoint> = design_space(layer, costs, options, false)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
             if feasible.is_empty() {
                 return Err(PlanError::Infeasible(format!(
                     "layer '{}': no algorithm and 128-bit parameter set keeps {:.0} bits of noise budget (t needs {} bits); lower the plaintext bits or the reserve",
@@ -358,8 +362,14 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
             t_bits: layer.t_bits,
             chosen,
             single_set_point,
-            design_space: if keep_design_space { space.clone() } else { Vec::new() },
+            design_space: Vec::new(),
         });
+    }
+    if keep_design_space {
+        if let Some(costliest) = planned.iter_mut().max_by(|a, b| a.chosen.predicted_s.total_cmp(&b.chosen.predicted_s)) {
+            let request = LayerRequest { name: costliest.name.clone(), shape: costliest.shape, weight_bits: costliest.weight_bits, t_bits: costliest.t_bits };
+            costliest.design_space = design_space(&request, costs, options, true)?;
+        }
     }
     let predicted_s: f64 = planned.iter().map(|l| l.chosen.predicted_s).sum();
     let (single_set, single_s) = match &single_best {

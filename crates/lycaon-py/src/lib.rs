@@ -1089,5 +1089,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::dse_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::arch_toml, m)?)?;
     m.add_function(wrap_pyfunction!(planner::plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(planner::keyset_json, m)?)?;
     Ok(())
 }

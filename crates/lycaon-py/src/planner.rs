@@ -12,3 +12,11 @@ pub fn plan_json(py: Python<'_>, request: &str) -> PyResult<String> {
     let request = request.to_owned();
     py.detach(move || lycaon_plan::hybrid::plan_json(&request)).map_err(|e| LycaonError::new_err(e.to_string()))
 }
+
+/// The rotation-keyset planner (power-of-two, all-required and level-aware keysets with their
+/// exact key bytes and predicted rotation latency; see `lycaon_plan::keyset::keyset_json`).
+#[pyfunction]
+pub fn keyset_json(py: Python<'_>, request: &str) -> PyResult<String> {
+    let request = request.to_owned();
+    py.detach(move || lycaon_plan::keyset::keyset_json(&request)).map_err(|e| LycaonError::new_err(e.to_string()))
+}
