@@ -62,18 +62,44 @@ pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<
     Ok(Poly::from_kernel_output(&ctx.q, data))
 }
 
+/// Which limb of a key up to level `key_level` (over Q_key_level P) holds limb i of Q_l P.
+fn key_limbs(params: &Parameters, level: usize, key_level: usize) -> Vec<usize> {
+    let alpha = params.special_prime_count();
+    (0..=level).chain(key_level + 1..key_level + 1 + alpha).collect()
+}
+
+/// Errors unless a key up to `key_level` serves a ciphertext at `level`.
+pub(crate) fn check_key_level(key: &KeySwitchKey, level: usize, galois_element: Option<u64>) -> Result<(), RlweError> {
+    if level > key.level {
+        return Err(RlweError::KeyLevelTooLow { galois_element, key_level: key.level, ciphertext_level: level });
+    }
+    Ok(())
+}
+
 /// Inner product of decomposed digits with a key, then ModDown: returns (k_0, k_1) over Q_l with
-/// k_0 + k_1 s = c s' + (small noise).
+/// k_0 + k_1 s = c s' + (small noise). The key must reach the decomposition's level l (a key up to
+/// level k >= l is read limb by limb: the first l + 1 limbs and its special primes).
+///
+/// Errors: [`RlweError::ParamsMismatch`], [`RlweError::KeyLevelTooLow`] when l exceeds the key's
+/// level, [`RlweError::Malformed`] for a key with too few digits.
 pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }
+    check_key_level(key, dec.level, None)?;
     let ctx = params.level(dec.level)?;
     let keys: Vec<&[Poly<Ntt>]> = key.digits.iter().take(dec.digits.len()).map(|d| d.as_slice()).collect();
     if keys.len() != dec.digits.len() {
         return Err(RlweError::Malformed { what: "key has fewer digits than the parameters require".into() });
     }
-    let mut out = params.backend().inner_product(&dec.digits, &keys, &ctx.key_limbs, 2)?.into_iter();
+    let own_limbs;
+    let limbs: &[usize] = if key.level == params.max_level() {
+        &ctx.key_limbs
+    } else {
+        own_limbs = key_limbs(params, dec.level, key.level);
+        &own_limbs
+    };
+    let mut out = params.backend().inner_product(&dec.digits, &keys, limbs, 2)?.into_iter();
     let (k0, k1) = (out.next(), out.next());
     match (k0, k1) {
         (Some(k0), Some(k1)) => Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?]),
@@ -107,7 +133,11 @@ pub(crate) fn relinearize_with(ct: &Ciphertext, k0: Poly<Ntt>, k1: Poly<Ntt>) ->
     Ok(Ciphertext { params_id: ct.params_id, parts: vec![c0, c1] })
 }
 
-/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting). With the Galois
+/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting).
+///
+/// Errors: [`RlweError::ParamsMismatch`], [`RlweError::WrongSize`] unless two parts,
+/// [`RlweError::MissingGaloisKey`], [`RlweError::KeyLevelTooLow`] when a key stops below the
+/// ciphertext's level. With the Galois
 /// key of g switching s to s(X^(g^-1)), each step is an inner product on the shared digits, a
 /// ModDown, and one permutation of the two result polynomials.
 pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elements: &[u64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>, RlweError> {
@@ -122,6 +152,7 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
         .iter()
         .map(|&g| {
             let key = keys.get(g).ok_or(RlweError::MissingGaloisKey { galois_element: g })?;
+            check_key_level(key, ct.level(), Some(g))?;
             Ok((key, Automorphism::new(g, params.n())?))
         })
         .collect::<Result<_, RlweError>>()?;
