@@ -51,7 +51,11 @@ impl Setup {
     }
 
     pub fn encrypt(&mut self, values: &[Complex64]) -> Ciphertext {
-        let level = self.ctx.max_level();
+        self.encrypt_at(values, self.ctx.max_level())
+    }
+
+    /// Encrypts at `level` with that level's canonical scale.
+    pub fn encrypt_at(&mut self, values: &[Complex64], level: usize) -> Ciphertext {
         let pt = self.encoder.encode(values, level, self.ctx.scale_at(level).unwrap()).unwrap();
         self.enc.encrypt(&self.pk, &pt).unwrap()
     }

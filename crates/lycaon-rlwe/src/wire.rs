@@ -41,6 +41,10 @@ pub enum ObjectKind {
     RelinKeyV2 = 11,
     GaloisKeysV2 = 12,
     KeySwitchKeyV2 = 13,
+    /// CKKS objects: the RLWE payload plus the scale and slot count.
+    CkksCiphertext = 20,
+    CkksSeededCiphertext = 21,
+    CkksPlaintext = 22,
 }
 
 impl TryFrom<u8> for ObjectKind {
@@ -61,6 +65,9 @@ impl TryFrom<u8> for ObjectKind {
             11 => RelinKeyV2,
             12 => GaloisKeysV2,
             13 => KeySwitchKeyV2,
+            20 => CkksCiphertext,
+            21 => CkksSeededCiphertext,
+            22 => CkksPlaintext,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -83,6 +90,9 @@ impl std::fmt::Display for ObjectKind {
             RelinKeyV2 => "relinearisation key (version 2)",
             GaloisKeysV2 => "Galois keys (version 2)",
             KeySwitchKeyV2 => "key-switching key (version 2)",
+            CkksCiphertext => "CKKS ciphertext",
+            CkksSeededCiphertext => "seeded CKKS ciphertext",
+            CkksPlaintext => "CKKS plaintext",
         })
     }
 }
