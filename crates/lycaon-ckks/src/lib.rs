@@ -45,6 +45,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod bootstrap;
 mod context;
 mod encoding;
 mod evaluator;
