@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use lycaon_math::{lazy_capacity, Ntt, Poly};
+use lycaon_math::{Ntt, Poly};
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -174,30 +174,21 @@ impl LinearTransform {
     }
 }
 
-/// sum_t pts[t] (.) cts[t] point-wise over one basis, accumulated in u128 and reduced once (or
-/// whenever the accumulator's capacity is reached).
-pub(crate) fn dot_lazy(cts: &[&Poly<Ntt>], pts: &[&Poly<Ntt>]) -> Poly<Ntt> {
-    let basis = cts[0].basis().clone();
+/// (sum_t pts[t] (.) c0[t], sum_t pts[t] (.) c1[t]) point-wise over one basis, in one blocked
+/// pass that reads each plaintext once (see [`crate::parallel::dot_blocked`]).
+pub(crate) fn dot_lazy(c0: &[&Poly<Ntt>], c1: &[&Poly<Ntt>], pts: &[&Poly<Ntt>]) -> [Poly<Ntt>; 2] {
+    let basis = c0[0].basis().clone();
     let n = basis.n();
-    let mut data = vec![0u64; basis.len() * n];
-    data.par_chunks_exact_mut(n).enumerate().for_each(|(i, out)| {
+    let mut d0 = vec![0u64; basis.len() * n];
+    let mut d1 = vec![0u64; basis.len() * n];
+    d0.par_chunks_exact_mut(n).zip(d1.par_chunks_exact_mut(n)).enumerate().for_each(|(i, (o0, o1))| {
         let q = basis.moduli()[i];
-        let cap = lazy_capacity(&q).saturating_sub(1).max(1);
-        let mut acc = vec![0u128; n];
-        let mut count = 0u64;
-        for (c, p) in cts.iter().zip(pts) {
-            if count == cap {
-                acc.iter_mut().for_each(|a| *a = q.reduce_u128(*a) as u128);
-                count = 0;
-            }
-            for ((a, &x), &y) in acc.iter_mut().zip(c.limb(i)).zip(p.limb(i)) {
-                *a += x as u128 * y as u128;
-            }
-            count += 1;
-        }
-        out.iter_mut().zip(&acc).for_each(|(o, &a)| *o = q.reduce_u128(a));
+        let x: Vec<&[u64]> = pts.iter().map(|p| p.limb(i)).collect();
+        let y0: Vec<&[u64]> = c0.iter().map(|p| p.limb(i)).collect();
+        let y1: Vec<&[u64]> = c1.iter().map(|p| p.limb(i)).collect();
+        crate::parallel::dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1]);
     });
-    Poly::from_kernel_output(&basis, data)
+    [Poly::from_kernel_output(&basis, d0), Poly::from_kernel_output(&basis, d1)]
 }
 
 impl Evaluator {
@@ -253,17 +244,18 @@ impl Evaluator {
         let partials = giants
             .par_iter()
             .map(|&(&g, terms)| -> Result<Ciphertext, CkksError> {
-                let pts: Vec<Poly<Ntt>> = match &prepared {
-                    Some(p) => terms.iter().map(|&(_, k)| p.get(&k).cloned().ok_or(CkksError::Internal("prepared diagonal"))).collect::<Result<_, _>>()?,
+                let encoded: Vec<Poly<Ntt>> = match &prepared {
+                    Some(_) => Vec::new(),
                     None => terms.iter().map(|&(_, k)| lt.encode_diagonal(&encoder, g, k, level, sigma)).collect::<Result<_, _>>()?,
                 };
-                let pt_refs: Vec<&Poly<Ntt>> = pts.iter().collect();
-                let mut parts = Vec::with_capacity(2);
-                for part in 0..2 {
-                    let cts: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[part]).collect();
-                    parts.push(dot_lazy(&cts, &pt_refs));
-                }
-                let inner = self.wrap(parts, ct.scale * sigma, ct.log_slots)?;
+                let pt_refs: Vec<&Poly<Ntt>> = match &prepared {
+                    Some(p) => terms.iter().map(|&(_, k)| p.get(&k).ok_or(CkksError::Internal("prepared diagonal"))).collect::<Result<_, _>>()?,
+                    None => encoded.iter().collect(),
+                };
+                let c0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[0]).collect();
+                let c1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[1]).collect();
+                let [p0, p1] = dot_lazy(&c0, &c1, &pt_refs);
+                let inner = self.wrap(vec![p0, p1], ct.scale * sigma, ct.log_slots)?;
                 if g == 0 { Ok(inner) } else { self.rotate(&inner, g as i64) }
             })
             .collect::<Result<Vec<_>, _>>()?;

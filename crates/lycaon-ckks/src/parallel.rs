@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use lycaon_backend::{Backend, CpuBackend};
-use lycaon_math::{mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly};
+use lycaon_math::{lazy_capacity, Automorphism, BaseConverter, Coeff, MathError, Modulus, Ntt, Poly};
 use rayon::prelude::*;
 
 /// The multi-threaded CPU backend. Build parameters with
@@ -80,20 +80,64 @@ impl Backend for RayonBackend {
                 }
             }
         }
-        let mut result = Vec::with_capacity(outputs);
-        for o in 0..outputs {
-            let mut out = vec![0u64; basis.len() * n];
-            out.par_chunks_exact_mut(n).enumerate().for_each(|(i, limb)| {
+        let key_rows: Vec<Vec<&Poly<Ntt>>> = (0..outputs).map(|o| keys.iter().map(|k| &k[o]).collect()).collect();
+        let mut result: Vec<Vec<u64>> = (0..outputs).map(|_| vec![0u64; basis.len() * n]).collect();
+        if outputs == 2 {
+            let (first, second) = result.split_at_mut(1);
+            first[0].par_chunks_exact_mut(n).zip(second[0].par_chunks_exact_mut(n)).enumerate().for_each(|(i, (o0, o1))| {
                 let q = basis.moduli()[i];
-                let mut acc = vec![0u128; n];
-                for (d, k) in digits.iter().zip(keys) {
-                    mul_accumulate_lazy(&mut acc, d.limb(i), k[o].limb(key_limbs[i]));
-                }
-                reduce_lazy(&acc, limb, &q);
+                let x: Vec<&[u64]> = digits.iter().map(|d| d.limb(i)).collect();
+                let y0: Vec<&[u64]> = key_rows[0].iter().map(|k| k.limb(key_limbs[i])).collect();
+                let y1: Vec<&[u64]> = key_rows[1].iter().map(|k| k.limb(key_limbs[i])).collect();
+                dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1]);
             });
-            result.push(Poly::from_kernel_output(&basis, out));
+        } else {
+            for (o, out) in result.iter_mut().enumerate() {
+                out.par_chunks_exact_mut(n).enumerate().for_each(|(i, limb)| {
+                    let q = basis.moduli()[i];
+                    let x: Vec<&[u64]> = digits.iter().map(|d| d.limb(i)).collect();
+                    let y: Vec<&[u64]> = key_rows[o].iter().map(|k| k.limb(key_limbs[i])).collect();
+                    dot_blocked(&q, &x, &[&y], &mut [limb]);
+                });
+            }
         }
+        let result = result.into_iter().map(|d| Poly::from_kernel_output(&basis, d)).collect();
         Ok(result)
+    }
+}
+
+/// Coefficients per block of the blocked dot products: two u128 accumulators of this size stay in
+/// L1, and every input is streamed once.
+const BLOCK: usize = 512;
+
+/// outs[o][k] = sum_j xs[j][k] ys[o][j][k] mod q, accumulated in u128 per block of coefficients
+/// (reducing early only if the sum could overflow) and reduced once: the same values as a
+/// term-by-term modular sum.
+pub(crate) fn dot_blocked(q: &Modulus, xs: &[&[u64]], ys: &[&[&[u64]]], outs: &mut [&mut [u64]]) {
+    let n = outs.first().map_or(0, |o| o.len());
+    let cap = lazy_capacity(q).saturating_sub(1).max(1) as usize;
+    let mut acc = vec![[0u128; BLOCK]; outs.len()];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BLOCK).min(n);
+        let len = end - start;
+        acc.iter_mut().for_each(|a| a[..len].iter_mut().for_each(|v| *v = 0));
+        for (j, x) in xs.iter().enumerate() {
+            if j > 0 && j % cap == 0 {
+                acc.iter_mut().for_each(|a| a[..len].iter_mut().for_each(|v| *v = q.reduce_u128(*v) as u128));
+            }
+            let x = &x[start..end];
+            for (a, y) in acc.iter_mut().zip(ys) {
+                let y = &y[j][start..end];
+                for ((s, &u), &v) in a[..len].iter_mut().zip(x).zip(y) {
+                    *s += u as u128 * v as u128;
+                }
+            }
+        }
+        for (a, out) in acc.iter().zip(outs.iter_mut()) {
+            out[start..end].iter_mut().zip(&a[..len]).for_each(|(o, &v)| *o = q.reduce_u128(v));
+        }
+        start = end;
     }
 }
 
