@@ -38,6 +38,39 @@ impl SecretKey {
         Self::from_coeffs(params, coeffs)
     }
 
+    /// Samples a ternary secret with exactly `hamming_weight` non-zero coefficients (uniform
+    /// positions, uniform signs). Sparse secrets weaken RLWE: the HE standard's table does not
+    /// cover them, so use one only where the modulus is far below that table's bound (the
+    /// ephemeral secret of sparse-secret encapsulation in CKKS bootstrapping) or in tests.
+    /// Errors: `InvalidParameters` when the weight exceeds n.
+    pub fn generate_sparse(params: &Arc<Parameters>, hamming_weight: usize, sampler: &mut Sampler) -> Result<Self, RlweError> {
+        let n = params.n();
+        if hamming_weight > n {
+            return Err(RlweError::InvalidParameters { reason: format!("Hamming weight {hamming_weight} exceeds n = {n}") });
+        }
+        // Partial Fisher-Yates over the positions, unbiased by rejection.
+        let mut positions: Vec<usize> = (0..n).collect();
+        let mut coeffs = vec![0i64; n];
+        for i in 0..hamming_weight {
+            let range = (n - i) as u64;
+            let limit = u64::MAX - u64::MAX % range;
+            let j = loop {
+                let x = sampler.next_u64();
+                if x < limit {
+                    break i + (x % range) as usize;
+                }
+            };
+            positions.swap(i, j);
+            coeffs[positions[i]] = if sampler.next_u64() & 1 == 1 { 1 } else { -1 };
+        }
+        Self::from_coeffs(params, coeffs)
+    }
+
+    /// Number of non-zero coefficients of s.
+    pub fn hamming_weight(&self) -> usize {
+        self.coeffs.iter().filter(|&&c| c != 0).count()
+    }
+
     pub(crate) fn from_coeffs(params: &Arc<Parameters>, coeffs: Vec<i64>) -> Result<Self, RlweError> {
         if coeffs.len() != params.n() || coeffs.iter().any(|c| !(-1..=1).contains(c)) {
             return Err(RlweError::Malformed { what: "secret key coefficients must be n values in {-1, 0, 1}".into() });
