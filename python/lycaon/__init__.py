@@ -1,7 +1,9 @@
 """Lycaon: homomorphic encryption for private inference.
 
-This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) over Lycaon's
-RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
+This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) and the CKKS
+scheme (approximate arithmetic on real and complex vectors: ``CkksParameters``, ``CkksEncoder``,
+``CkksEvaluator`` with rescaling, rotations, linear transforms and Chebyshev polynomials) over
+Lycaon's RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
 server-side ``Evaluator`` never does.
 """
 
@@ -9,6 +11,22 @@ from ._native import (
     BatchEncoder,
     BfvParameters,
     Ciphertext,
+    CkksCiphertext,
+    CkksDecryptor,
+    CkksEncoder,
+    CkksEncryptor,
+    CkksEvaluationKeys,
+    CkksEvaluator,
+    CkksGaloisKeys,
+    CkksKeyGenerator,
+    CkksParameters,
+    CkksPlaintext,
+    CkksPublicKey,
+    CkksRelinKey,
+    CkksSecretKey,
+    CkksSeededCiphertext,
+    chebyshev_coefficients,
+    precision_stats,
     CoeffEncoder,
     Decryptor,
     Encryptor,
@@ -41,6 +59,22 @@ __all__ = [
     "BatchEncoder",
     "BfvParameters",
     "Ciphertext",
+    "CkksCiphertext",
+    "CkksDecryptor",
+    "CkksEncoder",
+    "CkksEncryptor",
+    "CkksEvaluationKeys",
+    "CkksEvaluator",
+    "CkksGaloisKeys",
+    "CkksKeyGenerator",
+    "CkksParameters",
+    "CkksPlaintext",
+    "CkksPublicKey",
+    "CkksRelinKey",
+    "CkksSecretKey",
+    "CkksSeededCiphertext",
+    "chebyshev_coefficients",
+    "precision_stats",
     "CoeffEncoder",
     "Decryptor",
     "Encryptor",

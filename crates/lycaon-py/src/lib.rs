@@ -8,6 +8,7 @@
 // workspace-wide `unsafe_code = "deny"` lint would reject. No hand-written unsafe code lives here.
 #![allow(unsafe_code)]
 
+mod ckks;
 mod mpc;
 
 use std::borrow::Cow;
@@ -1081,5 +1082,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
+    ckks::register(m)?;
     Ok(())
 }
