@@ -26,10 +26,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ct = Encryptor::new(&ctx)?.encrypt(&pk, &Encoder::new(&ctx).encode_real(&v, top, ctx.scale_at(top)?)?)?;
     let sigma = eval.linear_transform_scale(&ct, ctx.scale_at(top - 1)?)?;
     lt.prepare(&ctx, top, sigma)?;
-    for _ in 0..10 {
+    let single = lt.clone().with_double_hoisting(false);
+    single.prepare(&ctx, top, sigma)?;
+    for _ in 0..3 {
         let t = Instant::now();
         eval.linear_transform(&ct, &lt)?;
-        println!("transform: {:?}", t.elapsed());
+        let double = t.elapsed();
+        let t = Instant::now();
+        eval.linear_transform(&ct, &single)?;
+        println!("transform: double hoisting {double:?}, single hoisting {:?}", t.elapsed());
     }
     Ok(())
 }

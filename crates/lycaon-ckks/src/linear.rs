@@ -26,12 +26,13 @@ pub struct LinearTransform {
     slots: usize,
     diagonals: BTreeMap<usize, Vec<Complex64>>,
     baby: usize,
-    prepared: Mutex<HashMap<(usize, u64), Prepared>>,
+    double_hoisting: bool,
+    prepared: Mutex<HashMap<(usize, u64, bool), Prepared>>,
 }
 
 impl Clone for LinearTransform {
     fn clone(&self) -> Self {
-        Self { slots: self.slots, diagonals: self.diagonals.clone(), baby: self.baby, prepared: Mutex::new(HashMap::new()) }
+        Self { slots: self.slots, diagonals: self.diagonals.clone(), baby: self.baby, double_hoisting: self.double_hoisting, prepared: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -85,7 +86,7 @@ impl LinearTransform {
         }
         let indices: Vec<usize> = map.keys().copied().collect();
         let baby = bsgs_split(&indices, slots);
-        Ok(Self { slots, diagonals: map, baby, prepared: Mutex::new(HashMap::new()) })
+        Ok(Self { slots, diagonals: map, baby, double_hoisting: true, prepared: Mutex::new(HashMap::new()) })
     }
 
     /// A transform from a dense s x s matrix (rows), keeping only non-zero diagonals.
@@ -109,6 +110,18 @@ impl LinearTransform {
         self.baby = n1;
         self.prepared = Mutex::new(HashMap::new());
         Ok(self)
+    }
+
+    /// Chooses double hoisting (the default: baby-step rotations and giant-step sums kept in
+    /// the extended basis Q_l P, one ModDown per giant step plus two at the end, diagonals
+    /// encoded over Q_l P) or single hoisting (every rotation moded down; diagonals over Q_l).
+    pub fn with_double_hoisting(mut self, on: bool) -> Self {
+        self.double_hoisting = on;
+        self
+    }
+
+    pub fn double_hoisting(&self) -> bool {
+        self.double_hoisting
     }
 
     pub fn slots(&self) -> usize {
@@ -152,7 +165,8 @@ impl LinearTransform {
     }
 
     fn encode_diagonal(&self, encoder: &Encoder, giant: usize, k: usize, level: usize, scale: f64) -> Result<Poly<Ntt>, CkksError> {
-        let basis = encoder.context().params.q_at(level)?.clone();
+        let params = &encoder.context().params;
+        let basis = if self.double_hoisting { lycaon_rlwe::hoisting::qp_at(params, level)?.clone() } else { params.q_at(level)?.clone() };
         encoder.encode_poly(&rotate_vec(&self.diagonals[&k], -(giant as i64)), self.slots, scale, &basis)
     }
 
@@ -164,13 +178,13 @@ impl LinearTransform {
         let items: Vec<(usize, usize)> = plan.iter().flat_map(|(&g, t)| t.iter().map(move |&(_, k)| (g, k))).collect();
         let encoded = items.par_iter().map(|&(g, k)| Ok((k, self.encode_diagonal(&encoder, g, k, level, scale)?))).collect::<Result<HashMap<_, _>, CkksError>>()?;
         if let Ok(mut m) = self.prepared.lock() {
-            m.insert((level, scale.to_bits()), Arc::new(encoded));
+            m.insert((level, scale.to_bits(), self.double_hoisting), Arc::new(encoded));
         }
         Ok(())
     }
 
     fn prepared_for(&self, level: usize, scale: f64) -> Option<Prepared> {
-        self.prepared.lock().ok().and_then(|m| m.get(&(level, scale.to_bits())).cloned())
+        self.prepared.lock().ok().and_then(|m| m.get(&(level, scale.to_bits(), self.double_hoisting)).cloned())
     }
 }
 
@@ -236,6 +250,9 @@ impl Evaluator {
                 }
             }
         }
+        if lt.double_hoisting && self.params().p().is_some() {
+            return self.linear_transform_double_hoisted(ct, lt, target, sigma, &plan, &babies);
+        }
         let rotated = self.rotate_hoisted(ct, &babies.iter().map(|&b| b as i64).collect::<Vec<_>>())?;
         let index: HashMap<usize, usize> = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
         let prepared = lt.prepared_for(level, sigma);
@@ -267,6 +284,90 @@ impl Evaluator {
             }
         }
         let mut out = self.rescale(&acc)?;
+        out.scale = target;
+        Ok(out)
+    }
+
+    /// Double hoisting: baby-step rotations as lazy key switches kept over Q_l P (c_0 lifted to
+    /// P c_0), inner sums over Q_l P, one ModDown of each inner sum's c_1 to decompose it for the
+    /// giant step, giant-step results accumulated over Q_l P, and two ModDowns at the end.
+    fn linear_transform_double_hoisted(
+        &self,
+        ct: &Ciphertext,
+        lt: &LinearTransform,
+        target: f64,
+        sigma: f64,
+        plan: &BTreeMap<usize, Vec<(usize, usize)>>,
+        babies: &[usize],
+    ) -> Result<Ciphertext, CkksError> {
+        use lycaon_rlwe::{hoisting, keyswitch};
+        let params = self.params().clone();
+        let backend = params.backend().clone();
+        let level = ct.level();
+        let n = self.context().n();
+        let (c0, c1) = (&ct.inner.parts()[0], &ct.inner.parts()[1]);
+        let p_c0 = hoisting::lift_times_p(&params, c0)?;
+        let non_zero: Vec<usize> = babies.iter().copied().filter(|&b| b != 0).collect();
+        let dec = if non_zero.is_empty() { None } else { Some(keyswitch::decompose(&params, &backend.intt(c1.clone()), c1)?) };
+        let gk = if non_zero.is_empty() && plan.keys().all(|&g| g == 0) { None } else { Some(self.galois_keys(|| "linear transform".into())?) };
+        let key_for = |step: usize| -> Result<(&lycaon_rlwe::KeySwitchKey, Arc<lycaon_math::Automorphism>), CkksError> {
+            let g = crate::rotation_galois_element(step as i64, n);
+            let key = gk.and_then(|k| k.get(g)).ok_or_else(|| CkksError::MissingRotationKey { what: format!("rotation by {step} (linear transform)"), galois_element: g })?;
+            Ok((key, self.context().automorphism(g)?))
+        };
+        // Baby steps over Q_l P: (sigma_i(P c_0 + u_0), sigma_i(u_1)); step 0 is (P c_0, P c_1).
+        let extended: Vec<[Poly<Ntt>; 2]> = babies
+            .par_iter()
+            .map(|&b| -> Result<[Poly<Ntt>; 2], CkksError> {
+                if b == 0 {
+                    return Ok([p_c0.clone(), hoisting::lift_times_p(&params, c1)?]);
+                }
+                let dec = dec.as_ref().ok_or(CkksError::Internal("decomposition"))?;
+                let (key, auto) = key_for(b)?;
+                let [mut u0, u1] = hoisting::key_switch_decomposed_lazy(&params, dec, key)?;
+                u0.add_assign(&p_c0)?;
+                Ok([backend.automorphism_ntt(&u0, &auto)?, backend.automorphism_ntt(&u1, &auto)?])
+            })
+            .collect::<Result<_, _>>()?;
+        let index: HashMap<usize, usize> = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
+        let prepared = lt.prepared_for(level, sigma);
+        let encoder = Encoder::new(self.context());
+        let giants: Vec<(&usize, &Vec<(usize, usize)>)> = plan.iter().collect();
+        let partials = giants
+            .par_iter()
+            .map(|&(&g, terms)| -> Result<[Poly<Ntt>; 2], CkksError> {
+                let encoded: Vec<Poly<Ntt>> = match &prepared {
+                    Some(_) => Vec::new(),
+                    None => terms.iter().map(|&(_, k)| lt.encode_diagonal(&encoder, g, k, level, sigma)).collect::<Result<_, _>>()?,
+                };
+                let pt_refs: Vec<&Poly<Ntt>> = match &prepared {
+                    Some(p) => terms.iter().map(|&(_, k)| p.get(&k).ok_or(CkksError::Internal("prepared diagonal"))).collect::<Result<_, _>>()?,
+                    None => encoded.iter().collect(),
+                };
+                let e0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &extended[index[&b]][0]).collect();
+                let e1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &extended[index[&b]][1]).collect();
+                let [i0, i1] = dot_lazy(&e0, &e1, &pt_refs);
+                if g == 0 {
+                    return Ok([i0, i1]);
+                }
+                // Giant step: ModDown c_1 of the inner sum, decompose it, switch lazily; c_0 stays P-lifted.
+                let a1 = keyswitch::mod_down(&params, i1, level)?;
+                let dec = keyswitch::decompose(&params, &backend.intt(a1.clone()), &a1)?;
+                let (key, auto) = key_for(g)?;
+                let [mut w0, w1] = hoisting::key_switch_decomposed_lazy(&params, &dec, key)?;
+                w0.add_assign(&i0)?;
+                Ok([backend.automorphism_ntt(&w0, &auto)?, backend.automorphism_ntt(&w1, &auto)?])
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut iter = partials.into_iter();
+        let [mut acc0, mut acc1] = iter.next().ok_or(CkksError::Internal("no giant step"))?;
+        for [p0, p1] in iter {
+            acc0.add_assign(&p0)?;
+            acc1.add_assign(&p1)?;
+        }
+        let parts = vec![keyswitch::mod_down(&params, acc0, level)?, keyswitch::mod_down(&params, acc1, level)?];
+        let inner = self.wrap(parts, ct.scale * sigma, ct.log_slots)?;
+        let mut out = self.rescale(&inner)?;
         out.scale = target;
         Ok(out)
     }

@@ -42,6 +42,12 @@ fn dense_linear_transform_matches_matrix_vector_product() {
     let _ = s.eval.rotate(&ct, 16).unwrap();
     println!("one rotation: {:?}", t.elapsed());
     report("prepared linear transform", precision_stats_complex(&want, &s.decrypt(&again)), 12.0);
+    // Single hoisting (every rotation moded down) agrees to the same precision.
+    let single = lt.clone().with_double_hoisting(false);
+    let t = std::time::Instant::now();
+    let out1 = s.eval.linear_transform(&ct, &single).unwrap();
+    println!("single-hoisted: {:?}", t.elapsed());
+    report("single-hoisted linear transform", precision_stats_complex(&want, &s.decrypt(&out1)), 12.0);
 }
 
 #[test]
@@ -57,6 +63,8 @@ fn sparse_diagonals_at_full_slots() {
     let want = lt.apply_plain(&v);
     let out = s.eval.linear_transform(&ct, &lt).unwrap();
     report("banded transform (8192 slots, 8 diagonals)", precision_stats_complex(&want, &s.decrypt(&out)), 16.0);
+    let out1 = s.eval.linear_transform(&ct, &lt.clone().with_double_hoisting(false)).unwrap();
+    report("banded transform, single hoisting", precision_stats_complex(&want, &s.decrypt(&out1)), 16.0);
     // Missing keys are named before any work.
     let bare = setup14(&[1]);
     let ct2 = {

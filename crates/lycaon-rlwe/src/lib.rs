@@ -3,6 +3,7 @@
 
 mod ciphertext;
 mod encryption;
+pub mod hoisting;
 mod keys;
 mod keyset;
 pub mod keyswitch;
