@@ -202,6 +202,21 @@ impl KeySwitchKey {
         Ok(Self { params_id: *params.id(), level, full: level == params.max_level(), digits, seed: Some(seed) })
     }
 
+    /// A key up to `level` that switches a ciphertext component from secret `from` to secret `to`
+    /// (both under the same parameters): digit j encrypts P [Q/Q_j]^{-1} (Q/Q_j) `from` under
+    /// `to`, so its security is that of RLWE under `to` with modulus Q_level P. Used for
+    /// sparse-secret encapsulation in CKKS bootstrapping (a dense-to-sparse key at level 0 and a
+    /// sparse-to-dense key at the top). Errors: [`RlweError::ParamsMismatch`],
+    /// [`RlweError::LevelOutOfRange`], [`RlweError::NoSpecialPrimes`].
+    pub fn generate_switch(from: &SecretKey, to: &SecretKey, level: usize, sampler: &mut Sampler) -> Result<Self, RlweError> {
+        if from.params.id() != to.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "source secret of the key switch" });
+        }
+        let q = to.params.q_at(level)?.clone();
+        let source = from.ntt_on(&q)?;
+        Self::generate_to(to, &to.ntt, &source, level, sampler)
+    }
+
     pub fn params_id(&self) -> &ParamsId {
         &self.params_id
     }

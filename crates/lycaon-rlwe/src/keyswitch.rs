@@ -173,3 +173,17 @@ pub fn automorphism(params: &Parameters, ct: &Ciphertext, galois_element: u64, k
     let mut v = automorphisms_hoisted(params, ct, &[galois_element], keys)?;
     v.pop().ok_or(RlweError::Malformed { what: "no result".into() })
 }
+
+/// Switches a two-part ciphertext (c_0, c_1) from the key's source secret to its target:
+/// (c_0 + k_0, k_1) with k_0 + k_1 s_to = c_1 s_from + (small noise). The key must reach the
+/// ciphertext's level. Errors: as [`key_switch_decomposed`], and [`RlweError::WrongSize`] unless
+/// two parts.
+pub fn switch_key(params: &Parameters, ct: &Ciphertext, key: &KeySwitchKey) -> Result<Ciphertext, RlweError> {
+    ct.check_params(params)?;
+    if ct.len() != 2 {
+        return Err(RlweError::WrongSize { expected: 2, found: ct.len() });
+    }
+    let [mut k0, k1] = key_switch(params, &ct.parts[1], key)?;
+    k0.add_assign(&ct.parts[0])?;
+    Ok(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] })
+}

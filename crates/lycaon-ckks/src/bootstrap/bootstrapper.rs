@@ -1,21 +1,36 @@
-//! The bootstrapping circuit on the crate's [`Evaluator`]: ModRaise, (for sparse slots) the
-//! trace that projects the raised phase onto the slot subring, CoeffsToSlots as grouped
-//! diagonal factors, the split into real and imaginary parts by conjugation, EvalMod on each
-//! (Chebyshev cosine and double angles), recombination, and SlotsToCoeffs landing on the
-//! canonical scale of the top residual level.
+//! The bootstrapping circuit on the crate's [`Evaluator`]: ModRaise (encapsulated in a sparse
+//! secret, see [`super`]), for sparse slots the trace that projects the raised phase onto the
+//! slot subring, CoeffsToSlots as grouped diagonal factors, the split into real and imaginary
+//! parts by conjugation, EvalMod on each (Chebyshev cosine and double angles), recombination,
+//! and SlotsToCoeffs landing on the canonical scale of the top residual level.
 //!
 //! Levels, top down (L the top level, R the top residual level): CoeffsToSlots L .. L - c + 1,
 //! EvalMod the next `evalmod.depth()` levels, SlotsToCoeffs the next s levels, output at R.
-//! Every rotation key is generated only up to the level where it is used ([`BootstrapKeys`]).
+//! Every rotation key is generated only up to the level where it is used.
+//!
+//! Precision of the transforms. A factor's diagonals are encoded as integer polynomials of size
+//! about sigma |d| (sigma the plaintext scale, |d| the entries), and rounding them adds an error
+//! of about sqrt(n / 12) / (sigma |d|) relative to the factor's output. CoeffsToSlots must keep
+//! about 38 bits of relative precision at logN = 16 (the message sits 2^-16 q_0 under q_0 I
+//! with |I| up to 16, and coefficient errors grow by sqrt(n) on the way back to slots), so the
+//! constant of each transform (1 / (2 B s trace) for CoeffsToSlots, 2^ratio / 2pi for
+//! SlotsToCoeffs) is spread over its factors such that every factor's encoded diagonals have
+//! the same integer size ([`spread_constant`]). Folding it all into the first factor, as an
+//! earlier version did, left that factor's diagonals at 2^-20 at a plaintext scale of 2^52:
+//! 2^32-sized integers, a 2^-26 relative error, and 9.8 bits at logN = 16.
+//!
+//! The diagonals are encoded once per (level, plaintext scale), on first use, and kept in the
+//! transforms (about 2.2 GB at logN = 16); later bootstraps only multiply.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use lycaon_math::{Coeff, Poly, Sampler};
-use lycaon_rlwe::{GaloisKeys, ParametersLiteral, RelinKey, SecretKey};
+use lycaon_rlwe::{keyswitch, GaloisKeys, KeySwitchKey, ParametersLiteral, RelinKey, SecretKey};
 use num_complex::Complex64;
 
 use super::dft::{coeffs_to_slots_factors, slots_to_coeffs_factors, DiagonalMatrix};
-use super::evalmod::{EvalMod, EvalModParams};
+use super::evalmod::{chebyshev_evaluate, EvalMod, EvalModParams};
 use crate::{conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform};
 
 /// The shape of a bootstrappable parameter set and of its circuit.
@@ -35,15 +50,19 @@ pub struct BootstrapParams {
     pub cts_levels: usize,
     pub cts_bits: u32,
     pub p_bits: Vec<u32>,
+    /// Hamming weight h of the ephemeral sparse secret of sparse-secret encapsulation, or `None`
+    /// to ModRaise under the scheme's own secret (only sound when that secret is itself sparse
+    /// enough for `evalmod.k`, as in tests).
+    pub encapsulation_weight: Option<usize>,
 }
 
 impl BootstrapParams {
     /// logN = 16, full slots (2^15), 10 residual levels at scale 2^40 over a 60-bit q_0 (Orion's
     /// residual shape), SlotsToCoeffs in 3 levels of 45 bits, EvalMod in 9 levels of 60 bits,
     /// CoeffsToSlots in 4 levels of 56 bits, P = 5 primes of 61 bits: log QP = 1664 <= 1772,
-    /// 128-bit secure for a uniform ternary secret by the HE standard. EvalMod's K = 16 assumes
-    /// the phase is under a secret of Hamming weight <= 32 (sparse-secret encapsulation, see the
-    /// module documentation of [`super`]).
+    /// 128-bit secure for a uniform ternary secret by the HE standard. EvalMod's K = 16 holds
+    /// because ModRaise happens under an ephemeral secret of Hamming weight 32 (sparse-secret
+    /// encapsulation, see the module documentation of [`super`]).
     pub fn logn16_full_slots() -> Self {
         Self {
             log_n: 16,
@@ -58,6 +77,7 @@ impl BootstrapParams {
             cts_levels: 4,
             cts_bits: 56,
             p_bits: vec![61; 5],
+            encapsulation_weight: Some(32),
         }
     }
 
@@ -132,6 +152,50 @@ pub struct BootstrapRotations {
     pub relin_level: usize,
 }
 
+/// The two keys of sparse-secret encapsulation (public material).
+#[derive(Clone, Debug)]
+pub struct EncapsulationKeys {
+    /// From the dense secret s to the ephemeral sparse s', for level 0 only (Q_0 P): RLWE under
+    /// s' with a 365-bit modulus at logN = 16.
+    pub dense_to_sparse: Arc<KeySwitchKey>,
+    /// From s' back to s at the top level (RLWE under the dense s, as every other key).
+    pub sparse_to_dense: Arc<KeySwitchKey>,
+}
+
+impl EncapsulationKeys {
+    pub fn memory_bytes(&self) -> usize {
+        self.dense_to_sparse.memory_bytes() + self.sparse_to_dense.memory_bytes()
+    }
+
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        self.dense_to_sparse.serialized_len(seeded) + self.sparse_to_dense.serialized_len(seeded)
+    }
+}
+
+/// Every key bootstrapping needs: the evaluation keys (for the [`Evaluator`]) and the
+/// encapsulation keys (for [`Bootstrapper::with_encapsulation_keys`]).
+#[derive(Clone, Debug)]
+pub struct BootstrapKeys {
+    pub evaluation: EvaluationKeys,
+    pub encapsulation: Option<EncapsulationKeys>,
+}
+
+impl BootstrapKeys {
+    /// Bytes of all keys in memory (8 bytes per residue).
+    pub fn memory_bytes(&self) -> usize {
+        let g = self.evaluation.galois.as_ref().map_or(0, |g| g.memory_bytes());
+        let r = self.evaluation.relin.as_ref().map_or(0, |r| r.key().memory_bytes());
+        g + r + self.encapsulation.as_ref().map_or(0, EncapsulationKeys::memory_bytes)
+    }
+
+    /// Bytes of all keys serialised one by one (seeded: uniform halves as 32-byte seeds).
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        let g = self.evaluation.galois.as_ref().map_or(0, |g| g.serialized_len(seeded));
+        let r = self.evaluation.relin.as_ref().map_or(0, |r| r.serialized_len(seeded));
+        g + r + self.encapsulation.as_ref().map_or(0, |e| e.serialized_len(seeded))
+    }
+}
+
 /// The bootstrapping circuit for one context and shape.
 #[derive(Debug)]
 pub struct Bootstrapper {
@@ -141,10 +205,25 @@ pub struct Bootstrapper {
     stc: Vec<LinearTransform>,
     cosine: ChebyshevPoly,
     q0: f64,
+    /// The message scale of an input at the canonical scale of level 0.
+    canonical_message_scale: f64,
+    encapsulation: Option<EncapsulationKeys>,
+    /// (transform, level, plaintext scale bits) whose diagonals are already encoded.
+    prepared: Mutex<HashSet<(usize, usize, u64)>>,
 }
 
 fn to_transform(ctx: &CkksContext, m: DiagonalMatrix) -> Result<LinearTransform, CkksError> {
     LinearTransform::new(ctx, m.slots, m.diagonals.into_iter().map(|(k, d)| (k as i64, d)))
+}
+
+/// Per-factor constants whose product is `total`, chosen so that sigma_i c_i is the same for
+/// every factor (sigma_i its plaintext scale): c_i = total^(1/k) G / sigma_i with G the
+/// geometric mean of the sigma_i. The encoded diagonals then all have the same integer size,
+/// which maximises the smallest of them (the rounding of the smallest bounds the precision).
+pub fn spread_constant(total: f64, sigmas: &[f64]) -> Vec<f64> {
+    let k = sigmas.len() as f64;
+    let log_g = sigmas.iter().map(|s| s.ln()).sum::<f64>() / k;
+    sigmas.iter().map(|s| (total.ln() / k + log_g - s.ln()).exp()).collect()
 }
 
 impl Bootstrapper {
@@ -158,19 +237,67 @@ impl Bootstrapper {
         }
         let n = params.n();
         let slots = params.slots();
-        let q0 = ctx.prime_at(0)? as f64;
+        let top = params.top_level();
+        let prime = |l: usize| ctx.prime_at(l).map(|q| q as f64);
+        let q0 = prime(0)?;
         let b = params.evalmod.interval();
-        // CoeffsToSlots: (1/s) I_2 ... I_s, times 1/2 (the real part is ct + conj ct), 1/B (the
-        // cosine's interval), and 2s/n (the trace of a sparse message sums n/2s copies).
+        // CoeffsToSlots: I_2 ... I_s times 1/s, 1/2 (the real part is ct + conj ct), 1/B (the
+        // cosine's interval) and 2s/n (the trace of a sparse message sums n/2s copies). Factor
+        // i runs at level L - i, its input at scale q_0 (the first) or q_{L-i}, its output at
+        // q_{L-i-1}: sigma_i = q_{L-i-1} q_{L-i} / scale_in.
         let trace = (n / 2 / slots) as f64;
-        let cts_scale = Complex64::new(1.0 / (2.0 * b * trace), 0.0);
-        let cts = coeffs_to_slots_factors(n, slots, params.cts_levels, cts_scale).into_iter().map(|m| to_transform(ctx, m)).collect::<Result<_, _>>()?;
+        let mut cts_f = coeffs_to_slots_factors(n, slots, params.cts_levels, Complex64::new(slots as f64, 0.0));
+        let mut sigmas = Vec::with_capacity(cts_f.len());
+        let mut scale_in = q0;
+        for i in 0..cts_f.len() {
+            let target = prime(top - i - 1)?;
+            sigmas.push(target * prime(top - i)? / scale_in);
+            scale_in = target;
+        }
+        for (f, c) in cts_f.iter_mut().zip(spread_constant(1.0 / (2.0 * b * trace * slots as f64), &sigmas)) {
+            f.scale(Complex64::new(c, 0.0));
+        }
+        let cts = cts_f.into_iter().map(|m| to_transform(ctx, m)).collect::<Result<Vec<_>, _>>()?;
         let evalmod = EvalMod::new(params.evalmod);
         let cosine = ChebyshevPoly::new(evalmod.cos_coeffs.clone(), -1.0, 1.0)?;
-        // SlotsToCoeffs: S_s ... S_2 times q_0 / (2 pi Delta_0'), Delta_0' = q_0 / 2^ratio.
-        let stc_scale = Complex64::new(2f64.powi(params.evalmod.log_message_ratio as i32) / (2.0 * std::f64::consts::PI), 0.0);
-        let stc = slots_to_coeffs_factors(n, slots, params.stc_levels, stc_scale).into_iter().map(|m| to_transform(ctx, m)).collect::<Result<_, _>>()?;
-        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0 })
+        // EvalMod's output scale (as the circuit computes it) is SlotsToCoeffs' input scale.
+        let after_cts = top - cts.len();
+        let mut level = after_cts - cosine.depth();
+        let mut scale_in = prime(level)?;
+        for _ in 0..params.evalmod.double_angle {
+            scale_in = scale_in * scale_in / prime(level)?;
+            level -= 1;
+        }
+        // SlotsToCoeffs: S_s ... S_2 times q_0 / (2 pi Delta_0'), Delta_0' = q_0 / 2^ratio; the
+        // last factor lands on the residual top's scale (up to the exact message factor).
+        let mut stc_f = slots_to_coeffs_factors(n, slots, params.stc_levels, Complex64::new(1.0, 0.0));
+        let mut sigmas = Vec::with_capacity(stc_f.len());
+        for j in 0..stc_f.len() {
+            let l = level - j;
+            let target = if j + 1 == stc_f.len() { ctx.scale_at(l - 1)? } else { prime(l - 1)? };
+            sigmas.push(target * prime(l)? / scale_in);
+            scale_in = target;
+        }
+        let stc_total = 2f64.powi(params.evalmod.log_message_ratio as i32) / (2.0 * std::f64::consts::PI);
+        for (f, c) in stc_f.iter_mut().zip(spread_constant(stc_total, &sigmas)) {
+            f.scale(Complex64::new(c, 0.0));
+        }
+        let stc = stc_f.into_iter().map(|m| to_transform(ctx, m)).collect::<Result<Vec<_>, _>>()?;
+        let s0 = ctx.scale_at(0)?;
+        let canonical_message_scale = s0 * Self::integer_factor(q0, &params, s0);
+        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, encapsulation: None, prepared: Mutex::new(HashSet::new()) })
+    }
+
+    /// The integer k that brings a level-0 scale s to about q_0 / 2^ratio.
+    fn integer_factor(q0: f64, params: &BootstrapParams, scale: f64) -> f64 {
+        let ratio = 2f64.powi(params.evalmod.log_message_ratio as i32);
+        (q0 / (ratio * scale)).round().max(1.0)
+    }
+
+    /// Attaches the encapsulation keys (server side: public material).
+    pub fn with_encapsulation_keys(mut self, keys: Option<EncapsulationKeys>) -> Self {
+        self.encapsulation = keys;
+        self
     }
 
     pub fn params(&self) -> &BootstrapParams {
@@ -190,7 +317,7 @@ impl Bootstrapper {
         for (i, lt) in self.cts.iter().enumerate() {
             rotations.extend(lt.rotations().into_iter().map(|r| (r, top - i)));
         }
-        let after_cts = top - self.params.cts_levels;
+        let after_cts = top - self.cts.len();
         let stc_top = after_cts - self.params.evalmod.depth();
         for (i, lt) in self.stc.iter().enumerate() {
             rotations.extend(lt.rotations().into_iter().map(|r| (r, stc_top - i)));
@@ -198,49 +325,79 @@ impl Bootstrapper {
         BootstrapRotations { rotations, conjugation_level: after_cts, relin_level: after_cts }
     }
 
-    /// The evaluation keys bootstrapping needs, each only up to the level where it is used.
-    pub fn generate_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<EvaluationKeys, CkksError> {
+    /// The keys bootstrapping needs, each only up to the level where it is used, and (when the
+    /// shape encapsulates) a fresh sparse secret's two encapsulation keys; the sparse secret
+    /// itself is dropped (zeroised) here. Client side: needs the secret key.
+    pub fn generate_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<BootstrapKeys, CkksError> {
         let r = self.rotations();
         let n = self.params.n();
         let mut pairs: Vec<(u64, usize)> = r.rotations.iter().map(|&(s, l)| (rotation_galois_element(s, n), l)).filter(|&(g, _)| g != 1).collect();
         pairs.push((conjugation_galois_element(n), r.conjugation_level));
         let galois = GaloisKeys::generate_at(sk, &pairs, sampler)?;
         let relin = RelinKey::generate_at(sk, r.relin_level, sampler)?;
-        Ok(EvaluationKeys { relin: Some(Arc::new(relin)), galois: Some(Arc::new(galois)) })
+        let encapsulation = match self.params.encapsulation_weight {
+            Some(h) => {
+                let sparse = SecretKey::generate_sparse(sk.params(), h, sampler)?;
+                let dense_to_sparse = KeySwitchKey::generate_switch(sk, &sparse, 0, sampler)?;
+                let sparse_to_dense = KeySwitchKey::generate_switch(&sparse, sk, self.params.top_level(), sampler)?;
+                Some(EncapsulationKeys { dense_to_sparse: Arc::new(dense_to_sparse), sparse_to_dense: Arc::new(sparse_to_dense) })
+            }
+            None => None,
+        };
+        Ok(BootstrapKeys { evaluation: EvaluationKeys { relin: Some(Arc::new(relin)), galois: Some(Arc::new(galois)) }, encapsulation })
     }
 
-    /// ModRaise: the level-0 ciphertext's residues, centred mod q_0, as integers mod Q_top.
-    fn mod_raise(&self, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
+    /// The level-0 ciphertext's residues, centred mod q_0, as integers mod Q_top.
+    fn raise(&self, ct: &lycaon_rlwe::Ciphertext) -> Result<lycaon_rlwe::Ciphertext, CkksError> {
         let params = self.ctx.params();
         let backend = params.backend();
         let top = params.q_at(params.max_level())?.clone();
         let q0 = params.q_at(0)?.moduli()[0];
         let mut parts = Vec::with_capacity(2);
-        for part in ct.inner().parts() {
+        for part in ct.parts() {
             let coeff: Poly<Coeff> = backend.intt(part.clone());
             let centred: Vec<i64> = coeff.limb(0).iter().map(|&x| q0.center(x)).collect();
             parts.push(backend.ntt(Poly::<Coeff>::from_signed(&top, &centred)?));
         }
-        let inner = lycaon_rlwe::Ciphertext::from_parts(params, parts)?;
-        // Read with scale q_0 the slots hold U (t / q_0): the coefficients are t / q_0 = m' + I.
-        Ciphertext::from_inner(&self.ctx, inner, self.q0, self.params.n() / 2)
+        Ok(lycaon_rlwe::Ciphertext::from_parts(params, parts)?)
     }
 
-    /// Refreshes a ciphertext of the shape's slot count (at any level, 2 parts) to the top
-    /// residual level, at its canonical scale. Needs the keys of [`Self::generate_keys`].
-    pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
+    /// First stage: brings the ciphertext to level 0 at scale about q_0 / 2^ratio (times the
+    /// integer nearest q_0 / (2^ratio s)), switches it to the sparse secret, raises it to the top
+    /// level, switches it back to the dense secret and (sparse slots) takes the trace. Returns
+    /// the raised ciphertext, read at scale q_0 (its slots hold the special FFT of t / q_0 =
+    /// m' + I, trace times for sparse slots), and the exact message scale Delta_0'.
+    /// Errors: `InvalidArgument` for another slot count or missing encapsulation keys,
+    /// `WrongSize` unless 2 parts, and the key errors of rotations.
+    pub fn mod_raise(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<(Ciphertext, f64), CkksError> {
         if ct.slots() != self.params.slots() {
             return Err(CkksError::InvalidArgument { what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), ct.slots()) });
         }
-        // Level 0 at scale q_0 / 2^ratio: multiply by the integer nearest q_0 / (2^ratio s).
+        if ct.len() != 2 {
+            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
+        }
         let low = eval.drop_to_level(ct, 0)?;
-        let ratio = 2f64.powi(self.params.evalmod.log_message_ratio as i32);
-        let k = (self.q0 / (ratio * low.scale())).round().max(1.0);
+        let k = Self::integer_factor(self.q0, &self.params, low.scale());
         let mut low = eval.mul_integer(&low, k as i64)?;
         let message_scale = low.scale() * k;
         low.set_scale_metadata(message_scale)?;
-        // ModRaise and (sparse) trace onto the slot subring.
-        let mut raised = self.mod_raise(&low)?;
+        let params = self.ctx.params();
+        let encapsulation = match (self.params.encapsulation_weight, &self.encapsulation) {
+            (None, _) => None,
+            (Some(_), Some(keys)) => Some(keys),
+            (Some(h), None) => {
+                return Err(CkksError::InvalidArgument { what: format!("this shape raises under a sparse secret of weight {h}: attach the encapsulation keys with Bootstrapper::with_encapsulation_keys") });
+            }
+        };
+        let inner = match encapsulation {
+            Some(keys) => keyswitch::switch_key(params, low.inner(), &keys.dense_to_sparse)?,
+            None => low.inner().clone(),
+        };
+        let mut inner = self.raise(&inner)?;
+        if let Some(keys) = encapsulation {
+            inner = keyswitch::switch_key(params, &inner, &keys.sparse_to_dense)?;
+        }
+        let mut raised = Ciphertext::from_inner(&self.ctx, inner, self.q0, self.params.n() / 2)?;
         let mut step = self.params.slots();
         while step < self.params.n() / 2 {
             let rotated = eval.rotate(&raised, step as i64)?;
@@ -248,16 +405,41 @@ impl Bootstrapper {
             step *= 2;
         }
         raised.set_slots(&self.ctx, self.params.slots())?;
-        // CoeffsToSlots, each factor landing on the size of the next level's prime.
-        let mut x = raised;
-        for lt in &self.cts {
-            let target = self.ctx.prime_at(x.level() - 1)? as f64;
-            x = eval.linear_transform_to_scale(&x, lt, target)?;
+        Ok((raised, message_scale))
+    }
+
+    /// One factor of a transform, with its diagonals encoded once per (level, plaintext scale)
+    /// when `keep` (inputs at the scale the circuit always produces there).
+    fn transform(&self, eval: &Evaluator, x: &Ciphertext, id: usize, lt: &LinearTransform, target: f64, keep: bool) -> Result<Ciphertext, CkksError> {
+        if keep {
+            let sigma = eval.linear_transform_scale(x, target)?;
+            let fresh = self.prepared.lock().map(|mut s| s.insert((id, x.level(), sigma.to_bits()))).unwrap_or(false);
+            if fresh {
+                lt.prepare(&self.ctx, x.level(), sigma)?;
+            }
         }
-        // Real and imaginary parts: x + conj(x) and -i (x - conj(x)) (the 1/2 is in CtS).
-        let conj = eval.conjugate(&x)?;
-        let re = eval.add(&x, &conj)?;
-        let diff = eval.sub(&x, &conj)?;
+        eval.linear_transform_to_scale(x, lt, target)
+    }
+
+    /// Second stage: the slots of the output hold (m' + I) / (2B) per coefficient (the real part
+    /// of slot j is coefficient bitrev(j), the imaginary part coefficient bitrev(j) + n/2 for
+    /// full slots), each factor landing on the size of the next level's prime.
+    pub fn coeffs_to_slots(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        let mut x = ct.clone();
+        for (i, lt) in self.cts.iter().enumerate() {
+            let target = self.ctx.prime_at(x.level() - 1)? as f64;
+            x = self.transform(eval, &x, i, lt, target, true)?;
+        }
+        Ok(x)
+    }
+
+    /// Third stage: splits the slots into real and imaginary parts (x + conj x and
+    /// -i (x - conj x)), evaluates the cosine and the double angles on each, and recombines:
+    /// every slot holds sin(2 pi (m' + I)) ~ 2 pi m' per coefficient.
+    pub fn eval_mod(&self, eval: &Evaluator, x: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        let conj = eval.conjugate(x)?;
+        let re = eval.add(x, &conj)?;
+        let diff = eval.sub(x, &conj)?;
         let im = eval.mul_const_scaled(&diff, Complex64::new(0.0, -1.0), 1.0)?;
         let mut outs = Vec::with_capacity(2);
         for part in [re, im] {
@@ -270,19 +452,76 @@ impl Bootstrapper {
             outs.push(y);
         }
         let im = eval.mul_const_scaled(&outs[1], Complex64::new(0.0, 1.0), 1.0)?;
-        let mut v = eval.add(&outs[0], &im)?;
-        // SlotsToCoeffs. Its constant is 2^ratio / 2pi, so it yields c m with c = 2^ratio
-        // Delta' / q_0 (Delta' the exact message scale above); the last factor's target absorbs
-        // c so that the output is m at exactly the canonical scale of the residual top.
-        let c = ratio * message_scale / self.q0;
+        eval.add(&outs[0], &im)
+    }
+
+    /// The factor c = 2^ratio Delta' / q_0 by which SlotsToCoeffs' constant 2^ratio / 2pi
+    /// differs from the exact one for the message scale Delta'.
+    pub fn message_factor(&self, message_scale: f64) -> f64 {
+        2f64.powi(self.params.evalmod.log_message_ratio as i32) * message_scale / self.q0
+    }
+
+    /// Last stage: the forward special FFT on the bit-reversed coefficients, its last factor
+    /// absorbing the message factor so that the output is m at exactly the canonical scale of
+    /// the residual top.
+    pub fn slots_to_coeffs(&self, eval: &Evaluator, v: &Ciphertext, message_scale: f64) -> Result<Ciphertext, CkksError> {
+        let c = self.message_factor(message_scale);
+        let canonical = message_scale == self.canonical_message_scale;
         let count = self.stc.len();
+        let mut v = v.clone();
         for (i, lt) in self.stc.iter().enumerate() {
-            let target = if i + 1 == count { self.ctx.scale_at(v.level() - 1)? / c } else { self.ctx.prime_at(v.level() - 1)? as f64 };
-            v = eval.linear_transform_to_scale(&v, lt, target)?;
+            let last = i + 1 == count;
+            let target = if last { self.ctx.scale_at(v.level() - 1)? / c } else { self.ctx.prime_at(v.level() - 1)? as f64 };
+            v = self.transform(eval, &v, 1000 + i, lt, target, !last || canonical)?;
         }
         let residual = self.ctx.scale_at(v.level())?;
         v.set_scale_metadata(residual)?;
         Ok(v)
+    }
+
+    /// Refreshes a ciphertext of the shape's slot count (at any level, 2 parts) to the top
+    /// residual level, at its canonical scale. Needs the evaluation keys of
+    /// [`Self::generate_keys`] in `eval` and, for an encapsulating shape, its encapsulation keys
+    /// attached with [`Self::with_encapsulation_keys`]. Errors as the stages.
+    pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        let (raised, message_scale) = self.mod_raise(eval, ct)?;
+        let x = self.coeffs_to_slots(eval, &raised)?;
+        let v = self.eval_mod(eval, &x)?;
+        self.slots_to_coeffs(eval, &v, message_scale)
+    }
+
+    /// The CoeffsToSlots factors in the order they are applied.
+    pub fn coeffs_to_slots_transforms(&self) -> &[LinearTransform] {
+        &self.cts
+    }
+
+    /// The SlotsToCoeffs factors in the order they are applied.
+    pub fn slots_to_coeffs_transforms(&self) -> &[LinearTransform] {
+        &self.stc
+    }
+
+    /// CoeffsToSlots in f64 on decoded slot values (a reference for tests).
+    pub fn coeffs_to_slots_plain(&self, z: &[Complex64]) -> Vec<Complex64> {
+        self.cts.iter().fold(z.to_vec(), |acc, lt| lt.apply_plain(&acc))
+    }
+
+    /// EvalMod in f64 on decoded slot values, as the circuit computes it (cosine interpolant and
+    /// double angles on 2 Re z and 2 Im z).
+    pub fn eval_mod_plain(&self, z: &[Complex64]) -> Vec<Complex64> {
+        let coeffs = EvalMod::new(self.params.evalmod).cos_coeffs;
+        let f = |t: f64| {
+            let mut y = chebyshev_evaluate(&coeffs, t);
+            for _ in 0..self.params.evalmod.double_angle {
+                y = 2.0 * y * y - 1.0;
+            }
+            y
+        };
+        z.iter().map(|c| Complex64::new(f(2.0 * c.re), f(2.0 * c.im))).collect()
+    }
+
+    /// SlotsToCoeffs in f64 (without the message factor).
+    pub fn slots_to_coeffs_plain(&self, v: &[Complex64]) -> Vec<Complex64> {
+        self.stc.iter().fold(v.to_vec(), |acc, lt| lt.apply_plain(&acc))
     }
 }
 

@@ -27,4 +27,4 @@ pub mod dft;
 pub mod evalmod;
 pub mod bootstrapper;
 
-pub use bootstrapper::{BootstrapParams, BootstrapRotations, Bootstrapper};
+pub use bootstrapper::{spread_constant, BootstrapKeys, BootstrapParams, BootstrapRotations, Bootstrapper, EncapsulationKeys};
