@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let want: Vec<f64> = x.iter().map(|v| v * v).collect();
     println!("mul+relin+rescale precision: {}", precision_stats(&want, &got));
     // A transform with 64 diagonals (n1 = 8 baby steps, 8 giant steps), encoded lazily.
-    let diags: Vec<(i64, Vec<Complex64>)> = (0..64).map(|k| (k as i64 * if k < 8 { 1 } else { 1 }, (0..slots).map(|i| Complex64::new(((i + k) % 7) as f64 / 7.0, 0.0)).collect())).collect();
+    let diags: Vec<(i64, Vec<Complex64>)> = (0..64).map(|k| (k as i64, (0..slots).map(|i| Complex64::new(((i + k) % 7) as f64 / 7.0, 0.0)).collect())).collect();
     let lt = LinearTransform::new(&ctx, slots, diags)?.with_baby_steps(16)?;
     let mut need = lt.rotations();
     need.retain(|s| !hoisted.contains(s) && ![16, 32, 48].contains(s));

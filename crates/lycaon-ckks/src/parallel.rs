@@ -13,13 +13,16 @@ use rayon::prelude::*;
 /// (Q/q_i) mod p_j for a conversion from Q to P, indexed [j][i].
 type ConversionTable = Arc<Vec<Vec<u64>>>;
 
+/// Source primes and target primes of a conversion.
+type BasisPair = (Vec<u64>, Vec<u64>);
+
 /// The multi-threaded CPU backend. Build parameters with
 /// `Parameters::with_backend(literal, RayonBackend::shared())` to make every key switch,
 /// NTT, base conversion and inner product use all cores.
 #[derive(Debug, Default)]
 pub struct RayonBackend {
     /// Base-conversion constants per (source primes, target primes), computed once.
-    tables: RwLock<HashMap<(Vec<u64>, Vec<u64>), ConversionTable>>,
+    tables: RwLock<HashMap<BasisPair, ConversionTable>>,
 }
 
 impl RayonBackend {

@@ -103,8 +103,9 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         for row in col + 1..m {
             let factor = a[row][col] / a[col][col];
             if factor != 0.0 {
-                for k in col..m {
-                    a[row][k] -= factor * a[col][k];
+                let (upper, lower) = a.split_at_mut(row);
+                for (x, &y) in lower[0][col..].iter_mut().zip(&upper[col][col..]) {
+                    *x -= factor * y;
                 }
                 b[row] -= factor * b[col];
             }
