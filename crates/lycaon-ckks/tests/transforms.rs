@@ -137,6 +137,45 @@ fn depth_ten_chain_keeps_precision() {
 }
 
 #[test]
+fn one_basis_serves_several_polynomials() {
+    let mut s = setup14(&[]);
+    let x = s.random_real(4096);
+    let ct = s.encrypt_real(&x);
+    let basis = s.eval.chebyshev_basis(&ct, -1.0, 1.0, 15).unwrap();
+    for (name, f) in [("sin", f64::sin as fn(f64) -> f64), ("cos", f64::cos), ("tanh", f64::tanh)] {
+        let p = ChebyshevPoly::interpolate(f, -1.0, 1.0, 15).unwrap();
+        let target = s.ctx.scale_at(ct.level() - p.depth()).unwrap();
+        let out = s.eval.evaluate_chebyshev_with_basis(&basis, &p, target).unwrap();
+        let want: Vec<f64> = x.iter().map(|&v| p.evaluate(v)).collect();
+        report(&format!("{name} on a shared basis"), precision_stats(&want, &s.decrypt_real(&out)), 17.0);
+    }
+    let wrong = ChebyshevPoly::interpolate(f64::sin, -2.0, 2.0, 7).unwrap();
+    assert!(matches!(s.eval.evaluate_chebyshev_with_basis(&basis, &wrong, 1e12).unwrap_err(), CkksError::InvalidArgument { .. }));
+}
+
+/// FNV-1a, enough to pin bytes in a test.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+#[test]
+fn plaintext_bytes_are_pinned() {
+    // Encoding is deterministic: these bytes pin the canonical embedding (slot order, generator 5,
+    // rounding) and the wire layout. If this changes on purpose, bump the wire format version
+    // and update the constant; if not, something broke compatibility.
+    let mut lit = lycaon_ckks::scale_stable_literal(1 << 10, 50, 30, 2, &[50]).unwrap();
+    lit.security = lycaon_ckks::rlwe::Security::InsecureTestOnly;
+    let params = lycaon_ckks::rlwe::Parameters::new(lit).unwrap();
+    let ctx = lycaon_ckks::CkksContext::new(&params, 2f64.powi(30)).unwrap();
+    let values: Vec<Complex64> = (0..8).map(|k| Complex64::new(k as f64 / 8.0 - 0.5, 0.25 - k as f64 / 16.0)).collect();
+    let pt = lycaon_ckks::Encoder::new(&ctx).encode(&values, 2, 2f64.powi(30)).unwrap();
+    let bytes = pt.to_bytes();
+    assert_eq!((bytes.len(), fnv(&bytes)), PINNED_PLAINTEXT, "pinned plaintext bytes changed");
+}
+
+const PINNED_PLAINTEXT: (usize, u64) = (14285, 8584138529212545794);
+
+#[test]
 fn wire_round_trips() {
     let mut s = setup14(&[]);
     let v = s.random_complex(1024);
