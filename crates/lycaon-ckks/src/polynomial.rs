@@ -67,13 +67,10 @@ impl ChebyshevPoly {
         self.coeffs.iter().rposition(|c| c.abs() > 1e-14 * max).unwrap_or(0)
     }
 
-    fn is_standard_interval(&self) -> bool {
-        self.a == -1.0 && self.b == 1.0
-    }
-
-    /// Levels the homomorphic evaluation consumes: ceil(log2(d + 1)), plus one off [-1, 1].
+    /// Levels the homomorphic evaluation consumes: ceil(log2(d + 1)), plus one for the change of
+    /// variable unless 2 / (b - a) is an integer (then it is an exact integer product).
     pub fn depth(&self) -> usize {
-        depth_of(self.degree()) + usize::from(!self.is_standard_interval())
+        depth_of(self.degree()) + usize::from(change_of_variable_costs_a_level(self.a, self.b))
     }
 
     /// p(x) in the clear by Clenshaw's recurrence (the reference for tests).
@@ -200,6 +197,13 @@ impl ChebyshevPoly {
     }
 }
 
+/// Whether y = alpha x + beta with alpha = 2 / (b - a) needs a rescaled constant product: not
+/// when alpha is an integer (1 for [-1, 1] or any width-2 interval, 2 for [0, 1], ...).
+fn change_of_variable_costs_a_level(a: f64, b: f64) -> bool {
+    let alpha = 2.0 / (b - a);
+    (alpha - alpha.round()).abs() > 1e-12 * alpha.abs() || alpha.round() == 0.0
+}
+
 fn depth_of(d: usize) -> usize {
     (usize::BITS - d.leading_zeros()) as usize // ceil(log2(d + 1))
 }
@@ -249,7 +253,7 @@ fn split(coeffs: &[f64], g: usize) -> (Vec<f64>, Vec<f64>) {
 
 impl Evaluator {
     /// T_0 .. T_{2^k} for a polynomial of degree up to `max_degree` on [a, b]. Consumes one level
-    /// for the change of variable unless [a, b] = [-1, 1]. Errors: `MissingRelinKey`,
+    /// for the change of variable unless 2 / (b - a) is an integer. Errors: `MissingRelinKey`,
     /// `NotEnoughLevels` when the input cannot hold ceil(log2(d + 1)) (+1) levels.
     pub fn chebyshev_basis(&self, ct: &Ciphertext, a: f64, b: f64, max_degree: usize) -> Result<ChebyshevBasis, CkksError> {
         self.check(ct)?;
@@ -260,19 +264,23 @@ impl Evaluator {
             return Err(CkksError::InvalidArgument { what: format!("interval [{a}, {b}] must be finite with a < b") });
         }
         let depth = depth_of(max_degree.max(1));
-        let affine = !(a == -1.0 && b == 1.0);
-        let needed = depth + usize::from(affine);
+        let costly = change_of_variable_costs_a_level(a, b);
+        let needed = depth + usize::from(costly);
         if ct.level() < needed {
             return Err(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed, level: ct.level() });
         }
-        let t1 = if affine {
-            let alpha = 2.0 / (b - a);
-            let beta = -(a + b) / (b - a);
+        let (alpha, beta) = (2.0 / (b - a), -(a + b) / (b - a));
+        let t1 = if costly {
             let mut m = self.mul_const(ct, alpha)?;
             self.add_const_assign(&mut m, Complex64::new(beta, 0.0))?;
             self.rescale(&m)?
         } else {
-            ct.clone()
+            // alpha is an integer: y = alpha x + beta exactly, at no level.
+            let mut m = if alpha == 1.0 { ct.clone() } else { self.mul_integer(ct, alpha.round() as i64)? };
+            if beta != 0.0 {
+                self.add_const_assign(&mut m, Complex64::new(beta, 0.0))?;
+            }
+            m
         };
         let baby = 1usize << depth.div_ceil(2).max(1);
         let mut powers = BTreeMap::new();

@@ -103,6 +103,13 @@ fn chebyshev_evaluation_in_minimal_depth() {
     let p = ChebyshevPoly::interpolate(sigmoid, -8.0, 8.0, 63).unwrap();
     assert_eq!(p.depth(), 7);
     poly_case(&mut s, "sigmoid on [-8,8] degree 63", &p, sigmoid, 17.0);
+    // Width-2 and [0, 1] intervals change variable exactly (integer alpha): no extra level.
+    let p = ChebyshevPoly::interpolate(f64::exp, 0.0, 2.0, 7).unwrap();
+    assert_eq!(p.depth(), 3);
+    poly_case(&mut s, "exp on [0,2] degree 7", &p, f64::exp, 15.0);
+    let p = ChebyshevPoly::interpolate(|x| (3.0 * x).cos(), 0.0, 1.0, 15).unwrap();
+    assert_eq!(p.depth(), 4);
+    poly_case(&mut s, "cos(3x) on [0,1] degree 15", &p, |x| (3.0 * x).cos(), 17.0);
     let relu_ish = |x: f64| x * x * 0.25 + 0.5 * x;
     let p = ChebyshevPoly::interpolate(relu_ish, 0.0, 3.0, 2).unwrap();
     poly_case(&mut s, "quadratic on [0,3]", &p, relu_ish, 17.0);
