@@ -634,7 +634,7 @@ class CkksEvaluator:
     def linear_transform(self, a: CkksCiphertext, diagonals: dict[int, npt.ArrayLike]) -> CkksCiphertext:
         """M a with d_k[t] = M[t][(t + k) mod slots]; baby-step giant-step, one level."""
     def evaluate_chebyshev(self, x: CkksCiphertext, coeffs: Sequence[float], a: float = -1.0, b: float = 1.0) -> CkksCiphertext:
-        """sum_i coeffs[i] T_i on [a, b] in depth ceil(log2(d + 1)) (+1 off [-1, 1])."""
+        """sum_i coeffs[i] T_i on [a, b] in depth ceil(log2(d + 1)), plus one unless 2 / (b - a) is an integer."""
 
 def chebyshev_coefficients(f: "object", a: float, b: float, degree: int) -> list[float]:
     """Chebyshev interpolation coefficients of the callable f on [a, b]."""
