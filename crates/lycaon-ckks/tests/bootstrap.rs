@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{BootstrapKeys, BootstrapParams, Bootstrapper};
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Encryptor, Evaluator};
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Encryptor, Evaluator, RayonBackend};
 use lycaon_math::Sampler;
 
 struct Setup {
@@ -27,7 +27,7 @@ fn setup(bp: BootstrapParams, secure: bool) -> Setup {
         lit.security = Security::InsecureTestOnly;
     }
     let top_scale = bp.top_scale(&lit);
-    let params = Parameters::new(lit).unwrap();
+    let params = Parameters::with_backend(lit, RayonBackend::shared()).unwrap();
     let ctx = CkksContext::new(&params, top_scale).unwrap();
     let r = bp.residual_top();
     assert!((ctx.scale_at(r).unwrap().log2() - bp.log_scale as f64).abs() < 1e-3, "residual scale 2^{}", ctx.scale_at(r).unwrap().log2());
@@ -70,12 +70,23 @@ fn run_one(st: &Setup, seed: u64) -> (f64, f64, usize, f64) {
     let values = random_values(slots, seed);
     let ct = encrypt_at_level_0(st, &values);
     let t = Instant::now();
+    let c = cpu_seconds();
     let out = st.boot.bootstrap(&st.eval, &ct).unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - c;
     let got = Encoder::new(&st.ctx).decode_real(&Decryptor::new(&st.ctx, &st.sk).unwrap().decrypt(&out).unwrap()).unwrap();
     let p = precision_stats(&values, &got);
-    eprintln!("bootstrap of {slots} slots: {p}, level {} left, {secs:.2} s", out.level());
+    eprintln!("bootstrap of {slots} slots: {p}, level {} left, {secs:.2} s ({cpu:.2} CPU s)", out.level());
     (p.mean_bits, p.min_bits, out.level(), secs)
+}
+
+/// CPU seconds (user + system) this process has used, from /proc (0 elsewhere): on a shared
+/// machine the stages' CPU time varies less than their wall time.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// log2 of the RMS and of the largest |a - b|.
@@ -97,12 +108,15 @@ fn stage_errors(st: &Setup, seed: u64) -> f64 {
     // The input as decrypted (with its encryption noise): what bootstrapping should reproduce.
     let input = decrypt_complex(st, &ct);
     let t = Instant::now();
+    let c0 = cpu_seconds();
     let (raised, message_scale) = b.mod_raise(&st.eval, &ct).unwrap();
     let t_raise = t.elapsed().as_secs_f64();
     let z = decrypt_complex(st, &raised);
+    let c1 = cpu_seconds();
     let t = Instant::now();
     let x = b.coeffs_to_slots(&st.eval, &raised).unwrap();
     let t_cts = t.elapsed().as_secs_f64();
+    let c2 = cpu_seconds();
     let w = decrypt_complex(st, &x);
     let (rms, max) = error_bits(&w, &b.coeffs_to_slots_plain(&z));
     // Slot values are coefficients / 2B: errors in units of q_0 are 2B times larger.
@@ -110,6 +124,7 @@ fn stage_errors(st: &Setup, seed: u64) -> f64 {
     let t = Instant::now();
     let v = b.eval_mod(&st.eval, &x).unwrap();
     let t_mod = t.elapsed().as_secs_f64();
+    let c3 = cpu_seconds();
     let y = decrypt_complex(st, &v);
     let (rms, max) = error_bits(&y, &b.eval_mod_plain(&w));
     let two_pi = 2.0 * std::f64::consts::PI;
@@ -119,6 +134,8 @@ fn stage_errors(st: &Setup, seed: u64) -> f64 {
     let t = Instant::now();
     let out = b.slots_to_coeffs(&st.eval, &v, message_scale).unwrap();
     let t_stc = t.elapsed().as_secs_f64();
+    let c4 = cpu_seconds();
+    eprintln!("  CPU seconds: ModRaise {:.2}, CoeffsToSlots {:.2}, EvalMod {:.2}, SlotsToCoeffs {:.2}", c1 - c0, c2 - c1, c3 - c2, c4 - c3);
     let u = decrypt_complex(st, &out);
     let c = b.message_factor(message_scale);
     let want: Vec<Complex64> = b.slots_to_coeffs_plain(&y).into_iter().map(|v| v / c).collect();
@@ -190,6 +207,16 @@ fn stage_errors_at_larger_rings() {
     let t = Instant::now();
     let st = setup(BootstrapParams { log_n, log_slots: log_n - 1, ..BootstrapParams::logn16_full_slots() }, log_n == 16);
     eprintln!("setup {:.1} s, keys {:.2} GB in memory", t.elapsed().as_secs_f64(), st.key_bytes as f64 / 1e9);
+    for (name, lts) in [("CoeffsToSlots", st.boot.coeffs_to_slots_transforms()), ("SlotsToCoeffs", st.boot.slots_to_coeffs_transforms())] {
+        for lt in lts {
+            let n1 = lt.baby_steps();
+            let babies: std::collections::BTreeSet<usize> = lt.diagonals().keys().map(|k| k % n1).collect();
+            let giants: std::collections::BTreeSet<usize> = lt.diagonals().keys().map(|k| k / n1).collect();
+            eprintln!("{name} factor: {} diagonals, n1 = {n1}, {} baby steps, {} giant steps", lt.diagonals().len(), babies.len(), giants.len());
+        }
+    }
+    // A first bootstrap encodes the transforms' diagonals, so the stages below are timed warm.
+    run_one(&st, 4);
     let mean = stage_errors(&st, 5);
     assert!(mean >= 20.0, "mean {mean:.1} bits");
 }

@@ -83,6 +83,15 @@ pub(crate) fn check_key_level(key: &KeySwitchKey, level: usize, galois_element: 
 /// Errors: [`RlweError::ParamsMismatch`], [`RlweError::KeyLevelTooLow`] when l exceeds the key's
 /// level, [`RlweError::Malformed`] for a key with too few digits.
 pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    let [k0, k1] = key_switch_decomposed_lazy(params, dec, key)?;
+    Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?])
+}
+
+/// [`key_switch_decomposed`] without the ModDown (double hoisting, Bossuat-Mouchet-Troncoso-
+/// Pastoriza-Hubaux 2021): (k_0, k_1) over Q_l P with k_0 + k_1 s = P c s' + (small noise),
+/// so that sums of such results (and of P-multiples of ciphertexts) pay one ModDown at the end.
+/// Errors as [`key_switch_decomposed`].
+pub fn key_switch_decomposed_lazy(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }
@@ -102,9 +111,28 @@ pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwi
     let mut out = params.backend().inner_product(&dec.digits, &keys, limbs, 2)?.into_iter();
     let (k0, k1) = (out.next(), out.next());
     match (k0, k1) {
-        (Some(k0), Some(k1)) => Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?]),
+        (Some(k0), Some(k1)) => Ok([k0, k1]),
         _ => Err(RlweError::Malformed { what: "inner product returned too few outputs".into() }),
     }
+}
+
+/// The extended basis Q_l P of level l (the basis of [`key_switch_decomposed_lazy`]'s results
+/// and of [`mod_down`]'s input). Errors: [`RlweError::LevelOutOfRange`].
+pub fn extended_basis(params: &Parameters, level: usize) -> Result<std::sync::Arc<lycaon_math::RnsBasis>, RlweError> {
+    Ok(params.level(level)?.qp.clone())
+}
+
+/// P mod q_i for each prime of Q_l (to lift a polynomial c over Q_l to P c over Q_l P, whose
+/// residues mod the special primes are zero). Errors: [`RlweError::NoSpecialPrimes`],
+/// [`RlweError::LevelOutOfRange`].
+pub fn p_mod_q(params: &Parameters, level: usize) -> Result<Vec<u64>, RlweError> {
+    let p = params.p().ok_or(RlweError::NoSpecialPrimes)?;
+    Ok(params
+        .q_at(level)?
+        .moduli()
+        .iter()
+        .map(|qi| p.moduli().iter().fold(1u64, |acc, pj| qi.mul(acc, qi.reduce(pj.value()))))
+        .collect())
 }
 
 /// Switches one polynomial c (over Q_l, NTT form) from the key's source secret to s.
@@ -186,4 +214,45 @@ pub fn switch_key(params: &Parameters, ct: &Ciphertext, key: &KeySwitchKey) -> R
     let [mut k0, k1] = key_switch(params, &ct.parts[1], key)?;
     k0.add_assign(&ct.parts[0])?;
     Ok(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{encrypt_zero_symmetric, phase, ParametersLiteral, SecretKey, Security};
+    use lycaon_math::Sampler;
+
+    /// Largest centred coefficient of a small polynomial (read from its first limb).
+    fn max_abs(params: &Parameters, p: &Poly<Ntt>) -> i64 {
+        let c = params.backend().intt(p.clone());
+        let q0 = c.basis().moduli()[0];
+        c.limb(0).iter().map(|&x| q0.center(x).abs()).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn switching_between_a_dense_and_a_sparse_secret_keeps_the_phase() {
+        // Toy parameters (not secure): 4 ciphertext primes, 2 special primes.
+        let mut lit = ParametersLiteral::ckks_from_bits(1 << 10, &[50, 40, 40, 40], &[55, 55]).unwrap();
+        lit.security = Security::InsecureTestOnly;
+        let params = Parameters::new(lit).unwrap();
+        let mut s = Sampler::from_os().unwrap();
+        let dense = SecretKey::generate(&params, &mut s).unwrap();
+        let sparse = SecretKey::generate_sparse(&params, 32, &mut s).unwrap();
+        assert_eq!(sparse.hamming_weight(), 32);
+        let top = params.max_level();
+        // Dense -> sparse at level 0 only (refused above), sparse -> dense at the top.
+        let down = KeySwitchKey::generate_switch(&dense, &sparse, 0, &mut s).unwrap();
+        let up = KeySwitchKey::generate_switch(&sparse, &dense, top, &mut s).unwrap();
+        assert_eq!(down.level(), 0);
+        for (key, from, to, level) in [(&down, &dense, &sparse, 0), (&up, &sparse, &dense, top), (&up, &sparse, &dense, 1)] {
+            let ct = encrypt_zero_symmetric(from, level, &mut s).unwrap().expand(&params).unwrap();
+            let before = max_abs(&params, &phase(from, &ct).unwrap());
+            let switched = switch_key(&params, &ct, key).unwrap();
+            let after = max_abs(&params, &phase(to, &switched).unwrap());
+            // Fresh noise is a few sigma; key switching adds ModDown rounding (about h / 2).
+            assert!(before < 64 && after < 1 << 12, "level {level}: phase {before} before, {after} after");
+        }
+        let high = encrypt_zero_symmetric(&dense, 1, &mut s).unwrap().expand(&params).unwrap();
+        assert!(matches!(switch_key(&params, &high, &down), Err(RlweError::KeyLevelTooLow { .. })));
+    }
 }

@@ -22,7 +22,7 @@
 //! The diagonals are encoded once per (level, plaintext scale), on first use, and kept in the
 //! transforms (about 2.2 GB at logN = 16); later bootstraps only multiply.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use lycaon_math::{Coeff, Poly, Sampler};
@@ -31,7 +31,10 @@ use num_complex::Complex64;
 
 use super::dft::{coeffs_to_slots_factors, slots_to_coeffs_factors, DiagonalMatrix};
 use super::evalmod::{chebyshev_evaluate, EvalMod, EvalModParams};
+use super::hoisted::{self, ExtendedDiagonals};
 use crate::{conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform};
+
+const P_PRIMES: usize = 6;
 
 /// The shape of a bootstrappable parameter set and of its circuit.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +57,12 @@ pub struct BootstrapParams {
     /// to ModRaise under the scheme's own secret (only sound when that secret is itself sparse
     /// enough for `evalmod.k`, as in tests).
     pub encapsulation_weight: Option<usize>,
+    /// The baby-step giant-step split of each transform factor minimises (baby steps) + w
+    /// (giant steps): a giant step is a whole key switch (ModUp of every digit, inner product,
+    /// ModDown), a hoisted baby step only an inner product and a ModDown, about a third, but
+    /// every baby step is one more rotation key. w = 1 counts rotations (fewest keys).
+    pub cts_giant_step_cost: usize,
+    pub stc_giant_step_cost: usize,
 }
 
 impl BootstrapParams {
@@ -76,8 +85,10 @@ impl BootstrapParams {
             evalmod_bits: 60,
             cts_levels: 4,
             cts_bits: 56,
-            p_bits: vec![61; 5],
+            p_bits: vec![61; P_PRIMES],
             encapsulation_weight: Some(32),
+            cts_giant_step_cost: 3,
+            stc_giant_step_cost: 1,
         }
     }
 
@@ -208,12 +219,30 @@ pub struct Bootstrapper {
     /// The message scale of an input at the canonical scale of level 0.
     canonical_message_scale: f64,
     encapsulation: Option<EncapsulationKeys>,
-    /// (transform, level, plaintext scale bits) whose diagonals are already encoded.
-    prepared: Mutex<HashSet<(usize, usize, u64)>>,
+    /// Diagonals over Q_l P per (transform, level, plaintext scale bits), encoded once.
+    prepared: Mutex<HashMap<(usize, usize, u64), Arc<ExtendedDiagonals>>>,
 }
 
-fn to_transform(ctx: &CkksContext, m: DiagonalMatrix) -> Result<LinearTransform, CkksError> {
-    LinearTransform::new(ctx, m.slots, m.diagonals.into_iter().map(|(k, d)| (k as i64, d)))
+/// The baby-step count n1 minimising (baby steps) + w (giant steps) for these diagonals.
+fn weighted_bsgs_split(indices: &[usize], slots: usize, w: usize) -> usize {
+    let mut best = (usize::MAX, 1);
+    let mut n1 = 1;
+    while n1 <= slots {
+        let babies: HashSet<usize> = indices.iter().map(|k| k % n1).filter(|&i| i != 0).collect();
+        let giants: HashSet<usize> = indices.iter().map(|k| k / n1).filter(|&j| j != 0).collect();
+        let cost = babies.len() + w * giants.len();
+        if cost <= best.0 {
+            best = (cost, n1);
+        }
+        n1 *= 2;
+    }
+    best.1
+}
+
+fn to_transform(ctx: &CkksContext, m: DiagonalMatrix, giant_step_cost: usize) -> Result<LinearTransform, CkksError> {
+    let indices: Vec<usize> = m.diagonals.keys().copied().collect();
+    let n1 = weighted_bsgs_split(&indices, m.slots, giant_step_cost);
+    LinearTransform::new(ctx, m.slots, m.diagonals.into_iter().map(|(k, d)| (k as i64, d)))?.with_baby_steps(n1)
 }
 
 /// Per-factor constants whose product is `total`, chosen so that sigma_i c_i is the same for
@@ -257,7 +286,7 @@ impl Bootstrapper {
         for (f, c) in cts_f.iter_mut().zip(spread_constant(1.0 / (2.0 * b * trace * slots as f64), &sigmas)) {
             f.scale(Complex64::new(c, 0.0));
         }
-        let cts = cts_f.into_iter().map(|m| to_transform(ctx, m)).collect::<Result<Vec<_>, _>>()?;
+        let cts = cts_f.into_iter().map(|m| to_transform(ctx, m, params.cts_giant_step_cost)).collect::<Result<Vec<_>, _>>()?;
         let evalmod = EvalMod::new(params.evalmod);
         let cosine = ChebyshevPoly::new(evalmod.cos_coeffs.clone(), -1.0, 1.0)?;
         // EvalMod's output scale (as the circuit computes it) is SlotsToCoeffs' input scale.
@@ -282,10 +311,10 @@ impl Bootstrapper {
         for (f, c) in stc_f.iter_mut().zip(spread_constant(stc_total, &sigmas)) {
             f.scale(Complex64::new(c, 0.0));
         }
-        let stc = stc_f.into_iter().map(|m| to_transform(ctx, m)).collect::<Result<Vec<_>, _>>()?;
+        let stc = stc_f.into_iter().map(|m| to_transform(ctx, m, params.stc_giant_step_cost)).collect::<Result<Vec<_>, _>>()?;
         let s0 = ctx.scale_at(0)?;
         let canonical_message_scale = s0 * Self::integer_factor(q0, &params, s0);
-        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, encapsulation: None, prepared: Mutex::new(HashSet::new()) })
+        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, encapsulation: None, prepared: Mutex::new(HashMap::new()) })
     }
 
     /// The integer k that brings a level-0 scale s to about q_0 / 2^ratio.
@@ -323,6 +352,33 @@ impl Bootstrapper {
             rotations.extend(lt.rotations().into_iter().map(|r| (r, stc_top - i)));
         }
         BootstrapRotations { rotations, conjugation_level: after_cts, relin_level: after_cts }
+    }
+
+    /// The bytes in memory of the keys [`Self::generate_keys`] makes, computed without making
+    /// them: 2 polynomials per digit over Q_l P for each rotation key at its level l, the
+    /// conjugation and relinearisation keys, and the two encapsulation keys.
+    pub fn key_memory_estimate(&self) -> Result<usize, CkksError> {
+        let params = self.ctx.params();
+        let alpha = params.special_prime_count();
+        let n = self.params.n();
+        let bytes = |level: usize| -> Result<usize, CkksError> { Ok(2 * params.key_switch_digit_sizes(level)?.len() * (level + 1 + alpha) * n * 8) };
+        let r = self.rotations();
+        let mut levels: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+        for &(s, l) in &r.rotations {
+            let g = rotation_galois_element(s, n);
+            if g != 1 {
+                let e = levels.entry(g).or_insert(l);
+                *e = (*e).max(l);
+            }
+        }
+        let mut total = bytes(r.conjugation_level)? + bytes(r.relin_level)?;
+        for &l in levels.values() {
+            total += bytes(l)?;
+        }
+        if self.params.encapsulation_weight.is_some() {
+            total += bytes(0)? + bytes(self.params.top_level())?;
+        }
+        Ok(total)
     }
 
     /// The keys bootstrapping needs, each only up to the level where it is used, and (when the
@@ -408,17 +464,26 @@ impl Bootstrapper {
         Ok((raised, message_scale))
     }
 
-    /// One factor of a transform, with its diagonals encoded once per (level, plaintext scale)
-    /// when `keep` (inputs at the scale the circuit always produces there).
+    /// One factor of a transform (double hoisted), with its diagonals encoded over Q_l P once
+    /// per (level, plaintext scale) when `keep` (inputs at the scale the circuit always produces
+    /// there), and for this call only otherwise.
     fn transform(&self, eval: &Evaluator, x: &Ciphertext, id: usize, lt: &LinearTransform, target: f64, keep: bool) -> Result<Ciphertext, CkksError> {
-        if keep {
-            let sigma = eval.linear_transform_scale(x, target)?;
-            let fresh = self.prepared.lock().map(|mut s| s.insert((id, x.level(), sigma.to_bits()))).unwrap_or(false);
-            if fresh {
-                lt.prepare(&self.ctx, x.level(), sigma)?;
+        let sigma = eval.linear_transform_scale(x, target)?;
+        let key = (id, x.level(), sigma.to_bits());
+        let cached = if keep { self.prepared.lock().ok().and_then(|m| m.get(&key).cloned()) } else { None };
+        let diags = match cached {
+            Some(d) => d,
+            None => {
+                let d = Arc::new(hoisted::encode_extended(&self.ctx, lt, x.level(), sigma)?);
+                if keep {
+                    if let Ok(mut m) = self.prepared.lock() {
+                        m.insert(key, d.clone());
+                    }
+                }
+                d
             }
-        }
-        eval.linear_transform_to_scale(x, lt, target)
+        };
+        hoisted::apply(eval, x, lt, &diags, sigma, target)
     }
 
     /// Second stage: the slots of the output hold (m' + I) / (2B) per coefficient (the real part
@@ -441,18 +506,22 @@ impl Bootstrapper {
         let re = eval.add(x, &conj)?;
         let diff = eval.sub(x, &conj)?;
         let im = eval.mul_const_scaled(&diff, Complex64::new(0.0, -1.0), 1.0)?;
-        let mut outs = Vec::with_capacity(2);
-        for part in [re, im] {
-            let level = part.level() - self.cosine.depth();
-            let mut y = eval.evaluate_chebyshev_to_scale(&part, &self.cosine, self.ctx.prime_at(level)? as f64)?;
-            for _ in 0..self.params.evalmod.double_angle {
-                let sq = eval.rescale(&eval.mul_relin(&y, &y)?)?;
-                y = eval.add_const_real(&eval.mul_integer(&sq, 2)?, -1.0)?;
-            }
-            outs.push(y);
+        // The two halves run side by side: their kernels alone leave cores idle (single-limb
+        // steps, allocation), and the two chains share nothing.
+        let (re, im) = rayon::join(|| self.cosine_chain(eval, &re), || self.cosine_chain(eval, &im));
+        let im = eval.mul_const_scaled(&im?, Complex64::new(0.0, 1.0), 1.0)?;
+        eval.add(&re?, &im)
+    }
+
+    /// The cosine interpolant and the double angles on one real-valued ciphertext.
+    fn cosine_chain(&self, eval: &Evaluator, part: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        let level = part.level() - self.cosine.depth();
+        let mut y = eval.evaluate_chebyshev_to_scale(part, &self.cosine, self.ctx.prime_at(level)? as f64)?;
+        for _ in 0..self.params.evalmod.double_angle {
+            let sq = eval.rescale(&eval.mul_relin(&y, &y)?)?;
+            y = eval.add_const_real(&eval.mul_integer(&sq, 2)?, -1.0)?;
         }
-        let im = eval.mul_const_scaled(&outs[1], Complex64::new(0.0, 1.0), 1.0)?;
-        eval.add(&outs[0], &im)
+        Ok(y)
     }
 
     /// The factor c = 2^ratio Delta' / q_0 by which SlotsToCoeffs' constant 2^ratio / 2pi
@@ -543,5 +612,10 @@ mod tests {
             assert!((ctx.scale_at(l).unwrap().log2() - 40.0).abs() < 1e-3, "level {l}");
         }
         eprintln!("logN = 16 bootstrapping set: log QP = {:.1}, {} digits", params.log2_qp(), params.key_switch_digit_sizes(params.max_level()).unwrap().len());
+        for (wc, ws) in [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 3)] {
+            let bp = BootstrapParams { cts_giant_step_cost: wc, stc_giant_step_cost: ws, ..BootstrapParams::logn16_full_slots() };
+            let boot = Bootstrapper::new(&ctx, bp).unwrap();
+            eprintln!("weights {wc} {ws}: {} rotations, keys {:.2} GB", boot.rotations().rotations.len(), boot.key_memory_estimate().unwrap() as f64 / 1e9);
+        }
     }
 }

@@ -5,26 +5,37 @@
 //! diagonal factors), EvalMod removes q_0 I slot by slot (a scaled cosine with double-angle
 //! steps), and SlotsToCoeffs moves the result back (the forward special FFT).
 //!
-//! Security and the secret. [`BootstrapParams::logn16_full_slots`] has log QP = 1664 <= 1772,
-//! 128-bit secure by the HE standard for a uniform ternary secret (the only kind the standard's
-//! table covers). EvalMod removes q_0 I for |I| <= K, and I grows with the Hamming weight h of
-//! the secret the phase is under (std sqrt((h + 1) / 12), hard bound (h + 1) / 2):
-//! - a dense ternary secret (h ~ 2n/3) needs K ~ 500 at n = 2^16 (see
-//!   [`evalmod::k_for_hamming_weight`]): about 6 more double-angle levels or a much higher degree,
-//!   which the 1772-bit budget with 10 residual levels cannot hold at 20-bit precision;
-//! - a sparse secret of weight h = 32 gives K = 16 (the default shape). Using it as the main
-//!   secret at log QP ~ 1664 is *not* covered by the standard and is weaker (hybrid and sparse
-//!   attacks); Lattigo's answer is sparse-secret encapsulation (Bossuat-Troncoso-Pastoriza-
-//!   Hubaux 2022): keep the dense secret s everywhere, key-switch the level-0 ciphertext to an
-//!   ephemeral sparse s' under a tiny modulus q_0 p (an RLWE instance far below the table's
-//!   bound), ModRaise under s', and switch back to s at the top level with a key that encrypts s'
-//!   under s (as secure as s). NOT YET IMPLEMENTED here: the tests use a weight-32 secret for
-//!   the whole key (insecure-test parameters for the small ones; for the logN = 16 test this
-//!   means the parameter check holds but the secret is sparse). The pieces exist:
-//!   `SecretKey::generate_sparse` and level-limited key-switching keys in `lycaon-rlwe`.
+//! Security and the secret: sparse-secret encapsulation (Bossuat-Troncoso-Pastoriza-Hubaux,
+//! "Bootstrapping for approximate homomorphic encryption with negligible failure-probability by
+//! using sparse-secret encapsulation", ACNS 2022; Lattigo's EvkDenseToSparse/EvkSparseToDense).
+//! - The scheme's secret s is a dense uniform ternary polynomial (`SecretKey::generate`), and
+//!   every public key, relinearisation and rotation key is RLWE under s. With
+//!   [`BootstrapParams::logn16_full_slots`] (log QP = 1725 <= 1772 at n = 2^16) that is 128-bit
+//!   secure by the HomomorphicEncryption.org standard (Albrecht et al. 2018), whose tables cover
+//!   uniform, error-distributed and uniform ternary secrets only.
+//! - EvalMod removes q_0 I for |I| <= K, and I grows with the Hamming weight h of the secret the
+//!   level-0 phase is under: |I| <= (h + 1) / 2 always (a sum of h + 1 centred residues), with
+//!   standard deviation sqrt((h + 1) / 12). Under the dense s (h ~ 2n/3) K would be in the
+//!   hundreds ([`evalmod::k_for_hamming_weight`]), which 10 residual levels, 20 bits and the
+//!   1772-bit budget cannot hold. So ModRaise is encapsulated: the level-0 ciphertext is
+//!   key-switched from s to an ephemeral sparse secret s' of weight h = 32 (one digit, Q_0 P),
+//!   raised under s', and switched back to s at the top level right away. Under s' the bound
+//!   |I| <= 16 holds with certainty, so K = 16 (interval [-17, 17]) has no failure probability.
+//! - s' appears only in the dense-to-sparse key, an RLWE instance under s' with the small
+//!   modulus q_0 P (2^426 here, against the 2^1772 the standard allows a dense ternary secret at
+//!   n = 2^16); the sparse-to-dense key encrypts s' under s and is as secure as every other key.
+//!   The standard's caveat is exactly that sparse secrets are outside its tables (hybrid and
+//!   sparse-secret attacks gain on them), so the claim for this key rests on the encapsulation
+//!   paper's lattice-estimator analysis, which puts h = 32 at n = 2^16 and a modulus of a few
+//!   hundred bits above 128 bits; the estimator was not rerun here. s' is sampled inside
+//!   [`Bootstrapper::generate_keys`] and zeroised when it returns.
+//!
+//! Measured (logN = 16, 2^15 slots, dense secret, two shared cores): see the `bootstrap`
+//! integration test `logn16_full_slot_bootstrap` and the commit that records its figures.
 
 pub mod dft;
 pub mod evalmod;
+mod hoisted;
 pub mod bootstrapper;
 
 pub use bootstrapper::{spread_constant, BootstrapKeys, BootstrapParams, BootstrapRotations, Bootstrapper, EncapsulationKeys};
