@@ -130,7 +130,10 @@ fn stage_errors(st: &Setup, seed: u64) -> f64 {
     let two_pi = 2.0 * std::f64::consts::PI;
     let ideal: Vec<Complex64> = w.iter().map(|c| Complex64::new((two_pi * two_b * c.re).sin(), (two_pi * two_b * c.im).sin())).collect();
     let (irms, imax) = error_bits(&y, &ideal);
-    eprintln!("  EvalMod {t_mod:.2} s: circuit error 2^{:.1} rms, 2^{:.1} max; against sin(2 pi x) 2^{:.1} rms, 2^{:.1} max (units of sin; 2 pi q_0)", rms, max, irms, imax);
+    eprintln!(
+        "  EvalMod {t_mod:.2} s: circuit error 2^{:.1} rms, 2^{:.1} max; against sin(2 pi x) 2^{:.1} rms, 2^{:.1} max (units of sin; 2 pi q_0)",
+        rms, max, irms, imax
+    );
     let t = Instant::now();
     let out = b.slots_to_coeffs(&st.eval, &v, message_scale).unwrap();
     let t_stc = t.elapsed().as_secs_f64();
@@ -229,7 +232,12 @@ fn logn16_full_slot_bootstrap() {
     let st = setup(BootstrapParams::logn16_full_slots(), true);
     eprintln!("setup (keys) {:.1} s", t.elapsed().as_secs_f64());
     let g = st.eval.keys().galois.as_ref().unwrap();
-    eprintln!("{} Galois keys + relin + 2 encapsulation keys: {:.2} GB in memory, {:.2} GB serialised (seeded)", g.len(), st.key_bytes as f64 / 1e9, st.key_bytes_seeded as f64 / 1e9);
+    eprintln!(
+        "{} Galois keys + relin + 2 encapsulation keys: {:.2} GB in memory, {:.2} GB serialised (seeded)",
+        g.len(),
+        st.key_bytes as f64 / 1e9,
+        st.key_bytes_seeded as f64 / 1e9
+    );
     // The first run encodes the transforms' diagonals; the second is the steady state.
     let (mean, _, level, first) = run_one(&st, 5);
     assert!(level >= 10 && mean >= 20.0, "mean {mean:.1} bits at level {level}");

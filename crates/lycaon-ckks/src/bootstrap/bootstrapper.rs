@@ -32,7 +32,9 @@ use num_complex::Complex64;
 use super::dft::{coeffs_to_slots_factors, slots_to_coeffs_factors, DiagonalMatrix};
 use super::evalmod::{chebyshev_evaluate, EvalMod, EvalModParams};
 use super::hoisted::{self, ExtendedDiagonals};
-use crate::{conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform};
+use crate::{
+    conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform,
+};
 
 const P_PRIMES: usize = 6;
 
@@ -261,7 +263,13 @@ impl Bootstrapper {
     pub fn new(ctx: &Arc<CkksContext>, params: BootstrapParams) -> Result<Self, CkksError> {
         if ctx.n() != params.n() || ctx.max_level() != params.top_level() {
             return Err(CkksError::InvalidArgument {
-                what: format!("the context has n = {} and top level {}, the bootstrapping shape needs n = {} and top level {}", ctx.n(), ctx.max_level(), params.n(), params.top_level()),
+                what: format!(
+                    "the context has n = {} and top level {}, the bootstrapping shape needs n = {} and top level {}",
+                    ctx.n(),
+                    ctx.max_level(),
+                    params.n(),
+                    params.top_level()
+                ),
             });
         }
         let n = params.n();
@@ -427,7 +435,9 @@ impl Bootstrapper {
     /// `WrongSize` unless 2 parts, and the key errors of rotations.
     pub fn mod_raise(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<(Ciphertext, f64), CkksError> {
         if ct.slots() != self.params.slots() {
-            return Err(CkksError::InvalidArgument { what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), ct.slots()) });
+            return Err(CkksError::InvalidArgument {
+                what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), ct.slots()),
+            });
         }
         if ct.len() != 2 {
             return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
@@ -442,7 +452,11 @@ impl Bootstrapper {
             (None, _) => None,
             (Some(_), Some(keys)) => Some(keys),
             (Some(h), None) => {
-                return Err(CkksError::InvalidArgument { what: format!("this shape raises under a sparse secret of weight {h}: attach the encapsulation keys with Bootstrapper::with_encapsulation_keys") });
+                return Err(CkksError::InvalidArgument {
+                    what: format!(
+                        "this shape raises under a sparse secret of weight {h}: attach the encapsulation keys with Bootstrapper::with_encapsulation_keys"
+                    ),
+                });
             }
         };
         let inner = match encapsulation {

@@ -60,7 +60,11 @@ pub fn chebyshev_interpolant(f: impl Fn(f64) -> f64, degree: usize) -> Vec<f64> 
         .map(|j| {
             let s: f64 = values.iter().enumerate().map(|(k, &v)| v * (std::f64::consts::PI * j as f64 * (k as f64 + 0.5) / nodes as f64).cos()).sum();
             let c = 2.0 * s / nodes as f64;
-            if j == 0 { c / 2.0 } else { c }
+            if j == 0 {
+                c / 2.0
+            } else {
+                c
+            }
         })
         .collect()
 }
@@ -98,7 +102,7 @@ impl EvalMod {
         let mut arcsine_coeffs = Vec::new();
         let mut c = 1.0;
         let mut k = 0usize;
-        while 2 * k + 1 <= params.arcsine_degree.max(1) {
+        while 2 * k < params.arcsine_degree.max(1) {
             arcsine_coeffs.push(c / (2 * k + 1) as f64 / two_pi);
             c *= (2 * k + 1) as f64 / (2 * k + 2) as f64;
             k += 1;
@@ -152,10 +156,17 @@ impl EvalMod {
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.26551223
-        + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
-        .exp();
-    if x >= 0.0 { r } else { 2.0 - r }
+    let r = t
+        * (-z * z - 1.26551223
+            + t * (1.00002368
+                + t * (0.37409196
+                    + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
+            .exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
 }
 
 /// The smallest K such that all n coefficients of I satisfy |I| <= K except with probability at

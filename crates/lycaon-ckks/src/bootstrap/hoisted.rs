@@ -73,7 +73,14 @@ fn lift(c: &Poly<Ntt>, basis: &Arc<RnsBasis>, p_mod_q: &[u64]) -> Poly<Ntt> {
 /// M v with the diagonals already encoded over Q_l P at `sigma` = target q_l / scale (see
 /// [`Evaluator::linear_transform_scale`]); the result is at `target`, one level down. Errors:
 /// `WrongSize`, `NotEnoughLevels`, `MissingGaloisKeys`, `MissingRotationKey`, key-level errors.
-pub(crate) fn apply(eval: &Evaluator, ct: &Ciphertext, lt: &LinearTransform, diags: &ExtendedDiagonals, sigma: f64, target: f64) -> Result<Ciphertext, CkksError> {
+pub(crate) fn apply(
+    eval: &Evaluator,
+    ct: &Ciphertext,
+    lt: &LinearTransform,
+    diags: &ExtendedDiagonals,
+    sigma: f64,
+    target: f64,
+) -> Result<Ciphertext, CkksError> {
     if ct.len() != 2 {
         return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
     }
@@ -118,7 +125,8 @@ pub(crate) fn apply(eval: &Evaluator, ct: &Ciphertext, lt: &LinearTransform, dia
     let partials: Vec<[Poly<Ntt>; 2]> = giants
         .par_iter()
         .map(|&(&g, terms)| -> Result<[Poly<Ntt>; 2], CkksError> {
-            let pts: Vec<&Poly<Ntt>> = terms.iter().map(|&(_, k)| diags.get(&k).ok_or(CkksError::Internal("extended diagonal missing"))).collect::<Result<_, _>>()?;
+            let pts: Vec<&Poly<Ntt>> =
+                terms.iter().map(|&(_, k)| diags.get(&k).ok_or(CkksError::Internal("extended diagonal missing"))).collect::<Result<_, _>>()?;
             let r0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]][0]).collect();
             let r1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]][1]).collect();
             let [a0, a1] = crate::linear::dot_lazy(&r0, &r1, &pts);
