@@ -461,6 +461,12 @@ class CkksPublicKey:
 class CkksRelinKey:
     """The relinearisation key (evaluation key for ciphertext products)."""
     @property
+    def memory_bytes(self) -> int:
+        """Bytes the key occupies in memory (8 bytes per residue)."""
+    @property
+    def level(self) -> int:
+        """The highest ciphertext level the key serves."""
+    @property
     def params(self) -> CkksParameters:
         """The parameters this object belongs to."""
     def to_bytes(self) -> bytes:
@@ -475,6 +481,9 @@ class CkksGaloisKeys:
     def galois_elements(self) -> list[int]:
         """The Galois elements with a key, ascending."""
     @property
+    def memory_bytes(self) -> int:
+        """Bytes all keys occupy in memory (8 bytes per residue)."""
+    @property
     def params(self) -> CkksParameters:
         """The parameters this object belongs to."""
     def to_bytes(self) -> bytes:
@@ -487,6 +496,9 @@ class CkksEvaluationKeys:
     """The public keys an evaluator may use."""
     def __init__(self, relin_key: Optional[CkksRelinKey] = None, galois_keys: Optional[CkksGaloisKeys] = None) -> None:
         """Bundles the keys; either may be absent (operations needing it then raise MissingKeyError)."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the relinearisation and Galois keys in memory."""
 
 class CkksKeyGenerator:
     """Samples the secret key from the OS CSPRNG and derives the other keys (client side)."""
@@ -498,8 +510,9 @@ class CkksKeyGenerator:
         """A fresh public key for the secret key."""
     def relin_key(self) -> CkksRelinKey:
         """A fresh relinearisation key."""
-    def galois_keys(self, steps: Sequence[int], conjugate: bool = False) -> CkksGaloisKeys:
-        """Keys for rotations by each step (slot j receives slot j + step) and conjugation."""
+    def galois_keys(self, steps: Sequence[int], conjugate: bool = False, level: Optional[int] = None) -> CkksGaloisKeys:
+        """Keys for rotations by each step (slot j receives slot j + step) and conjugation; with
+        ``level``, each key serves ciphertexts at levels <= ``level`` only (smaller keys)."""
     def evaluation_keys(self, steps: Sequence[int] = ..., conjugate: bool = False) -> CkksEvaluationKeys:
         """A relinearisation key and Galois keys, bundled for ``CkksEvaluator``."""
 
@@ -631,10 +644,89 @@ class CkksEvaluator:
         """One rotation per step sharing one decomposition (hoisting), in step order."""
     def conjugate(self, a: CkksCiphertext) -> CkksCiphertext:
         """Complex conjugation of every slot (needs the conjugation key)."""
-    def linear_transform(self, a: CkksCiphertext, diagonals: dict[int, npt.ArrayLike]) -> CkksCiphertext:
-        """M a with d_k[t] = M[t][(t + k) mod slots]; baby-step giant-step, one level."""
+    def linear_transform(self, a: CkksCiphertext, diagonals: Union[dict[int, npt.ArrayLike], "CkksLinearTransform"]) -> CkksCiphertext:
+        """M a with d_k[t] = M[t][(t + k) mod slots]; baby-step giant-step, one level. A
+        ``CkksLinearTransform`` reuses its diagonals encoded by ``prepare``."""
     def evaluate_chebyshev(self, x: CkksCiphertext, coeffs: Sequence[float], a: float = -1.0, b: float = 1.0) -> CkksCiphertext:
         """sum_i coeffs[i] T_i on [a, b] in depth ceil(log2(d + 1)), plus one unless 2 / (b - a) is an integer."""
+
+class CkksLinearTransform:
+    """A plaintext matrix by its non-zero diagonals with its baby-step giant-step split; the
+    diagonals can be encoded ahead (``prepare``) so that evaluations only multiply."""
+    def __init__(self, params: CkksParameters, diagonals: dict[int, npt.ArrayLike], slots: Optional[int] = None, double_hoisting: bool = True) -> None:
+        """Diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots]; ``slots`` defaults to their length."""
+    def rotations(self) -> list[int]:
+        """The rotation steps the evaluation needs Galois keys for."""
+    @property
+    def slots(self) -> int: ...
+    @property
+    def baby_steps(self) -> int:
+        """The baby-step count n1 of the split."""
+    @property
+    def diagonal_count(self) -> int: ...
+    def prepare(self, ciphertext: CkksCiphertext) -> None:
+        """Encodes every diagonal for inputs at ``ciphertext``'s level and scale and keeps them
+        (memory: one plaintext over Q_l P per diagonal)."""
+    def apply_plain(self, values: npt.ArrayLike) -> npt.NDArray[np.complex128]:
+        """M v in the clear, the reference the encrypted result approximates."""
+
+class CkksBootstrapParams:
+    """The shape of a bootstrappable parameter set and of its circuit."""
+    @staticmethod
+    def logn16_full_slots() -> "CkksBootstrapParams":
+        """logN = 16, 2^15 slots, 10 residual levels at 2^40, 128-bit secure, sparse-secret encapsulation."""
+    @staticmethod
+    def toy(log_n: int, log_slots: int, residual_levels: int) -> "CkksBootstrapParams":
+        """The same circuit at another ring degree (below logN = 16 ``parameters()`` refuses it: not 128-bit secure)."""
+    @property
+    def log_n(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def residual_levels(self) -> int:
+        """Levels left for computation after bootstrapping."""
+    @property
+    def log_scale(self) -> int: ...
+    @property
+    def top_level(self) -> int: ...
+    @property
+    def encapsulation_weight(self) -> Optional[int]:
+        """Hamming weight of the ephemeral sparse secret ModRaise runs under, or None."""
+    def parameters(self) -> CkksParameters:
+        """The CKKS parameters of the shape (128-bit security checked)."""
+
+class CkksBootstrapKeys:
+    """Every key bootstrapping needs (rotations by level, conjugation, relinearisation, the two
+    encapsulation keys). Public material."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of all keys in memory (8 bytes per residue)."""
+    def serialized_len(self, seeded: bool = True) -> int:
+        """Bytes of all keys serialised."""
+    @property
+    def evaluation_keys(self) -> CkksEvaluationKeys:
+        """The keys for the ``CkksEvaluator`` bootstrapping runs on."""
+    @property
+    def galois_key_count(self) -> int: ...
+
+class CkksBootstrapper:
+    """ModRaise, CoeffsToSlots, EvalMod and SlotsToCoeffs for one parameter set and shape."""
+    def __init__(self, params: CkksParameters, shape: CkksBootstrapParams) -> None:
+        """``params`` must be ``shape.parameters()`` (LycaonError otherwise)."""
+    def generate_keys(self, keygen: CkksKeyGenerator) -> CkksBootstrapKeys:
+        """The keys the circuit uses, each only up to the level where it is used (client side)."""
+    def attach_keys(self, keys: CkksBootstrapKeys) -> None:
+        """Attaches the encapsulation keys (needed before ``bootstrap``)."""
+    def key_memory_estimate(self) -> int:
+        """Bytes in memory of the keys ``generate_keys`` makes, without making them."""
+    @property
+    def rotation_count(self) -> int: ...
+    def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
+        """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
+        ``evaluator`` holds ``keys.evaluation_keys``. The first call also encodes the transforms."""
+
+def ckks_threads() -> int:
+    """Threads of the pool CKKS evaluation runs on (RAYON_NUM_THREADS when the pool starts)."""
 
 def chebyshev_coefficients(f: "object", a: float, b: float, degree: int) -> list[float]:
     """Chebyshev interpolation coefficients of the callable f on [a, b]."""

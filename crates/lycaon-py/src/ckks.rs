@@ -212,11 +212,27 @@ macro_rules! ckks_object {
 
 ckks_object!(CkksSecretKey, rlwe::SecretKey, "The CKKS secret key (client side).", |p, b| rlwe::SecretKey::from_bytes(&p.params, b).map_err(parse_err));
 ckks_object!(CkksPublicKey, rlwe::PublicKey, "The CKKS public key.", |p, b| rlwe::PublicKey::from_bytes(&p.params, b).map_err(parse_err));
-ckks_object!(CkksRelinKey, rlwe::RelinKey, "The relinearisation key.", |p, b| rlwe::RelinKey::from_bytes(&p.params, b).map_err(parse_err));
+ckks_object!(CkksRelinKey, rlwe::RelinKey, "The relinearisation key.", |p, b| rlwe::RelinKey::from_bytes(&p.params, b).map_err(parse_err), {
+    /// Bytes the key occupies in memory (8 bytes per residue).
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.key().memory_bytes()
+    }
+    /// The highest ciphertext level the key serves.
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+});
 ckks_object!(CkksGaloisKeys, rlwe::GaloisKeys, "Rotation (5^k) and conjugation keys.", |p, b| rlwe::GaloisKeys::from_bytes(&p.params, b).map_err(parse_err), {
     #[getter]
     fn galois_elements(&self) -> Vec<u64> {
         self.inner.galois_elements().collect()
+    }
+    /// Bytes all keys occupy in memory (8 bytes per residue).
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
     }
 });
 ckks_object!(CkksPlaintext, lycaon_ckks::Plaintext, "An encoded message at a level and scale.", |p, b| lycaon_ckks::Plaintext::from_bytes(&p.ctx, b).map_err(ckks_parse_err), {
@@ -278,6 +294,11 @@ impl CkksEvaluationKeys {
     fn new(relin_key: Option<&CkksRelinKey>, galois_keys: Option<&CkksGaloisKeys>) -> Self {
         Self { keys: lycaon_ckks::EvaluationKeys { relin: relin_key.map(|k| k.inner.clone()), galois: galois_keys.map(|k| k.inner.clone()) } }
     }
+    /// Bytes of the relinearisation and Galois keys in memory.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.keys.relin.as_ref().map_or(0, |r| r.key().memory_bytes()) + self.keys.galois.as_ref().map_or(0, |g| g.memory_bytes())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,11 +334,22 @@ impl CkksKeyGenerator {
         let rk = py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?;
         Ok(CkksRelinKey::wrap(&self.params, rk))
     }
-    /// Keys for slot rotations by `steps` (negative: right) and, when asked, conjugation.
-    #[pyo3(signature = (steps, conjugate=false))]
-    fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, conjugate: bool) -> PyResult<CkksGaloisKeys> {
+    /// Keys for slot rotations by `steps` (negative: right) and, when asked, conjugation; with
+    /// `level`, each key serves ciphertexts at levels <= `level` only (fewer limbs and digits).
+    #[pyo3(signature = (steps, conjugate=false, level=None))]
+    fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, conjugate: bool, level: Option<usize>) -> PyResult<CkksGaloisKeys> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        let gk = py.detach(|| lycaon_ckks::EvaluationKeys::galois_keys(sk, &steps, conjugate, s)).map_err(ckks_err)?;
+        let gk = match level {
+            None => py.detach(|| lycaon_ckks::EvaluationKeys::galois_keys(sk, &steps, conjugate, s)).map_err(ckks_err)?,
+            Some(l) => {
+                let n = self.params.params.n();
+                let mut pairs: Vec<(u64, usize)> = steps.iter().map(|&st| (lycaon_ckks::rotation_galois_element(st, n), l)).filter(|&(g, _)| g != 1).collect();
+                if conjugate {
+                    pairs.push((lycaon_ckks::conjugation_galois_element(n), l));
+                }
+                py.detach(|| rlwe::GaloisKeys::generate_at(sk, &pairs, s)).map_err(rlwe_err)?
+            }
+        };
         Ok(CkksGaloisKeys::wrap(&self.params, gk))
     }
     /// A relinearisation key and Galois keys for `steps` (and conjugation), bundled.
@@ -569,8 +601,14 @@ impl CkksEvaluator {
     fn conjugate(&self, py: Python<'_>, a: &CkksCiphertext) -> PyResult<CkksCiphertext> {
         self.run(py, |ev| ev.conjugate(&a.inner))
     }
-    /// M a for M given by its diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots} (one level).
-    fn linear_transform(&self, py: Python<'_>, a: &CkksCiphertext, diagonals: BTreeMap<i64, Bound<'_, PyAny>>) -> PyResult<CkksCiphertext> {
+    /// M a for M given by its diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots} (one
+    /// level), or by a `CkksLinearTransform` (whose diagonals may be encoded ahead with `prepare`).
+    fn linear_transform(&self, py: Python<'_>, a: &CkksCiphertext, diagonals: &Bound<'_, PyAny>) -> PyResult<CkksCiphertext> {
+        if let Ok(lt) = diagonals.cast::<CkksLinearTransform>() {
+            let lt = lt.get().lt.clone();
+            return self.run(py, |ev| ev.linear_transform(&a.inner, &lt));
+        }
+        let diagonals: BTreeMap<i64, Bound<'_, PyAny>> = diagonals.extract().map_err(|_| LycaonError::new_err("diagonals must be a dict {index: values} or a CkksLinearTransform"))?;
         let diags = diagonals.iter().map(|(&k, v)| Ok((k, complex_values(v)?))).collect::<PyResult<Vec<_>>>()?;
         let (ctx, slots) = (&self.params.ctx, a.inner.slots());
         self.run(py, |ev| {
@@ -584,6 +622,228 @@ impl CkksEvaluator {
         let poly = lycaon_ckks::ChebyshevPoly::new(coeffs, a, b).map_err(ckks_err)?;
         self.run(py, |ev| ev.evaluate_chebyshev(&x.inner, &poly))
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear transforms and bootstrapping
+
+/// A plaintext matrix by its non-zero diagonals, with its baby-step giant-step split; its
+/// diagonals can be encoded ahead (`prepare`) so that evaluations only multiply.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct CkksLinearTransform {
+    params: CkksParameters,
+    lt: Arc<lycaon_ckks::LinearTransform>,
+}
+
+#[pymethods]
+impl CkksLinearTransform {
+    /// Diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots]; `slots` defaults to the length
+    /// of the diagonals. Double hoisting (the default) keeps the baby steps over Q_l P.
+    #[new]
+    #[pyo3(signature = (params, diagonals, slots=None, double_hoisting=true))]
+    fn new(py: Python<'_>, params: &CkksParameters, diagonals: BTreeMap<i64, Bound<'_, PyAny>>, slots: Option<usize>, double_hoisting: bool) -> PyResult<Self> {
+        let diags = diagonals.iter().map(|(&k, v)| Ok((k, complex_values(v)?))).collect::<PyResult<Vec<_>>>()?;
+        let slots = slots.or_else(|| diags.first().map(|d| d.1.len())).unwrap_or(0);
+        let ctx = &params.ctx;
+        let lt = py.detach(|| lycaon_ckks::LinearTransform::new(ctx, slots, diags)).map_err(ckks_err)?.with_double_hoisting(double_hoisting);
+        Ok(Self { params: params.clone(), lt: Arc::new(lt) })
+    }
+    /// The rotation steps the evaluation needs Galois keys for.
+    fn rotations(&self) -> Vec<i64> {
+        self.lt.rotations()
+    }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.lt.slots()
+    }
+    #[getter]
+    fn baby_steps(&self) -> usize {
+        self.lt.baby_steps()
+    }
+    #[getter]
+    fn diagonal_count(&self) -> usize {
+        self.lt.diagonals().len()
+    }
+    /// Encodes every diagonal for inputs like `ciphertext` (its level and scale, result at the
+    /// canonical scale of the level below) and keeps them: later evaluations only multiply.
+    fn prepare(&self, py: Python<'_>, ciphertext: &CkksCiphertext) -> PyResult<()> {
+        let (ctx, lt, ct) = (&self.params.ctx, &self.lt, &ciphertext.inner);
+        py.detach(|| {
+            if ct.level() == 0 {
+                return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
+            }
+            let ev = lycaon_ckks::Evaluator::without_keys(ctx);
+            let sigma = ev.linear_transform_scale(ct, ctx.scale_at(ct.level() - 1)?)?;
+            lt.prepare(ctx, ct.level(), sigma)
+        })
+        .map_err(ckks_err)
+    }
+    /// M v in the clear (complex128), the reference the encrypted result approximates.
+    fn apply_plain<'py>(&self, py: Python<'py>, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
+        let v = complex_values(values)?;
+        if v.len() != self.lt.slots() {
+            return Err(LycaonError::new_err(format!("{} values for a transform of {} slots", v.len(), self.lt.slots())));
+        }
+        let lt = &self.lt;
+        let out = py.detach(|| lt.apply_plain(&v));
+        Ok(PyArray1::from_vec(py, out))
+    }
+}
+
+/// The shape of a bootstrappable parameter set and of its circuit.
+#[pyclass(module = "lycaon._native", frozen)]
+#[derive(Clone)]
+pub struct CkksBootstrapParams {
+    inner: lycaon_ckks::bootstrap::BootstrapParams,
+}
+
+#[pymethods]
+impl CkksBootstrapParams {
+    /// logN = 16, 2^15 slots, 10 residual levels at scale 2^40, 128-bit secure (log QP <= 1772),
+    /// with sparse-secret encapsulation for ModRaise.
+    #[staticmethod]
+    fn logn16_full_slots() -> Self {
+        Self { inner: lycaon_ckks::bootstrap::BootstrapParams::logn16_full_slots() }
+    }
+    /// The logN = 16 circuit at another ring degree and slot count. Parameters below logN = 16
+    /// do not fit the 128-bit budget, so `parameters()` refuses them.
+    #[staticmethod]
+    fn toy(log_n: u32, log_slots: u32, residual_levels: usize) -> Self {
+        Self { inner: lycaon_ckks::bootstrap::BootstrapParams::toy(log_n, log_slots, residual_levels) }
+    }
+    #[getter]
+    fn log_n(&self) -> u32 {
+        self.inner.log_n
+    }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.inner.slots()
+    }
+    /// Levels left for computation after bootstrapping (the top residual level).
+    #[getter]
+    fn residual_levels(&self) -> usize {
+        self.inner.residual_levels
+    }
+    #[getter]
+    fn log_scale(&self) -> u32 {
+        self.inner.log_scale
+    }
+    #[getter]
+    fn top_level(&self) -> usize {
+        self.inner.top_level()
+    }
+    /// Hamming weight of the ephemeral sparse secret used for ModRaise, or None.
+    #[getter]
+    fn encapsulation_weight(&self) -> Option<usize> {
+        self.inner.encapsulation_weight
+    }
+    /// The CKKS parameters of the shape (128-bit security checked), with the top-level scale
+    /// that puts the residual levels at 2^log_scale.
+    fn parameters(&self, py: Python<'_>) -> PyResult<CkksParameters> {
+        let lit = self.inner.literal().map_err(|e| ParameterError::new_err(e.to_string()))?;
+        let scale = self.inner.top_scale(&lit);
+        CkksParameters::build(py, lit, scale)
+    }
+    fn __repr__(&self) -> String {
+        let b = &self.inner;
+        format!("CkksBootstrapParams(log_n={}, slots={}, residual_levels={}, top_level={}, encapsulation_weight={:?})", b.log_n, b.slots(), b.residual_levels, b.top_level(), b.encapsulation_weight)
+    }
+}
+
+/// Every key bootstrapping needs: evaluation keys (rotations by level, conjugation,
+/// relinearisation) and the two sparse-secret encapsulation keys. Public material.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct CkksBootstrapKeys {
+    keys: lycaon_ckks::bootstrap::BootstrapKeys,
+}
+
+#[pymethods]
+impl CkksBootstrapKeys {
+    /// Bytes of all keys in memory (8 bytes per residue).
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.keys.memory_bytes()
+    }
+    /// Bytes of all keys serialised (seeded: uniform halves as 32-byte seeds).
+    #[pyo3(signature = (seeded=true))]
+    fn serialized_len(&self, seeded: bool) -> usize {
+        self.keys.serialized_len(seeded)
+    }
+    /// The evaluation keys, for the `CkksEvaluator` that bootstrapping runs on.
+    #[getter]
+    fn evaluation_keys(&self) -> CkksEvaluationKeys {
+        CkksEvaluationKeys { keys: self.keys.evaluation.clone() }
+    }
+    #[getter]
+    fn galois_key_count(&self) -> usize {
+        self.keys.evaluation.galois.as_ref().map_or(0, |g| g.galois_elements().count())
+    }
+}
+
+/// The bootstrapping circuit (ModRaise, CoeffsToSlots, EvalMod, SlotsToCoeffs) for one
+/// parameter set and shape. Server side: holds public keys only.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct CkksBootstrapper {
+    params: CkksParameters,
+    boot: std::sync::RwLock<Option<lycaon_ckks::bootstrap::Bootstrapper>>,
+}
+
+impl CkksBootstrapper {
+    fn with<T>(&self, f: impl FnOnce(&lycaon_ckks::bootstrap::Bootstrapper) -> Result<T, CkksError>) -> PyResult<T> {
+        let guard = self.boot.read().map_err(|_| LycaonError::new_err("the bootstrapper's lock is poisoned"))?;
+        let boot = guard.as_ref().ok_or_else(|| LycaonError::new_err("the bootstrapper is being updated"))?;
+        f(boot).map_err(ckks_err)
+    }
+}
+
+#[pymethods]
+impl CkksBootstrapper {
+    /// Builds the transforms and the EvalMod polynomial for parameters made by `shape.parameters()`.
+    #[new]
+    fn new(py: Python<'_>, params: &CkksParameters, shape: &CkksBootstrapParams) -> PyResult<Self> {
+        let (ctx, bp) = (&params.ctx, shape.inner.clone());
+        let boot = py.detach(|| lycaon_ckks::bootstrap::Bootstrapper::new(ctx, bp)).map_err(ckks_err)?;
+        Ok(Self { params: params.clone(), boot: std::sync::RwLock::new(Some(boot)) })
+    }
+    /// Generates the keys the circuit uses, each only up to the level where it is used (client
+    /// side: uses the key generator's secret key).
+    fn generate_keys(&self, py: Python<'_>, keygen: &mut CkksKeyGenerator) -> PyResult<CkksBootstrapKeys> {
+        keygen.params.same(self.params.params.id(), "the key generator was")?;
+        let (sk, s) = (&keygen.sk, &mut keygen.sampler);
+        let keys = py.detach(|| self.with(|b| b.generate_keys(sk, s)))?;
+        Ok(CkksBootstrapKeys { keys })
+    }
+    /// Attaches the encapsulation keys of `keys` (needed before `bootstrap`).
+    fn attach_keys(&self, keys: &CkksBootstrapKeys) -> PyResult<()> {
+        let mut guard = self.boot.write().map_err(|_| LycaonError::new_err("the bootstrapper's lock is poisoned"))?;
+        let boot = guard.take().ok_or_else(|| LycaonError::new_err("the bootstrapper is being updated"))?;
+        *guard = Some(boot.with_encapsulation_keys(keys.keys.encapsulation.clone()));
+        Ok(())
+    }
+    /// The bytes in memory of the keys `generate_keys` makes, computed without making them.
+    fn key_memory_estimate(&self) -> PyResult<usize> {
+        self.with(|b| b.key_memory_estimate())
+    }
+    /// Number of (rotation, level) pairs the circuit uses.
+    #[getter]
+    fn rotation_count(&self) -> PyResult<usize> {
+        self.with(|b| Ok(b.rotations().rotations.len()))
+    }
+    /// Refreshes `ciphertext` (the shape's slot count, any level) to the top residual level at
+    /// its canonical scale; `evaluator` must hold the keys' `evaluation_keys`. The first call
+    /// also encodes the transforms' diagonals and keeps them.
+    fn bootstrap(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
+        let (ev, ct) = (&evaluator.ev, &ciphertext.inner);
+        let out = py.detach(|| self.with(|b| b.bootstrap(ev, ct)))?;
+        Ok(CkksCiphertext::wrap(&self.params, out))
+    }
+}
+
+/// Threads of the pool the CKKS evaluator runs on (rayon's global pool; RAYON_NUM_THREADS,
+/// read when the pool first starts, sets it).
+#[pyfunction]
+pub fn ckks_threads() -> usize {
+    rayon::current_num_threads()
 }
 
 /// Chebyshev coefficients of f on [a, b] at `degree` (interpolation at Chebyshev nodes).
@@ -637,6 +897,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CkksEncryptor>()?;
     m.add_class::<CkksDecryptor>()?;
     m.add_class::<CkksEvaluator>()?;
+    m.add_class::<CkksLinearTransform>()?;
+    m.add_class::<CkksBootstrapParams>()?;
+    m.add_class::<CkksBootstrapKeys>()?;
+    m.add_class::<CkksBootstrapper>()?;
+    m.add_function(wrap_pyfunction!(ckks_threads, m)?)?;
     m.add_function(wrap_pyfunction!(chebyshev_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(precision_stats, m)?)?;
     Ok(())
