@@ -19,8 +19,16 @@
 //! earlier version did, left that factor's diagonals at 2^-20 at a plaintext scale of 2^52:
 //! 2^32-sized integers, a 2^-26 relative error, and 9.8 bits at logN = 16.
 //!
-//! The diagonals are encoded once per (level, plaintext scale), on first use, and kept in the
-//! transforms (about 2.2 GB at logN = 16); later bootstraps only multiply.
+//! Where the error goes at logN = 16 (full slots, dense secret; the `stage_errors` test):
+//! CoeffsToSlots adds 2^-41 q_0 (rms), EvalMod 2^-35.6 in units of the sine (its noise at
+//! scale 2^60 grows 4x per double angle), SlotsToCoeffs 2^-26 of the message; bootstrapping
+//! alone is off by 2^-22.7 rms from its input, whose own encryption noise at scale 2^40 is
+//! 2^-22.1: 22.7 bits mean end to end. Before the constants were spread, CoeffsToSlots added
+//! 2^-30.4 (logN = 12), 2^-27.5 (14) and about 2^-24.6 (16) q_0: 17.8, 13.8 and 9.8 bits.
+//!
+//! The transforms are double hoisted (`hoisted.rs`); their diagonals are encoded over
+//! Q_l P once per (level, plaintext scale), on first use, and kept (3.1 GB at logN = 16: the
+//! first bootstrap also encodes them).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -573,6 +581,11 @@ impl Bootstrapper {
         self.slots_to_coeffs(eval, &v, message_scale)
     }
 
+    /// Bytes of the diagonals encoded so far (over Q_l P, kept for later bootstraps).
+    pub fn prepared_diagonal_bytes(&self) -> usize {
+        self.prepared.lock().map(|m| m.values().flat_map(|d| d.values()).map(|p| 8 * p.data().len()).sum()).unwrap_or(0)
+    }
+
     /// The CoeffsToSlots factors in the order they are applied.
     pub fn coeffs_to_slots_transforms(&self) -> &[LinearTransform] {
         &self.cts
@@ -626,10 +639,32 @@ mod tests {
             assert!((ctx.scale_at(l).unwrap().log2() - 40.0).abs() < 1e-3, "level {l}");
         }
         eprintln!("logN = 16 bootstrapping set: log QP = {:.1}, {} digits", params.log2_qp(), params.key_switch_digit_sizes(params.max_level()).unwrap().len());
-        for (wc, ws) in [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 3)] {
-            let bp = BootstrapParams { cts_giant_step_cost: wc, stc_giant_step_cost: ws, ..BootstrapParams::logn16_full_slots() };
-            let boot = Bootstrapper::new(&ctx, bp).unwrap();
-            eprintln!("weights {wc} {ws}: {} rotations, keys {:.2} GB", boot.rotations().rotations.len(), boot.key_memory_estimate().unwrap() as f64 / 1e9);
+        let boot = Bootstrapper::new(&ctx, bp.clone()).unwrap();
+        let keys = boot.key_memory_estimate().unwrap() as f64 / 1e9;
+        assert!(keys < 8.5, "keys {keys:.2} GB: more than half of Lattigo's 17 GB");
+        // The precision fix: every CoeffsToSlots factor's diagonals, encoded at its plaintext
+        // scale sigma, are integers of about 2^47 or more (rounding them costs 2^-40 relative at
+        // n = 2^16). Folding 1/(2 B s) into the first factor gave 2^32 there.
+        let top = bp.top_level();
+        let mut scale_in = ctx.prime_at(0).unwrap() as f64;
+        for (i, lt) in boot.coeffs_to_slots_transforms().iter().enumerate() {
+            let target = ctx.prime_at(top - i - 1).unwrap() as f64;
+            let sigma = target * ctx.prime_at(top - i).unwrap() as f64 / scale_in;
+            scale_in = target;
+            let (sum, count) = lt.diagonals().values().flatten().fold((0.0, 0usize), |(s, c), d| (s + d.norm_sqr(), c + 1));
+            let size = (sigma * (sum / count as f64).sqrt()).log2();
+            eprintln!("CoeffsToSlots factor {i}: sigma 2^{:.1}, encoded diagonals of 2^{size:.1}", sigma.log2());
+            assert!(size > 46.0, "factor {i}: diagonals of 2^{size:.1}");
+        }
+    }
+
+    #[test]
+    fn spread_constant_equalises_the_encoded_sizes() {
+        let sigmas = [2f64.powi(52), 2f64.powi(56), 2f64.powi(56), 2f64.powi(60)];
+        let c = spread_constant(2f64.powi(-20), &sigmas);
+        assert!((c.iter().product::<f64>().log2() + 20.0).abs() < 1e-9);
+        for (ci, si) in c.iter().zip(&sigmas) {
+            assert!(((ci * si).log2() - 51.0).abs() < 1e-9, "2^{}", (ci * si).log2());
         }
     }
 }
