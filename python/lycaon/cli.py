@@ -204,6 +204,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ckks.add_argument("--no-peer", action="store_true", help="skip SEAL and Lattigo")
     ckks.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=False,
                       help="also one logN = 16 bootstrapping per library (off by default: Lattigo's keys take ~17 GB, Lycaon's ~9 GB; run one at a time)")
+    ckks.add_argument("--bootstrap-only", action="store_true", help="only the logN = 16 bootstrapping (implies --bootstrap)")
     ckks.add_argument("--threads", type=int, help="Lycaon's threads and Lattigo's GOMAXPROCS (default: the CPU count)")
     lin = bench_sub.add_parser("linear", help="encrypted convolutions: every algorithm, and SPU CHEETAH on ResNet-20's layers")
     lin.add_argument("--json", metavar="FILE", help="write the records as JSON")
@@ -252,7 +253,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "bench" and args.suite == "ckks":
             from lycaon.bench import ckks as bench_ckks  # noqa: PLC0415
 
-            bench_ckks.run(args.logn, args.reps, args.json, peer=not args.no_peer, bootstrap=args.bootstrap, threads=args.threads)
+            bench_ckks.run(args.logn, args.reps, args.json, peer=not args.no_peer, bootstrap=args.bootstrap, threads=args.threads,
+                           bootstrap_only=args.bootstrap_only)
             return 0
         if args.command == "bench" and args.suite == "linear":
             from lycaon.bench import linear as bench_linear  # noqa: PLC0415

@@ -28,11 +28,13 @@ its own. Operations (median of ``reps`` timed runs after one warm-up; inputs pre
 - ``bootstrap`` (logN = 16 only, with ``bootstrap=True``): one full-slot bootstrapping of a
   level-0 ciphertext. Lycaon's ``CkksBootstrapParams.logn16_full_slots`` (the same residual
   shape: 10 levels at 2^40 over a 60-bit q_0, sparse-secret encapsulation, log QP = 1725) against
-  Lattigo's default bootstrapping parameters on Orion's residual chain. Lycaon's first call
-  encodes the transforms' diagonals; the second is timed (Lattigo encodes them in
-  ``NewBootstrapper`` and its first call is timed). Off by default: Lattigo's keys take about
-  17 GB and Lycaon's about 9 GB (keys and diagonals); the two never run at once, and each is
-  skipped with a message when the machine has too little memory available.
+  Lattigo's default bootstrapping parameters on Orion's residual chain, its keys with six 61-bit
+  special primes as Lycaon's (with Orion's three its key generation ran out of memory here).
+  Lycaon's first call encodes the transforms' diagonals; the second is timed (Lattigo encodes
+  them in ``NewBootstrapper`` and its first call is timed). Off by default: Lattigo's keys take
+  about 17 GB, Lycaon's 6.9 GB (12 GB resident with the encoded diagonals and working set); the
+  two never run at once, and each is skipped with a message when the machine has too little
+  memory available.
 
 ``ratio`` is lycaon_us / peer_us: below 1 means Lycaon is faster. ``precision_bits`` is
 -log2 of the mean absolute error against float64 (Lattigo's inputs cross its C facade as float32,
@@ -75,8 +77,12 @@ HOISTED = 8
 POLY_DEGREE = 63
 OPS = ["mul_relin", "rescale", "rotate_1", f"rotate_hoisted_{HOISTED}", "linear_transform", f"poly_{POLY_DEGREE}", "bootstrap"]
 #: Memory (bytes) a logN = 16 bootstrapping needs on top of what is in use, per library.
-BOOTSTRAP_MEMORY = {"lycaon": 10 << 30, "lattigo": 19 << 30}
+BOOTSTRAP_MEMORY = {"lycaon": 13 << 30, "lattigo": 18 << 30}
 SEAL_NAME, LATTIGO_NAME = "seal", "lattigo"
+#: Special primes of Lattigo's bootstrapping keys: six of 61 bits, as Lycaon's bootstrapping set
+#: has. With the scheme's three (more digits per key) its key generation was killed for memory
+#: with 22 GB available.
+LATTIGO_BOOT_LOG_P = [61] * 6
 
 
 def _median_us(op: Callable[[], object], reps: int, warmup: int = 1) -> float:
@@ -274,24 +280,27 @@ def _fmt_bytes(b: Optional[float]) -> str:
 def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Optional[dict], threads: int) -> Optional[dict]:
     """One record in the BFV benchmark's shape plus precision, levels and key memory."""
     lycaon_us = ours.get(f"{op}_us")
-    if lycaon_us is None:
+    peer_ran = bool(theirs) and theirs.get(f"{op}_s") is not None
+    if lycaon_us is None and not (op == "bootstrap" and peer_ran):
         return None
-    rec: dict = {"op": op, "n": 1 << log_n, "log_n": log_n, "lycaon_us": round(lycaon_us, 2), "peer": peer, "peer_us": None, "ratio": None,
+    rec: dict = {"op": op, "n": 1 << log_n, "log_n": log_n, "lycaon_us": None if lycaon_us is None else round(lycaon_us, 2), "peer": peer, "peer_us": None, "ratio": None,
                  "precision_bits": round(ours[f"{op}_bits"], 2) if f"{op}_bits" in ours else None, "peer_precision_bits": None,
                  "key_bytes": ours.get(f"{op}_key_bytes"), "threads": threads}
     if op == "linear_transform":
         rec.update(diagonals=ours["lt_diagonals"], level=ours["lt_level"], baby_steps=ours.get("linear_transform_baby_steps"))
     if op.startswith("poly_"):
         rec["levels_used"] = ours.get(f"{op}_levels_used")
-    if op == "bootstrap":
+    if op == "bootstrap" and lycaon_us is not None:
         rec.update(levels_left=ours["bootstrap_levels_left"], min_precision_bits=round(ours["bootstrap_min_bits"], 2),
                    first_call_s=round(ours["bootstrap_first_s"], 2), rss_growth_bytes=ours["bootstrap_rss_growth_bytes"],
                    key_bytes_seeded=ours["bootstrap_key_bytes_seeded"], params=ours["bootstrap_params"], log2_qp=ours["bootstrap_log2_qp"])
+    elif op == "bootstrap":
+        rec.update(levels_left=None, note=ours.get("bootstrap_note", "Lycaon's bootstrapping did not run"))
     if theirs is not None and "error" not in theirs:
         secs = theirs.get(f"{op}_s")
         if secs is not None:
             rec["peer_us"] = round(secs * 1e6, 2)
-            rec["ratio"] = round(lycaon_us / rec["peer_us"], 3)
+            rec["ratio"] = None if lycaon_us is None else round(lycaon_us / rec["peer_us"], 3)
         bits_key = {"mul_relin": "mul_precision_bits", "rescale": "mul_precision_bits", "rotate_1": "rotate_precision_bits"}.get(op, f"{op}_precision_bits")
         if theirs.get(bits_key) is not None:
             rec["peer_precision_bits"] = round(theirs[bits_key], 2)
@@ -303,6 +312,7 @@ def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Option
             rec["peer_levels_left"] = theirs.get("bootstrap_levels_left")
             rec["peer_rss_growth_bytes"] = theirs.get("bootstrap_rss_growth_bytes")
             rec["peer_peak_rss_bytes"] = theirs.get("peak_rss_bytes")
+            rec["peer_bootstrap_log_p"] = theirs.get("bootstrap_log_p")
         if op == "linear_transform":
             rec["peer_level"] = theirs.get("linear_transform_level")
         if theirs.get(f"{op}_note"):
@@ -315,7 +325,7 @@ def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Option
 
 
 def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str] = None, peer: bool = True, bootstrap: bool = False,
-        threads: Optional[int] = None, lt_diagonals: Optional[int] = None, out=print) -> list[dict]:
+        threads: Optional[int] = None, lt_diagonals: Optional[int] = None, out=print, bootstrap_only: bool = False) -> list[dict]:
     """Runs the benchmark, prints a table and returns (and optionally writes) the records.
 
     Records have the BFV benchmark's shape, one per (op, n, peer): ``{"op", "n", "lycaon_us",
@@ -323,11 +333,14 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     ``key_bytes`` / ``peer_key_bytes``, thread counts, and ``levels_left`` /
     ``peer_levels_left`` on bootstrapping records. ``peer`` is None (and the peer fields too)
     when no peer ran. ``bootstrap`` adds the logN = 16 bootstrapping (see the module docstring);
-    ``lt_diagonals`` overrides the transform's diagonal count (tests use a small one).
+    ``lt_diagonals`` overrides the transform's diagonal count (tests use a small one);
+    ``bootstrap_only`` runs the logN = 16 bootstrapping alone.
     The JSON file holds ``{"info": ..., "records": [...]}``.
     """
     if reps < 1:
         raise lycaon.LycaonError("reps must be at least 1")
+    if bootstrap_only:
+        log_ns, bootstrap = [16], True
     for log_n in log_ns:
         parameters(log_n)  # refuse an unsupported ring degree before any timing
     if threads is not None:
@@ -352,18 +365,18 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     rows: list[tuple[dict, dict, dict]] = []  # (ours, seal, lattigo) per ring degree, for the table
     for log_n in log_ns:
         spec = PARAMETER_SETS[log_n]
-        ours = lycaon_timings(log_n, reps, lt_diagonals)
+        ours = {} if bootstrap_only else lycaon_timings(log_n, reps, lt_diagonals)
         gc.collect()
         seal: dict = {}
         lattigo: dict = {}
-        d = ours["lt_diagonals"]
-        if SEAL_NAME in peers_on:
+        d = ours.get("lt_diagonals")
+        if SEAL_NAME in peers_on and not bootstrap_only:
             try:
                 seal = seal_ckks_peer.seal_ckks_timings(log_n, spec["log_q"], spec["log_p"], spec["log_scale"], reps, HOISTED, d, spec["lt_level"])
             except Exception as exc:  # noqa: BLE001 - a failing peer becomes a note, not a crash
                 seal = {"error": f"SEAL failed: {type(exc).__name__}: {exc}"}
             gc.collect()
-        if LATTIGO_NAME in peers_on:
+        if LATTIGO_NAME in peers_on and not bootstrap_only:
             lattigo = lattigo_peer.run(log_n, spec["log_q"], spec["log_p"], spec["log_scale"], reps=reps, lt_diagonals=d,
                                        lt_level=spec["lt_level"], hoisted=HOISTED, threads=threads)
         if bootstrap and log_n == 16:
@@ -372,16 +385,20 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
             if LATTIGO_NAME in peers_on:
                 avail = _available_bytes()
                 if avail is not None and avail < BOOTSTRAP_MEMORY["lattigo"]:
-                    out(f"Lattigo bootstrapping skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lattigo'] / 2**30:.0f} GiB")
+                    lattigo["bootstrap_note"] = f"skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lattigo'] / 2**30:.0f} GiB"
+                    out(f"Lattigo bootstrapping {lattigo['bootstrap_note']}")
                 else:
-                    boot = lattigo_peer.run(log_n, spec["log_q"], spec["log_p"], spec["log_scale"], reps=1, bootstrap=True, operations=False, threads=threads)
+                    boot = lattigo_peer.run(log_n, spec["log_q"], spec["log_p"], spec["log_scale"], reps=1, bootstrap=True, operations=False, threads=threads,
+                                            boot_log_p=LATTIGO_BOOT_LOG_P)
                     if "error" in boot:
+                        lattigo["bootstrap_note"] = f"failed: {boot['error']}"
                         out(f"Lattigo bootstrapping failed: {boot['error']}")
                     else:
                         lattigo.update({k: v for k, v in boot.items() if k.startswith("bootstrap") or k == "peak_rss_bytes"})
             avail = _available_bytes()
             if avail is not None and avail < BOOTSTRAP_MEMORY["lycaon"]:
-                out(f"Lycaon bootstrapping skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lycaon'] / 2**30:.0f} GiB")
+                ours["bootstrap_note"] = f"skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lycaon'] / 2**30:.0f} GiB"
+                out(f"Lycaon bootstrapping {ours['bootstrap_note']}")
             else:
                 ours.update(lycaon_bootstrap())
                 gc.collect()
@@ -440,9 +457,9 @@ def _print_table(records: list[dict], peers_on: Sequence[str], threads: int, out
                 peer_keys.append(f"{short[p]} {_fmt_bytes(r['peer_rss_growth_bytes'])} RSS")
         levels = "-"
         if op == "bootstrap":
-            levels = str(any_rec["levels_left"]) + "".join(f"/{per_peer[p]['peer_levels_left']}" for p in peers_on if per_peer.get(p, {}).get("peer_levels_left") is not None)
+            levels = str(any_rec["levels_left"] if any_rec["levels_left"] is not None else "-") + "".join(f"/{per_peer[p]['peer_levels_left']}" for p in peers_on if per_peer.get(p, {}).get("peer_levels_left") is not None)
         ours_keys = _fmt_bytes(any_rec.get("key_bytes"))
-        if op == "bootstrap":
+        if op == "bootstrap" and any_rec.get("rss_growth_bytes") is not None:
             ours_keys += f" ({_fmt_bytes(any_rec['rss_growth_bytes'])} RSS)"
         row += ["/".join(bits), levels, ours_keys, ", ".join(peer_keys) or "-"]
         lines.append(row)

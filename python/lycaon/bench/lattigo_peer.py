@@ -150,10 +150,11 @@ def _float_buffer(values: np.ndarray):
 
 
 def measure(log_n: int, log_q: Sequence[int], log_p: Sequence[int], log_scale: int, hamming_weight: int, reps: int, bootstrap: bool, lt_diagonals: int,
-            lt_level: Optional[int] = None, hoisted: int = 8, operations: bool = True) -> dict:
+            lt_level: Optional[int] = None, hoisted: int = 8, operations: bool = True, boot_log_p: Optional[Sequence[int]] = None) -> dict:
     """Runs the operations in this process and returns the figures (call through :func:`run`).
     ``operations=False`` skips everything but bootstrapping (whose keys alone take most of the
-    machine's memory at logN = 16)."""
+    machine's memory at logN = 16); ``boot_log_p`` are the bootstrapping keys' special primes
+    (default: the scheme's ``log_p``)."""
     rss0 = _rss_bytes()
     t0 = time.perf_counter()
     lat = Lattigo(log_n, log_q, log_p, log_scale, hamming_weight)
@@ -235,7 +236,9 @@ def measure(log_n: int, log_q: Sequence[int], log_p: Sequence[int], log_scale: i
     if bootstrap:
         rss1 = _rss_bytes()
         t1 = time.perf_counter()
-        lib.NewBootstrapper(_ints(list(log_p)), len(log_p), lat.slots)
+        boot_p = list(log_p if boot_log_p is None else boot_log_p)
+        lib.NewBootstrapper(_ints(boot_p), len(boot_p), lat.slots)
+        out["bootstrap_log_p"] = boot_p
         out["bootstrap_keygen_s"] = time.perf_counter() - t1
         out["bootstrap_rss_growth_bytes"] = _rss_bytes() - rss1  # keys and pre-encoded transform diagonals
         out["rss_with_bootstrap_keys_bytes"] = _rss_bytes() - rss0
@@ -250,12 +253,14 @@ def measure(log_n: int, log_q: Sequence[int], log_p: Sequence[int], log_scale: i
 
 
 def run(log_n: int, log_q: Sequence[int], log_p: Sequence[int], log_scale: int = 40, hamming_weight: int = 192, reps: int = 5, bootstrap: bool = False, lt_diagonals: int = 64,
-        timeout_s: float = 1800.0, lt_level: Optional[int] = None, hoisted: int = 8, operations: bool = True, threads: Optional[int] = None) -> dict:
+        timeout_s: float = 1800.0, lt_level: Optional[int] = None, hoisted: int = 8, operations: bool = True, threads: Optional[int] = None,
+        boot_log_p: Optional[Sequence[int]] = None) -> dict:
     """:func:`measure` in a child process (a Go panic aborts its process) with GOMAXPROCS =
     ``threads`` (default: the CPU count); returns its figures or ``{"error": ...}``."""
     library_path()  # fail here, with the install hint, when orion-fhe is missing
     args = json.dumps({"log_n": log_n, "log_q": list(log_q), "log_p": list(log_p), "log_scale": log_scale, "hamming_weight": hamming_weight, "reps": reps,
-                       "bootstrap": bootstrap, "lt_diagonals": lt_diagonals, "lt_level": lt_level, "hoisted": hoisted, "operations": operations})
+                       "bootstrap": bootstrap, "lt_diagonals": lt_diagonals, "lt_level": lt_level, "hoisted": hoisted, "operations": operations,
+                       "boot_log_p": None if boot_log_p is None else list(boot_log_p)})
     env = dict(os.environ)
     if threads is not None:
         env["GOMAXPROCS"] = str(threads)
