@@ -164,6 +164,19 @@ fn toy_bootstrap_sparse_slots_dense_secret_reaches_precision() {
 }
 
 #[test]
+fn toy_bootstrap_packs_sparse_slots_for_one_evalmod() {
+    // 8 slots and n/4 (where the packed 2s slots are all n/2): real and imaginary parts share
+    // one EvalMod. (At 2 slots the coefficients are as large as the values and the sine's own
+    // error leaves about 19.8 bits; 3 stages in 2 levels leave no level unused.)
+    for log_slots in [3u32, 8] {
+        let st = setup(BootstrapParams::toy(10, log_slots, 1), false);
+        let (mean, min, level, _) = run_one(&st, 21 + log_slots as u64);
+        assert_eq!(level, 1);
+        assert!(mean >= 20.0 && min >= 14.0, "{} slots: mean {mean:.1} bits, min {min:.1}", 1 << log_slots);
+    }
+}
+
+#[test]
 fn toy_bootstrap_full_slots_and_a_chain_of_three_keep_precision() {
     // logN = 10 with all 512 slots, dense secret; between bootstraps x -> x * y for a fresh
     // encrypted y in [-1, 1] (a ciphertext product, one level; it does not amplify earlier

@@ -2,7 +2,11 @@
 //! secret, see [`super`]), for sparse slots the trace that projects the raised phase onto the
 //! slot subring, CoeffsToSlots as grouped diagonal factors, the split into real and imaginary
 //! parts by conjugation, EvalMod on each (Chebyshev cosine and double angles), recombination,
-//! and SlotsToCoeffs landing on the canonical scale of the top residual level.
+//! and SlotsToCoeffs landing on the canonical scale of the top residual level. For sparse slots
+//! (s < n/2) the two parts are packed side by side in 2s slots and EvalMod runs once: the last
+//! CoeffsToSlots factor writes [y, 0] on 2s slots, [2 Re y, 0] + rot_s([2 Im y, 0]) packs them
+//! (one rotation), and the first SlotsToCoeffs factor reads [a, b] as a + i b and writes an
+//! s-periodic (s-slot) result.
 //!
 //! Levels, top down (L the top level, R the top residual level): CoeffsToSlots L .. L - c + 1,
 //! EvalMod the next `evalmod.depth()` levels, SlotsToCoeffs the next s levels, output at R.
@@ -30,7 +34,7 @@
 //! Q_l P once per (level, plaintext scale), on first use, and kept (3.1 GB at logN = 16: the
 //! first bootstrap also encodes them).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use lycaon_math::{Coeff, Poly, Sampler};
@@ -228,6 +232,8 @@ pub struct Bootstrapper {
     q0: f64,
     /// The message scale of an input at the canonical scale of level 0.
     canonical_message_scale: f64,
+    /// Sparse slots (s < n/2): EvalMod runs once on 2s slots holding both parts.
+    packed: bool,
     encapsulation: Option<EncapsulationKeys>,
     /// Diagonals over Q_l P per (transform, level, plaintext scale bits), encoded once.
     prepared: Mutex<HashMap<(usize, usize, u64), Arc<ExtendedDiagonals>>>,
@@ -263,6 +269,40 @@ pub fn spread_constant(total: f64, sigmas: &[f64]) -> Vec<f64> {
     let k = sigmas.len() as f64;
     let log_g = sigmas.iter().map(|s| s.ln()).sum::<f64>() / k;
     sigmas.iter().map(|s| (total.ln() / k + log_g - s.ln()).exp()).collect()
+}
+
+/// The last CoeffsToSlots factor for packed sparse slots: the same map on 2s slots, reading the
+/// s-slot input as [u, u] and writing [M u, 0] (rows s..2s zero), so that the real and
+/// imaginary parts can later sit side by side in one 2s-slot ciphertext.
+fn widen_to_upper_zero(m: DiagonalMatrix) -> DiagonalMatrix {
+    let s = m.slots;
+    let zero = Complex64::new(0.0, 0.0);
+    let diagonals = m.diagonals.into_iter().map(|(r, mut d)| {
+        d.resize(2 * s, zero);
+        (r, d)
+    });
+    DiagonalMatrix { slots: 2 * s, diagonals: diagonals.collect() }
+}
+
+/// The first SlotsToCoeffs factor for packed sparse slots: on 2s slots [a, b] it applies the
+/// s-slot map M to a + i b and writes the result s-periodically ([M z, M z], an s-slot message):
+/// row t (t0 = t mod s) takes d_r[t0] (a_k + i b_k) with k = (t0 + r) mod s, i.e. d_r[t0] at
+/// column k and i d_r[t0] at column k + s.
+fn fold_halves(m: DiagonalMatrix) -> DiagonalMatrix {
+    let s = m.slots;
+    let w = 2 * s;
+    let mut out: BTreeMap<usize, Vec<Complex64>> = BTreeMap::new();
+    for (&r, d) in &m.diagonals {
+        for t in 0..w {
+            let t0 = t % s;
+            let k = (t0 + r) % s;
+            for (col, v) in [(k, d[t0]), (k + s, d[t0] * Complex64::new(0.0, 1.0))] {
+                let rot = (col + w - t) % w;
+                out.entry(rot).or_insert_with(|| vec![Complex64::new(0.0, 0.0); w])[t] += v;
+            }
+        }
+    }
+    DiagonalMatrix { slots: w, diagonals: out }
 }
 
 impl Bootstrapper {
@@ -302,6 +342,13 @@ impl Bootstrapper {
         for (f, c) in cts_f.iter_mut().zip(spread_constant(1.0 / (2.0 * b * trace * slots as f64), &sigmas)) {
             f.scale(Complex64::new(c, 0.0));
         }
+        // Sparse slots: EvalMod runs once, on real and imaginary parts side by side in 2s slots.
+        let packed = slots < n / 2;
+        if packed {
+            if let Some(last) = cts_f.pop() {
+                cts_f.push(widen_to_upper_zero(last));
+            }
+        }
         let cts = cts_f.into_iter().map(|m| to_transform(ctx, m, params.cts_giant_step_cost)).collect::<Result<Vec<_>, _>>()?;
         let evalmod = EvalMod::new(params.evalmod);
         let cosine = ChebyshevPoly::new(evalmod.cos_coeffs.clone(), -1.0, 1.0)?;
@@ -327,10 +374,14 @@ impl Bootstrapper {
         for (f, c) in stc_f.iter_mut().zip(spread_constant(stc_total, &sigmas)) {
             f.scale(Complex64::new(c, 0.0));
         }
+        if packed && !stc_f.is_empty() {
+            let first = stc_f.remove(0);
+            stc_f.insert(0, fold_halves(first));
+        }
         let stc = stc_f.into_iter().map(|m| to_transform(ctx, m, params.stc_giant_step_cost)).collect::<Result<Vec<_>, _>>()?;
         let s0 = ctx.scale_at(0)?;
         let canonical_message_scale = s0 * Self::integer_factor(q0, &params, s0);
-        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, encapsulation: None, prepared: Mutex::new(HashMap::new()) })
+        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, packed, encapsulation: None, prepared: Mutex::new(HashMap::new()) })
     }
 
     /// The integer k that brings a level-0 scale s to about q_0 / 2^ratio.
@@ -366,6 +417,9 @@ impl Bootstrapper {
         let stc_top = after_cts - self.params.evalmod.depth();
         for (i, lt) in self.stc.iter().enumerate() {
             rotations.extend(lt.rotations().into_iter().map(|r| (r, stc_top - i)));
+        }
+        if self.packed {
+            rotations.push((self.params.slots() as i64, after_cts));
         }
         BootstrapRotations { rotations, conjugation_level: after_cts, relin_level: after_cts }
     }
@@ -514,6 +568,10 @@ impl Bootstrapper {
     pub fn coeffs_to_slots(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
         let mut x = ct.clone();
         for (i, lt) in self.cts.iter().enumerate() {
+            if lt.slots() != x.slots() {
+                // The packed last factor reads the s-slot message as a 2s-slot one, [u, u].
+                x.set_slots(&self.ctx, lt.slots())?;
+            }
             let target = self.ctx.prime_at(x.level() - 1)? as f64;
             x = self.transform(eval, &x, i, lt, target, true)?;
         }
@@ -528,6 +586,11 @@ impl Bootstrapper {
         let re = eval.add(x, &conj)?;
         let diff = eval.sub(x, &conj)?;
         let im = eval.mul_const_scaled(&diff, Complex64::new(0.0, -1.0), 1.0)?;
+        if self.packed {
+            // [2 Re y, 0] + rot_s([2 Im y, 0]) = [2 Re y, 2 Im y] on 2s slots: one EvalMod.
+            let moved = eval.rotate(&im, self.params.slots() as i64)?;
+            return self.cosine_chain(eval, &eval.add(&re, &moved)?);
+        }
         // The two halves run side by side: their kernels alone leave cores idle (single-limb
         // steps, allocation), and the two chains share nothing.
         let (re, im) = rayon::join(|| self.cosine_chain(eval, &re), || self.cosine_chain(eval, &im));
@@ -561,12 +624,17 @@ impl Bootstrapper {
         let count = self.stc.len();
         let mut v = v.clone();
         for (i, lt) in self.stc.iter().enumerate() {
+            if lt.slots() != v.slots() {
+                // After the packed first factor the message is s-periodic: an s-slot one.
+                v.set_slots(&self.ctx, lt.slots())?;
+            }
             let last = i + 1 == count;
             let target = if last { self.ctx.scale_at(v.level() - 1)? / c } else { self.ctx.prime_at(v.level() - 1)? as f64 };
             v = self.transform(eval, &v, 1000 + i, lt, target, !last || canonical)?;
         }
         let residual = self.ctx.scale_at(v.level())?;
         v.set_scale_metadata(residual)?;
+        v.set_slots(&self.ctx, self.params.slots())?;
         Ok(v)
     }
 
@@ -612,6 +680,11 @@ impl Bootstrapper {
             }
             y
         };
+        if self.packed {
+            let s = self.params.slots();
+            let re = z[..s].iter().map(|c| Complex64::new(f(2.0 * c.re), 0.0));
+            return re.chain(z[..s].iter().map(|c| Complex64::new(f(2.0 * c.im), 0.0))).collect();
+        }
         z.iter().map(|c| Complex64::new(f(2.0 * c.re), f(2.0 * c.im))).collect()
     }
 
