@@ -158,7 +158,11 @@ fn toy_bootstrap_sparse_slots_dense_secret_reaches_precision() {
     // logN = 10, 16 slots, dense secret (ModRaise under a weight-32 encapsulated secret), 2
     // residual levels.
     let st = setup(BootstrapParams::toy(10, 4, 2), false);
+    st.boot.prepare(&st.eval).unwrap();
+    let encoded = st.boot.prepared_diagonal_bytes();
+    assert!(encoded > 0);
     let (mean, min, level, _) = run_one(&st, 7);
+    assert_eq!(st.boot.prepared_diagonal_bytes(), encoded, "a bootstrap after prepare encodes nothing new");
     assert_eq!(level, 2);
     assert!(mean >= 20.0 && min >= 15.0, "mean {mean:.1} bits, min {min:.1}");
 }
@@ -264,6 +268,9 @@ fn logn16_full_slot_bootstrap() {
     );
     // The first run encodes the transforms' diagonals; the second is the steady state.
     let (mean, _, level, first) = run_one(&st, 5);
+    let before = st.boot.prepared_diagonal_bytes();
+    st.boot.prepare(&st.eval).unwrap();
+    assert_eq!(st.boot.prepared_diagonal_bytes(), before, "prepare after a bootstrap encodes nothing new");
     assert!(level >= 10 && mean >= 20.0, "mean {mean:.1} bits at level {level}");
     eprintln!("diagonals encoded once: {:.2} GB", st.boot.prepared_diagonal_bytes() as f64 / 1e9);
     let (mean, min, level, secs) = run_one(&st, 6);

@@ -84,6 +84,9 @@ pub(crate) fn apply(
     if ct.len() != 2 {
         return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
     }
+    if lt.slots() != ct.slots() {
+        return Err(CkksError::InvalidArgument { what: format!("the transform has {} slots, the ciphertext {}", lt.slots(), ct.slots()) });
+    }
     let level = ct.level();
     if level == 0 {
         return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
