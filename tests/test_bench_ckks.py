@@ -70,7 +70,7 @@ def test_prepared_transform_matches_the_plain_product():
 
 
 def test_bootstrap_record_carries_precision_and_levels_left():
-    ours = {"bootstrap_us": 2e7, "bootstrap_bits": 22.5, "bootstrap_min_bits": 19.0, "bootstrap_levels_left": 10, "bootstrap_first_s": 40.0,
+    ours = {"bootstrap_us": 2e7, "bootstrap_bits": 22.5, "bootstrap_min_bits": 19.0, "bootstrap_levels_left": 10, "bootstrap_first_s": 40.0, "bootstrap_cpu_s": 36.0,
             "bootstrap_key_bytes": 6 << 30, "bootstrap_key_bytes_seeded": 3 << 30, "bootstrap_rss_growth_bytes": 9 << 30,
             "bootstrap_params": "CkksParameters(...)", "bootstrap_log2_qp": 1725.0}
     theirs = {"bootstrap_s": 25.0, "bootstrap_precision_bits": 19.0, "bootstrap_levels_left": 10, "bootstrap_rss_growth_bytes": 17 << 30, "threads": 2}

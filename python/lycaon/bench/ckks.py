@@ -34,7 +34,8 @@ its own. Operations (median of ``reps`` timed runs after one warm-up; inputs pre
   them in ``NewBootstrapper`` and its first call is timed). Off by default: Lattigo's keys take
   about 17 GB, Lycaon's 6.9 GB (12 GB resident with the encoded diagonals and working set); the
   two never run at once, and each is skipped with a message when the machine has too little
-  memory available.
+  memory available. Its records also carry CPU seconds (all threads), which vary less than
+  wall time on a shared machine.
 
 ``ratio`` is lycaon_us / peer_us: below 1 means Lycaon is faster. ``precision_bits`` is
 -log2 of the mean absolute error against float64 (Lattigo's inputs cross its C facade as float32,
@@ -222,13 +223,15 @@ def lycaon_bootstrap(seed: int = 1) -> dict:
     boot.bootstrap(ev, ct)
     first_s = time.perf_counter() - t1
     rss = _rss_bytes() - rss0
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     out = boot.bootstrap(ev, ct)
     seconds = time.perf_counter() - t2
+    cpu_s = time.process_time() - c2
     stats = lycaon.precision_stats(x, encoder.decode_real(decryptor.decrypt(out)))
     return {
         "bootstrap_us": seconds * 1e6,
         "bootstrap_first_s": first_s,
+        "bootstrap_cpu_s": cpu_s,
         "bootstrap_keygen_s": keygen_s,
         "bootstrap_bits": stats["mean_bits"],
         "bootstrap_min_bits": stats["min_bits"],
@@ -292,7 +295,7 @@ def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Option
         rec["levels_used"] = ours.get(f"{op}_levels_used")
     if op == "bootstrap" and lycaon_us is not None:
         rec.update(levels_left=ours["bootstrap_levels_left"], min_precision_bits=round(ours["bootstrap_min_bits"], 2),
-                   first_call_s=round(ours["bootstrap_first_s"], 2), rss_growth_bytes=ours["bootstrap_rss_growth_bytes"],
+                   first_call_s=round(ours["bootstrap_first_s"], 2), cpu_s=round(ours["bootstrap_cpu_s"], 2), rss_growth_bytes=ours["bootstrap_rss_growth_bytes"],
                    key_bytes_seeded=ours["bootstrap_key_bytes_seeded"], params=ours["bootstrap_params"], log2_qp=ours["bootstrap_log2_qp"])
     elif op == "bootstrap":
         rec.update(levels_left=None, note=ours.get("bootstrap_note", "Lycaon's bootstrapping did not run"))
@@ -313,6 +316,7 @@ def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Option
             rec["peer_rss_growth_bytes"] = theirs.get("bootstrap_rss_growth_bytes")
             rec["peer_peak_rss_bytes"] = theirs.get("peak_rss_bytes")
             rec["peer_bootstrap_log_p"] = theirs.get("bootstrap_log_p")
+            rec["peer_cpu_s"] = theirs.get("bootstrap_cpu_s")
         if op == "linear_transform":
             rec["peer_level"] = theirs.get("linear_transform_level")
         if theirs.get(f"{op}_note"):
@@ -394,7 +398,7 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
                         lattigo["bootstrap_note"] = f"failed: {boot['error']}"
                         out(f"Lattigo bootstrapping failed: {boot['error']}")
                     else:
-                        lattigo.update({k: v for k, v in boot.items() if k.startswith("bootstrap") or k == "peak_rss_bytes"})
+                        lattigo.update({k: v for k, v in boot.items() if k.startswith("bootstrap") or k in ("peak_rss_bytes", "threads")})
             avail = _available_bytes()
             if avail is not None and avail < BOOTSTRAP_MEMORY["lycaon"]:
                 ours["bootstrap_note"] = f"skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lycaon'] / 2**30:.0f} GiB"
