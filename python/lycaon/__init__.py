@@ -1,17 +1,40 @@
 """Lycaon: homomorphic encryption for private inference.
 
-This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) over Lycaon's
-RNS/NTT core. Client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the
-server-side ``Evaluator`` never does. The packing, dataflow and accelerator simulator (sweeps,
-reproduction tables, HTML reports) is ``lycaon.simulate``; the planner (per-layer parameters and
-algorithms, noise and cost models, rotation keysets) is ``lycaon.plan``; their JSON entry points are
-exported here.
+This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) and the CKKS
+scheme (approximate arithmetic on real and complex vectors: ``CkksParameters``, ``CkksEncoder``,
+``CkksEvaluator`` with rescaling, rotations, linear transforms, Chebyshev polynomials, and
+``CkksBootstrapper``) over Lycaon's RNS/NTT core. Client-side objects (``KeyGenerator``,
+``Decryptor``) hold the secret key; the server-side ``Evaluator`` never does. The packing, dataflow
+and accelerator simulator (sweeps, reproduction tables, HTML reports) is ``lycaon.simulate``; the
+planner (per-layer parameters and algorithms, noise and cost models, rotation keysets) is
+``lycaon.plan``; their JSON entry points are exported here.
 """
 
 from ._native import (
     BatchEncoder,
     BfvParameters,
     Ciphertext,
+    CkksBootstrapKeys,
+    CkksBootstrapParams,
+    CkksBootstrapper,
+    CkksCiphertext,
+    CkksDecryptor,
+    CkksEncoder,
+    CkksEncryptor,
+    CkksEvaluationKeys,
+    CkksEvaluator,
+    CkksGaloisKeys,
+    CkksKeyGenerator,
+    CkksLinearTransform,
+    CkksParameters,
+    CkksPlaintext,
+    CkksPublicKey,
+    CkksRelinKey,
+    CkksSecretKey,
+    CkksSeededCiphertext,
+    chebyshev_coefficients,
+    ckks_threads,
+    precision_stats,
     CoeffEncoder,
     Decryptor,
     Encryptor,
@@ -51,6 +74,27 @@ __all__ = [
     "BatchEncoder",
     "BfvParameters",
     "Ciphertext",
+    "CkksBootstrapKeys",
+    "CkksBootstrapParams",
+    "CkksBootstrapper",
+    "CkksCiphertext",
+    "CkksDecryptor",
+    "CkksEncoder",
+    "CkksEncryptor",
+    "CkksEvaluationKeys",
+    "CkksEvaluator",
+    "CkksGaloisKeys",
+    "CkksKeyGenerator",
+    "CkksLinearTransform",
+    "CkksParameters",
+    "CkksPlaintext",
+    "CkksPublicKey",
+    "CkksRelinKey",
+    "CkksSecretKey",
+    "CkksSeededCiphertext",
+    "chebyshev_coefficients",
+    "ckks_threads",
+    "precision_stats",
     "CoeffEncoder",
     "Decryptor",
     "Encryptor",

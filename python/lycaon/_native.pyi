@@ -450,3 +450,351 @@ def keyset_json(request: str) -> str:
     3-4, or, for a hybrid plan, the keys per parameter set. Releases the GIL.
     """
     ...
+
+# ---------------------------------------------------------------------------------------------
+# CKKS: approximate arithmetic on real and complex vectors (canonical-embedding encoding)
+
+ComplexLike = Union[float, complex]
+
+class CkksParameters:
+    """Validated CKKS parameters (128-bit security enforced) with the top-level scale. Level l
+    has the canonical scale ``scale_at(l)``: fresh encryptions, products of canonical
+    ciphertexts after a rescale, and constant products all land on it exactly."""
+    @staticmethod
+    def from_bits(n: int, q_bits: Sequence[int], p_bits: Sequence[int], log_scale: int, key_switch_digits: Optional[int] = None) -> "CkksParameters":
+        """Largest NTT-friendly primes below each size (SEAL's choice), digits fitted under P."""
+    @staticmethod
+    def scale_stable(n: int, log_q0: int, log_scale: int, levels: int, p_bits: Sequence[int]) -> "CkksParameters":
+        """Primes that keep the canonical scale within ~2^-20 of 2^log_scale at every level."""
+    @property
+    def n(self) -> int:
+        """Ring degree n (a power of two)."""
+    @property
+    def max_slots(self) -> int:
+        """n / 2."""
+    @property
+    def max_level(self) -> int:
+        """Top level L - 1; a ciphertext at level l lives modulo the first l + 1 primes."""
+    @property
+    def ciphertext_moduli(self) -> list[int]:
+        """Ciphertext primes q_0 .. q_{L-1}; rescaling drops them from the end."""
+    @property
+    def special_moduli(self) -> list[int]:
+        """Special primes P of hybrid key switching."""
+    @property
+    def key_switch_digits(self) -> int:
+        """Number of digits the ciphertext primes are grouped into for key switching."""
+    @property
+    def log2_qp(self) -> float:
+        """log2 of the product of all primes, the quantity the security bound limits."""
+    @property
+    def scale(self) -> float:
+        """The scale of the top level."""
+    def scale_at(self, level: int) -> float:
+        """The canonical scale of a level."""
+    @property
+    def id(self) -> str:
+        """Content hash of the prime chain (64 hex digits)."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(data: BytesLike) -> "CkksParameters":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksSecretKey:
+    """The secret key (client side); serialise it only to store it."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksSecretKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksPublicKey:
+    """The public encryption key: anyone holding it can encrypt."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksPublicKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksRelinKey:
+    """The relinearisation key (evaluation key for ciphertext products)."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the key occupies in memory (8 bytes per residue)."""
+    @property
+    def level(self) -> int:
+        """The highest ciphertext level the key serves."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksRelinKey":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksGaloisKeys:
+    """Keys for slot rotations (Galois element 5^k mod 2n) and conjugation (2n - 1)."""
+    @property
+    def galois_elements(self) -> list[int]:
+        """The Galois elements with a key, ascending."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes all keys occupy in memory (8 bytes per residue)."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksGaloisKeys":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksEvaluationKeys:
+    """The public keys an evaluator may use."""
+    def __init__(self, relin_key: Optional[CkksRelinKey] = None, galois_keys: Optional[CkksGaloisKeys] = None) -> None:
+        """Bundles the keys; either may be absent (operations needing it then raise MissingKeyError)."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the relinearisation and Galois keys in memory."""
+
+class CkksKeyGenerator:
+    """Samples the secret key from the OS CSPRNG and derives the other keys (client side)."""
+    def __init__(self, params: CkksParameters) -> None:
+        """Generates a fresh secret key for ``params``."""
+    def secret_key(self) -> CkksSecretKey:
+        """The secret key (the same one on every call)."""
+    def public_key(self) -> CkksPublicKey:
+        """A fresh public key for the secret key."""
+    def relin_key(self) -> CkksRelinKey:
+        """A fresh relinearisation key."""
+    def galois_keys(self, steps: Sequence[int], conjugate: bool = False, level: Optional[int] = None) -> CkksGaloisKeys:
+        """Keys for rotations by each step (slot j receives slot j + step) and conjugation; with
+        ``level``, each key serves ciphertexts at levels <= ``level`` only (smaller keys)."""
+    def evaluation_keys(self, steps: Sequence[int] = ..., conjugate: bool = False) -> CkksEvaluationKeys:
+        """A relinearisation key and Galois keys, bundled for ``CkksEvaluator``."""
+
+class CkksPlaintext:
+    """An encoded message: round(scale * m) at a level, with its slot count."""
+    @property
+    def level(self) -> int:
+        """The level (number of primes minus one)."""
+    @property
+    def scale(self) -> float:
+        """The scale: the message is carried as round(scale * m)."""
+    @property
+    def slots(self) -> int:
+        """The slot count (a power of two up to n/2)."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksPlaintext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksCiphertext:
+    """Decrypts to round(scale * m) + noise, at a level, with a slot count."""
+    @property
+    def level(self) -> int:
+        """The level (number of primes minus one)."""
+    @property
+    def scale(self) -> float:
+        """The scale: the message is carried as round(scale * m)."""
+    @property
+    def slots(self) -> int:
+        """The slot count (a power of two up to n/2)."""
+    @property
+    def size(self) -> int:
+        """2, or 3 after ``multiply`` without relinearisation."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksCiphertext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksSeededCiphertext:
+    """A fresh symmetric encryption as (c0, seed): half the bytes of a ciphertext."""
+    def expand(self) -> CkksCiphertext:
+        """The full ciphertext, its uniform half re-expanded from the seed."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters this object belongs to."""
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes (pickling uses them too)."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksSeededCiphertext":
+        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+
+class CkksEncoder:
+    """Canonical-embedding encoding of real or complex vectors (any power-of-two slot count up to
+    n/2; a short vector uses len rounded up to a power of two slots)."""
+    def __init__(self, params: CkksParameters) -> None:
+        """An encoder for ``params``."""
+    def encode(self, values: Union[npt.ArrayLike, Sequence[ComplexLike]], level: Optional[int] = None, scale: Optional[float] = None, slots: Optional[int] = None) -> CkksPlaintext:
+        """Defaults: the top level and its canonical scale."""
+    def decode(self, plaintext: CkksPlaintext) -> npt.NDArray[np.complex128]:
+        """All slots as a complex128 array."""
+    def decode_real(self, plaintext: CkksPlaintext) -> npt.NDArray[np.float64]:
+        """The real parts of all slots as a float64 array."""
+
+class CkksEncryptor:
+    """Encrypts with the public key (``encrypt``) or the secret key (``encrypt_symmetric``)."""
+    def __init__(self, params: CkksParameters, public_key: Optional[CkksPublicKey] = None, secret_key: Optional[CkksSecretKey] = None) -> None:
+        """Needs at least one key (MissingKeyError otherwise); each must belong to ``params``."""
+    def encrypt(self, plaintext: CkksPlaintext) -> CkksCiphertext:
+        """Public-key encryption at the plaintext's level and scale."""
+    def encrypt_symmetric(self, plaintext: CkksPlaintext) -> CkksSeededCiphertext:
+        """Secret-key encryption, seeded."""
+
+class CkksDecryptor:
+    """Holds the secret key (client side)."""
+    def __init__(self, params: CkksParameters, secret_key: CkksSecretKey) -> None:
+        """The secret key must belong to ``params``."""
+    def decrypt(self, ciphertext: CkksCiphertext) -> CkksPlaintext:
+        """The plaintext of a ciphertext (size 2 or 3), with its scale and slots."""
+
+class CkksEvaluator:
+    """Homomorphic CKKS operations with the given evaluation keys (never the secret key).
+    Products are not rescaled: call ``rescale``. Levels of operands are aligned downwards;
+    scales differing at one level raise LycaonError suggesting ``set_scale``."""
+    def __init__(self, params: CkksParameters, keys: Optional[CkksEvaluationKeys] = None) -> None:
+        """An evaluator for ``params`` with the given keys (none: no relinearisation or rotation)."""
+    def add(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
+        """a + b; levels aligned downwards, scales per the evaluator policy."""
+    def sub(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
+        """a - b; as ``add``."""
+    def negate(self, a: CkksCiphertext) -> CkksCiphertext:
+        """-a."""
+    def add_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
+        """a + p; p at a's level or above and at its scale."""
+    def sub_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
+        """a - p; as ``add_plain``."""
+    def mul_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
+        """a * p slot-wise, not rescaled (scale multiplies)."""
+    def plaintext_scale_for(self, a: CkksCiphertext) -> float:
+        """The plaintext scale whose product with ``a`` rescales to the canonical scale."""
+    def add_const(self, a: CkksCiphertext, c: ComplexLike) -> CkksCiphertext:
+        """Adds a real or complex constant to every slot."""
+    def mul_const(self, a: CkksCiphertext, c: ComplexLike) -> CkksCiphertext:
+        """Multiplies every slot by a real or complex constant, not rescaled; the rescale lands on the canonical scale."""
+    def mul_integer(self, a: CkksCiphertext, k: int) -> CkksCiphertext:
+        """a * k exactly for an integer k, scale unchanged."""
+    def multiply(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
+        """a * b without relinearisation (size 3), not rescaled."""
+    def mul_relin(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
+        """MissingKeyError without a relinearisation key."""
+    def relinearize(self, a: CkksCiphertext) -> CkksCiphertext:
+        """A size-3 ciphertext back to size 2 (MissingKeyError without a relinearisation key)."""
+    def rescale(self, a: CkksCiphertext) -> CkksCiphertext:
+        """Divides by the last prime with rounding: level - 1, scale / q_l."""
+    def drop_level(self, a: CkksCiphertext, levels: int = 1) -> CkksCiphertext:
+        """Drops ``levels`` primes without touching the scale."""
+    def set_scale(self, a: CkksCiphertext, scale: float) -> CkksCiphertext:
+        """Exactly ``scale``, using one level."""
+    def rotate(self, a: CkksCiphertext, step: int) -> CkksCiphertext:
+        """Slot j receives slot j + step (MissingKeyError naming the step without its key)."""
+    def rotate_hoisted(self, a: CkksCiphertext, steps: Sequence[int]) -> list[CkksCiphertext]:
+        """One rotation per step sharing one decomposition (hoisting), in step order."""
+    def conjugate(self, a: CkksCiphertext) -> CkksCiphertext:
+        """Complex conjugation of every slot (needs the conjugation key)."""
+    def linear_transform(self, a: CkksCiphertext, diagonals: Union[dict[int, npt.ArrayLike], "CkksLinearTransform"]) -> CkksCiphertext:
+        """M a with d_k[t] = M[t][(t + k) mod slots]; baby-step giant-step, one level. A
+        ``CkksLinearTransform`` reuses its diagonals encoded by ``prepare``."""
+    def evaluate_chebyshev(self, x: CkksCiphertext, coeffs: Sequence[float], a: float = -1.0, b: float = 1.0) -> CkksCiphertext:
+        """sum_i coeffs[i] T_i on [a, b] in depth ceil(log2(d + 1)), plus one unless 2 / (b - a) is an integer."""
+
+class CkksLinearTransform:
+    """A plaintext matrix by its non-zero diagonals with its baby-step giant-step split; the
+    diagonals can be encoded ahead (``prepare``) so that evaluations only multiply."""
+    def __init__(self, params: CkksParameters, diagonals: dict[int, npt.ArrayLike], slots: Optional[int] = None, double_hoisting: bool = True) -> None:
+        """Diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots]; ``slots`` defaults to their length."""
+    def rotations(self) -> list[int]:
+        """The rotation steps the evaluation needs Galois keys for."""
+    @property
+    def slots(self) -> int: ...
+    @property
+    def baby_steps(self) -> int:
+        """The baby-step count n1 of the split."""
+    @property
+    def diagonal_count(self) -> int: ...
+    def prepare(self, ciphertext: CkksCiphertext) -> None:
+        """Encodes every diagonal for inputs at ``ciphertext``'s level and scale and keeps them
+        (memory: one plaintext over Q_l P per diagonal)."""
+    def apply_plain(self, values: npt.ArrayLike) -> npt.NDArray[np.complex128]:
+        """M v in the clear, the reference the encrypted result approximates."""
+
+class CkksBootstrapParams:
+    """The shape of a bootstrappable parameter set and of its circuit."""
+    @staticmethod
+    def logn16_full_slots() -> "CkksBootstrapParams":
+        """logN = 16, 2^15 slots, 10 residual levels at 2^40, 128-bit secure, sparse-secret encapsulation."""
+    @staticmethod
+    def toy(log_n: int, log_slots: int, residual_levels: int) -> "CkksBootstrapParams":
+        """The same circuit at another ring degree (below logN = 16 ``parameters()`` refuses it: not 128-bit secure)."""
+    @property
+    def log_n(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def residual_levels(self) -> int:
+        """Levels left for computation after bootstrapping."""
+    @property
+    def log_scale(self) -> int: ...
+    @property
+    def top_level(self) -> int: ...
+    @property
+    def encapsulation_weight(self) -> Optional[int]:
+        """Hamming weight of the ephemeral sparse secret ModRaise runs under, or None."""
+    def parameters(self) -> CkksParameters:
+        """The CKKS parameters of the shape (128-bit security checked)."""
+
+class CkksBootstrapKeys:
+    """Every key bootstrapping needs (rotations by level, conjugation, relinearisation, the two
+    encapsulation keys). Public material."""
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of all keys in memory (8 bytes per residue)."""
+    def serialized_len(self, seeded: bool = True) -> int:
+        """Bytes of all keys serialised."""
+    @property
+    def evaluation_keys(self) -> CkksEvaluationKeys:
+        """The keys for the ``CkksEvaluator`` bootstrapping runs on."""
+    @property
+    def galois_key_count(self) -> int: ...
+
+class CkksBootstrapper:
+    """ModRaise, CoeffsToSlots, EvalMod and SlotsToCoeffs for one parameter set and shape."""
+    def __init__(self, params: CkksParameters, shape: CkksBootstrapParams) -> None:
+        """``params`` must be ``shape.parameters()`` (LycaonError otherwise)."""
+    def generate_keys(self, keygen: CkksKeyGenerator) -> CkksBootstrapKeys:
+        """The keys the circuit uses, each only up to the level where it is used (client side)."""
+    def attach_keys(self, keys: CkksBootstrapKeys) -> None:
+        """Attaches the encapsulation keys (needed before ``bootstrap``)."""
+    def key_memory_estimate(self) -> int:
+        """Bytes in memory of the keys ``generate_keys`` makes, without making them."""
+    @property
+    def rotation_count(self) -> int: ...
+    def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
+        """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
+        ``evaluator`` holds ``keys.evaluation_keys``. The first call also encodes the transforms."""
+
+def ckks_threads() -> int:
+    """Threads of the pool CKKS evaluation runs on (RAYON_NUM_THREADS when the pool starts)."""
+
+def chebyshev_coefficients(f: "object", a: float, b: float, degree: int) -> list[float]:
+    """Chebyshev interpolation coefficients of the callable f on [a, b]."""
+
+def precision_stats(expected: npt.ArrayLike, got: npt.ArrayLike) -> dict[str, float]:
+    """Bits of precision: min_bits, mean_bits, median_bits, max_bits and max_error."""

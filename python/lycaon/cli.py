@@ -309,6 +309,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bfv.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     bfv.add_argument("--reps", type=int, default=20, help="timed runs per operation (median; default 20)")
     bfv.add_argument("--n", type=int, nargs="+", default=[4096, 8192], help="ring degrees (4096 and/or 8192)")
+    ckks = bench_sub.add_parser("ckks", help="CKKS operations and bootstrapping, Lycaon, SEAL and Lattigo in one run")
+    ckks.add_argument("--json", metavar="FILE", help="write the records as JSON")
+    ckks.add_argument("--reps", type=int, default=5, help="timed runs per operation (median; default 5)")
+    ckks.add_argument("--logn", type=int, nargs="+", default=[14, 16], choices=[14, 16], help="ring degrees as log2 (default: 14 16)")
+    ckks.add_argument("--no-peer", action="store_true", help="skip SEAL and Lattigo")
+    ckks.add_argument("--bootstrap", action=argparse.BooleanOptionalAction, default=False,
+                      help="also one logN = 16 bootstrapping per library (off by default: Lattigo's keys take ~17 GB, Lycaon's ~9 GB; run one at a time)")
+    ckks.add_argument("--bootstrap-only", action="store_true", help="only the logN = 16 bootstrapping (implies --bootstrap)")
+    ckks.add_argument("--threads", type=int, help="Lycaon's threads and Lattigo's GOMAXPROCS (default: the CPU count)")
     lin = bench_sub.add_parser("linear", help="encrypted convolutions: every algorithm, and SPU CHEETAH on ResNet-20's layers")
     lin.add_argument("--json", metavar="FILE", help="write the records as JSON")
     lin.add_argument("--reps", type=int, default=1, help="server evaluations per layer (median; default 1)")
@@ -375,6 +384,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from lycaon.bench import bfv as bench_bfv  # noqa: PLC0415
 
             bench_bfv.run(args.n, args.reps, args.json)
+            return 0
+        if args.command == "bench" and args.suite == "ckks":
+            from lycaon.bench import ckks as bench_ckks  # noqa: PLC0415
+
+            bench_ckks.run(args.logn, args.reps, args.json, peer=not args.no_peer, bootstrap=args.bootstrap, threads=args.threads,
+                           bootstrap_only=args.bootstrap_only)
             return 0
         if args.command == "bench" and args.suite == "linear":
             from lycaon.bench import linear as bench_linear  # noqa: PLC0415

@@ -8,6 +8,7 @@
 // workspace-wide `unsafe_code = "deny"` lint would reject. No hand-written unsafe code lives here.
 #![allow(unsafe_code)]
 
+mod ckks;
 mod mpc;
 mod plan;
 mod planner;
@@ -1090,5 +1091,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::arch_toml, m)?)?;
     m.add_function(wrap_pyfunction!(planner::plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(planner::keyset_json, m)?)?;
+    ckks::register(m)?;
     Ok(())
 }

@@ -62,23 +62,77 @@ pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<
     Ok(Poly::from_kernel_output(&ctx.q, data))
 }
 
+/// Which limb of a key up to level `key_level` (over Q_key_level P) holds limb i of Q_l P.
+fn key_limbs(params: &Parameters, level: usize, key_level: usize) -> Vec<usize> {
+    let alpha = params.special_prime_count();
+    (0..=level).chain(key_level + 1..key_level + 1 + alpha).collect()
+}
+
+/// Errors unless a key up to `key_level` serves a ciphertext at `level`.
+pub(crate) fn check_key_level(key: &KeySwitchKey, level: usize, galois_element: Option<u64>) -> Result<(), RlweError> {
+    if level > key.level {
+        return Err(RlweError::KeyLevelTooLow { galois_element, key_level: key.level, ciphertext_level: level });
+    }
+    Ok(())
+}
+
 /// Inner product of decomposed digits with a key, then ModDown: returns (k_0, k_1) over Q_l with
-/// k_0 + k_1 s = c s' + (small noise).
+/// k_0 + k_1 s = c s' + (small noise). The key must reach the decomposition's level l (a key up to
+/// level k >= l is read limb by limb: the first l + 1 limbs and its special primes).
+///
+/// Errors: [`RlweError::ParamsMismatch`], [`RlweError::KeyLevelTooLow`] when l exceeds the key's
+/// level, [`RlweError::Malformed`] for a key with too few digits.
 pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    let [k0, k1] = key_switch_decomposed_lazy(params, dec, key)?;
+    Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?])
+}
+
+/// [`key_switch_decomposed`] without the ModDown (double hoisting, Bossuat-Mouchet-Troncoso-
+/// Pastoriza-Hubaux 2021): (k_0, k_1) over Q_l P with k_0 + k_1 s = P c s' + (small noise),
+/// so that sums of such results (and of P-multiples of ciphertexts) pay one ModDown at the end.
+/// Errors as [`key_switch_decomposed`].
+pub fn key_switch_decomposed_lazy(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }
+    check_key_level(key, dec.level, None)?;
     let ctx = params.level(dec.level)?;
     let keys: Vec<&[Poly<Ntt>]> = key.digits.iter().take(dec.digits.len()).map(|d| d.as_slice()).collect();
     if keys.len() != dec.digits.len() {
         return Err(RlweError::Malformed { what: "key has fewer digits than the parameters require".into() });
     }
-    let mut out = params.backend().inner_product(&dec.digits, &keys, &ctx.key_limbs, 2)?.into_iter();
+    let own_limbs;
+    let limbs: &[usize] = if key.level == params.max_level() {
+        &ctx.key_limbs
+    } else {
+        own_limbs = key_limbs(params, dec.level, key.level);
+        &own_limbs
+    };
+    let mut out = params.backend().inner_product(&dec.digits, &keys, limbs, 2)?.into_iter();
     let (k0, k1) = (out.next(), out.next());
     match (k0, k1) {
-        (Some(k0), Some(k1)) => Ok([mod_down(params, k0, dec.level)?, mod_down(params, k1, dec.level)?]),
+        (Some(k0), Some(k1)) => Ok([k0, k1]),
         _ => Err(RlweError::Malformed { what: "inner product returned too few outputs".into() }),
     }
+}
+
+/// The extended basis Q_l P of level l (the basis of [`key_switch_decomposed_lazy`]'s results
+/// and of [`mod_down`]'s input). Errors: [`RlweError::LevelOutOfRange`].
+pub fn extended_basis(params: &Parameters, level: usize) -> Result<std::sync::Arc<lycaon_math::RnsBasis>, RlweError> {
+    Ok(params.level(level)?.qp.clone())
+}
+
+/// P mod q_i for each prime of Q_l (to lift a polynomial c over Q_l to P c over Q_l P, whose
+/// residues mod the special primes are zero). Errors: [`RlweError::NoSpecialPrimes`],
+/// [`RlweError::LevelOutOfRange`].
+pub fn p_mod_q(params: &Parameters, level: usize) -> Result<Vec<u64>, RlweError> {
+    let p = params.p().ok_or(RlweError::NoSpecialPrimes)?;
+    Ok(params
+        .q_at(level)?
+        .moduli()
+        .iter()
+        .map(|qi| p.moduli().iter().fold(1u64, |acc, pj| qi.mul(acc, qi.reduce(pj.value()))))
+        .collect())
 }
 
 /// Switches one polynomial c (over Q_l, NTT form) from the key's source secret to s.
@@ -107,7 +161,11 @@ pub(crate) fn relinearize_with(ct: &Ciphertext, k0: Poly<Ntt>, k1: Poly<Ntt>) ->
     Ok(Ciphertext { params_id: ct.params_id, parts: vec![c0, c1] })
 }
 
-/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting). With the Galois
+/// Applies X -> X^g for each Galois element, decomposing c_1 once (hoisting).
+///
+/// Errors: [`RlweError::ParamsMismatch`], [`RlweError::WrongSize`] unless two parts,
+/// [`RlweError::MissingGaloisKey`], [`RlweError::KeyLevelTooLow`] when a key stops below the
+/// ciphertext's level. With the Galois
 /// key of g switching s to s(X^(g^-1)), each step is an inner product on the shared digits, a
 /// ModDown, and one permutation of the two result polynomials.
 pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elements: &[u64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>, RlweError> {
@@ -122,6 +180,7 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
         .iter()
         .map(|&g| {
             let key = keys.get(g).ok_or(RlweError::MissingGaloisKey { galois_element: g })?;
+            check_key_level(key, ct.level(), Some(g))?;
             Ok((key, Automorphism::new(g, params.n())?))
         })
         .collect::<Result<_, RlweError>>()?;
@@ -141,4 +200,59 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
 pub fn automorphism(params: &Parameters, ct: &Ciphertext, galois_element: u64, keys: &GaloisKeys) -> Result<Ciphertext, RlweError> {
     let mut v = automorphisms_hoisted(params, ct, &[galois_element], keys)?;
     v.pop().ok_or(RlweError::Malformed { what: "no result".into() })
+}
+
+/// Switches a two-part ciphertext (c_0, c_1) from the key's source secret to its target:
+/// (c_0 + k_0, k_1) with k_0 + k_1 s_to = c_1 s_from + (small noise). The key must reach the
+/// ciphertext's level. Errors: as [`key_switch_decomposed`], and [`RlweError::WrongSize`] unless
+/// two parts.
+pub fn switch_key(params: &Parameters, ct: &Ciphertext, key: &KeySwitchKey) -> Result<Ciphertext, RlweError> {
+    ct.check_params(params)?;
+    if ct.len() != 2 {
+        return Err(RlweError::WrongSize { expected: 2, found: ct.len() });
+    }
+    let [mut k0, k1] = key_switch(params, &ct.parts[1], key)?;
+    k0.add_assign(&ct.parts[0])?;
+    Ok(Ciphertext { params_id: ct.params_id, parts: vec![k0, k1] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{encrypt_zero_symmetric, phase, ParametersLiteral, SecretKey, Security};
+    use lycaon_math::Sampler;
+
+    /// Largest centred coefficient of a small polynomial (read from its first limb).
+    fn max_abs(params: &Parameters, p: &Poly<Ntt>) -> i64 {
+        let c = params.backend().intt(p.clone());
+        let q0 = c.basis().moduli()[0];
+        c.limb(0).iter().map(|&x| q0.center(x).abs()).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn switching_between_a_dense_and_a_sparse_secret_keeps_the_phase() {
+        // Toy parameters (not secure): 4 ciphertext primes, 2 special primes.
+        let mut lit = ParametersLiteral::ckks_from_bits(1 << 10, &[50, 40, 40, 40], &[55, 55]).unwrap();
+        lit.security = Security::InsecureTestOnly;
+        let params = Parameters::new(lit).unwrap();
+        let mut s = Sampler::from_os().unwrap();
+        let dense = SecretKey::generate(&params, &mut s).unwrap();
+        let sparse = SecretKey::generate_sparse(&params, 32, &mut s).unwrap();
+        assert_eq!(sparse.hamming_weight(), 32);
+        let top = params.max_level();
+        // Dense -> sparse at level 0 only (refused above), sparse -> dense at the top.
+        let down = KeySwitchKey::generate_switch(&dense, &sparse, 0, &mut s).unwrap();
+        let up = KeySwitchKey::generate_switch(&sparse, &dense, top, &mut s).unwrap();
+        assert_eq!(down.level(), 0);
+        for (key, from, to, level) in [(&down, &dense, &sparse, 0), (&up, &sparse, &dense, top), (&up, &sparse, &dense, 1)] {
+            let ct = encrypt_zero_symmetric(from, level, &mut s).unwrap().expand(&params).unwrap();
+            let before = max_abs(&params, &phase(from, &ct).unwrap());
+            let switched = switch_key(&params, &ct, key).unwrap();
+            let after = max_abs(&params, &phase(to, &switched).unwrap());
+            // Fresh noise is a few sigma; key switching adds ModDown rounding (about h / 2).
+            assert!(before < 64 && after < 1 << 12, "level {level}: phase {before} before, {after} after");
+        }
+        let high = encrypt_zero_symmetric(&dense, 1, &mut s).unwrap().expand(&params).unwrap();
+        assert!(matches!(switch_key(&params, &high, &down), Err(RlweError::KeyLevelTooLow { .. })));
+    }
 }

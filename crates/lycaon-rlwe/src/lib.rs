@@ -3,7 +3,9 @@
 
 mod ciphertext;
 mod encryption;
+pub mod hoisting;
 mod keys;
+mod keyset;
 pub mod keyswitch;
 mod params;
 mod serialize;
@@ -11,11 +13,19 @@ pub mod wire;
 
 pub use ciphertext::{Ciphertext, SeededCiphertext};
 pub use encryption::{encrypt_zero_public, encrypt_zero_symmetric, phase};
-pub use keys::{GaloisKeys, KeySwitchKey, PublicKey, RelinKey, SecretKey};
+pub use keys::{GaloisKeys, KeyBytes, KeySwitchKey, PublicKey, RelinKey, SecretKey};
+pub use keyset::RotationKeyset;
 pub use params::{hex_prefix, Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
 pub use serialize::{get_poly, put_poly};
 
 pub use lycaon_math::MathError;
+
+fn key_name(galois_element: Option<u64>) -> String {
+    match galois_element {
+        Some(g) => format!("Galois key for element {g}"),
+        None => "key-switching (relinearisation) key".into(),
+    }
+}
 use wire::WireError;
 
 /// Errors of the RLWE layer, each naming what is wrong.
@@ -39,6 +49,10 @@ pub enum RlweError {
     WrongSize { expected: usize, found: usize },
     #[error("no Galois key for element {galois_element}; generate keys for this rotation")]
     MissingGaloisKey { galois_element: u64 },
+    #[error("the {} was generated up to level {key_level}, but the ciphertext is at level {ciphertext_level}; generate the key up to level {ciphertext_level} or lower the ciphertext's level first", key_name(*.galois_element))]
+    KeyLevelTooLow { galois_element: Option<u64>, key_level: usize, ciphertext_level: usize },
+    #[error("rotation by {step} at level {level} is impossible: no composition of the available rotation keys that reach level {level} gives this step; generate a key for it (or for its parts) up to level {level}")]
+    RotationImpossible { step: i64, level: usize },
     #[error("these parameters have no special primes, so they support no key switching (relinearisation or rotation)")]
     NoSpecialPrimes,
     #[error("malformed input: {what}")]

@@ -64,6 +64,42 @@ impl ParametersLiteral {
         })
     }
 
+    /// A CKKS literal (no plaintext modulus) with primes generated from bit sizes: the largest
+    /// NTT-friendly primes below each size, all distinct, as SEAL's CoeffModulus::Create. The
+    /// number of key-switching digits is chosen so that each digit's primes fit under P (the
+    /// usual hybrid choice, dnum = ceil(L / alpha) with alpha = floor(log P / max log q_i)), or
+    /// one digit per prime when there are no special primes.
+    pub fn ckks_from_bits(n: usize, q_bits: &[u32], p_bits: &[u32]) -> Result<Self, RlweError> {
+        let mut taken = Vec::new();
+        let mut pick = |bits: u32| -> Result<u64, RlweError> {
+            let q = ntt_primes(bits, n, 1, &taken)?[0];
+            taken.push(q);
+            Ok(q)
+        };
+        let ciphertext_moduli = q_bits.iter().map(|&b| pick(b)).collect::<Result<Vec<_>, _>>()?;
+        let special_moduli = p_bits.iter().map(|&b| pick(b)).collect::<Result<Vec<_>, _>>()?;
+        let key_switch_digits = Self::hybrid_digits(&ciphertext_moduli, &special_moduli);
+        Ok(Self { n, ciphertext_moduli, special_moduli, plaintext_modulus: None, key_switch_digits, security: Security::Bits128 })
+    }
+
+    /// A CKKS literal from explicit primes, with the digit count of [`Self::ckks_from_bits`].
+    pub fn ckks_from_moduli(n: usize, ciphertext_moduli: Vec<u64>, special_moduli: Vec<u64>) -> Self {
+        let key_switch_digits = Self::hybrid_digits(&ciphertext_moduli, &special_moduli);
+        Self { n, ciphertext_moduli, special_moduli, plaintext_modulus: None, key_switch_digits, security: Security::Bits128 }
+    }
+
+    /// dnum = ceil(L / alpha), alpha = max(1, floor(log2 P / max_i log2 q_i)); L with no P.
+    fn hybrid_digits(q: &[u64], p: &[u64]) -> usize {
+        let l = q.len().max(1);
+        if p.is_empty() {
+            return l;
+        }
+        let log_p: f64 = p.iter().map(|&x| (x as f64).log2()).sum();
+        let max_q = q.iter().map(|&x| (x as f64).log2()).fold(1.0, f64::max);
+        let alpha = ((log_p / max_q).floor() as usize).max(1);
+        l.div_ceil(alpha)
+    }
+
     /// The default BFV set for a ring degree: the largest modulus the standard allows at 128 bits,
     /// split like SEAL's BFVDefault (one special prime), and a 20-bit batching prime t.
     pub fn bfv_default(n: usize) -> Result<Self, RlweError> {
@@ -352,6 +388,19 @@ mod tests {
         assert!(Parameters::new(small.clone()).is_err());
         small.security = Security::InsecureTestOnly;
         assert!(Parameters::new(small).is_ok());
+    }
+
+    #[test]
+    fn ckks_literals_have_no_plaintext_modulus_and_hybrid_digits() {
+        let mut bits = vec![55u32];
+        bits.extend([40u32; 10]);
+        let lit = ParametersLiteral::ckks_from_bits(1 << 16, &bits, &[61, 61, 61]).unwrap();
+        assert_eq!(lit.plaintext_modulus, None);
+        assert_eq!(lit.key_switch_digits, 4, "11 primes in digits of 3 under a 183-bit P");
+        let p = Parameters::new(lit).unwrap();
+        assert!(p.plaintext_modulus().is_none() && p.log2_qp() < 640.0);
+        let lit = ParametersLiteral::ckks_from_bits(8192, &[50, 40], &[]).unwrap();
+        assert_eq!(lit.key_switch_digits, 2);
     }
 
     #[test]

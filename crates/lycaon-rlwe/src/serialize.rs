@@ -125,71 +125,230 @@ impl PublicKey {
     }
 }
 
+/// Opens an envelope holding either version of a key object and checks its parameter id;
+/// returns the payload and whether it is version 2.
+fn open_key<'a>(bytes: &'a [u8], v1: ObjectKind, v2: ObjectKind, params: &Parameters) -> Result<(&'a [u8], bool), RlweError> {
+    let env = crate::wire::open_envelope(bytes)?;
+    let is_v2 = if env.kind == v1 {
+        false
+    } else if env.kind == v2 {
+        true
+    } else {
+        return Err(WireError::WrongKind { expected: v1, found: env.kind }.into());
+    };
+    // Same check (and message) as open_expected.
+    open_expected(bytes, env.kind, Some(params.id()))?;
+    Ok((env.payload, is_v2))
+}
+
+/// Bytes of one polynomial over `basis` as [`put_poly`] writes it.
+fn packed_poly_len(basis: &RnsBasis) -> usize {
+    basis.moduli().iter().map(|q| (basis.n() * q.bits() as usize).div_ceil(8)).sum()
+}
+
 impl KeySwitchKey {
-    fn write(&self, w: &mut WireWriter) {
+    /// Whether this key is written in the version-1 layout (full level, seeded).
+    pub(crate) fn is_v1(&self, seeded: bool) -> bool {
+        seeded && self.seed.is_some() && self.full
+    }
+
+    /// Payload length in the chosen layout.
+    pub(crate) fn payload_len(&self, seeded: bool, v1: bool) -> usize {
+        let Some(first) = self.digits.first() else { return 0 };
+        let poly = packed_poly_len(first[0].basis());
+        let seeded = seeded && self.seed.is_some();
+        let d = self.digits.len();
+        if v1 {
+            4 + 32 + d * poly
+        } else if seeded {
+            4 + 1 + 4 + 32 + d * poly
+        } else {
+            4 + 1 + 4 + 2 * d * poly
+        }
+    }
+
+    /// Version 1: digit count, seed, b_j. Only for seeded full-level keys.
+    fn write_v1(&self, w: &mut WireWriter, seed: &Seed) {
         w.put_u32(self.digits.len() as u32);
-        w.put_bytes(&self.seed);
+        w.put_bytes(seed);
         for [b, _] in &self.digits {
             put_poly(w, b);
         }
     }
 
-    fn read(params: &Parameters, r: &mut WireReader) -> Result<Self, RlweError> {
-        let expected = params.level(params.max_level())?.digits.len();
+    /// Version 2: level, seeded flag, digit count, then the seed and b_j, or b_j and a_j.
+    fn write_v2(&self, w: &mut WireWriter, seeded: bool) {
+        w.put_u32(self.level as u32);
+        let seed = self.seed.filter(|_| seeded);
+        w.put_u8(seed.is_some() as u8);
+        w.put_u32(self.digits.len() as u32);
+        match seed {
+            Some(seed) => {
+                w.put_bytes(&seed);
+                for [b, _] in &self.digits {
+                    put_poly(w, b);
+                }
+            }
+            None => {
+                for [b, a] in &self.digits {
+                    put_poly(w, b);
+                    put_poly(w, a);
+                }
+            }
+        }
+    }
+
+    /// Writes the payload; returns whether it used version 2.
+    fn write(&self, w: &mut WireWriter, seeded: bool) -> bool {
+        match self.seed {
+            Some(seed) if self.is_v1(seeded) => {
+                self.write_v1(w, &seed);
+                false
+            }
+            _ => {
+                self.write_v2(w, seeded);
+                true
+            }
+        }
+    }
+
+    fn read(params: &Parameters, r: &mut WireReader, v2: bool) -> Result<Self, RlweError> {
+        let (level, seeded) = if v2 {
+            let level = get_level(r, params)?;
+            let seeded = match r.get_u8()? {
+                0 => false,
+                1 => true,
+                other => return Err(malformed(format!("seeded flag {other} is neither 0 nor 1"))),
+            };
+            (level, seeded)
+        } else {
+            (params.max_level(), true)
+        };
+        let ctx = params.level(level)?;
+        if params.p().is_none() {
+            return Err(RlweError::NoSpecialPrimes);
+        }
+        let expected = ctx.digits.len();
         let count = r.get_u32()? as usize;
         if count != expected {
-            return Err(malformed(format!("key has {count} digits, these parameters use {expected}")));
+            return Err(malformed(format!("key up to level {level} has {count} digits, these parameters use {expected}")));
         }
-        let seed: Seed = r.get_array()?;
-        let qp = params.qp();
-        let bs = (0..count).map(|_| get_poly::<Ntt>(r, qp)).collect::<Result<Vec<_>, _>>()?;
-        let mut expander = Sampler::from_seed(seed);
-        let digits = bs.into_iter().map(|b| [b, expander.uniform_poly(qp)]).collect();
-        Ok(Self { params_id: *params.id(), digits, seed })
+        let basis = ctx.qp.clone();
+        let (digits, seed) = if seeded {
+            let seed: Seed = r.get_array()?;
+            let bs = (0..count).map(|_| get_poly::<Ntt>(r, &basis)).collect::<Result<Vec<_>, _>>()?;
+            let mut expander = Sampler::from_seed(seed);
+            (bs.into_iter().map(|b| [b, expander.uniform_poly(&basis)]).collect(), Some(seed))
+        } else {
+            let digits = (0..count)
+                .map(|_| Ok([get_poly::<Ntt>(r, &basis)?, get_poly::<Ntt>(r, &basis)?]))
+                .collect::<Result<Vec<_>, RlweError>>()?;
+            (digits, None)
+        };
+        Ok(Self { params_id: *params.id(), level, full: level == params.max_level(), digits, seed })
     }
 
+    /// Seeded encoding: the uniform halves travel as one 32-byte seed. A full-level key is written
+    /// in the version-1 layout (kind [`ObjectKind::KeySwitchKey`]), a level-limited one (or one
+    /// read without a seed) in version 2 ([`ObjectKind::KeySwitchKeyV2`]).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = WireWriter::new();
-        self.write(&mut w);
-        seal_envelope(ObjectKind::KeySwitchKey, &self.params_id, &w.into_bytes())
+        self.to_bytes_with(true)
     }
 
+    /// Version-2 encoding with every uniform polynomial written out (twice the bytes).
+    pub fn to_bytes_unseeded(&self) -> Vec<u8> {
+        self.to_bytes_with(false)
+    }
+
+    fn to_bytes_with(&self, seeded: bool) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        let kind = if self.write(&mut w, seeded) { ObjectKind::KeySwitchKeyV2 } else { ObjectKind::KeySwitchKey };
+        seal_envelope(kind, &self.params_id, &w.into_bytes())
+    }
+
+    /// Reads either version.
     pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self, RlweError> {
-        let mut r = WireReader::new(open_expected(bytes, ObjectKind::KeySwitchKey, Some(params.id()))?);
-        let key = Self::read(params, &mut r)?;
+        let (payload, v2) = open_key(bytes, ObjectKind::KeySwitchKey, ObjectKind::KeySwitchKeyV2, params)?;
+        let mut r = WireReader::new(payload);
+        let key = Self::read(params, &mut r, v2)?;
         r.finish()?;
         Ok(key)
     }
 }
 
 impl RelinKey {
+    /// Seeded encoding (version 1 for a full-level key, version 2 otherwise).
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_with(true)
+    }
+
+    /// Version-2 encoding with the uniform polynomials written out.
+    pub fn to_bytes_unseeded(&self) -> Vec<u8> {
+        self.to_bytes_with(false)
+    }
+
+    fn to_bytes_with(&self, seeded: bool) -> Vec<u8> {
         let mut w = WireWriter::new();
-        self.0.write(&mut w);
-        seal_envelope(ObjectKind::RelinKey, &self.0.params_id, &w.into_bytes())
+        let kind = if self.0.write(&mut w, seeded) { ObjectKind::RelinKeyV2 } else { ObjectKind::RelinKey };
+        seal_envelope(kind, &self.0.params_id, &w.into_bytes())
+    }
+
+    /// The exact length of [`RelinKey::to_bytes`] (seeded) or [`RelinKey::to_bytes_unseeded`].
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        self.0.serialized_len(seeded)
     }
 
     pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self, RlweError> {
-        let mut r = WireReader::new(open_expected(bytes, ObjectKind::RelinKey, Some(params.id()))?);
-        let key = KeySwitchKey::read(params, &mut r)?;
+        let (payload, v2) = open_key(bytes, ObjectKind::RelinKey, ObjectKind::RelinKeyV2, params)?;
+        let mut r = WireReader::new(payload);
+        let key = KeySwitchKey::read(params, &mut r, v2)?;
         r.finish()?;
         Ok(Self(key))
     }
 }
 
 impl GaloisKeys {
+    /// Whether the whole set is written in the version-1 layout.
+    fn set_is_v1(&self, seeded: bool) -> bool {
+        self.keys.values().all(|k| k.is_v1(seeded))
+    }
+
+    /// Seeded encoding: version 1 when every key is full-level, version 2 (each key with its
+    /// level) otherwise.
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_with(true)
+    }
+
+    /// Version-2 encoding with the uniform polynomials written out.
+    pub fn to_bytes_unseeded(&self) -> Vec<u8> {
+        self.to_bytes_with(false)
+    }
+
+    fn to_bytes_with(&self, seeded: bool) -> Vec<u8> {
+        let v1 = self.set_is_v1(seeded);
         let mut w = WireWriter::new();
         w.put_u32(self.keys.len() as u32);
         for (&g, key) in &self.keys {
             w.put_u64(g);
-            key.write(&mut w);
+            match key.seed {
+                Some(seed) if v1 => key.write_v1(&mut w, &seed),
+                _ => key.write_v2(&mut w, seeded),
+            }
         }
-        seal_envelope(ObjectKind::GaloisKeys, &self.params_id, &w.into_bytes())
+        let kind = if v1 { ObjectKind::GaloisKeys } else { ObjectKind::GaloisKeysV2 };
+        seal_envelope(kind, &self.params_id, &w.into_bytes())
+    }
+
+    /// The exact length of [`GaloisKeys::to_bytes`] (seeded) or [`GaloisKeys::to_bytes_unseeded`].
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        let v1 = self.set_is_v1(seeded);
+        let body: usize = self.keys.values().map(|k| 8 + k.payload_len(seeded, v1)).sum();
+        crate::wire::HEADER_LEN + 4 + body + crate::wire::CHECKSUM_LEN
     }
 
     pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self, RlweError> {
-        let mut r = WireReader::new(open_expected(bytes, ObjectKind::GaloisKeys, Some(params.id()))?);
+        let (payload, v2) = open_key(bytes, ObjectKind::GaloisKeys, ObjectKind::GaloisKeysV2, params)?;
+        let mut r = WireReader::new(payload);
         let count = r.get_u32()? as usize;
         if count > params.n() {
             return Err(malformed(format!("{count} Galois keys is more than the {} distinct automorphisms", params.n())));
@@ -200,7 +359,7 @@ impl GaloisKeys {
             if g % 2 == 0 || g >= 2 * params.n() as u64 || g == 1 {
                 return Err(malformed(format!("Galois element {g} is invalid for n = {}", params.n())));
             }
-            if keys.insert(g, KeySwitchKey::read(params, &mut r)?).is_some() {
+            if keys.insert(g, KeySwitchKey::read(params, &mut r, v2)?).is_some() {
                 return Err(malformed(format!("Galois element {g} appears twice")));
             }
         }

@@ -36,6 +36,15 @@ pub enum ObjectKind {
     SeededCiphertext = 8,
     Plaintext = 9,
     PlaintextNtt = 10,
+    /// Version 2 of the key objects: each key carries its level (keys generated up to a level
+    /// hold only the limbs of Q_level P) and whether its uniform half is seeded.
+    RelinKeyV2 = 11,
+    GaloisKeysV2 = 12,
+    KeySwitchKeyV2 = 13,
+    /// CKKS objects: the RLWE payload plus the scale and slot count.
+    CkksCiphertext = 20,
+    CkksSeededCiphertext = 21,
+    CkksPlaintext = 22,
 }
 
 impl TryFrom<u8> for ObjectKind {
@@ -53,6 +62,12 @@ impl TryFrom<u8> for ObjectKind {
             8 => SeededCiphertext,
             9 => Plaintext,
             10 => PlaintextNtt,
+            11 => RelinKeyV2,
+            12 => GaloisKeysV2,
+            13 => KeySwitchKeyV2,
+            20 => CkksCiphertext,
+            21 => CkksSeededCiphertext,
+            22 => CkksPlaintext,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -72,6 +87,12 @@ impl std::fmt::Display for ObjectKind {
             SeededCiphertext => "seeded ciphertext",
             Plaintext => "plaintext",
             PlaintextNtt => "prepared plaintext",
+            RelinKeyV2 => "relinearisation key (version 2)",
+            GaloisKeysV2 => "Galois keys (version 2)",
+            KeySwitchKeyV2 => "key-switching key (version 2)",
+            CkksCiphertext => "CKKS ciphertext",
+            CkksSeededCiphertext => "seeded CKKS ciphertext",
+            CkksPlaintext => "CKKS plaintext",
         })
     }
 }

@@ -1,8 +1,10 @@
 """Microsoft SEAL as the CKKS peer of ``lycaon bench ckks``, through ``tenseal.sealapi`` (an
 optional extra, imported only here).
 
-SEAL runs on the primes it is given (the last one is its special key-switching prime, one prime
-per digit, as SEAL always does). What each key times (median of ``reps``; inputs prepared
+SEAL runs on primes of the bit sizes it is given. It has exactly one special key-switching prime
+(one data prime per digit, as SEAL always does): of several ``p_bits`` it keeps one of the
+largest, capped at SEAL's 60 bits (a 61-bit P becomes 60 bits), so its ciphertexts have the same
+Q as the other libraries' and its keys one special prime. Single-threaded (SEAL's evaluator has no threads). What each key times (median of ``reps``; inputs prepared
 outside the timed region, in-place operations on copies made untimed):
 
 - ``mul_relin``: ``multiply_inplace`` then ``relinearize_inplace``;
@@ -14,7 +16,12 @@ outside the timed region, in-place operations on copies made untimed):
   calls (SEAL has no linear-transform API): sqrt(d) baby rotations of the input, for each giant
   step the plaintext products of the pre-rotated diagonals summed, rotated once and added. The
   diagonals are encoded beforehand at the input's level, untimed (Lattigo and Lycaon also encode
-  them ahead).
+  them ahead). ``lt_level`` (default: the top) is the level the input is brought to first
+  (untimed), so that a dense slot-size matrix fits in memory at a low level.
+
+Key memory (``*_key_bytes``) is computed from SEAL's key shape (this tenseal build has no
+``save_size``): one key-switching key is, per data prime of the key level, a ciphertext of two
+polynomials over all data primes and the special prime, 8 bytes per residue.
 
 SEAL has no bootstrapping and no polynomial evaluator; those rows have no SEAL figure.
 """
@@ -24,7 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -46,11 +53,14 @@ def _bits(expected: np.ndarray, got: np.ndarray) -> float:
     return float(-np.log2(max(err, 2.0 ** -60)))
 
 
-def seal_ckks_timings(log_n: int, q_bits: Sequence[int], p_bits: Sequence[int], log_scale: int, reps: int = 5, hoisted: int = 8, lt_diagonals: int = 64) -> dict:
+def seal_ckks_timings(log_n: int, q_bits: Sequence[int], p_bits: Sequence[int], log_scale: int, reps: int = 5, hoisted: int = 8, lt_diagonals: int = 64,
+                      lt_level: Optional[int] = None) -> dict:
     """Seconds per CKKS operation in SEAL (see the module docstring), with precision in bits."""
     s = _sealapi()
     n = 1 << log_n
-    primes = ntt_primes(n, list(q_bits) + list(p_bits))
+    if not p_bits:
+        raise ValueError("SEAL needs one special prime for key switching")
+    primes = ntt_primes(n, list(q_bits) + [min(60, max(p_bits))])  # SEAL's primes have at most 60 bits
     parms = s.EncryptionParameters(s.SCHEME_TYPE.CKKS)
     parms.set_poly_modulus_degree(n)
     parms.set_coeff_modulus([s.Modulus(q) for q in primes])
@@ -72,7 +82,11 @@ def seal_ckks_timings(log_n: int, q_bits: Sequence[int], p_bits: Sequence[int], 
     steps = sorted(set(range(1, hoisted + 1)) | set(range(1, baby)) | {baby * j for j in range(1, giant)})
     gk = s.GaloisKeys()
     keygen.create_galois_keys([pow(3, k, 2 * n) for k in steps], gk)  # SEAL: rotate_vector by k uses 3^k
-    out: dict = {"peer": f"SEAL {seal_version()}", "log_n": log_n, "keygen_s": time.perf_counter() - t0}
+    out: dict = {"peer": f"SEAL {seal_version()}", "log_n": log_n, "keygen_s": time.perf_counter() - t0, "threads": 1}
+    key_bytes = len(q_bits) * 2 * (len(q_bits) + 1) * n * 8  # one key-switching key (see the docstring)
+    out["relin_key_bytes"] = key_bytes
+    out["rotate_1_key_bytes"] = key_bytes
+    out[f"rotate_hoisted_{hoisted}_key_bytes"] = hoisted * key_bytes
     enc = s.CKKSEncoder(ctx)
     encryptor = s.Encryptor(ctx, pk, sk)
     decryptor = s.Decryptor(ctx, sk)
@@ -122,8 +136,13 @@ def seal_ckks_timings(log_n: int, q_bits: Sequence[int], p_bits: Sequence[int], 
 
     out[f"rotate_hoisted_{hoisted}_s"] = _median_s(rotations, lambda: [copy(cx) for _ in range(hoisted)], reps)
 
-    # Banded matrix: diagonals 0..d-1, y = sum_k diag_k * rot(x, k), by BSGS.
+    # Banded matrix: diagonals 0..d-1, y = sum_k diag_k * rot(x, k), by BSGS (dense when d = slots).
     diags = rng.uniform(-1, 1, (lt_diagonals, slots)) / lt_diagonals
+    cx_full = cx
+    max_level = len(q_bits) - 1
+    cx = copy(cx_full)
+    for _ in range(max_level - (max_level if lt_level is None else lt_level)):
+        ev.mod_switch_to_next_inplace(cx)
     encoded = {}
     for j in range(giant):
         for i in range(baby):
@@ -162,8 +181,11 @@ def seal_ckks_timings(log_n: int, q_bits: Sequence[int], p_bits: Sequence[int], 
         return total
 
     out["linear_transform_s"] = _median_s(linear_transform, lambda: cx, max(1, reps // 2))
-    want = sum(diags[k] * np.roll(x, -k) for k in range(lt_diagonals))
+    want = np.zeros(slots)
+    for k in range(lt_diagonals):
+        want += diags[k] * np.roll(x, -k)
     out["linear_transform_precision_bits"] = _bits(want, decrypt(linear_transform(cx)))
     out["linear_transform_diagonals"] = lt_diagonals
-    out["relin_key_bytes"] = rk.save_size(s.COMPR_MODE_TYPE.NONE) if hasattr(rk, "save_size") else None
+    out["linear_transform_level"] = max_level if lt_level is None else lt_level
+    out["linear_transform_key_bytes"] = len(set(range(1, baby)) | {baby * j for j in range(1, giant)}) * key_bytes
     return out

@@ -1,0 +1,97 @@
+"""CKKS through the Python API: precision of every operation against numpy, pickling, errors."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import lycaon
+
+
+@pytest.fixture(scope="module")
+def suite():
+    class S:
+        pass
+
+    s = S()
+    s.params = lycaon.CkksParameters.scale_stable(1 << 13, 45, 40, 3, [50])
+    keys = lycaon.CkksKeyGenerator(s.params)
+    s.sk = keys.secret_key()
+    s.pk = keys.public_key()
+    s.ev = lycaon.CkksEvaluator(s.params, keys.evaluation_keys([1, -1, 2, 3], conjugate=True))
+    s.enc = lycaon.CkksEncryptor(s.params, public_key=s.pk, secret_key=s.sk)
+    s.dec = lycaon.CkksDecryptor(s.params, s.sk)
+    s.cod = lycaon.CkksEncoder(s.params)
+    s.rng = np.random.default_rng(1)
+    s.encrypt = lambda v: s.enc.encrypt(s.cod.encode(v))
+    s.decrypt = lambda c: s.cod.decode(s.dec.decrypt(c))
+    return s
+
+
+def bits(want, got):
+    return lycaon.precision_stats(want, got)["min_bits"]
+
+
+def test_operations_keep_precision(suite):
+    s = suite
+    slots = s.params.max_slots
+    x = s.rng.uniform(-1, 1, slots) + 1j * s.rng.uniform(-1, 1, slots)
+    y = s.rng.uniform(-1, 1, slots)
+    cx, cy = s.encrypt(x), s.encrypt(y)
+    assert cx.level == s.params.max_level and cx.slots == slots
+    assert bits(x, s.decrypt(cx)) > 17
+    assert bits(x + y, s.decrypt(s.ev.add(cx, cy))) > 17
+    assert bits(x - y, s.decrypt(s.ev.sub(cx, cy))) > 17
+    prod = s.ev.rescale(s.ev.mul_relin(cx, cy))
+    assert prod.scale == s.params.scale_at(prod.level)
+    assert bits(x * y, s.decrypt(prod)) > 15
+    assert bits(x * (0.5 - 2j), s.decrypt(s.ev.rescale(s.ev.mul_const(cx, 0.5 - 2j)))) > 15
+    assert bits(x + 3, s.decrypt(s.ev.add_const(cx, 3))) > 17
+    assert bits(np.roll(x, -1), s.decrypt(s.ev.rotate(cx, 1))) > 15
+    r = s.ev.rotate_hoisted(cx, [1, 2, 3, -1])
+    for step, c in zip([1, 2, 3, -1], r):
+        assert bits(np.roll(x, -step), s.decrypt(c)) > 15
+    assert bits(np.conj(x), s.decrypt(s.ev.conjugate(cx))) > 15
+    seeded = s.enc.encrypt_symmetric(s.cod.encode(y))
+    assert bits(y, s.cod.decode_real(s.dec.decrypt(seeded.expand()))) > 17
+
+
+def test_linear_transform_and_polynomial(suite):
+    s = suite
+    slots = 4
+    m = s.rng.uniform(-1, 1, (slots, slots))
+    v = s.rng.uniform(-1, 1, slots)
+    diags = {k: np.array([m[t, (t + k) % slots] for t in range(slots)]) for k in range(slots)}
+    keys = lycaon.CkksKeyGenerator(s.params)
+    ev = lycaon.CkksEvaluator(s.params, keys.evaluation_keys([1, 2, 3]))
+    enc = lycaon.CkksEncryptor(s.params, public_key=keys.public_key())
+    dec = lycaon.CkksDecryptor(s.params, keys.secret_key())
+    out = ev.linear_transform(enc.encrypt(s.cod.encode(v)), diags)
+    assert bits(m @ v, s.cod.decode_real(dec.decrypt(out))) > 15
+    coeffs = lycaon.chebyshev_coefficients(np.tanh, -4.0, 4.0, 3)
+    x = s.rng.uniform(-4, 4, 64)
+    y = ev.evaluate_chebyshev(enc.encrypt(s.cod.encode(x)), coeffs, -4.0, 4.0)
+    want = np.polynomial.chebyshev.chebval(x / 4.0, coeffs)
+    assert bits(want, s.cod.decode_real(dec.decrypt(y))) > 14
+
+
+def test_pickling_and_errors(suite):
+    s = suite
+    ct = s.encrypt([0.25, -0.5])
+    back = pickle.loads(pickle.dumps(ct))
+    assert back.level == ct.level and back.scale == ct.scale
+    assert bits([0.25, -0.5], s.decrypt(back)[:2]) > 17
+    assert pickle.loads(pickle.dumps(s.params)).id == s.params.id
+    with pytest.raises(lycaon.MissingKeyError, match="rotation by 7"):
+        s.ev.rotate(ct, 7)
+    with pytest.raises(lycaon.MissingKeyError):
+        lycaon.CkksEvaluator(s.params).mul_relin(ct, ct)
+    odd = s.enc.encrypt(s.cod.encode([1.0], scale=1.37 * 2.0**30))
+    with pytest.raises(lycaon.LycaonError, match="set_scale"):
+        s.ev.add(ct, odd)
+    with pytest.raises(lycaon.LycaonError, match="rescale"):
+        s.ev.rescale(s.ev.drop_level(ct, s.params.max_level))
+    with pytest.raises(lycaon.SerializationError):
+        lycaon.CkksCiphertext.from_bytes(s.params, b"junk")
+    with pytest.raises(lycaon.SecurityError):
+        lycaon.CkksParameters.from_bits(1 << 13, [60, 60, 60, 60], [60], 40)
