@@ -284,7 +284,8 @@ pub struct HybridPlan {
     pub failure_probability: f64,
     pub layers: Vec<PlannedLayer>,
     pub predicted_s: f64,
-    /// Best single parameter set for the whole network (each layer still picks its algorithm).
+    /// Best single parameter set for the whole network, t included (each layer still picks its
+    /// algorithm).
     pub single_set: Option<ParamChoice>,
     pub single_set_predicted_s: f64,
     pub speedup_vs_single_set: f64,
@@ -331,19 +332,31 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
             spaces.insert(key(layer), feasible);
         }
     }
-    // The best single set: a parameter set shape (n, q, p, digits) used by every layer, each
-    // layer at its own t (the share ring), each picking its best algorithm under it.
-    let set_key = |p: &ParamChoice| (p.n, p.q_bits.clone(), p.p_bits.clone(), p.digits);
-    let mut single: BTreeMap<(usize, Vec<u32>, Vec<u32>, usize), (f64, usize)> = BTreeMap::new();
+    // The best single set: one parameter set (n, q, p, t, digits) for every layer, t wide enough
+    // for the widest layer, each layer picking its best algorithm under it (what a deployment
+    // without per-layer tuning would run).
+    let t_max = layers.iter().map(|l| l.t_bits).max().unwrap_or(0);
+    let mut single_spaces: BTreeMap<String, Vec<DesignPoint>> = BTreeMap::new();
     for layer in layers {
-        let mut best_here: BTreeMap<_, f64> = BTreeMap::new();
-        for p in &spaces[&key(layer)] {
-            let k = set_key(&p.params);
-            let e = best_here.entry(k).or_insert(f64::INFINITY);
+        let at_max = LayerRequest { t_bits: t_max, ..layer.clone() };
+        if !single_spaces.contains_key(&key(&at_max)) {
+            let space = match spaces.get(&key(&at_max)) {
+                Some(s) => s.clone(),
+                None => design_space(&at_max, costs, options, false)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect(),
+            };
+            single_spaces.insert(key(&at_max), space);
+        }
+    }
+    let single_space = |layer: &LayerRequest| &single_spaces[&key(&LayerRequest { t_bits: t_max, ..layer.clone() })];
+    let mut single: BTreeMap<ParamChoice, (f64, usize)> = BTreeMap::new();
+    for layer in layers {
+        let mut best_here: BTreeMap<&ParamChoice, f64> = BTreeMap::new();
+        for p in single_space(layer) {
+            let e = best_here.entry(&p.params).or_insert(f64::INFINITY);
             *e = e.min(p.predicted_s);
         }
         for (k, s) in best_here {
-            let e = single.entry(k).or_insert((0.0, 0));
+            let e = single.entry(k.clone()).or_insert((0.0, 0));
             e.0 += s;
             e.1 += 1;
         }
@@ -354,7 +367,7 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
     for layer in layers {
         let space = &spaces[&key(layer)];
         let chosen = cheapest(space.iter()).cloned().ok_or_else(|| PlanError::Infeasible(layer.name.clone()))?;
-        let single_set_point = single_best.as_ref().and_then(|(k, _)| cheapest(space.iter().filter(|p| &set_key(&p.params) == k)).cloned());
+        let single_set_point = single_best.as_ref().and_then(|(k, _)| cheapest(single_space(layer).iter().filter(|p| &p.params == k)).cloned());
         planned.push(PlannedLayer {
             name: layer.name.clone(),
             shape: layer.shape,
@@ -372,8 +385,8 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
         }
     }
     let predicted_s: f64 = planned.iter().map(|l| l.chosen.predicted_s).sum();
-    let (single_set, single_s) = match &single_best {
-        Some(((n, q, p, d), s)) => (Some(ParamChoice { n: *n, q_bits: q.clone(), p_bits: p.clone(), t_bits: layers.iter().map(|l| l.t_bits).max().unwrap_or(0), digits: *d }), *s),
+    let (single_set, single_s) = match single_best {
+        Some((set, s)) => (Some(set), s),
         None => (None, f64::INFINITY),
     };
     Ok(HybridPlan {
