@@ -723,12 +723,14 @@ class CkksLinearTransform:
     def rotations(self) -> list[int]:
         """The rotation steps the evaluation needs Galois keys for."""
     @property
-    def slots(self) -> int: ...
+    def slots(self) -> int:
+        """Slots of the vectors the matrix acts on."""
     @property
     def baby_steps(self) -> int:
         """The baby-step count n1 of the split."""
     @property
-    def diagonal_count(self) -> int: ...
+    def diagonal_count(self) -> int:
+        """Number of non-zero diagonals."""
     def prepare(self, ciphertext: CkksCiphertext) -> None:
         """Encodes every diagonal for inputs at ``ciphertext``'s level and scale and keeps them
         (memory: one plaintext over Q_l P per diagonal)."""
@@ -744,16 +746,20 @@ class CkksBootstrapParams:
     def toy(log_n: int, log_slots: int, residual_levels: int) -> "CkksBootstrapParams":
         """The same circuit at another ring degree (below logN = 16 ``parameters()`` refuses it: not 128-bit secure)."""
     @property
-    def log_n(self) -> int: ...
+    def log_n(self) -> int:
+        """log2 of the ring degree."""
     @property
-    def slots(self) -> int: ...
+    def slots(self) -> int:
+        """Slots bootstrapped (a power of two up to n/2)."""
     @property
     def residual_levels(self) -> int:
         """Levels left for computation after bootstrapping."""
     @property
-    def log_scale(self) -> int: ...
+    def log_scale(self) -> int:
+        """log2 of the scale of the messages bootstrapped (2^40 at the residual levels)."""
     @property
-    def top_level(self) -> int: ...
+    def top_level(self) -> int:
+        """The top level L of the bootstrapping chain (ModRaise lands here)."""
     @property
     def encapsulation_weight(self) -> Optional[int]:
         """Hamming weight of the ephemeral sparse secret ModRaise runs under, or None."""
@@ -772,7 +778,8 @@ class CkksBootstrapKeys:
     def evaluation_keys(self) -> CkksEvaluationKeys:
         """The keys for the ``CkksEvaluator`` bootstrapping runs on."""
     @property
-    def galois_key_count(self) -> int: ...
+    def galois_key_count(self) -> int:
+        """Number of Galois keys (each generated only up to the level it is used at)."""
 
 class CkksBootstrapper:
     """ModRaise, CoeffsToSlots, EvalMod and SlotsToCoeffs for one parameter set and shape."""
@@ -785,7 +792,8 @@ class CkksBootstrapper:
     def key_memory_estimate(self) -> int:
         """Bytes in memory of the keys ``generate_keys`` makes, without making them."""
     @property
-    def rotation_count(self) -> int: ...
+    def rotation_count(self) -> int:
+        """Number of (rotation, level) pairs the circuit uses."""
     def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
         """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
         ``evaluator`` holds ``keys.evaluation_keys``. The first call also encodes the transforms."""
