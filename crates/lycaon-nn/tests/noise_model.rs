@@ -58,8 +58,9 @@ fn describe(s: &ConvShape) -> String {
     }
 }
 
-/// Random trials (one per convolution; eight for the 64 -> 10 layer, whose budget is decided by
-/// ten or so coefficients, so that one trial would be a sample of ten values): measures the
+/// Random trials (one per convolution; 32 for the 64 -> 10 layer, whose budget is decided by
+/// ten or so coefficients, so that one trial would be a sample of ten values and eight were seen to
+/// miss by 2.2 bits once in CI with fresh keys): measures the
 /// smallest budget before the final switch (top level) and as sent, and checks both predictions.
 fn check(plan: &dyn LinearPlan, seed: u64) {
     let params = plan.params().clone();
@@ -68,7 +69,7 @@ fn check(plan: &dyn LinearPlan, seed: u64) {
     let shape = *plan.shape();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (bx, bw) = (BOUNDS.input as i64, BOUNDS.weight as i64);
-    let trials = if shape.is_fully_connected() { 8 } else { 1 };
+    let trials = if shape.is_fully_connected() { 32 } else { 1 };
     let (mut at_top, mut sent) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..trials {
         let x: Vec<i64> = (0..shape.input_len() * plan.batch()).map(|_| rng.random_range(-bx..=bx)).collect();
