@@ -434,7 +434,7 @@ def plan_json(request: str) -> str:
     "stride", "pad", "groups"}, "weight_bits", "t_bits"}], "link": "lan" | "wan" | "BW,DELAY",
     "failure_probability": 2^-40, "reserve_bits": 0, "algorithms": [], "design_space": false,
     "cache": PATH}``. Per-operation costs are measured on this machine the first time a parameter
-    shape is priced and cached (``~/.cache/lycaon/op-costs.json`` unless ``cache`` says otherwise).
+    shape is priced and cached (``~/.cache/lycaon/op-costs-v2.json`` unless ``cache`` says otherwise).
     Returns the plan as JSON. Releases the GIL. Raises LycaonError on a bad request or when no
     parameter set fits a layer.
     """

@@ -5,7 +5,7 @@ For the hybrid mode every linear layer gets its own BFV parameters and algorithm
 planner prices every secure parameter set and every algorithm that can run the layer with the
 noise model (practical, at a target decryption-failure probability, and worst case) and the cost
 model (operation counts times per-operation costs measured once on this machine and cached in
-``~/.cache/lycaon/op-costs.json``, plus the client's encryption and decryption and the link), and
+``~/.cache/lycaon/op-costs-v2.json``, plus the client's encryption and decryption and the link), and
 keeps the fastest point that leaves a non-negative noise margin.
 
 The plaintext modulus of a layer is the share ring of its outputs: it must hold the layer's

@@ -119,6 +119,11 @@ pub trait LinearPlan: Send + Sync {
     fn counts(&self) -> OpCounts;
     /// The Galois elements the server needs keys for.
     fn galois_elements(&self) -> Vec<u64>;
+    /// How many lazy accumulators each input ciphertext feeds at once in the scalar
+    /// multiply-accumulates (the cost model prices a wider fan-out higher: more memory traffic).
+    fn scalar_mac_fanout(&self) -> usize {
+        1
+    }
     /// Images evaluated at once (the input is `batch` tensors one after the other).
     fn batch(&self) -> usize {
         1

@@ -197,6 +197,11 @@ impl LinearPlan for WalshConv {
         elements_of(self.taps.iter().chain(&self.aligns).copied().filter(|&g| g != 1))
     }
 
+    /// Each rotated input is multiplied into all nb Walsh coefficient accumulators at once.
+    fn scalar_mac_fanout(&self) -> usize {
+        self.grid.blocks
+    }
+
     fn weight_bytes(&self) -> usize {
         self.grid.shape.weight_len() * 8 + (self.grid.blocks - 1) * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }

@@ -57,61 +57,11 @@ impl Link {
     }
 }
 
-/// The measured costs, as cached (see [`lycaon_nn::calibrate::OpCosts`]).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CachedCosts {
-    /// None for parameters without special primes (no rotation possible).
-    pub hoisted_decomposition_s: Option<f64>,
-    pub rotation_s: Option<f64>,
-    pub plain_mult_s: f64,
-    pub lazy_scalar_mac_s: f64,
-    pub addition_s: f64,
-    pub mod_switch_s: f64,
-    pub encrypt_s: f64,
-    pub decrypt_s: f64,
-    pub parallel_speedup: f64,
-    pub threads: usize,
-}
-
-impl From<OpCosts> for CachedCosts {
-    fn from(c: OpCosts) -> Self {
-        Self {
-            hoisted_decomposition_s: Some(c.hoisted_decomposition_s).filter(|v| v.is_finite()),
-            rotation_s: Some(c.rotation_s).filter(|v| v.is_finite()),
-            plain_mult_s: c.plain_mult_s,
-            lazy_scalar_mac_s: c.lazy_scalar_mac_s,
-            addition_s: c.addition_s,
-            mod_switch_s: c.mod_switch_s,
-            encrypt_s: c.encrypt_s,
-            decrypt_s: c.decrypt_s,
-            parallel_speedup: c.parallel_speedup,
-            threads: c.threads,
-        }
-    }
-}
-
-impl From<CachedCosts> for OpCosts {
-    fn from(c: CachedCosts) -> Self {
-        Self {
-            hoisted_decomposition_s: c.hoisted_decomposition_s.unwrap_or(f64::INFINITY),
-            rotation_s: c.rotation_s.unwrap_or(f64::INFINITY),
-            plain_mult_s: c.plain_mult_s,
-            lazy_scalar_mac_s: c.lazy_scalar_mac_s,
-            addition_s: c.addition_s,
-            mod_switch_s: c.mod_switch_s,
-            encrypt_s: c.encrypt_s,
-            decrypt_s: c.decrypt_s,
-            parallel_speedup: c.parallel_speedup,
-            threads: c.threads,
-        }
-    }
-}
-
 /// Costs by parameter shape: the word size is 64 bits whatever the prime sizes, so a cost
 /// depends on n, the number of ciphertext and special primes, and the digits only.
 #[derive(Debug, Default)]
 pub struct CostTable {
-    entries: BTreeMap<String, CachedCosts>,
+    entries: BTreeMap<String, OpCosts>,
     path: Option<PathBuf>,
     dirty: bool,
 }
@@ -129,8 +79,9 @@ pub fn shape_key(params: &Parameters) -> String {
     )
 }
 
+/// The threads the layers will run on (RAYON_NUM_THREADS when set, else the cores).
 fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    rayon::current_num_threads().max(1)
 }
 
 impl CostTable {
@@ -144,13 +95,14 @@ impl CostTable {
         Ok(Self { entries, path: Some(path), dirty: false })
     }
 
-    /// The default cache file: $LYCAON_CACHE or ~/.cache/lycaon, file op-costs.json.
+    /// The default cache file: $LYCAON_CACHE or ~/.cache/lycaon, file op-costs-v2.json (v2: costs
+    /// measured over 10 ms samples, with the fan-out of lazy accumulations).
     pub fn default_path() -> PathBuf {
         let dir = std::env::var_os("LYCAON_CACHE").map(PathBuf::from).unwrap_or_else(|| {
             let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
             home.join(".cache").join("lycaon")
         });
-        dir.join("op-costs.json")
+        dir.join("op-costs-v2.json")
     }
 
     /// A table that is never saved (tests).
@@ -163,7 +115,7 @@ impl CostTable {
         let key = shape_key(params);
         if !self.entries.contains_key(&key) {
             let measured = OpCosts::measure(params)?;
-            self.entries.insert(key, measured.into());
+            self.entries.insert(key, measured);
             self.dirty = true;
         }
         Ok(())
@@ -172,7 +124,7 @@ impl CostTable {
     /// The costs of `params`'s shape, which [`CostTable::calibrate`] must have measured.
     pub fn lookup(&self, params: &Parameters) -> Result<OpCosts, PlanError> {
         let key = shape_key(params);
-        self.entries.get(&key).map(|c| (*c).into()).ok_or_else(|| PlanError::Invalid(format!("no calibrated costs for parameter shape {key}")))
+        self.entries.get(&key).copied().ok_or_else(|| PlanError::Invalid(format!("no calibrated costs for parameter shape {key}")))
     }
 
     /// The costs of `params`, measured now if not cached.

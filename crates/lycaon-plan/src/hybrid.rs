@@ -200,10 +200,10 @@ pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, cost
     let practical = noise.practical_budget(&model, options.failure_probability);
     let worst = noise.worst_case_budget(&model);
     let op = costs.lookup(&params)?;
-    let server_s = op.serial_seconds(&counts) / op.parallel_speedup;
-    let cost = plan.cost();
     let inputs = plan.input_layout().num_ciphertexts;
     let outputs = plan.output_layout().num_ciphertexts;
+    let server_s = op.layer_seconds(&counts, plan.scalar_mac_fanout(), inputs, outputs);
+    let cost = plan.cost();
     let client_s = inputs as f64 * op.encrypt_s + outputs as f64 * op.decrypt_s;
     let comm_s = options.link.seconds(cost.up_bytes + cost.down_bytes, 1);
     Ok(Some(DesignPoint {
