@@ -209,7 +209,14 @@ impl OpCosts {
             let elements = &rotation_elements;
             parallel_speedup(threads, &|| eval.apply_galois_hoisted(&ct, elements, gk).map(|_| ()).map_err(NnError::from))?
         } else {
-            parallel_speedup(threads, &|| eval.mul_plain_prepared(&ct, &prepared).map(|_| ()).map_err(NnError::from))?
+            // Without rotations a task is an output's accumulation of plaintext products.
+            parallel_speedup(threads, &|| {
+                let mut acc = eval.mul_plain_prepared(&ct, &prepared)?;
+                for _ in 1..8 {
+                    acc = eval.add(&acc, &eval.mul_plain_prepared(&ct, &prepared)?)?;
+                }
+                Ok(())
+            })?
         };
         Ok(Self { hoisted_decomposition_s, rotation_s, plain_mult_s, lazy_scalar_mac_s, lazy_scalar_mac_fanout_s, addition_s, mod_switch_s, encrypt_s, decrypt_s, parallel_speedup, threads })
     }
@@ -248,11 +255,14 @@ impl OpCosts {
         (rotation_part, rest)
     }
 
-    /// Predicted server seconds of a layer on the thread pool: its rotations run spread over the
-    /// `input_tasks` input ciphertexts, the rest over the `output_tasks` outputs (how the layers
-    /// parallelise their evaluation).
+    /// Predicted server seconds of a layer on the thread pool: its hoisted rotations run spread
+    /// over the `input_tasks` input ciphertexts, the rest over the `output_tasks` outputs (how the
+    /// layers parallelise their evaluation).
+    /// Rotations that each need a decomposition of their own are taken on the outputs' side
+    /// (Gazelle-PA's giant steps and the like).
     pub fn layer_seconds(&self, counts: &OpCounts, mac_fanout: usize, input_tasks: usize, output_tasks: usize) -> f64 {
         let (rotations, rest) = self.serial_seconds(counts, mac_fanout);
-        rotations / self.speedup_for(input_tasks) + rest / self.speedup_for(output_tasks)
+        let rotation_tasks = if counts.hoisted_decompositions >= counts.rotations { input_tasks.max(output_tasks) } else { input_tasks };
+        rotations / self.speedup_for(rotation_tasks) + rest / self.speedup_for(output_tasks)
     }
 }

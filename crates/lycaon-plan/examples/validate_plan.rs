@@ -45,6 +45,9 @@ fn main() {
             let options = TuneOptions { failure_probability: plan.failure_probability, ..TuneOptions::default() };
             chosen = price(&request, algorithm, &layer.chosen.params, &costs, &options).expect("price").expect("the plan's point is priceable");
         }
+        // Millisecond layers need many repetitions for a stable median: at least half a second.
+        let probe = run_layer(lp.as_ref(), &x, &w, 1).expect("run");
+        let reps = reps.max((0.5 / probe.server_s.max(1e-6)).ceil().min(200.0) as usize);
         let run = run_layer(lp.as_ref(), &x, &w, reps).expect("run");
         assert!(run.exact, "layer {} decrypted wrongly", layer.name);
         let client = run.encrypt_s + run.decrypt_s;
