@@ -80,6 +80,24 @@ fn spread_coeff(b: &Arc<RnsBasis>) -> Poly<Coeff> {
     coeff_poly(b, data)
 }
 
+/// Panics unless both polynomials are equal, naming the first differing word (whole polynomials
+/// are too long to print).
+pub fn assert_same<R: lycaon_math::Representation>(got: &Poly<R>, want: &Poly<R>, what: &str) {
+    assert!(got.basis().same_primes(want.basis()), "{what}: different bases");
+    let n = want.n();
+    let diffs: Vec<usize> = (0..want.data().len()).filter(|&i| got.data()[i] != want.data()[i]).collect();
+    if let Some(&first) = diffs.first() {
+        panic!("{what}: {} of {} words differ; first at limb {} coefficient {}: got {} want {}", diffs.len(), want.data().len(), first / n, first % n, got.data()[first], want.data()[first]);
+    }
+}
+
+fn assert_all_same<R: lycaon_math::Representation>(got: &[Poly<R>], want: &[Poly<R>], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: output count");
+    for (o, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_same(g, w, &format!("{what}, output {o}"));
+    }
+}
+
 /// Panics, naming the kernel and case, on the first output that differs from the CPU's.
 pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
     let cpu = CpuBackend;
@@ -96,26 +114,26 @@ pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
         x_poly[i * n + 1] = 1;
     }
     for a in [uniform_coeff(&qp, &mut s), extreme::<Coeff>(&qp), coeff_poly(&qp, x_poly)] {
-        assert_eq!(backend.ntt(a.clone()), cpu.ntt(a.clone()), "{}", ctx("ntt"));
+        assert_same(&backend.ntt(a.clone()), &cpu.ntt(a.clone()), &ctx("ntt"));
         let a_ntt = cpu.ntt(a.clone());
-        assert_eq!(backend.intt(a_ntt.clone()), a, "{}", ctx("intt"));
+        assert_same(&backend.intt(a_ntt.clone()), &a, &ctx("intt"));
     }
     let extreme_ntt = extreme::<Ntt>(&qp);
-    assert_eq!(backend.intt(extreme_ntt.clone()), cpu.intt(extreme_ntt.clone()), "{}", ctx("intt of q-1"));
+    assert_same(&backend.intt(extreme_ntt.clone()), &cpu.intt(extreme_ntt.clone()), &ctx("intt of q-1"));
 
     // Point-wise products.
     for (a, b) in [(s.uniform_poly(&qp), s.uniform_poly(&qp)), (extreme_ntt.clone(), extreme_ntt.clone())] {
         let (mut x, mut y) = (a.clone(), a.clone());
         backend.mul_assign(&mut x, &b).unwrap();
         cpu.mul_assign(&mut y, &b).unwrap();
-        assert_eq!(x, y, "{}", ctx("mul_assign"));
+        assert_same(&x, &y, &ctx("mul_assign"));
     }
 
     // Automorphisms: rotations both ways, the row swap (conjugation), and the identity.
     let a = s.uniform_poly(&qp);
     for g in [rotation_galois_element(1, n), rotation_galois_element(-3, n), rotation_galois_element(n as i64 / 4 - 1, n), row_swap_galois_element(n), 1] {
         let auto = Automorphism::new(g, n).unwrap();
-        assert_eq!(backend.automorphism_ntt(&a, &auto).unwrap(), cpu.automorphism_ntt(&a, &auto).unwrap(), "{} g={g}", ctx("automorphism_ntt"));
+        assert_same(&backend.automorphism_ntt(&a, &auto).unwrap(), &cpu.automorphism_ntt(&a, &auto).unwrap(), &format!("{} g={g}", ctx("automorphism_ntt")));
     }
 
     // Base conversions: ModUp of one digit (one prime, then two) to the rest of QP, and ModDown's
@@ -128,13 +146,10 @@ pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
         let conv = BaseConverter::new(from.clone(), to.clone()).unwrap();
         for input in [uniform_coeff(&from, &mut s), extreme::<Coeff>(&from), spread_coeff(&from)] {
             for centered in [false, true] {
-                assert_eq!(
-                    backend.convert_basis(&conv, &input, centered).unwrap(),
-                    cpu.convert_basis(&conv, &input, centered).unwrap(),
-                    "{} ({} -> {} primes, centered = {centered})",
-                    ctx("convert_basis"),
-                    from.len(),
-                    to.len()
+                assert_same(
+                    &backend.convert_basis(&conv, &input, centered).unwrap(),
+                    &cpu.convert_basis(&conv, &input, centered).unwrap(),
+                    &format!("{} ({} -> {} primes, centered = {centered})", ctx("convert_basis"), from.len(), to.len()),
                 );
             }
         }
@@ -150,11 +165,10 @@ pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
     let keys: Vec<Vec<Poly<Ntt>>> = (0..3).map(|_| vec![s.uniform_poly(&qp), s.uniform_poly(&qp)]).collect();
     let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
     for outputs in [1, 2] {
-        assert_eq!(
-            backend.inner_product(&digits, &refs, &key_limbs, outputs).unwrap(),
-            cpu.inner_product(&digits, &refs, &key_limbs, outputs).unwrap(),
-            "{} outputs={outputs}",
-            ctx("inner_product")
+        assert_all_same(
+            &backend.inner_product(&digits, &refs, &key_limbs, outputs).unwrap(),
+            &cpu.inner_product(&digits, &refs, &key_limbs, outputs).unwrap(),
+            &format!("{} outputs={outputs}", ctx("inner_product")),
         );
     }
     let many = 12;
@@ -162,7 +176,7 @@ pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
     let keys: Vec<Vec<Poly<Ntt>>> = (0..many).map(|_| vec![extreme::<Ntt>(&qp)]).collect();
     let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
     let all: Vec<usize> = (0..qp.len()).collect();
-    assert_eq!(backend.inner_product(&digits, &refs, &all, 1).unwrap(), cpu.inner_product(&digits, &refs, &all, 1).unwrap(), "{}", ctx("inner_product of q-1"));
+    assert_all_same(&backend.inner_product(&digits, &refs, &all, 1).unwrap(), &cpu.inner_product(&digits, &refs, &all, 1).unwrap(), &ctx("inner_product of q-1"));
 }
 
 /// The argument errors must be the CPU's.
