@@ -266,8 +266,8 @@ impl<E: KernelExec> KernelBackend<E> {
     }
 
     fn conversion(&self, conv: &BaseConverter) -> Arc<DeviceConversionTables<E::Buf>> {
-        let (from, to) = basis_key(conv.from_basis());
-        let key = (from, to, basis_key(conv.to_basis()).1);
+        let (n, from_primes) = basis_key(conv.from_basis());
+        let key = (n, from_primes, basis_key(conv.to_basis()).1);
         if let Some(t) = self.conversion_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
             return t;
         }
