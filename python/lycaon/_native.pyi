@@ -334,6 +334,16 @@ def bench_info() -> dict[str, Union[str, bool, int]]:
     """How this build computes: version, backend, NTT library, whether IFMA is used, CPU
     features (x86-64), architecture, optimised build, allocator and thread count."""
 
+def gpu_status(device: int = 0) -> dict[str, object]:
+    """Whether this build has the CUDA backend (``built_with_cuda``) and whether device ``device``
+    can be used (``available``); ``reason`` says why not (no CUDA build, no driver, no NVRTC, no
+    device), ``device`` describes it when it can. Compiles no kernels."""
+
+def gpu_bench(log_n: int = 16, limbs: int = 24, reps: int = 5, device: int = 0) -> dict[str, object]:
+    """Times each CUDA kernel against the CPU reference at degree 2**log_n over ``limbs`` primes
+    (median of ``reps``) and checks that every output matches the CPU bit for bit. Raises
+    LycaonError when there is no usable CUDA backend (see ``gpu_status``)."""
+
 def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
     """The ``count`` largest primes below 2**bits that are 1 modulo 2n, descending."""
 

@@ -318,6 +318,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       help="also one logN = 16 bootstrapping per library (off by default: Lattigo's keys take ~17 GB, Lycaon's ~9 GB; run one at a time)")
     ckks.add_argument("--bootstrap-only", action="store_true", help="only the logN = 16 bootstrapping (implies --bootstrap)")
     ckks.add_argument("--threads", type=int, help="Lycaon's threads and Lattigo's GOMAXPROCS (default: the CPU count)")
+    gpu = bench_sub.add_parser("gpu", help="the CUDA backend's kernels against the CPU, bit-exact check included (says why when there is no GPU)")
+    gpu.add_argument("--json", metavar="FILE", help="write the result as JSON ({\"gpu\": null, \"reason\": ...} without a GPU)")
+    gpu.add_argument("--logn", type=int, default=16, help="ring degree as log2 (default 16)")
+    gpu.add_argument("--limbs", type=int, default=24, help="RNS limbs (default 24)")
+    gpu.add_argument("--reps", type=int, default=5, help="timed runs per kernel (median; default 5)")
+    gpu.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     lin = bench_sub.add_parser("linear", help="encrypted convolutions: every algorithm, and SPU CHEETAH on ResNet-20's layers")
     lin.add_argument("--json", metavar="FILE", help="write the records as JSON")
     lin.add_argument("--reps", type=int, default=1, help="server evaluations per layer (median; default 1)")
@@ -390,6 +396,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             bench_ckks.run(args.logn, args.reps, args.json, peer=not args.no_peer, bootstrap=args.bootstrap, threads=args.threads,
                            bootstrap_only=args.bootstrap_only)
+            return 0
+        if args.command == "bench" and args.suite == "gpu":
+            from lycaon.bench import gpu as bench_gpu  # noqa: PLC0415
+
+            bench_gpu.run(args.json, args.logn, args.limbs, args.reps, args.device)
             return 0
         if args.command == "bench" and args.suite == "linear":
             from lycaon.bench import linear as bench_linear  # noqa: PLC0415

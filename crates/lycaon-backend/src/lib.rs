@@ -46,6 +46,35 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<Poly<Ntt>>, MathError>;
 }
 
+/// Checks the arguments of [`Backend::inner_product`] and returns the digits' basis. Every
+/// backend calls this first, so all of them reject the same inputs with the same error:
+/// at least one digit; one key list per digit with at least `outputs` polynomials; one key limb
+/// index per digit limb; all digits in one basis; and key limb `key_limbs[i]` of every key
+/// polynomial having prime i of that basis.
+pub fn check_inner_product_args(
+    digits: &[Poly<Ntt>],
+    keys: &[&[Poly<Ntt>]],
+    key_limbs: &[usize],
+    outputs: usize,
+) -> Result<Arc<RnsBasis>, MathError> {
+    let Some(first) = digits.first() else { return Err(MathError::EmptyBasis) };
+    let basis = first.basis().clone();
+    if keys.len() != digits.len() || key_limbs.len() != basis.len() {
+        return Err(MathError::LimbCount { expected: digits.len(), found: keys.len() });
+    }
+    for (d, k) in digits.iter().zip(keys) {
+        if !d.basis().same_primes(&basis) || k.len() < outputs {
+            return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: d.num_limbs() });
+        }
+        for kp in k.iter().take(outputs) {
+            if key_limbs.iter().zip(basis.moduli()).any(|(&l, q)| kp.basis().moduli().get(l) != Some(q)) {
+                return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: kp.num_limbs() });
+            }
+        }
+    }
+    Ok(basis)
+}
+
 /// The reference backend: the math layer's kernels, one thread.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CpuBackend;
@@ -98,22 +127,8 @@ impl Backend for CpuBackend {
         key_limbs: &[usize],
         outputs: usize,
     ) -> Result<Vec<Poly<Ntt>>, MathError> {
-        let Some(first) = digits.first() else { return Err(MathError::EmptyBasis) };
-        let basis = first.basis().clone();
+        let basis = check_inner_product_args(digits, keys, key_limbs, outputs)?;
         let n = basis.n();
-        if keys.len() != digits.len() || key_limbs.len() != basis.len() {
-            return Err(MathError::LimbCount { expected: digits.len(), found: keys.len() });
-        }
-        for (d, k) in digits.iter().zip(keys) {
-            if !d.basis().same_primes(&basis) || k.len() < outputs {
-                return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: d.num_limbs() });
-            }
-            for kp in k.iter().take(outputs) {
-                if key_limbs.iter().zip(basis.moduli()).any(|(&l, q)| kp.basis().moduli().get(l) != Some(q)) {
-                    return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: kp.num_limbs() });
-                }
-            }
-        }
         let mut acc = vec![0u128; n];
         let mut result = Vec::with_capacity(outputs);
         for o in 0..outputs {
@@ -128,5 +143,31 @@ impl Backend for CpuBackend {
             result.push(Poly::from_kernel_output(&basis, out));
         }
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lycaon_math::{ntt_moduli, Sampler};
+
+    #[test]
+    fn inner_product_arguments_are_checked() {
+        let n = 16;
+        let q = ntt_moduli(&[40, 41, 42], n, &[]).unwrap();
+        let qp = RnsBasis::new(n, &q).unwrap();
+        let low = qp.prefix(2).unwrap();
+        let mut s = Sampler::from_seed([3; 32]);
+        let d = [s.uniform_poly(&low), s.uniform_poly(&low)];
+        let k: Vec<Poly<Ntt>> = vec![s.uniform_poly(&qp), s.uniform_poly(&qp)];
+        let keys: [&[Poly<Ntt>]; 2] = [&k, &k];
+        assert!(check_inner_product_args(&d, &keys, &[0, 1], 2).unwrap().same_primes(&low));
+        assert_eq!(check_inner_product_args(&[], &[], &[], 1).unwrap_err(), MathError::EmptyBasis);
+        assert!(matches!(check_inner_product_args(&d, &keys[..1], &[0, 1], 2), Err(MathError::LimbCount { .. })));
+        assert!(matches!(check_inner_product_args(&d, &keys, &[0], 2), Err(MathError::LimbCount { .. })));
+        assert!(matches!(check_inner_product_args(&d, &keys, &[0, 1], 3), Err(MathError::BasisMismatch { .. })));
+        // Key limb 2 holds the third prime, not the second.
+        assert!(matches!(check_inner_product_args(&d, &keys, &[0, 2], 2), Err(MathError::BasisMismatch { .. })));
+        assert!(matches!(check_inner_product_args(&d, &keys, &[0, 5], 2), Err(MathError::BasisMismatch { .. })));
     }
 }

@@ -132,22 +132,8 @@ impl Backend for RayonBackend {
     }
 
     fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
-        let Some(first) = digits.first() else { return Err(MathError::EmptyBasis) };
-        let basis = first.basis().clone();
+        let basis = lycaon_backend::check_inner_product_args(digits, keys, key_limbs, outputs)?;
         let n = basis.n();
-        if keys.len() != digits.len() || key_limbs.len() != basis.len() {
-            return Err(MathError::LimbCount { expected: digits.len(), found: keys.len() });
-        }
-        for (d, k) in digits.iter().zip(keys) {
-            if !d.basis().same_primes(&basis) || k.len() < outputs {
-                return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: d.num_limbs() });
-            }
-            for kp in k.iter().take(outputs) {
-                if key_limbs.iter().zip(basis.moduli()).any(|(&l, q)| kp.basis().moduli().get(l) != Some(q)) {
-                    return Err(MathError::BasisMismatch { lhs: basis.len(), rhs: kp.num_limbs() });
-                }
-            }
-        }
         let key_rows: Vec<Vec<&Poly<Ntt>>> = (0..outputs).map(|o| keys.iter().map(|k| &k[o]).collect()).collect();
         let mut result: Vec<Vec<u64>> = (0..outputs).map(|_| vec![0u64; basis.len() * n]).collect();
         if outputs == 2 {

@@ -1054,6 +1054,64 @@ fn run_linear<'py>(
     Ok(d)
 }
 
+/// Whether this build has the CUDA backend and whether a device can be used, with the reason
+/// when not. Cheap: it compiles no kernels.
+#[pyfunction]
+#[pyo3(signature = (device = 0))]
+fn gpu_status(py: Python<'_>, device: usize) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("built_with_cuda", lycaon_cuda::BUILT_WITH_CUDA)?;
+    match lycaon_cuda::probe(device) {
+        Ok(info) => {
+            d.set_item("available", true)?;
+            d.set_item("reason", py.None())?;
+            let dev = PyDict::new(py);
+            dev.set_item("ordinal", info.ordinal)?;
+            dev.set_item("name", info.name)?;
+            dev.set_item("compute_capability", info.compute_capability)?;
+            dev.set_item("memory_bytes", info.memory_bytes)?;
+            d.set_item("device", dev)?;
+        }
+        Err(e) => {
+            d.set_item("available", false)?;
+            d.set_item("reason", e.to_string())?;
+            d.set_item("device", py.None())?;
+        }
+    }
+    Ok(d)
+}
+
+/// Times every CUDA kernel against the CPU reference at degree 2^log_n over `limbs` primes and
+/// checks bit-exact agreement. Raises LycaonError when there is no usable CUDA backend.
+#[pyfunction]
+#[pyo3(signature = (log_n = 16, limbs = 24, reps = 5, device = 0))]
+fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usize) -> PyResult<Bound<'_, PyDict>> {
+    if !(4..=16).contains(&log_n) || limbs == 0 || reps == 0 {
+        return Err(ParameterError::new_err(format!("gpu_bench needs 4 <= log_n <= 16, limbs >= 1, reps >= 1 (got {log_n}, {limbs}, {reps})")));
+    }
+    let backend = lycaon_cuda::CudaBackend::new(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let report = py
+        .detach(|| lycaon_cuda::bench::bench_backend(&backend, log_n, limbs, reps))
+        .map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let d = PyDict::new(py);
+    d.set_item("backend", report.backend)?;
+    d.set_item("device", backend.device_info().name.clone())?;
+    d.set_item("n", report.n)?;
+    d.set_item("limbs", report.limbs)?;
+    d.set_item("reps", report.reps)?;
+    let rows = pyo3::types::PyList::empty(py);
+    for k in report.kernels {
+        let row = PyDict::new(py);
+        row.set_item("kernel", k.kernel)?;
+        row.set_item("gpu_ms", k.backend_ms)?;
+        row.set_item("cpu_ms", k.cpu_ms)?;
+        row.set_item("matches_cpu", k.matches_cpu)?;
+        rows.append(row)?;
+    }
+    d.set_item("kernels", rows)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1079,6 +1137,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CoeffEncoder>()?;
     m.add_class::<NttLimb>()?;
     m.add_function(wrap_pyfunction!(bench_info, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;

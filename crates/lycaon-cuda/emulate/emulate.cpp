@@ -1,0 +1,72 @@
+// Host emulation of Lycaon's CUDA kernels: the very same kernel sources, compiled by the system
+// C++ compiler against cuda_shim.h, and one launch function per kernel that walks the grid
+// sequentially. Built by build.rs only with the `emulate` feature; called from src/emulated.rs.
+#include "cuda_shim.h"
+
+thread_local lyc_dim3 blockIdx;
+thread_local lyc_dim3 threadIdx;
+thread_local lyc_dim3 blockDim;
+thread_local lyc_dim3 gridDim;
+
+// The kernels, in the order src/kernels.rs hands them to NVRTC.
+#include "../kernels/common.cuh"
+#include "../kernels/ntt.cu"
+#include "../kernels/elementwise.cu"
+#include "../kernels/base_conversion.cu"
+#include "../kernels/inner_product.cu"
+
+// Visits every (block, thread) (its locals are prefixed so as not to shadow kernel arguments) of a grid of gx * gy * gz blocks of bx threads; `reversed` walks
+// the grid backwards, which must not change any result.
+#define LYC_EMULATE_GRID(CALL)                                                              \
+    do {                                                                                    \
+        gridDim = {gx, gy, gz};                                                             \
+        blockDim = {bx, 1, 1};                                                              \
+        const unsigned long long lyc_blocks = (unsigned long long)gx * gy * gz;             \
+        for (unsigned long long lyc_s = 0; lyc_s < lyc_blocks; ++lyc_s) {                   \
+            const unsigned long long lyc_b = reversed ? lyc_blocks - 1 - lyc_s : lyc_s;     \
+            blockIdx = {(unsigned)(lyc_b % gx), (unsigned)(lyc_b / gx % gy), (unsigned)(lyc_b / gx / gy)}; \
+            for (unsigned lyc_t = 0; lyc_t < bx; ++lyc_t) {                                 \
+                threadIdx = {reversed ? bx - 1 - lyc_t : lyc_t, 0, 0};                      \
+                CALL;                                                                       \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+#define LYC_GRID_PARAMS unsigned gx, unsigned gy, unsigned gz, unsigned bx, int reversed
+
+extern "C" void lyc_emulate_ntt_forward_stage(LYC_GRID_PARAMS, u64* data, const u64* roots, const u64* roots_shoup,
+                                              const u64* mods, u32 n, u32 m) {
+    LYC_EMULATE_GRID(lycaon_ntt_forward_stage(data, roots, roots_shoup, mods, n, m));
+}
+
+extern "C" void lyc_emulate_ntt_inverse_stage(LYC_GRID_PARAMS, u64* data, const u64* inv_roots,
+                                              const u64* inv_roots_shoup, const u64* mods, const u64* last_consts,
+                                              u32 n, u32 h) {
+    LYC_EMULATE_GRID(lycaon_ntt_inverse_stage(data, inv_roots, inv_roots_shoup, mods, last_consts, n, h));
+}
+
+extern "C" void lyc_emulate_mul_pointwise(LYC_GRID_PARAMS, u64* a, const u64* b, const u64* mods, u32 n) {
+    LYC_EMULATE_GRID(lycaon_mul_pointwise(a, b, mods, n));
+}
+
+extern "C" void lyc_emulate_automorphism_ntt(LYC_GRID_PARAMS, u64* out, const u64* input, u32 n, u32 log_n,
+                                             u64 galois) {
+    LYC_EMULATE_GRID(lycaon_automorphism_ntt(out, input, n, log_n, galois));
+}
+
+extern "C" void lyc_emulate_convert_scale(LYC_GRID_PARAMS, u64* scaled, const u64* input, const u64* mods_from,
+                                          const u64* punctured_inv, u32 n) {
+    LYC_EMULATE_GRID(lycaon_convert_scale(scaled, input, mods_from, punctured_inv, n));
+}
+
+extern "C" void lyc_emulate_convert_accumulate(LYC_GRID_PARAMS, u64* out, const u64* scaled, const u64* mods_to,
+                                               const u64* punctured_mod_to, const double* inv_q_from,
+                                               const u64* q_mod_to, u32 n, u32 l_from, u32 centered) {
+    LYC_EMULATE_GRID(
+        lycaon_convert_accumulate(out, scaled, mods_to, punctured_mod_to, inv_q_from, q_mod_to, n, l_from, centered));
+}
+
+extern "C" void lyc_emulate_inner_product(LYC_GRID_PARAMS, u64* out, const u64* digits, const u64* keys,
+                                          const u64* mods, u32 n, u32 limbs, u32 num_digits) {
+    LYC_EMULATE_GRID(lycaon_inner_product(out, digits, keys, mods, n, limbs, num_digits));
+}

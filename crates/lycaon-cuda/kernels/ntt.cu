@@ -1,0 +1,71 @@
+// Negacyclic NTT over all RNS limbs: one launch per butterfly stage (grid.y = limb), so the
+// stages' cross-thread dependencies are ordered by the stream, not by __syncthreads.
+//
+// Algorithm: Harvey's lazy butterflies (values in [0, 4q) forward, [0, 2q) inverse), as
+// lycaon_math::HarveyNtt, with the twiddles psi^brv(i) built on the host from the psi that the
+// CPU's NTT plan uses (read off its transform of X). Outputs are fully reduced, so they equal the
+// CPU's (tfhe-ntt) outputs bit for bit: the same transform, the same bit-reversed slot order.
+//
+// Tables are limb-major, n words per limb: roots[limb n + m + i] = psi^brv(m + i) mod q_limb.
+
+// Forward stage with m groups (m = 1, 2, ..., n/2) of t = n / (2m) butterflies each; the last
+// stage (m = n/2) also reduces its outputs to [0, q).
+extern "C" __global__ void lycaon_ntt_forward_stage(u64* data, const u64* roots, const u64* roots_shoup,
+                                                    const u64* mods, u32 n, u32 m) {
+    const u64 j = lyc_thread_x();
+    const u64 half = n / 2;
+    if (j >= half) return;
+    const u64 limb = blockIdx.y;
+    const u64 q = mods[limb * MOD_STRIDE];
+    const u64 two_q = 2 * q;
+    const u64 t = half / m;
+    const u64 i = j / t;
+    const u64 x = 2 * i * t + (j - i * t);
+    const u64 y = x + t;
+    u64* a = data + limb * n;
+    const u64 w = roots[limb * n + m + i];
+    const u64 w_shoup = roots_shoup[limb * n + m + i];
+    u64 u = a[x];
+    if (u >= two_q) u -= two_q;
+    const u64 v = lyc_mul_shoup_lazy(a[y], w, w_shoup, q);
+    u64 out_x = u + v;
+    u64 out_y = u + two_q - v;
+    if (m == half) {
+        if (out_x >= two_q) out_x -= two_q;
+        if (out_x >= q) out_x -= q;
+        if (out_y >= two_q) out_y -= two_q;
+        if (out_y >= q) out_y -= q;
+    }
+    a[x] = out_x;
+    a[y] = out_y;
+}
+
+// Inverse stage with h groups (h = n/2, ..., 2, 1) of t = n / (2h) butterflies each, twiddles
+// psi^-brv(h + i). The last stage (h = 1) folds in the 1/n scaling and reduces to [0, q):
+// last_consts[4 limb ..] = n^-1, its Shoup constant, psi^-brv(1) n^-1, its Shoup constant.
+extern "C" __global__ void lycaon_ntt_inverse_stage(u64* data, const u64* inv_roots, const u64* inv_roots_shoup,
+                                                    const u64* mods, const u64* last_consts, u32 n, u32 h) {
+    const u64 j = lyc_thread_x();
+    const u64 half = n / 2;
+    if (j >= half) return;
+    const u64 limb = blockIdx.y;
+    const u64 q = mods[limb * MOD_STRIDE];
+    const u64 two_q = 2 * q;
+    const u64 t = half / h;
+    const u64 i = j / t;
+    const u64 x = 2 * i * t + (j - i * t);
+    const u64 y = x + t;
+    u64* a = data + limb * n;
+    const u64 u = a[x];
+    const u64 v = a[y];
+    if (h > 1) {
+        u64 s = u + v;
+        if (s >= two_q) s -= two_q;
+        a[x] = s;
+        a[y] = lyc_mul_shoup_lazy(u + two_q - v, inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], q);
+    } else {
+        const u64* c = last_consts + 4 * limb;
+        a[x] = lyc_mul_shoup(u + v, c[0], c[1], q);
+        a[y] = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
+    }
+}

@@ -1,0 +1,201 @@
+//! The kernels of kernels/*.cu compiled as host C++ (feature `emulate`, see build.rs) behind
+//! [`KernelExec`]: every launch walks its grid one thread at a time. [`EmulatedBackend`] is
+//! therefore the CUDA backend's host code and kernel arithmetic without a GPU; it is a test tool,
+//! far slower than the CPU backend.
+//!
+//! Before each launch the buffer lengths are checked against what the kernel will index for the
+//! given geometry, so a layout bug on the host side fails here instead of reading out of bounds
+//! (on a GPU it would read garbage or fault).
+
+// The kernels are C++ behind an FFI boundary; every call passes live, correctly sized buffers.
+#![allow(unsafe_code)]
+
+use crate::host::{ExecResult, KernelBackend, KernelExec, LaunchDims};
+
+mod ffi {
+    extern "C" {
+        pub fn lyc_emulate_ntt_forward_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, roots: *const u64, roots_shoup: *const u64, mods: *const u64, n: u32, m: u32);
+        pub fn lyc_emulate_ntt_inverse_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, inv_roots: *const u64, inv_roots_shoup: *const u64, mods: *const u64, last_consts: *const u64, n: u32, h: u32);
+        pub fn lyc_emulate_mul_pointwise(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32);
+        pub fn lyc_emulate_automorphism_ntt(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, input: *const u64, n: u32, log_n: u32, galois: u64);
+        pub fn lyc_emulate_convert_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, scaled: *mut u64, input: *const u64, mods_from: *const u64, punctured_inv: *const u64, n: u32);
+        pub fn lyc_emulate_convert_accumulate(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, scaled: *const u64, mods_to: *const u64, punctured_mod_to: *const u64, inv_q_from: *const f64, q_mod_to: *const u64, n: u32, l_from: u32, centered: u32);
+        pub fn lyc_emulate_inner_product(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, digits: *const u64, keys: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32);
+    }
+}
+
+/// Runs launches on the host; `reversed` walks every grid backwards (blocks and threads), which
+/// must give the same results if the kernels are free of intra-launch dependencies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EmulatedExec {
+    pub reversed: bool,
+}
+
+/// The CUDA backend's host code and kernels, run by the host emulation.
+pub type EmulatedBackend = KernelBackend<EmulatedExec>;
+
+impl KernelBackend<EmulatedExec> {
+    /// Grids walked in launch order.
+    pub fn new() -> Self {
+        Self::with_exec(EmulatedExec { reversed: false }, "cuda-emulated")
+    }
+
+    /// Grids walked backwards.
+    pub fn reversed() -> Self {
+        Self::with_exec(EmulatedExec { reversed: true }, "cuda-emulated-reversed")
+    }
+}
+
+impl Default for KernelBackend<EmulatedExec> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Panics unless `buf` holds at least `needed` words.
+fn need(kernel: &str, what: &str, buf: &[u64], needed: usize) {
+    assert!(buf.len() >= needed, "{kernel}: {what} has {} words, the launch reads {needed}", buf.len());
+}
+
+/// Panics unless grid.x blocks of `block` threads cover exactly the work rounded up to a block.
+fn covers(kernel: &str, d: LaunchDims, work: usize) {
+    assert!((d.grid.0 as usize) * (d.block as usize) >= work, "{kernel}: grid {d:?} does not cover {work} items");
+}
+
+impl EmulatedExec {
+    fn grid(&self, d: LaunchDims) -> (u32, u32, u32, u32, i32) {
+        (d.grid.0, d.grid.1, d.grid.2, d.block, self.reversed as i32)
+    }
+}
+
+impl KernelExec for EmulatedExec {
+    type Buf = Vec<u64>;
+
+    fn upload(&self, data: &[u64]) -> ExecResult<Vec<u64>> {
+        Ok(data.to_vec())
+    }
+
+    fn zeros(&self, len: usize) -> ExecResult<Vec<u64>> {
+        Ok(vec![0; len])
+    }
+
+    fn download(&self, buf: &Vec<u64>) -> ExecResult<Vec<u64>> {
+        Ok(buf.clone())
+    }
+
+    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, n: u32, m: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_ntt_forward_stage";
+        covers(k, d, n_ / 2);
+        need(k, "data", data, limbs * n_);
+        need(k, "roots", roots, limbs * n_);
+        need(k, "roots_shoup", roots_shoup, limbs * n_);
+        need(k, "mods", mods, 3 * limbs);
+        assert!(m >= 1 && m < n && m.is_power_of_two(), "{k}: stage m = {m} for n = {n}");
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_ntt_forward_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), roots.as_ptr(), roots_shoup.as_ptr(), mods.as_ptr(), n, m) };
+        Ok(())
+    }
+
+    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Vec<u64>, inv_roots: &Vec<u64>, inv_roots_shoup: &Vec<u64>, mods: &Vec<u64>, last_consts: &Vec<u64>, n: u32, h: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_ntt_inverse_stage";
+        covers(k, d, n_ / 2);
+        need(k, "data", data, limbs * n_);
+        need(k, "inv_roots", inv_roots, limbs * n_);
+        need(k, "inv_roots_shoup", inv_roots_shoup, limbs * n_);
+        need(k, "mods", mods, 3 * limbs);
+        need(k, "last_consts", last_consts, 4 * limbs);
+        assert!(h >= 1 && h < n && h.is_power_of_two(), "{k}: stage h = {h} for n = {n}");
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe {
+            ffi::lyc_emulate_ntt_inverse_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), inv_roots.as_ptr(), inv_roots_shoup.as_ptr(), mods.as_ptr(), last_consts.as_ptr(), n, h)
+        };
+        Ok(())
+    }
+
+    fn mul_pointwise(&self, d: LaunchDims, a: &mut Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_mul_pointwise";
+        covers(k, d, n_);
+        need(k, "a", a, limbs * n_);
+        need(k, "b", b, limbs * n_);
+        need(k, "mods", mods, 3 * limbs);
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_mul_pointwise(gx, gy, gz, bx, rev, a.as_mut_ptr(), b.as_ptr(), mods.as_ptr(), n) };
+        Ok(())
+    }
+
+    fn automorphism_ntt(&self, d: LaunchDims, out: &mut Vec<u64>, input: &Vec<u64>, n: u32, log_n: u32, galois: u64) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_automorphism_ntt";
+        covers(k, d, n_);
+        need(k, "out", out, limbs * n_);
+        need(k, "input", input, limbs * n_);
+        assert!(n == 1 << log_n && (1..=31).contains(&log_n), "{k}: n = {n}, log_n = {log_n}");
+        assert!(galois % 2 == 1 && galois < 2 * n as u64, "{k}: Galois element {galois}");
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_automorphism_ntt(gx, gy, gz, bx, rev, out.as_mut_ptr(), input.as_ptr(), n, log_n, galois) };
+        Ok(())
+    }
+
+    fn convert_scale(&self, d: LaunchDims, scaled: &mut Vec<u64>, input: &Vec<u64>, mods_from: &Vec<u64>, punctured_inv: &Vec<u64>, n: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_convert_scale";
+        covers(k, d, n_);
+        need(k, "scaled", scaled, limbs * n_);
+        need(k, "input", input, limbs * n_);
+        need(k, "mods_from", mods_from, 3 * limbs);
+        need(k, "punctured_inv", punctured_inv, 2 * limbs);
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_convert_scale(gx, gy, gz, bx, rev, scaled.as_mut_ptr(), input.as_ptr(), mods_from.as_ptr(), punctured_inv.as_ptr(), n) };
+        Ok(())
+    }
+
+    fn convert_accumulate(&self, d: LaunchDims, out: &mut Vec<u64>, scaled: &Vec<u64>, mods_to: &Vec<u64>, punctured_mod_to: &Vec<u64>, inv_q_from: &Vec<u64>, q_mod_to: &Vec<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
+        let (l_to, n_, l_from_) = (d.grid.1 as usize, n as usize, l_from as usize);
+        let k = "lycaon_convert_accumulate";
+        covers(k, d, n_);
+        need(k, "out", out, l_to * n_);
+        need(k, "scaled", scaled, l_from_ * n_);
+        need(k, "mods_to", mods_to, 3 * l_to);
+        need(k, "punctured_mod_to", punctured_mod_to, l_to * l_from_);
+        need(k, "inv_q_from", inv_q_from, l_from_);
+        need(k, "q_mod_to", q_mod_to, l_to);
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        // inv_q_from holds f64 bit patterns; the kernel reads the same words as doubles.
+        unsafe {
+            ffi::lyc_emulate_convert_accumulate(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                out.as_mut_ptr(),
+                scaled.as_ptr(),
+                mods_to.as_ptr(),
+                punctured_mod_to.as_ptr(),
+                inv_q_from.as_ptr().cast::<f64>(),
+                q_mod_to.as_ptr(),
+                n,
+                l_from,
+                centered,
+            )
+        };
+        Ok(())
+    }
+
+    fn inner_product(&self, d: LaunchDims, out: &mut Vec<u64>, digits: &Vec<u64>, keys: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
+        let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
+        let k = "lycaon_inner_product";
+        covers(k, d, n_);
+        assert_eq!(d.grid.1, limbs, "{k}: grid.y must be the limb count");
+        need(k, "out", out, outputs * limbs_ * n_);
+        need(k, "digits", digits, nd * limbs_ * n_);
+        need(k, "keys", keys, outputs * nd * limbs_ * n_);
+        need(k, "mods", mods, 3 * limbs_);
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_inner_product(gx, gy, gz, bx, rev, out.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), mods.as_ptr(), n, limbs, num_digits) };
+        Ok(())
+    }
+}

@@ -1,0 +1,451 @@
+//! The host half of the device backend, written once for every kernel executor: table
+//! precomputation, argument layout, launch geometry and the stage loop of the NTT. A
+//! [`KernelExec`] only moves words and launches one named kernel; [`crate::CudaBackend`] runs
+//! them on a GPU and, in tests, `EmulatedBackend` runs the same kernel sources on the host, so
+//! everything in this file is exercised by the emulation tests.
+//!
+//! First version: every call uploads its operands, launches, and downloads the result. Only the
+//! constant tables (twiddles, moduli, base-conversion constants) stay resident, cached per basis.
+//! Keeping ciphertexts and keys resident needs device-resident polynomial types in the schemes
+//! (see implementation_notes/cuda.md); the executor interface already works on device buffers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use lycaon_backend::{check_inner_product_args, Backend};
+use lycaon_math::{bit_reverse, Automorphism, BaseConverter, Coeff, MathError, Modulus, Ntt, Poly, RnsBasis};
+use num_traits::ToPrimitive;
+
+/// Threads per block for every kernel (a block never has more threads than the launch has work).
+pub const BLOCK_THREADS: usize = 256;
+
+/// A launch geometry: grid.x covers `work` items in blocks of `block` threads; grid.y and grid.z
+/// index limbs and outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchDims {
+    pub grid: (u32, u32, u32),
+    pub block: u32,
+}
+
+impl LaunchDims {
+    pub fn cover(work: usize, y: usize, z: usize) -> Self {
+        let block = work.clamp(1, BLOCK_THREADS);
+        Self { grid: (work.div_ceil(block) as u32, y as u32, z as u32), block: block as u32 }
+    }
+}
+
+/// A failure of the device or its driver (never of the arithmetic).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecError(pub String);
+
+pub type ExecResult<T> = Result<T, ExecError>;
+
+/// Buffers of 64-bit words and the seven kernels of kernels/*.cu, one method each with the
+/// kernel's exact parameter list (after the launch geometry).
+pub trait KernelExec: Send + Sync + std::fmt::Debug {
+    type Buf: Send + Sync;
+
+    fn upload(&self, data: &[u64]) -> ExecResult<Self::Buf>;
+    fn zeros(&self, len: usize) -> ExecResult<Self::Buf>;
+    /// Waits for every launch before it and copies the buffer back.
+    fn download(&self, buf: &Self::Buf) -> ExecResult<Vec<u64>>;
+
+    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, n: u32, m: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, mods: &Self::Buf, last_consts: &Self::Buf, n: u32, h: u32) -> ExecResult<()>;
+    fn mul_pointwise(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32) -> ExecResult<()>;
+    fn automorphism_ntt(&self, d: LaunchDims, out: &mut Self::Buf, input: &Self::Buf, n: u32, log_n: u32, galois: u64) -> ExecResult<()>;
+    fn convert_scale(&self, d: LaunchDims, scaled: &mut Self::Buf, input: &Self::Buf, mods_from: &Self::Buf, punctured_inv: &Self::Buf, n: u32) -> ExecResult<()>;
+    /// `inv_q_from` holds f64 bit patterns (`f64::to_bits`); the kernel reads them as doubles.
+    #[allow(clippy::too_many_arguments)]
+    fn convert_accumulate(&self, d: LaunchDims, out: &mut Self::Buf, scaled: &Self::Buf, mods_to: &Self::Buf, punctured_mod_to: &Self::Buf, inv_q_from: &Self::Buf, q_mod_to: &Self::Buf, n: u32, l_from: u32, centered: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn inner_product(&self, d: LaunchDims, out: &mut Self::Buf, digits: &Self::Buf, keys: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()>;
+}
+
+/// floor(2^128 / q) as (high, low) words: lycaon_math::Modulus's Barrett constant, recomputed by
+/// the same formula because the math crate keeps it private.
+pub fn barrett_ratio(q: u64) -> (u64, u64) {
+    let ratio = if q.is_power_of_two() { 1u128 << (128 - q.trailing_zeros()) } else { u128::MAX / q as u128 };
+    ((ratio >> 64) as u64, ratio as u64)
+}
+
+/// The per-limb modulus words the kernels read (kernels/common.cuh, MOD_STRIDE = 3).
+pub fn modulus_words(moduli: &[Modulus]) -> Vec<u64> {
+    moduli
+        .iter()
+        .flat_map(|q| {
+            let (hi, lo) = barrett_ratio(q.value());
+            [q.value(), hi, lo]
+        })
+        .collect()
+}
+
+/// The host copies of one basis's tables, limb-major (see kernels/ntt.cu).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NttTables {
+    pub mods: Vec<u64>,
+    pub roots: Vec<u64>,
+    pub roots_shoup: Vec<u64>,
+    pub inv_roots: Vec<u64>,
+    pub inv_roots_shoup: Vec<u64>,
+    /// Per limb: n^-1, its Shoup constant, psi^-brv(1) n^-1, its Shoup constant.
+    pub last_consts: Vec<u64>,
+}
+
+/// The 2n-th root of unity psi that the CPU's NTT plan for `limb` uses: slot 0 of the transform
+/// of X is X evaluated at psi^(2 brv(0) + 1) = psi.
+pub fn plan_psi(basis: &RnsBasis, limb: usize) -> u64 {
+    let mut x = vec![0u64; basis.n()];
+    x[1] = 1;
+    basis.plans()[limb].forward(&mut x);
+    x[0]
+}
+
+impl NttTables {
+    pub fn new(basis: &RnsBasis) -> Result<Self, MathError> {
+        let n = basis.n();
+        let log_n = n.trailing_zeros();
+        let mut t = NttTables {
+            mods: modulus_words(basis.moduli()),
+            roots: Vec::with_capacity(basis.len() * n),
+            roots_shoup: Vec::with_capacity(basis.len() * n),
+            inv_roots: Vec::with_capacity(basis.len() * n),
+            inv_roots_shoup: Vec::with_capacity(basis.len() * n),
+            last_consts: Vec::with_capacity(basis.len() * 4),
+        };
+        for (limb, q) in basis.moduli().iter().enumerate() {
+            let psi = plan_psi(basis, limb);
+            let psi_inv = q.inv(psi)?;
+            for (base, values, shoups) in [(psi, &mut t.roots, &mut t.roots_shoup), (psi_inv, &mut t.inv_roots, &mut t.inv_roots_shoup)] {
+                let mut powers = Vec::with_capacity(n);
+                let mut p = 1u64;
+                for _ in 0..n {
+                    powers.push(p);
+                    p = q.mul(p, base);
+                }
+                for i in 0..n {
+                    let w = powers[bit_reverse(i, log_n)];
+                    values.push(w);
+                    shoups.push(q.shoup(w));
+                }
+            }
+            let n_inv = q.inv(n as u64)?;
+            let w_n_inv = q.mul(t.inv_roots[limb * n + 1], n_inv);
+            t.last_consts.extend([n_inv, q.shoup(n_inv), w_n_inv, q.shoup(w_n_inv)]);
+        }
+        Ok(t)
+    }
+}
+
+/// The host copies of one conversion's constants (see kernels/base_conversion.cu).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversionTables {
+    pub mods_from: Vec<u64>,
+    pub mods_to: Vec<u64>,
+    /// (Q/q_i)^-1 mod q_i and its Shoup constant, per source limb.
+    pub punctured_inv: Vec<u64>,
+    /// Q/q_i mod p_j at [j l_from + i].
+    pub punctured_mod_to: Vec<u64>,
+    /// 1.0 / q_i as f64 bit patterns.
+    pub inv_q_from: Vec<u64>,
+    /// Q mod p_j.
+    pub q_mod_to: Vec<u64>,
+}
+
+impl ConversionTables {
+    pub fn new(conv: &BaseConverter) -> Self {
+        let (from, to) = (conv.from_basis(), conv.to_basis());
+        let product = from.product();
+        let punctured_inv = (0..from.len())
+            .flat_map(|i| {
+                let c = from.punctured_inverse(i);
+                [c.value, c.shoup]
+            })
+            .collect();
+        // The same big-integer formulas as BaseConverter::new.
+        let punctured_mod_to = to
+            .moduli()
+            .iter()
+            .flat_map(|p| from.moduli().iter().map(move |q| ((product / q.value()) % p.value()).to_u64().unwrap_or(0)))
+            .collect();
+        Self {
+            mods_from: modulus_words(from.moduli()),
+            mods_to: modulus_words(to.moduli()),
+            punctured_inv,
+            punctured_mod_to,
+            inv_q_from: from.moduli().iter().map(|q| (1.0 / q.value() as f64).to_bits()).collect(),
+            q_mod_to: to.moduli().iter().map(|p| (product % p.value()).to_u64().unwrap_or(0)).collect(),
+        }
+    }
+}
+
+/// One basis's tables, uploaded.
+struct DeviceNttTables<B> {
+    mods: B,
+    roots: B,
+    roots_shoup: B,
+    inv_roots: B,
+    inv_roots_shoup: B,
+    last_consts: B,
+}
+
+struct DeviceConversionTables<B> {
+    mods_from: B,
+    mods_to: B,
+    punctured_inv: B,
+    punctured_mod_to: B,
+    inv_q_from: B,
+    q_mod_to: B,
+}
+
+/// A basis or a pair of bases, identified by degree and primes (never by pointer).
+type BasisKey = (usize, Vec<u64>);
+type ConversionKey = (usize, Vec<u64>, Vec<u64>);
+
+fn basis_key(basis: &RnsBasis) -> BasisKey {
+    (basis.n(), basis.moduli().iter().map(|q| q.value()).collect())
+}
+
+/// [`Backend`] over any [`KernelExec`]. Device failures panic (the trait's NTT methods cannot
+/// return errors); so do kernel outputs that are not reduced residues, which would be a kernel bug.
+pub struct KernelBackend<E: KernelExec> {
+    exec: E,
+    name: String,
+    ntt_tables: RwLock<HashMap<BasisKey, Arc<DeviceNttTables<E::Buf>>>>,
+    conversion_tables: RwLock<HashMap<ConversionKey, Arc<DeviceConversionTables<E::Buf>>>>,
+}
+
+impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelBackend").field("name", &self.name).field("exec", &self.exec).finish()
+    }
+}
+
+fn device<T>(what: &str, r: ExecResult<T>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(ExecError(e)) => panic!("{what} failed on the device: {e}"),
+    }
+}
+
+/// Wraps kernel output, checking that every residue is reduced (a kernel bug otherwise).
+fn kernel_output<R: lycaon_math::Representation>(kernel: &str, basis: &Arc<RnsBasis>, data: Vec<u64>) -> Poly<R> {
+    Poly::from_data(basis, data).unwrap_or_else(|e| panic!("kernel {kernel} returned an invalid polynomial: {e}"))
+}
+
+impl<E: KernelExec> KernelBackend<E> {
+    pub fn with_exec(exec: E, name: impl Into<String>) -> Self {
+        Self { exec, name: name.into(), ntt_tables: RwLock::default(), conversion_tables: RwLock::default() }
+    }
+
+    pub fn exec(&self) -> &E {
+        &self.exec
+    }
+
+    fn tables(&self, basis: &RnsBasis) -> Arc<DeviceNttTables<E::Buf>> {
+        let key = basis_key(basis);
+        if let Some(t) = self.ntt_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
+            return t;
+        }
+        // Plans exist only for NTT-friendly primes, so the inverses below exist.
+        let host = NttTables::new(basis).expect("NTT primes are invertible");
+        let up = |v: &[u64]| device("uploading NTT tables", self.exec.upload(v));
+        let t = Arc::new(DeviceNttTables {
+            mods: up(&host.mods),
+            roots: up(&host.roots),
+            roots_shoup: up(&host.roots_shoup),
+            inv_roots: up(&host.inv_roots),
+            inv_roots_shoup: up(&host.inv_roots_shoup),
+            last_consts: up(&host.last_consts),
+        });
+        if let Ok(mut m) = self.ntt_tables.write() {
+            m.insert(key, t.clone());
+        }
+        t
+    }
+
+    fn conversion(&self, conv: &BaseConverter) -> Arc<DeviceConversionTables<E::Buf>> {
+        let (n, from_primes) = basis_key(conv.from_basis());
+        let key = (n, from_primes, basis_key(conv.to_basis()).1);
+        if let Some(t) = self.conversion_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
+            return t;
+        }
+        let host = ConversionTables::new(conv);
+        let up = |v: &[u64]| device("uploading base-conversion tables", self.exec.upload(v));
+        let t = Arc::new(DeviceConversionTables {
+            mods_from: up(&host.mods_from),
+            mods_to: up(&host.mods_to),
+            punctured_inv: up(&host.punctured_inv),
+            punctured_mod_to: up(&host.punctured_mod_to),
+            inv_q_from: up(&host.inv_q_from),
+            q_mod_to: up(&host.q_mod_to),
+        });
+        if let Ok(mut m) = self.conversion_tables.write() {
+            m.insert(key, t.clone());
+        }
+        t
+    }
+
+    fn upload(&self, data: &[u64]) -> E::Buf {
+        device("upload", self.exec.upload(data))
+    }
+
+    fn download(&self, buf: &E::Buf) -> Vec<u64> {
+        device("download", self.exec.download(buf))
+    }
+}
+
+impl<E: KernelExec> Backend for KernelBackend<E> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
+        let basis = poly.basis().clone();
+        let n = basis.n();
+        let t = self.tables(&basis);
+        let mut data = self.upload(poly.data());
+        let dims = LaunchDims::cover(n / 2, basis.len(), 1);
+        let mut m = 1;
+        while m < n {
+            device("lycaon_ntt_forward_stage", self.exec.ntt_forward_stage(dims, &mut data, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32));
+            m *= 2;
+        }
+        kernel_output("lycaon_ntt_forward_stage", &basis, self.download(&data))
+    }
+
+    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
+        let basis = poly.basis().clone();
+        let n = basis.n();
+        let t = self.tables(&basis);
+        let mut data = self.upload(poly.data());
+        let dims = LaunchDims::cover(n / 2, basis.len(), 1);
+        let mut h = n / 2;
+        while h >= 1 {
+            device(
+                "lycaon_ntt_inverse_stage",
+                self.exec.ntt_inverse_stage(dims, &mut data, &t.inv_roots, &t.inv_roots_shoup, &t.mods, &t.last_consts, n as u32, h as u32),
+            );
+            h /= 2;
+        }
+        kernel_output("lycaon_ntt_inverse_stage", &basis, self.download(&data))
+    }
+
+    fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {
+        if !a.basis().same_primes(b.basis()) {
+            return Err(MathError::BasisMismatch { lhs: a.num_limbs(), rhs: b.num_limbs() });
+        }
+        let basis = a.basis().clone();
+        let n = basis.n();
+        let t = self.tables(&basis);
+        let mut x = self.upload(a.data());
+        let y = self.upload(b.data());
+        device("lycaon_mul_pointwise", self.exec.mul_pointwise(LaunchDims::cover(n, basis.len(), 1), &mut x, &y, &t.mods, n as u32));
+        *a = kernel_output("lycaon_mul_pointwise", &basis, self.download(&x));
+        Ok(())
+    }
+
+    fn automorphism_ntt(&self, poly: &Poly<Ntt>, auto: &Automorphism) -> Result<Poly<Ntt>, MathError> {
+        if auto.n() != poly.n() {
+            return Err(MathError::InvalidGaloisElement { galois_element: auto.galois_element(), n: poly.n() });
+        }
+        let basis = poly.basis().clone();
+        let n = basis.n();
+        let input = self.upload(poly.data());
+        let mut out = device("allocation", self.exec.zeros(poly.data().len()));
+        let dims = LaunchDims::cover(n, basis.len(), 1);
+        device("lycaon_automorphism_ntt", self.exec.automorphism_ntt(dims, &mut out, &input, n as u32, n.trailing_zeros(), auto.galois_element()));
+        Ok(kernel_output("lycaon_automorphism_ntt", &basis, self.download(&out)))
+    }
+
+    fn convert_basis(&self, conv: &BaseConverter, poly: &Poly<Coeff>, centered: bool) -> Result<Poly<Coeff>, MathError> {
+        let (from, to) = (conv.from_basis(), conv.to_basis());
+        if !poly.basis().same_primes(from) {
+            return Err(MathError::BasisMismatch { lhs: poly.num_limbs(), rhs: from.len() });
+        }
+        let n = from.n();
+        let t = self.conversion(conv);
+        let input = self.upload(poly.data());
+        let mut scaled = device("allocation", self.exec.zeros(poly.data().len()));
+        device("lycaon_convert_scale", self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32));
+        let mut out = device("allocation", self.exec.zeros(to.len() * n));
+        device(
+            "lycaon_convert_accumulate",
+            self.exec.convert_accumulate(
+                LaunchDims::cover(n, to.len(), 1),
+                &mut out,
+                &scaled,
+                &t.mods_to,
+                &t.punctured_mod_to,
+                &t.inv_q_from,
+                &t.q_mod_to,
+                n as u32,
+                from.len() as u32,
+                centered as u32,
+            ),
+        );
+        Ok(kernel_output("lycaon_convert_accumulate", to, self.download(&out)))
+    }
+
+    fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
+        let basis = check_inner_product_args(digits, keys, key_limbs, outputs)?;
+        let (n, limbs) = (basis.n(), basis.len());
+        let t = self.tables(&basis);
+        let digit_words: Vec<u64> = digits.iter().flat_map(|d| d.data().iter().copied()).collect();
+        // Gather the key limbs matching the digits' limbs: [o][j][i][k] (kernels/inner_product.cu).
+        let mut key_words = Vec::with_capacity(outputs * digits.len() * limbs * n);
+        for o in 0..outputs {
+            for k in keys {
+                for &l in key_limbs {
+                    key_words.extend_from_slice(k[o].limb(l));
+                }
+            }
+        }
+        let d = self.upload(&digit_words);
+        let k = self.upload(&key_words);
+        let mut out = device("allocation", self.exec.zeros(outputs * limbs * n));
+        let dims = LaunchDims::cover(n, limbs, outputs);
+        device("lycaon_inner_product", self.exec.inner_product(dims, &mut out, &d, &k, &t.mods, n as u32, limbs as u32, digits.len() as u32));
+        let words = self.download(&out);
+        Ok(words.chunks_exact(limbs * n).map(|c| kernel_output("lycaon_inner_product", &basis, c.to_vec())).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lycaon_math::ntt_moduli;
+
+    #[test]
+    fn barrett_ratio_matches_the_math_crate() {
+        // Modulus::reduce_u128 with the recomputed ratio must agree with the crate's own.
+        for q in [3u64, 65537, (1 << 50) - 27, (1 << 61) - 1, 1 << 40] {
+            let (hi, lo) = barrett_ratio(q);
+            let ratio = ((hi as u128) << 64) | lo as u128;
+            assert_eq!(ratio, if q.is_power_of_two() { 1u128 << (128 - q.trailing_zeros()) } else { u128::MAX / q as u128 });
+        }
+    }
+
+    #[test]
+    fn launch_geometry_covers_the_work() {
+        assert_eq!(LaunchDims::cover(8, 3, 1), LaunchDims { grid: (1, 3, 1), block: 8 });
+        assert_eq!(LaunchDims::cover(1 << 15, 40, 2), LaunchDims { grid: (128, 40, 2), block: 256 });
+        assert_eq!(LaunchDims::cover(300, 1, 1), LaunchDims { grid: (2, 1, 1), block: 256 });
+    }
+
+    #[test]
+    fn tables_use_the_plans_root() {
+        let n = 64;
+        let q = ntt_moduli(&[50, 40], n, &[]).unwrap();
+        let basis = RnsBasis::new(n, &q).unwrap();
+        let t = NttTables::new(&basis).unwrap();
+        for (limb, m) in q.iter().enumerate() {
+            // roots[1] = psi^brv(1) = psi^(n/2).
+            assert_eq!(t.roots[limb * n + 1], m.pow(plan_psi(&basis, limb), (n / 2) as u64));
+            assert_eq!(m.pow(plan_psi(&basis, limb), n as u64), m.value() - 1, "psi is a primitive 2n-th root");
+            assert_eq!(t.roots[limb * n], 1);
+            assert_eq!(m.mul(t.roots[limb * n + 5], t.inv_roots[limb * n + 5]), 1);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The CUDA C sources of the kernels, embedded in the binary. NVRTC compiles them as one program
+//! (common.cuh first) when a [`crate::CudaBackend`] is created; the `emulate` feature compiles
+//! the same files as host C++ (emulate/emulate.cpp includes them in the same order).
+
+/// The kernel files in program order; common.cuh defines what the others use.
+pub const KERNEL_FILES: [(&str, &str); 5] = [
+    ("common.cuh", include_str!("../kernels/common.cuh")),
+    ("ntt.cu", include_str!("../kernels/ntt.cu")),
+    ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
+    ("base_conversion.cu", include_str!("../kernels/base_conversion.cu")),
+    ("inner_product.cu", include_str!("../kernels/inner_product.cu")),
+];
+
+/// Every `extern "C" __global__` entry point, as the host looks them up by name.
+pub const KERNEL_NAMES: [&str; 7] = [
+    "lycaon_ntt_forward_stage",
+    "lycaon_ntt_inverse_stage",
+    "lycaon_mul_pointwise",
+    "lycaon_automorphism_ntt",
+    "lycaon_convert_scale",
+    "lycaon_convert_accumulate",
+    "lycaon_inner_product",
+];
+
+/// The whole NVRTC program: the files concatenated in order, each under a `#line` directive so
+/// that compiler messages name the original file and line.
+pub fn program_source() -> String {
+    let mut source = String::new();
+    for (name, text) in KERNEL_FILES {
+        source.push_str(&format!("#line 1 \"{name}\"\n"));
+        source.push_str(text);
+        source.push('\n');
+    }
+    source
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_is_defined_once_in_the_program() {
+        let source = program_source();
+        for name in KERNEL_NAMES {
+            let pattern = format!("extern \"C\" __global__ void {name}(");
+            assert_eq!(source.matches(&pattern).count(), 1, "{name}");
+        }
+        // No kernel may rely on block-level synchronisation: the emulation could not honour it.
+        let code: String = source.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+        assert!(!code.contains("__syncthreads") && !code.contains("__shared__"));
+    }
+}

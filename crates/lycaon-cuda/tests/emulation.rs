@@ -1,0 +1,43 @@
+//! The CUDA kernels, compiled as host C++ and run one grid thread at a time, against CpuBackend
+//! bit for bit (feature `emulate`). This checks the kernels' arithmetic and the backend's host
+//! code; it cannot check anything about a real device (see tests/gpu.rs).
+#![cfg(feature = "emulate")]
+
+mod common;
+
+use lycaon_backend::conformance::check_backend;
+use lycaon_cuda::EmulatedBackend;
+
+#[test]
+fn emulated_kernels_pass_the_backend_conformance_suite() {
+    for n in [16, 1024] {
+        check_backend(&EmulatedBackend::new(), n);
+        check_backend(&EmulatedBackend::reversed(), n);
+    }
+}
+
+#[test]
+fn emulated_kernels_match_the_cpu_on_real_prime_sets() {
+    for (i, set) in common::real_prime_sets(5).iter().enumerate() {
+        common::check_kernels(&EmulatedBackend::new(), set, i as u8);
+    }
+}
+
+#[test]
+fn walking_grids_backwards_changes_nothing() {
+    // Any dependence between threads of one launch would show as a difference here.
+    for (i, set) in common::real_prime_sets(3).iter().enumerate() {
+        common::check_kernels(&EmulatedBackend::reversed(), set, 100 + i as u8);
+    }
+}
+
+#[test]
+fn emulated_backend_rejects_what_the_cpu_rejects() {
+    common::check_errors(&EmulatedBackend::new());
+}
+
+#[test]
+fn bench_reports_agreement_for_the_emulation() {
+    let report = lycaon_cuda::bench::bench_backend(&EmulatedBackend::new(), 8, 3, 1).unwrap();
+    assert!(report.kernels.iter().all(|k| k.matches_cpu), "{report:?}");
+}

@@ -1,0 +1,50 @@
+//! The CUDA backend on a real device against CpuBackend bit for bit (feature `cuda`). Each test
+//! prints why and passes without checking anything when no driver, NVRTC or device is present:
+//! `cargo test -p lycaon-cuda --features cuda --release -- --nocapture` shows the reason.
+//! NOTE: as of this commit these tests have never run on a GPU.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use lycaon_cuda::CudaBackend;
+
+fn backend_or_skip(test: &str) -> Option<CudaBackend> {
+    match CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn gpu_passes_the_backend_conformance_suite() {
+    let Some(gpu) = backend_or_skip("gpu_passes_the_backend_conformance_suite") else { return };
+    eprintln!("running on {:?}", gpu.device_info());
+    for n in [16, 1024, 1 << 16] {
+        lycaon_backend::conformance::check_backend(&gpu, n);
+    }
+}
+
+#[test]
+fn gpu_matches_the_cpu_on_real_prime_sets() {
+    let Some(gpu) = backend_or_skip("gpu_matches_the_cpu_on_real_prime_sets") else { return };
+    for (i, set) in common::real_prime_sets(24).iter().enumerate() {
+        common::check_kernels(&gpu, set, i as u8);
+    }
+}
+
+#[test]
+fn gpu_rejects_what_the_cpu_rejects() {
+    let Some(gpu) = backend_or_skip("gpu_rejects_what_the_cpu_rejects") else { return };
+    common::check_errors(&gpu);
+}
+
+#[test]
+fn gpu_bench_agrees_with_the_cpu() {
+    let Some(gpu) = backend_or_skip("gpu_bench_agrees_with_the_cpu") else { return };
+    let report = lycaon_cuda::bench::bench_backend(&gpu, 16, 24, 5).unwrap();
+    eprintln!("{report:#?}");
+    assert!(report.kernels.iter().all(|k| k.matches_cpu), "{report:?}");
+}
