@@ -64,6 +64,16 @@ impl Algorithm {
         })
     }
 
+    /// The (input, output) ciphertexts of [`Algorithm::build`]'s plan with batch-encoded, whole
+    /// output ciphertexts, when they can be found without building it (so far the
+    /// Walsh-Hadamard convolution, whose plans are the costliest to build); None otherwise.
+    pub fn ciphertexts_without_building(&self, shape: &ConvShape, n: usize) -> Option<(usize, usize)> {
+        match self {
+            Algorithm::Walsh => crate::walsh::WalshConv::ciphertexts(shape, n).ok(),
+            _ => None,
+        }
+    }
+
     /// Whether the algorithm needs batch encoding (t = 1 mod 2n); the coefficient encodings do not.
     pub fn needs_batching(&self) -> bool {
         !matches!(self, Algorithm::Cheetah | Algorithm::CheetahMatVec)

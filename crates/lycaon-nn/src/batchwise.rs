@@ -20,13 +20,18 @@ use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCor
 
 const NAME: &str = "batchwise";
 
+#[derive(Clone)]
 pub struct BatchWiseConv {
     core: PlanCore,
     batch: usize,
     k_t: usize,
     kernel_groups: usize,
     /// For each output position (y, x): the (input position, tap) pairs inside the image.
-    taps: Vec<Vec<(usize, usize)>>,
+    taps: Arc<Vec<Vec<(usize, usize)>>>,
+    /// Terms of each (kernel group, output position), and the slot support of each kernel
+    /// group's plaintexts (k_t > 1): counted once, as every parameter set with this n shares them.
+    term_counts: Arc<Vec<usize>>,
+    supports: Arc<Vec<usize>>,
 }
 
 impl BatchWiseConv {
@@ -58,15 +63,15 @@ impl BatchWiseConv {
             })
             .collect();
         let plane = shape.h * shape.w;
-        let mut placements = Vec::with_capacity(batch * shape.input_len() * k_t);
+        // Element e of image b sits at slot kk * batch + b of ciphertext e for every kernel lane kk.
+        let mut placements = Vec::with_capacity(batch * shape.input_len());
         for b in 0..batch {
             for e in 0..shape.input_len() {
-                for kk in 0..k_t {
-                    placements.push(Placement { element: (b * shape.input_len() + e) as u32, ct: e as u32, pos: (kk * batch + b) as u32 });
-                }
+                placements.push(Placement { element: (b * shape.input_len() + e) as u32, ct: e as u32, pos: b as u32 });
             }
         }
-        let input_layout = Layout::new(Encoding::Batch, shape.c_in * plane, batch * shape.input_len(), placements);
+        let mut input_layout = Layout::new(Encoding::Batch, shape.c_in * plane, batch * shape.input_len(), placements);
+        input_layout.replicas = (k_t, batch);
         let mut out = Vec::with_capacity(batch * shape.output_len());
         for b in 0..batch {
             for k in 0..shape.c_out {
@@ -77,7 +82,31 @@ impl BatchWiseConv {
             }
         }
         let output_layout = Layout::new(Encoding::Batch, kernel_groups * oh * ow, batch * shape.output_len(), out);
-        Ok(Self { batch, k_t, kernel_groups, taps, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
+        let mut plan = Self {
+            batch,
+            k_t,
+            kernel_groups,
+            taps: Arc::new(taps),
+            term_counts: Arc::default(),
+            supports: Arc::default(),
+            core: PlanCore::new(params, *shape, input_layout, output_layout),
+        };
+        let positions = plan.taps.len();
+        plan.term_counts = Arc::new((0..kernel_groups * positions).map(|i| plan.terms(i / positions, i % positions).count()).collect());
+        plan.supports = Arc::new(if k_t == 1 {
+            Vec::new()
+        } else {
+            (0..kernel_groups)
+                .map(|kg| {
+                    let mut ids = vec![0u64; n];
+                    for kk in 0..k_t.min(shape.c_out - kg * k_t) {
+                        ids[kk * batch..(kk + 1) * batch].fill(kk as u64 + 1);
+                    }
+                    slot_support(n, &ids)
+                })
+                .collect()
+        });
+        Ok(plan)
     }
 
     /// Terms of output ciphertext (kernel group kg, position p): (input ciphertext, weight index
@@ -106,6 +135,9 @@ impl LinearPlan for BatchWiseConv {
     fn core(&self) -> &PlanCore {
         &self.core
     }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
+    }
     fn batch(&self) -> usize {
         self.batch
     }
@@ -113,7 +145,7 @@ impl LinearPlan for BatchWiseConv {
     fn counts(&self) -> OpCounts {
         let top = self.core.params.max_level();
         let positions = self.taps.len();
-        let terms: u64 = (0..self.kernel_groups).flat_map(|kg| (0..positions).map(move |p| (kg, p))).map(|(kg, p)| self.terms(kg, p).count() as u64).sum();
+        let terms: u64 = self.term_counts.iter().map(|&c| c as u64).sum();
         let outs = (self.kernel_groups * positions) as u64;
         let (plain_mults, scalar_mults, additions) = if self.k_t == 1 { (0, terms, terms) } else { (terms, 0, terms - outs) };
         OpCounts {
@@ -145,22 +177,20 @@ impl LinearPlan for BatchWiseConv {
     fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
         check_model(model, &self.core.params)?;
         let top = self.core.params.max_level();
-        let n = self.core.params.n();
         let w = weight_stats(model, bounds);
+        let positions = self.taps.len();
         let mut profile = NoiseProfile::default();
         for kg in 0..self.kernel_groups {
             let term = if self.k_t == 1 {
                 model.mul_random_scalar(input, w)
             } else {
-                let mut ids = vec![0u64; n];
-                for kk in 0..self.k_t.min(self.core.shape.c_out - kg * self.k_t) {
-                    ids[kk * self.batch..(kk + 1) * self.batch].fill(kk as u64 + 1);
-                }
-                model.mul_plain(input, PlainNorms::uniform_mod_t(slot_support(n, &ids) as f64, model.t))
+                model.mul_plain(input, PlainNorms::uniform_mod_t(self.supports[kg] as f64, model.t))
             };
-            for p in 0..self.taps.len() {
-                let terms = self.terms(kg, p).count();
-                let sum = (0..terms).fold(model.zero(top), |acc, _| model.add(acc, term));
+            // Positions with as many terms have the same sum: fold each count once (the same
+            // additions in the same order, so the same bits).
+            let mut sums: std::collections::HashMap<usize, NoiseEstimate> = std::collections::HashMap::new();
+            for &terms in &self.term_counts[kg * positions..(kg + 1) * positions] {
+                let sum = *sums.entry(terms).or_insert_with(|| (0..terms).fold(model.zero(top), |acc, _| model.add(acc, term)));
                 profile.push(model.n, sum);
             }
         }

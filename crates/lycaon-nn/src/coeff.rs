@@ -37,6 +37,7 @@ pub struct CoeffBlocks {
     pub w: usize,
 }
 
+#[derive(Clone)]
 pub struct CoeffConv {
     core: PlanCore,
     blocks: CoeffBlocks,
@@ -136,7 +137,7 @@ impl CoeffConv {
         }
         let mut output_layout = Layout::new(Encoding::Coeff, shape.c_out * hb * wb, shape.output_len(), out_placements);
         output_layout.kept_coefficients = Some(kept);
-        Ok(Self { blocks, cb, hb, wb, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
+        Ok(Self { blocks, cb, hb, wb, core: PlanCore::new(params, *shape, input_layout, output_layout) })
     }
 
     pub fn blocks(&self) -> CoeffBlocks {
@@ -150,6 +151,9 @@ impl LinearPlan for CoeffConv {
     }
     fn core(&self) -> &PlanCore {
         &self.core
+    }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
     }
     fn counts(&self) -> OpCounts {
         let top = self.core.params.max_level();
@@ -258,6 +262,7 @@ impl PreparedLayer for PreparedProducts {
 }
 
 /// Coefficient-encoded matrix-vector product W x (a fully connected layer).
+#[derive(Clone)]
 pub struct CoeffMatVec {
     core: PlanCore,
     /// Columns per block n_i and rows per block n_o.
@@ -284,7 +289,7 @@ impl CoeffMatVec {
         let out = (0..m).map(|r| Placement { element: r as u32, ct: (r / rows) as u32, pos: ((r % rows) * cols + cols - 1) as u32 }).collect();
         let mut output_layout = Layout::new(Encoding::Coeff, out_cts, m, out);
         output_layout.kept_coefficients = Some((0..out_cts).map(|c| rows.min(m - c * rows)).collect());
-        Ok(Self { cols, rows, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
+        Ok(Self { cols, rows, core: PlanCore::new(params, *shape, input_layout, output_layout) })
     }
 }
 
@@ -294,6 +299,9 @@ impl LinearPlan for CoeffMatVec {
     }
     fn core(&self) -> &PlanCore {
         &self.core
+    }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
     }
     fn counts(&self) -> OpCounts {
         let (k, m) = (self.core.shape.c_in, self.core.shape.c_out);

@@ -19,12 +19,13 @@ use lycaon_math::rotation_galois_element;
 
 use crate::counting::ntt_cost;
 use crate::layout::{Encoding, Layout, Placement};
-use crate::packed::rotate_hoisted;
 use crate::noise::{check_model, slot_support};
+use crate::packed::rotate_hoisted;
 use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "diagonal (Halevi-Shoup)";
 
+#[derive(Clone)]
 pub struct DiagonalFc {
     core: PlanCore,
     /// Block size N, baby steps b1, giant steps b2.
@@ -56,7 +57,7 @@ impl DiagonalFc {
         let input_layout = Layout::new(Encoding::Batch, in_blocks, shape.c_in, placements);
         let out = (0..shape.c_out).map(|r| Placement { element: r as u32, ct: (r / dim) as u32, pos: (r % dim) as u32 }).collect();
         let output_layout = Layout::new(Encoding::Batch, out_blocks, shape.c_out, out);
-        Ok(Self { dim, baby, giant, in_blocks, out_blocks, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
+        Ok(Self { dim, baby, giant, in_blocks, out_blocks, core: PlanCore::new(params, *shape, input_layout, output_layout) })
     }
 
     fn baby_elements(&self) -> Vec<u64> {
@@ -74,6 +75,9 @@ impl LinearPlan for DiagonalFc {
     }
     fn core(&self) -> &PlanCore {
         &self.core
+    }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
     }
 
     fn counts(&self) -> OpCounts {

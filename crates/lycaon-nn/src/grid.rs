@@ -256,7 +256,13 @@ pub(crate) fn diagonal_terms(g: &TileGrid, in_place: &DensePlacement, out_place:
             for swap in [false, true] {
                 for shift in 0..g.blocks_per_row() {
                     let mut strips_hit = vec![false; g.strips];
+                    let mut hits = 0;
                     for b in 0..g.blocks {
+                        // Every strip found: the other blocks can add nothing (with n blocks
+                        // per ciphertext, a fully connected layer would scan n^2 pairs).
+                        if hits == g.strips {
+                            break;
+                        }
                         let Some((o, s)) = out_place.tile(output, b, g.strips) else {
                             continue;
                         };
@@ -264,8 +270,9 @@ pub(crate) fn diagonal_terms(g: &TileGrid, in_place: &DensePlacement, out_place:
                         let Some((c, s2)) = in_place.tile(input, src, g.strips) else {
                             continue;
                         };
-                        if s == s2 && sh.weight_group_match(o, c) {
+                        if s == s2 && sh.weight_group_match(o, c) && !strips_hit[s] {
                             strips_hit[s] = true;
+                            hits += 1;
                         }
                     }
                     for k in 0..sh.kh * sh.kw {

@@ -44,6 +44,7 @@ struct Window {
     x: usize,
 }
 
+#[derive(Clone)]
 pub struct HyenaConv {
     core: PlanCore,
     batch: usize,
@@ -51,11 +52,22 @@ pub struct HyenaConv {
     c_t: usize,
     block: usize,
     k_t: usize,
-    windows: Vec<Window>,
+    windows: Arc<Vec<Window>>,
     /// IF groups (ciphertexts of windows) and channel groups.
     groups: usize,
     channel_groups: usize,
     kernel_groups: usize,
+    noise_shape: Arc<HyenaNoiseShape>,
+}
+
+/// What the noise of a Hyena plan needs besides the parameters' moduli (it depends on n and the
+/// packing only, and costs O(n log n) to find): the support of a weight plaintext and the
+/// coefficient classes of the rotate-and-add tree.
+#[derive(Debug)]
+struct HyenaNoiseShape {
+    support: usize,
+    main: Vec<(f64, f64)>,
+    later: Vec<(usize, Vec<(f64, f64)>)>,
 }
 
 impl HyenaConv {
@@ -86,23 +98,20 @@ impl HyenaConv {
         let channel_groups = per_in.div_ceil(c_t);
         let kernel_groups = shape.c_out.div_ceil(k_t);
         let mut plan = Self {
-            core: PlanCore {
-                params: params.clone(),
-                shape: *shape,
-                input_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
-                output_layout: Layout::new(Encoding::Batch, 0, 0, Vec::new()),
-            },
+            core: PlanCore::new(params, *shape, Layout::new(Encoding::Batch, 0, 0, Vec::new()), Layout::new(Encoding::Batch, 0, 0, Vec::new())),
             batch,
             c_t,
             block,
             k_t,
-            windows,
+            windows: Arc::new(windows),
             groups,
             channel_groups,
             kernel_groups,
+            noise_shape: Arc::new(HyenaNoiseShape { support: 0, main: Vec::new(), later: Vec::new() }),
         };
-        plan.core.input_layout = plan.make_input_layout();
-        plan.core.output_layout = plan.make_output_layout();
+        plan.core.input_layout = Arc::new(plan.make_input_layout());
+        plan.core.output_layout = Arc::new(plan.make_output_layout());
+        plan.noise_shape = Arc::new(plan.make_noise_shape());
         Ok(plan)
     }
 
@@ -152,6 +161,27 @@ impl HyenaConv {
 
     /// Output (image, k, y, x) is in psum (group g, kernel group kg, step j) at window m's first
     /// slot, where k = kg K_t + (m + j) mod K_t.
+    fn make_noise_shape(&self) -> HyenaNoiseShape {
+        let sh = &self.core.shape;
+        let n = self.core.params.n();
+        let rs = sh.kh * sh.kw;
+        let mut ids = vec![0u64; n];
+        for m in 0..self.blocks() {
+            let k = m % self.k_t;
+            if k >= sh.c_out {
+                continue;
+            }
+            for off in 0..self.c_t.min(sh.in_per_group()) * rs {
+                ids[self.block_slot(m) + off] = (k * self.block + off + 1) as u64;
+            }
+        }
+        let steps = self.block.trailing_zeros() as usize;
+        let elements = |from: usize| -> Vec<u64> { (0..self.block >> from).map(|k| rotation_galois_element((k << from) as i64, n)).collect() };
+        let main = automorphism_sum_classes(n, &elements(0));
+        let later = (0..steps).map(|s| (self.block >> (s + 1), automorphism_sum_classes(n, &elements(s + 1)))).collect();
+        HyenaNoiseShape { support: slot_support(n, &ids), main, later }
+    }
+
     fn make_output_layout(&self) -> Layout {
         let sh = &self.core.shape;
         let (oh, ow) = (sh.out_h(), sh.out_w());
@@ -201,6 +231,9 @@ impl LinearPlan for HyenaConv {
     fn core(&self) -> &PlanCore {
         &self.core
     }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
+    }
     fn batch(&self) -> usize {
         self.batch
     }
@@ -243,27 +276,11 @@ impl LinearPlan for HyenaConv {
     /// variance is taken per coefficient class (noise::automorphism_sum_classes).
     fn noise(&self, model: &NoiseModel, input: NoiseEstimate, _bounds: ValueBounds) -> Result<LayerNoise, NnError> {
         check_model(model, &self.core.params)?;
-        let sh = &self.core.shape;
         let top = self.core.params.max_level();
-        let n = self.core.params.n();
-        let rs = sh.kh * sh.kw;
         let ks = model.key_switch(top);
-        let mut ids = vec![0u64; n];
-        for m in 0..self.blocks() {
-            let k = m % self.k_t;
-            if k >= sh.c_out {
-                continue;
-            }
-            for off in 0..self.c_t.min(sh.in_per_group()) * rs {
-                ids[self.block_slot(m) + off] = (k * self.block + off + 1) as u64;
-            }
-        }
-        let p = PlainNorms::uniform_mod_t(slot_support(n, &ids) as f64, model.t);
+        let HyenaNoiseShape { support, main, later } = &*self.noise_shape;
+        let p = PlainNorms::uniform_mod_t(*support as f64, model.t);
         let u = (0..self.psum_inputs(0).len()).fold(model.zero(top), |acc, _| model.add(acc, model.mul_plain(input, p)));
-        let steps = self.block.trailing_zeros() as usize;
-        let elements = |from: usize| -> Vec<u64> { (0..self.block >> from).map(|k| rotation_galois_element((k << from) as i64, n)).collect() };
-        let main = automorphism_sum_classes(n, &elements(0));
-        let later: Vec<(usize, Vec<(f64, f64)>)> = (0..steps).map(|s| (self.block >> (s + 1), automorphism_sum_classes(n, &elements(s + 1)))).collect();
         let bound = self.block as f64 * u.bound + later.iter().map(|(size, _)| *size as f64 * ks.bound).sum::<f64>();
         let psums = (self.groups * self.kernel_groups * self.k_t) as f64;
         let mut profile = NoiseProfile::default();

@@ -39,11 +39,16 @@ pub struct Layout {
     /// For coefficient-encoded outputs: how many coefficients of c_0 travel back per ciphertext
     /// (None: the whole ciphertext).
     pub kept_coefficients: Option<Vec<usize>>,
+    /// Every placement stands for `replicas` copies of its element, at pos, pos + stride, ...,
+    /// pos + (replicas - 1) stride of its ciphertext (inputs only; (1, 0) for none). A layout
+    /// that repeats every element in many slots (BatchWise's kernel lanes) would otherwise hold
+    /// hundreds of millions of placements for an ImageNet layer.
+    pub replicas: (usize, usize),
 }
 
 impl Layout {
     pub(crate) fn new(encoding: Encoding, num_ciphertexts: usize, elements: usize, placements: Vec<Placement>) -> Self {
-        Self { encoding, num_ciphertexts, elements, placements, ct_factor: Vec::new(), scale: 1, kept_coefficients: None }
+        Self { encoding, num_ciphertexts, elements, placements, ct_factor: Vec::new(), scale: 1, kept_coefficients: None, replicas: (1, 0) }
     }
 
     /// The plaintext vectors (one per ciphertext, `n` values each, reduced mod t) that hold
@@ -56,7 +61,10 @@ impl Layout {
         for p in &self.placements {
             let v = values[p.element as usize].rem_euclid(t as i64) as u64;
             let f = self.ct_factor.get(p.ct as usize).copied().unwrap_or(1);
-            out[p.ct as usize][p.pos as usize] = ((v as u128 * f as u128) % t as u128) as u64;
+            let (copies, stride) = self.replicas;
+            for r in 0..copies {
+                out[p.ct as usize][p.pos as usize + r * stride] = ((v as u128 * f as u128) % t as u128) as u64;
+            }
         }
         Ok(out)
     }

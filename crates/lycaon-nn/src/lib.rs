@@ -39,8 +39,8 @@ pub mod padded;
 pub mod shape;
 pub mod walsh;
 
-use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
 use lycaon_bfv::noise::{NoiseEstimate, NoiseModel};
+use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters};
 use lycaon_bfv::{BfvError, Evaluator};
 
 pub use counting::{CountingBackend, HeOps, NttCounter, OpCounts};
@@ -85,15 +85,36 @@ pub struct LayerCost {
     pub key_bytes: usize,
 }
 
-/// What every plan holds: its parameters, the layer and the two layouts.
+/// What every plan holds: its parameters, the layer and the two layouts. The layouts are shared
+/// (they can hold millions of placements) so that [`LinearPlan::with_params`] copies nothing big.
 #[derive(Clone, Debug)]
 pub struct PlanCore {
     pub params: std::sync::Arc<Parameters>,
     pub shape: ConvShape,
     /// Where the client puts each input element.
-    pub input_layout: Layout,
+    pub input_layout: std::sync::Arc<Layout>,
     /// Where each output element is found after decryption (and the factor it carries).
-    pub output_layout: Layout,
+    pub output_layout: std::sync::Arc<Layout>,
+}
+
+impl PlanCore {
+    pub fn new(params: &std::sync::Arc<Parameters>, shape: ConvShape, input_layout: Layout, output_layout: Layout) -> Self {
+        Self { params: params.clone(), shape, input_layout: std::sync::Arc::new(input_layout), output_layout: std::sync::Arc::new(output_layout) }
+    }
+
+    /// This core under `params`, which must have the same ring degree and plaintext modulus: a
+    /// plan's layouts and structure depend on those two alone, never on the ciphertext or special
+    /// primes, so they carry over unchanged.
+    pub fn with_params(&self, params: &std::sync::Arc<Parameters>) -> Result<Self, NnError> {
+        let t = |p: &Parameters| p.plaintext_modulus().map(|t| t.value());
+        if params.n() != self.params.n() || t(params) != t(&self.params) {
+            return Err(NnError::Unsupported {
+                algorithm: "plan re-parameterisation",
+                reason: format!("the plan was built for n = {} and t = {:?}, not n = {} and t = {:?}", self.params.n(), t(&self.params), params.n(), t(params)),
+            });
+        }
+        Ok(Self { params: params.clone(), ..self.clone() })
+    }
 }
 
 /// A layer algorithm for one shape and parameter set, before any weight or key is known.
@@ -115,6 +136,11 @@ pub trait LinearPlan: Send + Sync {
     fn output_layout(&self) -> &Layout {
         &self.core().output_layout
     }
+    /// The same plan under other parameters with the same n and t, without rebuilding it (only
+    /// the ciphertext and special primes may differ): what the planner prices many moduli
+    /// chains with. Everything it reports equals what [`crate::algorithm::Algorithm::build`]
+    /// under `params` would give.
+    fn with_params(&self, params: &std::sync::Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError>;
     /// The operations one evaluation performs.
     fn counts(&self) -> OpCounts;
     /// The Galois elements the server needs keys for.

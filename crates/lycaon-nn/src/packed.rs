@@ -44,6 +44,7 @@ impl Default for PackedOptions {
     }
 }
 
+#[derive(Clone)]
 pub struct PackedConv {
     core: PlanCore,
     grid: TileGrid,
@@ -53,7 +54,23 @@ pub struct PackedConv {
     out_cts: usize,
     digits: usize,
     opts: PackedOptions,
-    terms: Vec<Term>,
+    terms: Arc<Vec<Term>>,
+    /// The Galois element of each term, the distinct elements of each rotation group (see
+    /// [`PackedConv::rotations_per_group`]) and the outputs' noise patterns: found once per
+    /// plan, since a layer can have millions of terms and the planner prices many parameter
+    /// sets with one plan.
+    elements: Arc<Vec<u64>>,
+    groups: Arc<Vec<Vec<u64>>>,
+    noise_patterns: Arc<NoisePatterns>,
+}
+
+/// Per output ciphertext, the terms' inputs in order (true: rotated before the product, IA with
+/// g != 1) and the number of rotated partial sums added (PA): all its noise depends on. Outputs
+/// with equal patterns share one evaluation of the noise.
+#[derive(Debug, Default)]
+struct NoisePatterns {
+    patterns: Vec<(Vec<bool>, usize)>,
+    of_output: Vec<usize>,
 }
 
 const NAME: &str = "packed (Gazelle)";
@@ -87,10 +104,20 @@ impl PackedConv {
             out_cts,
             digits,
             opts,
-            terms: Vec::new(),
-            core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout },
+            terms: Arc::default(),
+            elements: Arc::default(),
+            groups: Arc::default(),
+            noise_patterns: Arc::default(),
+            core: PlanCore::new(params, *shape, input_layout, output_layout),
         };
-        conv.terms = diagonal_terms(&conv.grid, &conv.in_place, &conv.out_place, conv.in_cts, conv.out_cts);
+        conv.terms = Arc::new(diagonal_terms(&conv.grid, &conv.in_place, &conv.out_place, conv.in_cts, conv.out_cts));
+        // A term's element depends only on its diagonal and tap: a small table.
+        let (taps, per_row) = (shape.kh * shape.kw, conv.grid.blocks_per_row());
+        let table: Vec<u64> =
+            (0..2 * per_row * taps).map(|i| conv.grid.galois(i / (per_row * taps) == 1, (i / taps) % per_row, (i % taps) / shape.kw, i % shape.kw)).collect();
+        conv.elements = Arc::new(conv.terms.iter().map(|t| table[(usize::from(t.swap) * per_row + t.shift) * taps + t.dy * shape.kw + t.dx]).collect());
+        conv.groups = Arc::new(conv.find_rotations_per_group());
+        conv.noise_patterns = Arc::new(conv.find_noise_patterns());
         Ok(conv)
     }
 
@@ -124,26 +151,49 @@ impl PackedConv {
         v
     }
 
-    fn element(&self, term: &Term) -> u64 {
-        self.grid.galois(term.swap, term.shift, term.dy, term.dx)
+    /// Distinct Galois elements (1 included when present) applied to each input ciphertext (IA)
+    /// or to the partial sums of each output ciphertext (PA).
+    fn rotations_per_group(&self) -> &[Vec<u64>] {
+        &self.groups
     }
 
-    /// Distinct non-trivial Galois elements applied to each input ciphertext (IA) or to the
-    /// partial sums of each output ciphertext (PA).
-    fn rotations_per_group(&self) -> Vec<Vec<u64>> {
+    fn find_rotations_per_group(&self) -> Vec<Vec<u64>> {
         let groups = match self.opts.schedule {
             Schedule::InputAligned => self.in_cts,
             Schedule::PartialAligned => self.out_cts,
         };
         let mut sets = vec![std::collections::BTreeSet::new(); groups];
-        for term in &self.terms {
+        for (term, &g) in self.terms.iter().zip(self.elements.iter()) {
             let key = match self.opts.schedule {
                 Schedule::InputAligned => term.input,
                 Schedule::PartialAligned => term.output,
             };
-            sets[key].insert(self.element(term));
+            sets[key].insert(g);
         }
         sets.into_iter().map(|s| s.into_iter().collect()).collect()
+    }
+
+    fn find_noise_patterns(&self) -> NoisePatterns {
+        let mut reads = vec![Vec::new(); self.out_cts];
+        let mut rotated = vec![std::collections::BTreeSet::new(); self.out_cts];
+        for (term, &g) in self.terms.iter().zip(self.elements.iter()) {
+            reads[term.output].push(self.opts.schedule == Schedule::InputAligned && g != 1);
+            if self.opts.schedule == Schedule::PartialAligned && g != 1 {
+                rotated[term.output].insert(g);
+            }
+        }
+        let mut ids = std::collections::HashMap::new();
+        let mut out = NoisePatterns::default();
+        for (r, g) in reads.into_iter().zip(rotated) {
+            let key = (r, g.len());
+            let next = ids.len();
+            let id = *ids.entry(key.clone()).or_insert(next);
+            if id == next {
+                out.patterns.push(key);
+            }
+            out.of_output.push(id);
+        }
+        out
     }
 }
 
@@ -202,6 +252,9 @@ impl LinearPlan for PackedConv {
     fn core(&self) -> &PlanCore {
         &self.core
     }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
+    }
 
     fn counts(&self) -> OpCounts {
         let p = &*self.core.params;
@@ -230,7 +283,7 @@ impl LinearPlan for PackedConv {
     }
 
     fn galois_elements(&self) -> Vec<u64> {
-        let mut all: Vec<u64> = self.rotations_per_group().into_iter().flatten().filter(|&g| g != 1).collect();
+        let mut all: Vec<u64> = self.rotations_per_group().iter().flatten().copied().filter(|&g| g != 1).collect();
         all.sort_unstable();
         all.dedup();
         all
@@ -248,25 +301,21 @@ impl LinearPlan for PackedConv {
         let top = self.core.params.max_level();
         let ks = model.key_switch(top);
         let digits = plain_digit_norms(model.n, model.t, self.opts.plain_decomposition_bits, self.digits);
-        let mut out = vec![model.zero(top); self.out_cts];
-        let mut rotated = vec![std::collections::BTreeSet::new(); self.out_cts];
-        for term in &self.terms {
-            let g = self.element(term);
-            let x = match (self.opts.schedule, g) {
-                (Schedule::InputAligned, g) if g != 1 => model.add(input, ks),
-                _ => input,
-            };
-            for &d in &digits {
-                out[term.output] = model.add(out[term.output], model.mul_plain(x, d));
-            }
-            if self.opts.schedule == Schedule::PartialAligned && g != 1 {
-                rotated[term.output].insert(g);
-            }
-        }
+        let patterns: Vec<NoiseEstimate> = self
+            .noise_patterns
+            .patterns
+            .iter()
+            .map(|(reads, rotated_sums)| {
+                let e = reads.iter().fold(model.zero(top), |e, &rotated| {
+                    let x = if rotated { model.add(input, ks) } else { input };
+                    digits.iter().fold(e, |e, &d| model.add(e, model.mul_plain(x, d)))
+                });
+                (0..*rotated_sums).fold(e, |e, _| model.add(e, ks))
+            })
+            .collect();
         let mut profile = NoiseProfile::default();
-        for (o, e) in out.into_iter().enumerate() {
-            let e = (0..rotated[o].len()).fold(e, |e, _| model.add(e, ks));
-            profile.push(model.n, e);
+        for &p in &self.noise_patterns.of_output {
+            profile.push(model.n, patterns[p]);
         }
         Ok(LayerNoise { profile, level: top })
     }
@@ -310,8 +359,8 @@ impl LinearPlan for PackedConv {
 impl PackedConv {
     fn clone_plan(&self) -> PackedPlanCore {
         PackedPlanCore {
-            terms: self.terms.clone(),
-            elements: self.terms.iter().map(|t| self.element(t)).collect(),
+            terms: self.terms.to_vec(),
+            elements: self.elements.to_vec(),
             in_cts: self.in_cts,
             out_cts: self.out_cts,
             digits: self.digits,

@@ -13,12 +13,13 @@ use lycaon_bfv::rlwe::{Ciphertext, Parameters};
 
 use crate::counting::ntt_cost;
 use crate::grid::TileGrid;
-use crate::packed::{elements_of, rotate_hoisted};
 use crate::noise::{check_model, weight_stats};
+use crate::packed::{elements_of, rotate_hoisted};
 use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "padded";
 
+#[derive(Clone)]
 pub struct PaddedConv {
     core: PlanCore,
     grid: TileGrid,
@@ -35,7 +36,7 @@ impl PaddedConv {
         let input_layout = grid.input_layout(shape.c_in * per_channel, place);
         let output_layout = grid.output_layout(shape.c_out * per_channel, place);
         let elements = elements_of((0..shape.kh * shape.kw).map(|k| grid.galois(false, 0, k / shape.kw, k % shape.kw)));
-        Ok(Self { grid, per_channel, elements, core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout } })
+        Ok(Self { grid, per_channel, elements, core: PlanCore::new(params, *shape, input_layout, output_layout) })
     }
 }
 
@@ -45,6 +46,9 @@ impl LinearPlan for PaddedConv {
     }
     fn core(&self) -> &PlanCore {
         &self.core
+    }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
     }
 
     fn counts(&self) -> OpCounts {

@@ -31,12 +31,13 @@ use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlainte
 
 use crate::counting::ntt_cost;
 use crate::grid::{diagonal_terms, DensePlacement, Term, TileGrid};
-use crate::packed::{elements_of, rotate_hoisted};
 use crate::noise::{check_model, weight_stats};
+use crate::packed::{elements_of, rotate_hoisted};
 use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
 const NAME: &str = "walsh-hadamard";
 
+#[derive(Clone)]
 pub struct WalshConv {
     core: PlanCore,
     grid: TileGrid,
@@ -44,11 +45,18 @@ pub struct WalshConv {
     out_place: DensePlacement,
     in_cts: usize,
     out_cts: usize,
-    terms: Vec<Term>,
+    terms: Arc<Vec<Term>>,
     /// Per term: the spatial rotation of its input, and the alignment of its diagonal.
-    taps: Vec<u64>,
-    aligns: Vec<u64>,
+    taps: Arc<Vec<u64>>,
+    aligns: Arc<Vec<u64>>,
     kappa: u64,
+    /// Found once per plan (they depend on n and t only, and the planner prices many parameter
+    /// sets with one plan): the terms grouped as [`WalshConv::grouped`], the rotations of each
+    /// input, the source blocks each term applies a weight to, and the norms of kappa h_k.
+    grouped: Arc<Vec<BTreeMap<u64, BTreeMap<usize, Vec<usize>>>>>,
+    rotations: Arc<Vec<Vec<u64>>>,
+    term_blocks: Arc<Vec<usize>>,
+    h_norms: Arc<Vec<PlainNorms>>,
 }
 
 /// H[k][b] of the Sylvester Walsh-Hadamard matrix.
@@ -86,18 +94,53 @@ impl WalshConv {
         let mut output_layout = grid.output_layout(out_cts, |o, s| out_place.place(o, s));
         let kappa = best_kappa(&walsh_plaintexts(params, grid.blocks, grid.block, 1)?, t);
         output_layout.scale = (grid.blocks as u64 % t) * kappa % t;
-        Ok(Self {
+        let h_norms = walsh_plaintexts(params, grid.blocks, grid.block, kappa)?
+            .iter()
+            .map(|p| PlainNorms::of_centred(p.coeffs().iter().map(|&c| center(c, t))))
+            .collect();
+        let term_blocks = terms
+            .iter()
+            .map(|term| {
+                (0..grid.blocks)
+                    .filter(|&b| {
+                        let src = grid.source_block(b, term.swap, term.shift);
+                        match (out_place.tile(term.output, b, grid.strips), in_place.tile(term.input, src, grid.strips)) {
+                            (Some((o, s)), Some((c, s2))) => s == s2 && grid.shape.weight_group_match(o, c),
+                            _ => false,
+                        }
+                    })
+                    .count()
+            })
+            .collect();
+        let mut plan = Self {
             grid,
             in_place,
             out_place,
             in_cts,
             out_cts,
-            terms,
-            taps,
-            aligns,
+            terms: Arc::new(terms),
+            taps: Arc::new(taps),
+            aligns: Arc::new(aligns),
             kappa,
-            core: PlanCore { params: params.clone(), shape: *shape, input_layout, output_layout },
-        })
+            grouped: Arc::default(),
+            rotations: Arc::default(),
+            term_blocks: Arc::new(term_blocks),
+            h_norms: Arc::new(h_norms),
+            core: PlanCore::new(params, *shape, input_layout, output_layout),
+        };
+        plan.grouped = Arc::new(plan.find_grouped());
+        plan.rotations = Arc::new(plan.find_rotations_per_input());
+        Ok(plan)
+    }
+
+    /// The input and output ciphertexts of the plan [`WalshConv::new`] makes (default block),
+    /// without making it: its terms grow as inputs times outputs, which for a fully connected
+    /// layer (two channels per ciphertext) are tens of millions.
+    pub fn ciphertexts(shape: &ConvShape, n: usize) -> Result<(usize, usize), NnError> {
+        let grid = TileGrid::new(shape, n, true, Some(n / 2), NAME)?;
+        let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
+        let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
+        Ok((in_place.num_cts(grid.strips), out_place.num_cts(grid.strips)))
     }
 
     /// Channels packed per ciphertext (the paper's c_n).
@@ -110,7 +153,11 @@ impl WalshConv {
     }
 
     /// Terms grouped by output ciphertext, then by alignment (diagonal), then by input.
-    fn grouped(&self) -> Vec<BTreeMap<u64, BTreeMap<usize, Vec<usize>>>> {
+    fn grouped(&self) -> &[BTreeMap<u64, BTreeMap<usize, Vec<usize>>>] {
+        &self.grouped
+    }
+
+    fn find_grouped(&self) -> Vec<BTreeMap<u64, BTreeMap<usize, Vec<usize>>>> {
         let mut v = vec![BTreeMap::new(); self.out_cts];
         for (k, term) in self.terms.iter().enumerate() {
             let by_input: &mut BTreeMap<usize, Vec<usize>> = v[term.output].entry(self.aligns[k]).or_default();
@@ -119,8 +166,17 @@ impl WalshConv {
         v
     }
 
-    fn rotations_per_input(&self) -> Vec<Vec<u64>> {
-        (0..self.in_cts).map(|i| elements_of(self.terms.iter().zip(&self.taps).filter(|(t, _)| t.input == i).map(|(_, &g)| g))).collect()
+    /// The distinct rotations of each input ciphertext (sorted).
+    fn rotations_per_input(&self) -> &[Vec<u64>] {
+        &self.rotations
+    }
+
+    fn find_rotations_per_input(&self) -> Vec<Vec<u64>> {
+        let mut per_input = vec![Vec::new(); self.in_cts];
+        for (t, &g) in self.terms.iter().zip(self.taps.iter()) {
+            per_input[t.input].push(g);
+        }
+        per_input.into_iter().map(|v| elements_of(v.into_iter())).collect()
     }
 }
 
@@ -154,8 +210,32 @@ fn best_kappa(pts: &[Plaintext], t: u64) -> u64 {
     if values.is_empty() || values.len() > 8 {
         return 1;
     }
+    smallest_multiplier(&values, t)
+}
+
+/// The k in 1..min(t, 2^22) with the smallest (largest |centred k v mod t| over `values`, k);
+/// `values` holds 1. Since the largest is at least |centred k|, once a k of largest w is known
+/// only k <= w and k >= t - w can do better: the scan skips the rest (for a prime t of 30 bits
+/// or more, nearly the whole range), which gives the same k as trying all.
+fn smallest_multiplier(values: &[u64], t: u64) -> u64 {
     let worst = |k: u64| values.iter().map(|&v| center(((v as u128 * k as u128) % t as u128) as u64, t).unsigned_abs()).max().unwrap_or(0);
-    (1..t.min(1 << 22)).min_by_key(|&k| (worst(k), k)).unwrap_or(1)
+    let end = t.min(1 << 22);
+    let mut best: Option<(u64, u64)> = None;
+    let mut k = 1;
+    while k < end {
+        if let Some((w, _)) = best {
+            if k > w && k < t - w {
+                k = t - w;
+                continue;
+            }
+        }
+        let key = (worst(k), k);
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+        k += 1;
+    }
+    best.map_or(1, |(_, k)| k)
 }
 
 impl LinearPlan for WalshConv {
@@ -164,6 +244,9 @@ impl LinearPlan for WalshConv {
     }
     fn core(&self) -> &PlanCore {
         &self.core
+    }
+    fn with_params(&self, params: &Arc<Parameters>) -> Result<Box<dyn LinearPlan>, NnError> {
+        Ok(Box::new(Self { core: self.core.with_params(params)?, ..self.clone() }))
     }
 
     fn counts(&self) -> OpCounts {
@@ -194,7 +277,7 @@ impl LinearPlan for WalshConv {
     }
 
     fn galois_elements(&self) -> Vec<u64> {
-        elements_of(self.taps.iter().chain(&self.aligns).copied().filter(|&g| g != 1))
+        elements_of(self.taps.iter().chain(self.aligns.iter()).copied().filter(|&g| g != 1))
     }
 
     /// Each rotated input is multiplied into all nb Walsh coefficient accumulators at once.
@@ -217,36 +300,22 @@ impl LinearPlan for WalshConv {
         let t = model.t as u64;
         let ks = model.key_switch(top);
         let w = weight_stats(model, bounds);
-        let g = &self.grid;
-        let nb = g.blocks;
-        let h_norms: Vec<PlainNorms> = walsh_plaintexts(&self.core.params, nb, g.block, self.kappa)?
-            .iter()
-            .map(|p| PlainNorms::of_centred(p.coeffs().iter().map(|&c| center(c, t))))
-            .collect();
+        let nb = self.grid.blocks;
+        let h_norms = &self.h_norms;
         let kappa = center(self.kappa, t) as f64;
         let mut profile = NoiseProfile::default();
         for diagonals in self.grouped() {
             let mut out = model.zero(top);
-            for (&align, by_input) in &diagonals {
+            for (&align, by_input) in diagonals {
                 let mut acc = vec![model.zero(top); nb];
                 for &k in by_input.values().flatten() {
-                    let term = &self.terms[k];
-                    let blocks = (0..nb)
-                        .filter(|&b| {
-                            let src = g.source_block(b, term.swap, term.shift);
-                            match (self.out_place.tile(term.output, b, g.strips), self.in_place.tile(term.input, src, g.strips)) {
-                                (Some((o, s)), Some((c, s2))) => s == s2 && g.shape.weight_group_match(o, c),
-                                _ => false,
-                            }
-                        })
-                        .count();
-                    let alpha = w.sum_of(blocks as f64, model.t);
+                    let alpha = w.sum_of(self.term_blocks[k] as f64, model.t);
                     let x = if self.taps[k] == 1 { input } else { model.add(input, ks) };
                     for a in acc.iter_mut() {
                         *a = model.add(*a, model.mul_random_scalar(x, alpha));
                     }
                 }
-                let partial = acc[1..].iter().zip(&h_norms).fold(model.mul_scalar(acc[0], kappa), |p, (&a, &h)| model.add(p, model.mul_plain(a, h)));
+                let partial = acc[1..].iter().zip(h_norms.iter()).fold(model.mul_scalar(acc[0], kappa), |p, (&a, &h)| model.add(p, model.mul_plain(a, h)));
                 out = model.add(out, if align == 1 { partial } else { model.add(partial, ks) });
             }
             profile.push(model.n, out);
@@ -299,9 +368,9 @@ impl LinearPlan for WalshConv {
             bound,
             kappa: self.kappa,
             walsh,
-            grouped: self.grouped(),
-            rotations: self.rotations_per_input(),
-            taps: self.taps.clone(),
+            grouped: self.grouped().to_vec(),
+            rotations: self.rotations_per_input().to_vec(),
+            taps: self.taps.to_vec(),
             in_cts: self.in_cts,
             weight_count: weights.len(),
         }))
@@ -364,5 +433,33 @@ impl PreparedLayer for PreparedWalsh {
                 ops.to_lowest(&out.ok_or(NnError::Shape("no output".into()))?)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pruned_kappa_search_equals_trying_every_multiplier() {
+        let brute = |values: &[u64], t: u64| {
+            let worst = |k: u64| values.iter().map(|&v| center(((v as u128 * k as u128) % t as u128) as u64, t).unsigned_abs()).max().unwrap_or(0);
+            (1..t.min(1 << 22)).min_by_key(|&k| (worst(k), k)).unwrap_or(1)
+        };
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        for t in [3u64, 17, 257, 7681, 12289, 65537, 786433] {
+            for _ in 0..20 {
+                let mut values: Vec<u64> = (0..1 + next(4)).map(|_| 1 + next(t - 1)).chain([1]).collect();
+                values.sort_unstable();
+                values.dedup();
+                assert_eq!(smallest_multiplier(&values, t), brute(&values, t), "t = {t}, values {values:?}");
+            }
+        }
     }
 }

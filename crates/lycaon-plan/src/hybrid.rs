@@ -13,9 +13,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use lycaon_nn::algorithm::Algorithm;
 use lycaon_bfv::noise::NoiseModel;
 use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, MAX_LOG_QP_128};
+use lycaon_nn::algorithm::Algorithm;
 use lycaon_nn::{ConvShape, LinearPlan, ValueBounds};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -128,7 +128,18 @@ fn one() -> usize {
 impl ShapeSpec {
     pub fn conv_shape(&self) -> ConvShape {
         let pad = self.pad.unwrap_or(self.k / 2);
-        ConvShape { h: self.h, w: self.w, c_in: self.c_in, c_out: self.c_out, kh: self.k, kw: self.k, stride: self.stride, pad_h: pad, pad_w: pad, groups: self.groups }
+        ConvShape {
+            h: self.h,
+            w: self.w,
+            c_in: self.c_in,
+            c_out: self.c_out,
+            kh: self.k,
+            kw: self.k,
+            stride: self.stride,
+            pad_h: pad,
+            pad_w: pad,
+            groups: self.groups,
+        }
     }
 }
 
@@ -183,13 +194,32 @@ fn algorithms(options: &TuneOptions) -> Result<Vec<Algorithm>, PlanError> {
 
 /// Prices one algorithm under one parameter set for a layer (None when it cannot run it). The
 /// costs of the set's shape must already be in `costs` ([`CostTable::calibrate`]).
-pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, costs: &CostTable, options: &TuneOptions) -> Result<Option<DesignPoint>, PlanError> {
+pub fn price(
+    layer: &LayerRequest,
+    algorithm: Algorithm,
+    set: &ParamChoice,
+    costs: &CostTable,
+    options: &TuneOptions,
+) -> Result<Option<DesignPoint>, PlanError> {
     let params = set.parameters()?;
     let shape = layer.shape.conv_shape();
     let plan: Box<dyn LinearPlan> = match algorithm.build(&shape, &params) {
         Ok(p) => p,
         Err(_) => return Ok(None),
     };
+    price_plan(layer, algorithm, set, &params, plan.as_ref(), costs, options)
+}
+
+/// Prices a plan already built under `params` (the parameters of `set`).
+fn price_plan(
+    layer: &LayerRequest,
+    algorithm: Algorithm,
+    set: &ParamChoice,
+    params: &Arc<Parameters>,
+    plan: &dyn LinearPlan,
+    costs: &CostTable,
+    options: &TuneOptions,
+) -> Result<Option<DesignPoint>, PlanError> {
     let counts = plan.counts();
     if counts.rotations > 0 && set.p_bits.is_empty() {
         return Ok(None);
@@ -199,7 +229,7 @@ pub fn price(layer: &LayerRequest, algorithm: Algorithm, set: &ParamChoice, cost
     let noise = plan.noise(&model, model.fresh_symmetric(params.max_level()), bounds)?;
     let practical = noise.practical_budget(&model, options.failure_probability);
     let worst = noise.worst_case_budget(&model);
-    let op = costs.lookup(&params)?;
+    let op = costs.lookup(params)?;
     let inputs = plan.input_layout().num_ciphertexts;
     let outputs = plan.output_layout().num_ciphertexts;
     let server_s = op.layer_seconds(&counts, plan.scalar_mac_fanout(), inputs, outputs);
@@ -253,7 +283,10 @@ fn search_points(layer: &LayerRequest, options: &TuneOptions, exhaustive: bool) 
 
 fn check_layer(layer: &LayerRequest) -> Result<(), PlanError> {
     if layer.t_bits < 2 || layer.t_bits > 60 || layer.weight_bits == 0 || layer.weight_bits > 32 {
-        return Err(PlanError::Invalid(format!("layer '{}': t_bits must be 2..=60 and weight_bits 1..=32 (got {} and {})", layer.name, layer.t_bits, layer.weight_bits)));
+        return Err(PlanError::Invalid(format!(
+            "layer '{}': t_bits must be 2..=60 and weight_bits 1..=32 (got {} and {})",
+            layer.name, layer.t_bits, layer.weight_bits
+        )));
     }
     layer.shape.conv_shape().validate().map_err(|e| PlanError::Invalid(format!("layer '{}': {e}", layer.name)))?;
     Ok(())
@@ -262,17 +295,112 @@ fn check_layer(layer: &LayerRequest) -> Result<(), PlanError> {
 /// Every design point of a layer over the search space (see [`search_points`]), priced in
 /// parallel after the costs of every parameter shape involved are calibrated.
 pub fn design_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions, exhaustive: bool) -> Result<Vec<DesignPoint>, PlanError> {
+    priced_space(layer, costs, options, exhaustive, false)
+}
+
+/// The design points the tuner chooses from: [`design_space`] less points that provably cannot
+/// be the cheapest feasible point of their parameter set (so neither the layer's choice nor the
+/// single-set comparison can change). Algorithms whose plans are costly to build but whose
+/// ciphertext counts are known beforehand are priced last, and a set is skipped when its
+/// client time and traffic alone exceed a feasible point already priced under the same set.
+fn tuning_space(layer: &LayerRequest, costs: &mut CostTable, options: &TuneOptions) -> Result<Vec<DesignPoint>, PlanError> {
+    Ok(priced_space(layer, costs, options, false, true)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect())
+}
+
+/// A lower bound on a point's predicted time from its ciphertext counts alone: the client's
+/// encryptions and decryptions and the link, computed as [`price_plan`] does (whole batch
+/// ciphertexts down), so predicted_s = server_s + client_s + comm_s is never below it.
+fn client_and_link_seconds(inputs: usize, outputs: usize, params: &Parameters, costs: &CostTable, options: &TuneOptions) -> Result<f64, PlanError> {
+    let op = costs.lookup(params)?;
+    let client_s = inputs as f64 * op.encrypt_s + outputs as f64 * op.decrypt_s;
+    let up = inputs * lycaon_nn::layout::seeded_ciphertext_bytes(params, params.max_level());
+    let down = outputs * lycaon_nn::layout::ciphertext_bytes(params, 0);
+    Ok(client_s + options.link.seconds(up + down, 1))
+}
+
+fn priced_space(
+    layer: &LayerRequest,
+    costs: &mut CostTable,
+    options: &TuneOptions,
+    exhaustive: bool,
+    skip_dominated: bool,
+) -> Result<Vec<DesignPoint>, PlanError> {
     check_layer(layer)?;
     // A set whose primes do not exist (no t = 1 mod 2n of exactly t_bits bits, for instance) is
     // left out of the space; everything else is calibrated before the parallel pricing.
-    let mut points = search_points(layer, options, exhaustive)?;
-    points.retain(|(_, set)| set.parameters().is_ok());
-    for (_, set) in &points {
-        costs.calibrate(&set.parameters()?)?;
+    // Each set's parameters are made once (prime generation and NTT tables), not per algorithm.
+    let mut made: BTreeMap<ParamChoice, Option<Arc<Parameters>>> = BTreeMap::new();
+    let mut points: Vec<(Algorithm, ParamChoice, Arc<Parameters>)> = Vec::new();
+    for (alg, set) in search_points(layer, options, exhaustive)? {
+        if let Some(params) = made.entry(set.clone()).or_insert_with(|| set.parameters().ok()).clone() {
+            points.push((alg, set, params));
+        }
     }
+    for (_, _, params) in &points {
+        costs.calibrate(params)?;
+    }
+    // A plan's structure (layouts, terms, rotations, plaintext norms) depends on the algorithm,
+    // n and t alone: build it once per (algorithm, n, t) and re-parameterise it for every set
+    // of the group, which only changes the moduli the counts and noise are priced under.
+    let mut groups: BTreeMap<(String, usize, Option<u64>), Vec<usize>> = BTreeMap::new();
+    for (i, (alg, _, params)) in points.iter().enumerate() {
+        groups.entry((alg.to_string(), params.n(), params.plaintext_modulus().map(|t| t.value()))).or_default().push(i);
+    }
+    let shape = layer.shape.conv_shape();
     let table: &CostTable = costs;
-    let priced: Vec<Option<DesignPoint>> = points.par_iter().map(|(alg, set)| price(layer, *alg, set, table, options)).collect::<Result<_, _>>()?;
-    Ok(priced.into_iter().flatten().collect())
+    let (deferred, now): (Vec<_>, Vec<_>) =
+        groups.into_iter().partition(|((_, n, _), members)| skip_dominated && points[members[0]].0.ciphertexts_without_building(&shape, *n).is_some());
+    let price_groups = |groups: Vec<(_, Vec<usize>)>| -> Result<Vec<(usize, Option<DesignPoint>)>, PlanError> {
+        let priced: Vec<Vec<(usize, Option<DesignPoint>)>> = groups
+            .into_par_iter()
+            .filter(|(_, members): &(_, Vec<usize>)| !members.is_empty())
+            .map(|(_, members)| {
+                let (alg, _, first) = &points[members[0]];
+                let Ok(plan) = alg.build(&shape, first) else {
+                    return Ok(members.iter().map(|&i| (i, None)).collect());
+                };
+                members
+                    .iter()
+                    .map(|&i| {
+                        let (alg, set, params) = &points[i];
+                        let rebound = plan.with_params(params)?;
+                        Ok((i, price_plan(layer, *alg, set, params, rebound.as_ref(), table, options)?))
+                    })
+                    .collect::<Result<Vec<_>, PlanError>>()
+            })
+            .collect::<Result<_, PlanError>>()?;
+        Ok(priced.into_iter().flatten().collect())
+    };
+    // Back in the order of the search points (ties between equal predictions keep going to the
+    // first point, as before).
+    let mut by_point: Vec<Option<DesignPoint>> = vec![None; points.len()];
+    for (i, point) in price_groups(now)? {
+        by_point[i] = point;
+    }
+    if !deferred.is_empty() {
+        let mut best: BTreeMap<ParamChoice, f64> = BTreeMap::new();
+        for p in by_point.iter().flatten().filter(|p| p.feasible(options.reserve_bits)) {
+            let e = best.entry(p.params.clone()).or_insert(f64::INFINITY);
+            *e = e.min(p.predicted_s);
+        }
+        let mut kept = Vec::with_capacity(deferred.len());
+        for (key, members) in deferred {
+            let mut left = Vec::with_capacity(members.len());
+            for i in members {
+                let (alg, set, params) = &points[i];
+                let (inputs, outputs) = alg.ciphertexts_without_building(&shape, params.n()).unwrap_or((0, 0));
+                let floor = client_and_link_seconds(inputs, outputs, params, table, options)?;
+                if !best.get(set).is_some_and(|&b| floor > b) {
+                    left.push(i);
+                }
+            }
+            kept.push((key, left));
+        }
+        for (i, point) in price_groups(kept)? {
+            by_point[i] = point;
+        }
+    }
+    Ok(by_point.into_iter().flatten().collect())
 }
 
 /// The tuned plan of a network.
@@ -322,7 +450,7 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
     let key = |l: &LayerRequest| format!("{:?}/{}/{}", l.shape, l.weight_bits, l.t_bits);
     for layer in layers {
         if !spaces.contains_key(&key(layer)) {
-            let feasible: Vec<DesignPoint> = design_space(layer, costs, options, false)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect();
+            let feasible = tuning_space(layer, costs, options)?;
             if feasible.is_empty() {
                 return Err(PlanError::Infeasible(format!(
                     "layer '{}': no algorithm and 128-bit parameter set keeps {:.0} bits of noise budget (t needs {} bits); lower the plaintext bits or the reserve",
@@ -342,7 +470,7 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
         if !single_spaces.contains_key(&key(&at_max)) {
             let space = match spaces.get(&key(&at_max)) {
                 Some(s) => s.clone(),
-                None => design_space(&at_max, costs, options, false)?.into_iter().filter(|p| p.feasible(options.reserve_bits)).collect(),
+                None => tuning_space(&at_max, costs, options)?,
             };
             single_spaces.insert(key(&at_max), space);
         }
@@ -361,7 +489,8 @@ pub fn tune(layers: &[LayerRequest], costs: &mut CostTable, options: &TuneOption
             e.1 += 1;
         }
     }
-    let single_best = single.iter().filter(|(_, (_, count))| *count == layers.len()).min_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).map(|(k, (s, _))| (k.clone(), *s));
+    let single_best =
+        single.iter().filter(|(_, (_, count))| *count == layers.len()).min_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).map(|(k, (s, _))| (k.clone(), *s));
 
     let mut planned = Vec::with_capacity(layers.len());
     for layer in layers {
