@@ -8,6 +8,14 @@
 //
 // Tables are limb-major, n words per limb: roots[limb n + m + i] = psi^brv(m + i) mod q_limb.
 
+// Butterfly j of a stage whose groups hold t butterflies each: its group i and the two slots
+// x, y = x + t it combines (the same indexing for the forward and the inverse stages).
+__device__ __forceinline__ void lyc_butterfly_pair(u64 j, u64 t, u64* i, u64* x, u64* y) {
+    *i = j / t;
+    *x = 2 * *i * t + (j - *i * t);
+    *y = *x + t;
+}
+
 // Forward stage with m groups (m = 1, 2, ..., n/2) of t = n / (2m) butterflies each; the last
 // stage (m = n/2) also reduces its outputs to [0, q).
 extern "C" __global__ void lycaon_ntt_forward_stage(u64* data, const u64* roots, const u64* roots_shoup,
@@ -18,10 +26,8 @@ extern "C" __global__ void lycaon_ntt_forward_stage(u64* data, const u64* roots,
     const u64 limb = blockIdx.y;
     const u64 q = mods[limb * MOD_STRIDE];
     const u64 two_q = 2 * q;
-    const u64 t = half / m;
-    const u64 i = j / t;
-    const u64 x = 2 * i * t + (j - i * t);
-    const u64 y = x + t;
+    u64 i, x, y;
+    lyc_butterfly_pair(j, half / m, &i, &x, &y);
     u64* a = data + limb * n;
     const u64 w = roots[limb * n + m + i];
     const u64 w_shoup = roots_shoup[limb * n + m + i];
@@ -51,10 +57,8 @@ extern "C" __global__ void lycaon_ntt_inverse_stage(u64* data, const u64* inv_ro
     const u64 limb = blockIdx.y;
     const u64 q = mods[limb * MOD_STRIDE];
     const u64 two_q = 2 * q;
-    const u64 t = half / h;
-    const u64 i = j / t;
-    const u64 x = 2 * i * t + (j - i * t);
-    const u64 y = x + t;
+    u64 i, x, y;
+    lyc_butterfly_pair(j, half / h, &i, &x, &y);
     u64* a = data + limb * n;
     const u64 u = a[x];
     const u64 v = a[y];
