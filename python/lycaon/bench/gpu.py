@@ -30,9 +30,11 @@ def run(json_path: Optional[str] = None, log_n: int = 16, limbs: int = 24, reps:
     else:
         result = lycaon.gpu_bench(log_n, limbs, reps, device)
         out(f"{status['device']['name']}: n = {result['n']}, {result['limbs']} limbs, median of {result['reps']}")
-        out(f"{'kernel':<24}{'gpu ms':>10}{'cpu ms':>10}  bit-exact")
+        out(f"{'kernel':<24}{'gpu ms':>10}{'cpu ms':>10}{'gpu/cpu':>9}  bit-exact")
         for k in result["kernels"]:
-            out(f"{k['kernel']:<24}{k['gpu_ms']:>10.3f}{k['cpu_ms']:>10.3f}  {'yes' if k['matches_cpu'] else 'NO'}")
+            k["gpu_over_cpu"] = k["gpu_ms"] / k["cpu_ms"] if k["cpu_ms"] > 0 else None
+            ratio = f"{k['gpu_over_cpu']:>9.3f}" if k["gpu_over_cpu"] is not None else f"{'-':>9}"
+            out(f"{k['kernel']:<24}{k['gpu_ms']:>10.3f}{k['cpu_ms']:>10.3f}{ratio}  {'yes' if k['matches_cpu'] else 'NO'}")
         payload = {"gpu": status["device"], "reason": None, "result": result}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as f:
