@@ -46,13 +46,13 @@ impl MpConv {
     /// `weights` are [C_out][C_in][f][f]. Errors when the kernel is even, the stride not 1 or 2,
     /// the image not divisible by the stride, or the output does not fit the slots.
     pub fn new(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Result<Self, FheError> {
-        if kernel % 2 == 0 {
+        if kernel.is_multiple_of(2) {
             return Err(FheError::Invalid(format!("kernel {kernel}: MPConv pads by f/2 and needs an odd kernel")));
         }
         if stride != 1 && stride != 2 {
             return Err(FheError::Invalid(format!("stride {stride}: only 1 and 2 are supported")));
         }
-        if input.height % stride != 0 || input.width % stride != 0 || input.height < stride || input.width < stride {
+        if !input.height.is_multiple_of(stride) || !input.width.is_multiple_of(stride) || input.height < stride || input.width < stride {
             return Err(FheError::Invalid(format!("{} x {} image with stride {stride}", input.height, input.width)));
         }
         let c_in = input.channels;
@@ -231,9 +231,10 @@ impl MpConv {
     }
 }
 
-/// Plain f64 reference: convolution [C_out][h/s][w/s] of a [C_in][h][w] tensor with weights
-/// [C_out][C_in][f][f], padding f/2, stride s.
-pub fn conv_reference_f64(c_in: usize, h: usize, w: usize, x: &[f64], c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Vec<f64> {
+/// Plain f64 reference: convolution [C_out][h/s][w/s] of a [C_in][h][w] tensor (`input_shape` =
+/// (C_in, h, w)) with weights [C_out][C_in][f][f], padding f/2, stride s.
+pub fn conv_reference_f64(input_shape: (usize, usize, usize), x: &[f64], c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Vec<f64> {
+    let (c_in, h, w) = input_shape;
     let (oh, ow, pad) = (h / stride, w / stride, (kernel / 2) as isize);
     let mut out = vec![0.0; c_out * oh * ow];
     for o in 0..c_out {

@@ -149,7 +149,7 @@ fn check_mpconv(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, gap: usize, c_
     want_counts.depth = 0;
     assert_eq!(ops.counts(), want_counts, "op counts of {c_in}x{hw}x{hw} gap {gap} -> {c_out}, f {kernel}, s {stride}");
 
-    let reference = conv_reference_f64(c_in, hw, hw, &x, c_out, kernel, stride, &w);
+    let reference = conv_reference_f64((c_in, hw, hw), &x, c_out, kernel, stride, &w);
     let ol = conv.output_layout();
     // The whole slot vector: every copy, and zeros everywhere else (the next layer relies on it).
     let want_slots = ol.pack(&reference).unwrap();
@@ -228,9 +228,9 @@ fn fhe_block_conv_residual_pool_fc_logn12() {
     assert_eq!((got.rotations, got.plain_mults, got.rescales), (want.rotations, want.plain_mults, want.rescales));
     assert_eq!((ct.level() - logits.level()) as u64, conv1.counts().depth + conv2.counts().depth + fc.counts().depth);
 
-    let r1 = conv_reference_f64(c0, hw, hw, &x, c1, 3, 1, &w1);
-    let r2 = conv_reference_f64(c1, hw, hw, &r1, c2, 3, 2, &w2);
-    let rs = conv_reference_f64(c1, hw, hw, &r1, c2, 1, 2, &ws);
+    let r1 = conv_reference_f64((c0, hw, hw), &x, c1, 3, 1, &w1);
+    let r2 = conv_reference_f64((c1, hw, hw), &r1, c2, 3, 2, &w2);
+    let rs = conv_reference_f64((c1, hw, hw), &r1, c2, 1, 2, &ws);
     let rsum: Vec<f64> = r2.iter().zip(&rs).map(|(a, b)| a + b).collect();
     let rlogits = avgpool_fc_reference(c2, hw / 2, hw / 2, &rsum, classes, &wf, &bias);
 
@@ -261,7 +261,7 @@ fn fhe_residual_add_aligns_levels_and_rejects_other_packings() {
     // Shortcut at the top level, branch two levels lower: the sum lands at the lower level.
     let sum = residual_add(&ops, &y, conv.output_layout(), &ct, &l).unwrap();
     assert_eq!(sum.level(), y.level());
-    let want: Vec<f64> = conv_reference_f64(8, 8, 8, &x, 8, 3, 1, &w).iter().zip(&x).map(|(a, b)| a + b).collect();
+    let want: Vec<f64> = conv_reference_f64((8, 8, 8), &x, 8, 3, 1, &w).iter().zip(&x).map(|(a, b)| a + b).collect();
     let p = precision_stats(&l.pack(&want).unwrap(), &fhe.decrypt(&sum));
     println!("residual add across 2 levels: {p}");
     assert!(p.min_bits >= 15.0, "{p}");
