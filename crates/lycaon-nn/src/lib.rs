@@ -20,7 +20,10 @@
 //! - [`hyena::HyenaConv`]: Hyena packing and dataflow (Singh et al. 2024), Hyena-Pack+ with a batch;
 //! - [`batchwise::BatchWiseConv`]: BatchWise-Pack and BatchWise-Pack+ (batch-axis packing).
 //!
-//! Everything is exact: a layer decrypts to the integer convolution modulo t, times the output
+//! FHE mode (CKKS, approximate): [`fhe`] holds the multiplexed parallel convolution (Lee et al.
+//! 2022) with its packing, global average pooling, a fully connected layer and residual additions.
+//!
+//! Everything in the BFV layers is exact: a layer decrypts to the integer convolution modulo t, times the output
 //! layout's `scale` (1 for all but the Walsh-Hadamard convolution).
 
 pub mod algorithm;
@@ -29,6 +32,7 @@ pub mod calibrate;
 pub mod coeff;
 pub mod counting;
 pub mod diagonal;
+pub mod fhe;
 mod grid;
 pub mod harness;
 pub mod hyena;

@@ -1,0 +1,169 @@
+//! FHE-mode network layers on CKKS (the whole network stays encrypted, no client round trip).
+//!
+//! - [`multiplexed`]: the multiplexed parallel packing of Lee et al. 2022 ("Low-complexity deep
+//!   convolutional neural networks on FHE using multiplexed parallel convolutions", ICML 2022):
+//!   after a stride-2 layer the gap k doubles and k x k channels share the spatial grid, so the
+//!   slots stay full without re-packing;
+//! - [`mpconv`]: the multiplexed parallel convolution (MPConv) on that packing;
+//! - [`pool_fc`]: global average pooling followed by a fully connected layer (diagonal method with
+//!   baby-step giant-step), and [`residual_add`].
+//!
+//! Every layer reaches the CKKS evaluator only through [`FheOps`], which counts the calls, so
+//! tests can check each layer's stated [`FheOpCounts`] against what it really did.
+//!
+//! Not here (on purpose): bootstrapping placement, HyPHEN's changing packings, AESPA activations.
+
+pub mod mpconv;
+pub mod multiplexed;
+pub mod pool_fc;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, LinearTransform, Plaintext};
+
+pub use mpconv::MpConv;
+pub use multiplexed::MultiplexedLayout;
+pub use pool_fc::AvgPoolFc;
+
+/// Errors of the FHE layers.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FheError {
+    #[error(transparent)]
+    Ckks(#[from] CkksError),
+    #[error("invalid FHE layer: {0}")]
+    Invalid(String),
+}
+
+/// Operation counts of one FHE layer evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FheOpCounts {
+    /// Rotations with a key switch (step 0 is a copy and not counted; hoisted ones are counted
+    /// one each, since each still needs its own key switch).
+    pub rotations: u64,
+    /// Ciphertext-plaintext products (weights, masks, diagonals).
+    pub plain_mults: u64,
+    /// Rescales (one prime dropped after a product).
+    pub rescales: u64,
+    /// Levels consumed from input to output.
+    pub depth: u64,
+}
+
+impl std::ops::Add for FheOpCounts {
+    type Output = FheOpCounts;
+    fn add(self, o: FheOpCounts) -> FheOpCounts {
+        FheOpCounts { rotations: self.rotations + o.rotations, plain_mults: self.plain_mults + o.plain_mults, rescales: self.rescales + o.rescales, depth: self.depth + o.depth }
+    }
+}
+
+/// The CKKS evaluator plus an encoder, counting every operation the layers call.
+#[derive(Debug)]
+pub struct FheOps {
+    eval: Evaluator,
+    encoder: Encoder,
+    rotations: AtomicU64,
+    plain_mults: AtomicU64,
+    rescales: AtomicU64,
+}
+
+impl FheOps {
+    pub fn new(eval: Evaluator) -> Self {
+        let encoder = Encoder::new(eval.context());
+        Self { eval, encoder, rotations: AtomicU64::new(0), plain_mults: AtomicU64::new(0), rescales: AtomicU64::new(0) }
+    }
+
+    pub fn evaluator(&self) -> &Evaluator {
+        &self.eval
+    }
+
+    /// Counts so far (`depth` is not tracked here: compare levels instead).
+    pub fn counts(&self) -> FheOpCounts {
+        FheOpCounts { rotations: self.rotations.load(Ordering::Relaxed), plain_mults: self.plain_mults.load(Ordering::Relaxed), rescales: self.rescales.load(Ordering::Relaxed), depth: 0 }
+    }
+
+    pub fn reset(&self) {
+        self.rotations.store(0, Ordering::Relaxed);
+        self.plain_mults.store(0, Ordering::Relaxed);
+        self.rescales.store(0, Ordering::Relaxed);
+    }
+
+    fn nonzero_steps(ct: &Ciphertext, steps: &[i64]) -> u64 {
+        steps.iter().filter(|&&s| s.rem_euclid(ct.slots() as i64) != 0).count() as u64
+    }
+
+    pub fn rotate(&self, ct: &Ciphertext, step: i64) -> Result<Ciphertext, FheError> {
+        self.rotations.fetch_add(Self::nonzero_steps(ct, &[step]), Ordering::Relaxed);
+        Ok(self.eval.rotate(ct, step)?)
+    }
+
+    /// Several rotations of one ciphertext sharing one decomposition.
+    pub fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>, FheError> {
+        self.rotations.fetch_add(Self::nonzero_steps(ct, steps), Ordering::Relaxed);
+        Ok(self.eval.rotate_hoisted(ct, steps)?)
+    }
+
+    /// ct (.) values, with the plaintext encoded so that the product rescales onto the canonical
+    /// scale of the level below (so products of different terms can be summed directly).
+    pub fn mul_values(&self, ct: &Ciphertext, values: &[f64]) -> Result<Ciphertext, FheError> {
+        let pt = self.encode_for_product(ct, values)?;
+        self.plain_mults.fetch_add(1, Ordering::Relaxed);
+        Ok(self.eval.mul_plain(ct, &pt)?)
+    }
+
+    fn encode_for_product(&self, ct: &Ciphertext, values: &[f64]) -> Result<Plaintext, FheError> {
+        let scale = self.eval.plaintext_scale_for(ct)?;
+        let c: Vec<lycaon_ckks::Complex64> = values.iter().map(|&x| lycaon_ckks::Complex64::new(x, 0.0)).collect();
+        Ok(self.encoder.encode_with_slots(&c, ct.slots(), ct.level(), scale)?)
+    }
+
+    /// ct + values at the ciphertext's own level and scale (a bias).
+    pub fn add_values(&self, ct: &Ciphertext, values: &[f64]) -> Result<Ciphertext, FheError> {
+        let c: Vec<lycaon_ckks::Complex64> = values.iter().map(|&x| lycaon_ckks::Complex64::new(x, 0.0)).collect();
+        let pt = self.encoder.encode_with_slots(&c, ct.slots(), ct.level(), ct.scale())?;
+        Ok(self.eval.add_plain(ct, &pt)?)
+    }
+
+    pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+        self.rescales.fetch_add(1, Ordering::Relaxed);
+        Ok(self.eval.rescale(ct)?)
+    }
+
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, FheError> {
+        Ok(self.eval.add(a, b)?)
+    }
+
+    /// The ckks linear transform (one rescale inside), counted from its BSGS plan.
+    pub fn linear_transform(&self, ct: &Ciphertext, lt: &LinearTransform) -> Result<Ciphertext, FheError> {
+        let c = linear_transform_counts(lt);
+        self.rotations.fetch_add(c.rotations, Ordering::Relaxed);
+        self.plain_mults.fetch_add(c.plain_mults, Ordering::Relaxed);
+        self.rescales.fetch_add(c.rescales, Ordering::Relaxed);
+        Ok(self.eval.linear_transform(ct, lt)?)
+    }
+}
+
+/// What `Evaluator::linear_transform` does for `lt` under its baby-step giant-step split: one
+/// rotation per distinct non-zero baby step and per non-zero giant step, one product per
+/// diagonal, one rescale.
+pub fn linear_transform_counts(lt: &LinearTransform) -> FheOpCounts {
+    let n1 = lt.baby_steps();
+    let mut babies: Vec<usize> = lt.diagonals().keys().map(|k| k % n1).filter(|&b| b != 0).collect();
+    babies.sort_unstable();
+    babies.dedup();
+    let mut giants: Vec<usize> = lt.diagonals().keys().map(|k| k / n1).filter(|&g| g != 0).collect();
+    giants.sort_unstable();
+    giants.dedup();
+    FheOpCounts { rotations: (babies.len() + giants.len()) as u64, plain_mults: lt.diagonals().len() as u64, rescales: 1, depth: 1 }
+}
+
+/// Residual (skip) connection: a + b for two ciphertexts in the same multiplexed packing. The
+/// evaluator brings the higher operand down to the lower level and onto its scale at no extra
+/// level, so the shortcut branch (usually at a higher level) needs no explicit level drop.
+pub fn residual_add(ops: &FheOps, a: &Ciphertext, a_layout: &MultiplexedLayout, b: &Ciphertext, b_layout: &MultiplexedLayout) -> Result<Ciphertext, FheError> {
+    if a_layout != b_layout {
+        return Err(FheError::Invalid(format!("residual addition of different packings: {a_layout:?} and {b_layout:?}")));
+    }
+    ops.add(a, b)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! Multiplexed parallel convolution (MPConv, Lee et al. 2022) on one ciphertext in the
+//! multiplexed packing of [`super::multiplexed`].
+//!
+//! Input: C_in channels of h x w at gap k_i, p_i copies. Kernel f x f, padding f/2, stride s in
+//! {1, 2}. Output: C_out channels of (h/s) x (w/s) at gap k_o = s k_i, p_o copies.
+//!
+//! 1. Tap rotations, shared by every output channel ("parallel"): for each tap (dy, dx), rotate
+//!    the input by (dy - f/2) k_i (k_i w) + (dx - f/2) k_i, all hoisted on one decomposition
+//!    (f^2 - 1 rotations).
+//! 2. For each group g of p_i output channels (q = ceil(C_out / p_i) groups), copy r of the
+//!    packing works for output channel o = g p_i + r: multiply each rotated input by a plaintext
+//!    holding, at the slot of (c, y, x) in copy r, the weight W[o][c][dy][dx] if input pixel
+//!    (y + dy - f/2, x + dx - f/2) exists and 0 otherwise (zero padding), and sum the f^2
+//!    products; one rescale.
+//! 3. Sum over input channels by rotate-and-add: log2 k_i steps along a grid row (1, 2, ...),
+//!    log2 k_i steps across rows (k_i w, 2 k_i w, ...) and log2 T_i steps across blocks. The slot
+//!    of channel 0 at pixel (y, x) in copy r now holds output channel o at stride-1 pixel (y, x).
+//! 4. Output placement: for each output channel, multiply by the mask of copy r's channel-0
+//!    slots at pixels (s y', s x') (this also does the stride-2 downsampling), and rotate them to
+//!    the slots of channel o in the output packing (gap k_o); the offset is the same for every
+//!    pixel, so one rotation per output channel. All masked terms share a scale: summed, then one
+//!    rescale.
+//! 5. Replicate the output copy p_o times by log2 p_o rotate-and-adds.
+//!
+//! Depth 2 (weights, masks). Operation counts: [`MpConv::counts`].
+
+use super::multiplexed::MultiplexedLayout;
+use super::{FheError, FheOpCounts, FheOps};
+use lycaon_ckks::Ciphertext;
+
+/// An MPConv layer with its weights laid out as plaintext slot vectors.
+#[derive(Clone, Debug)]
+pub struct MpConv {
+    input: MultiplexedLayout,
+    output: MultiplexedLayout,
+    c_out: usize,
+    kernel: usize,
+    stride: usize,
+    /// weight_vectors[g][tap]: the slot vector of step 2 for group g, tap dy * f + dx.
+    weight_vectors: Vec<Vec<Vec<f64>>>,
+    /// masks[r]: the step-4 mask of copy r.
+    masks: Vec<Vec<f64>>,
+}
+
+impl MpConv {
+    /// `weights` are [C_out][C_in][f][f]. Errors when the kernel is even, the stride not 1 or 2,
+    /// the image not divisible by the stride, or the output does not fit the slots.
+    pub fn new(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Result<Self, FheError> {
+        if kernel.is_multiple_of(2) {
+            return Err(FheError::Invalid(format!("kernel {kernel}: MPConv pads by f/2 and needs an odd kernel")));
+        }
+        if stride != 1 && stride != 2 {
+            return Err(FheError::Invalid(format!("stride {stride}: only 1 and 2 are supported")));
+        }
+        if !input.height.is_multiple_of(stride) || !input.width.is_multiple_of(stride) || input.height < stride || input.width < stride {
+            return Err(FheError::Invalid(format!("{} x {} image with stride {stride}", input.height, input.width)));
+        }
+        let c_in = input.channels;
+        let expected = c_out * c_in * kernel * kernel;
+        if weights.len() != expected {
+            return Err(FheError::Invalid(format!("expected {expected} weights, got {}", weights.len())));
+        }
+        let output = MultiplexedLayout::new(c_out, input.height / stride, input.width / stride, input.gap * stride, input.slots)?;
+        let (h, w, pad) = (input.height as isize, input.width as isize, (kernel / 2) as isize);
+        let p_in = input.copies();
+        let groups = c_out.div_ceil(p_in);
+        let mut weight_vectors = Vec::with_capacity(groups);
+        for g in 0..groups {
+            let mut taps = Vec::with_capacity(kernel * kernel);
+            for dy in 0..kernel {
+                for dx in 0..kernel {
+                    let mut v = vec![0.0; input.slots];
+                    for r in 0..p_in {
+                        let o = g * p_in + r;
+                        if o >= c_out {
+                            break;
+                        }
+                        for c in 0..c_in {
+                            let wv = weights[((o * c_in + c) * kernel + dy) * kernel + dx];
+                            for y in 0..h {
+                                let iy = y + dy as isize - pad;
+                                if iy < 0 || iy >= h {
+                                    continue;
+                                }
+                                for x in 0..w {
+                                    let ix = x + dx as isize - pad;
+                                    if ix < 0 || ix >= w {
+                                        continue;
+                                    }
+                                    v[r * input.copy_len() + input.slot(c, y as usize, x as usize)] = wv;
+                                }
+                            }
+                        }
+                    }
+                    taps.push(v);
+                }
+            }
+            weight_vectors.push(taps);
+        }
+        let masks = (0..p_in)
+            .map(|r| {
+                let mut m = vec![0.0; input.slots];
+                for y in 0..output.height {
+                    for x in 0..output.width {
+                        // Channel 0 of copy r at stride-1 pixel (s y, s x).
+                        m[r * input.copy_len() + input.slot(0, stride * y, stride * x)] = 1.0;
+                    }
+                }
+                m
+            })
+            .collect();
+        Ok(Self { input, output, c_out, kernel, stride, weight_vectors, masks })
+    }
+
+    pub fn input_layout(&self) -> &MultiplexedLayout {
+        &self.input
+    }
+
+    pub fn output_layout(&self) -> &MultiplexedLayout {
+        &self.output
+    }
+
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// q: output-channel groups (one pass of steps 2-3 each).
+    pub fn groups(&self) -> usize {
+        self.weight_vectors.len()
+    }
+
+    fn tap_steps(&self) -> Vec<i64> {
+        let (k, row, pad) = (self.input.gap as i64, self.input.row_len() as i64, (self.kernel / 2) as i64);
+        let f = self.kernel as i64;
+        (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+    }
+
+    /// Step 3: rotate-and-add steps summing the channels of one copy into channel 0's slots.
+    fn channel_sum_steps(&self) -> Vec<i64> {
+        let l = &self.input;
+        let doubling = |unit: usize, count: usize| (0..count.trailing_zeros()).map(move |j| (unit << j) as i64);
+        doubling(1, l.gap).chain(doubling(l.row_len(), l.gap)).chain(doubling(l.block_len(), l.padded_blocks())).collect()
+    }
+
+    /// Step 4: the rotation moving output channel o (computed in copy r = o mod p_i) from
+    /// channel 0's slots of that copy to its own slots in the output packing.
+    fn placement_step(&self, o: usize) -> i64 {
+        let r = o % self.input.copies();
+        let src = r * self.input.copy_len();
+        let dst = self.output.slot(o, 0, 0);
+        (src as i64 - dst as i64).rem_euclid(self.input.slots as i64)
+    }
+
+    /// Step 5: rotate-and-add steps filling the p_o output copies.
+    fn replication_steps(&self) -> Vec<i64> {
+        (0..self.output.copies().trailing_zeros()).map(|j| -((self.output.copy_len() << j) as i64)).collect()
+    }
+
+    /// Every rotation step the evaluation needs a key for.
+    pub fn rotation_steps(&self) -> Vec<i64> {
+        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain((0..self.c_out).map(|o| self.placement_step(o))).chain(self.replication_steps()).collect();
+        s.retain(|&x| x.rem_euclid(self.input.slots as i64) != 0);
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// Operations of one evaluation, from the algorithm's structure (not from running it):
+    /// rotations (f^2 - 1) + q (2 log k_i + log T_i) + #{o : placement offset != 0} + log p_o;
+    /// plaintext products q f^2 + C_out; rescales q + 1; depth 2.
+    pub fn counts(&self) -> FheOpCounts {
+        let f2 = (self.kernel * self.kernel) as u64;
+        let q = self.groups() as u64;
+        let sum_rot = self.channel_sum_steps().len() as u64;
+        let placements = (0..self.c_out).filter(|&o| self.placement_step(o) != 0).count() as u64;
+        let replication = self.replication_steps().len() as u64;
+        FheOpCounts { rotations: (f2 - 1) + q * sum_rot + placements + replication, plain_mults: q * f2 + self.c_out as u64, rescales: q + 1, depth: 2 }
+    }
+
+    /// Evaluates on a ciphertext in the input packing; the result is in [`Self::output_layout`],
+    /// two levels lower.
+    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+        if ct.slots() != self.input.slots {
+            return Err(FheError::Invalid(format!("the ciphertext has {} slots, the packing {}", ct.slots(), self.input.slots)));
+        }
+        if ct.level() < 2 {
+            return Err(FheError::Invalid(format!("MPConv consumes 2 levels, the ciphertext is at level {}", ct.level())));
+        }
+        // Step 1: one hoisted batch of tap rotations, reused by every group.
+        let rotated = ops.rotate_hoisted(ct, &self.tap_steps())?;
+        let p_in = self.input.copies();
+        let mut out: Option<Ciphertext> = None;
+        for (g, taps) in self.weight_vectors.iter().enumerate() {
+            // Step 2: weighted sum over taps.
+            let mut acc: Option<Ciphertext> = None;
+            for (rot, weights) in rotated.iter().zip(taps) {
+                let term = ops.mul_values(rot, weights)?;
+                acc = Some(match acc {
+                    Some(a) => ops.add(&a, &term)?,
+                    None => term,
+                });
+            }
+            let mut acc = ops.rescale(&acc.ok_or(FheError::Invalid("empty kernel".into()))?)?;
+            // Step 3: channels of each copy summed into channel 0's slots.
+            for step in self.channel_sum_steps() {
+                let r = ops.rotate(&acc, step)?;
+                acc = ops.add(&acc, &r)?;
+            }
+            // Step 4: mask each copy's valid outputs and move them to their output slots.
+            for (r, mask) in self.masks.iter().enumerate() {
+                let o = g * p_in + r;
+                if o >= self.c_out {
+                    break;
+                }
+                let masked = ops.mul_values(&acc, mask)?;
+                let step = self.placement_step(o);
+                let placed = if step == 0 { masked } else { ops.rotate(&masked, step)? };
+                out = Some(match out {
+                    Some(a) => ops.add(&a, &placed)?,
+                    None => placed,
+                });
+            }
+        }
+        let mut out = ops.rescale(&out.ok_or(FheError::Invalid("no output channel".into()))?)?;
+        // Step 5: fill the output copies.
+        for step in self.replication_steps() {
+            let r = ops.rotate(&out, step)?;
+            out = ops.add(&out, &r)?;
+        }
+        Ok(out)
+    }
+}
+
+/// Plain f64 reference: convolution [C_out][h/s][w/s] of a [C_in][h][w] tensor (`input_shape` =
+/// (C_in, h, w)) with weights [C_out][C_in][f][f], padding f/2, stride s.
+pub fn conv_reference_f64(input_shape: (usize, usize, usize), x: &[f64], c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Vec<f64> {
+    let (c_in, h, w) = input_shape;
+    let (oh, ow, pad) = (h / stride, w / stride, (kernel / 2) as isize);
+    let mut out = vec![0.0; c_out * oh * ow];
+    for o in 0..c_out {
+        for y in 0..oh {
+            for xo in 0..ow {
+                let mut acc = 0.0;
+                for c in 0..c_in {
+                    for dy in 0..kernel {
+                        let iy = (y * stride + dy) as isize - pad;
+                        if iy < 0 || iy >= h as isize {
+                            continue;
+                        }
+                        for dx in 0..kernel {
+                            let ix = (xo * stride + dx) as isize - pad;
+                            if ix < 0 || ix >= w as isize {
+                                continue;
+                            }
+                            acc += weights[((o * c_in + c) * kernel + dy) * kernel + dx] * x[(c * h + iy as usize) * w + ix as usize];
+                        }
+                    }
+                }
+                out[(o * oh + y) * ow + xo] = acc;
+            }
+        }
+    }
+    out
+}

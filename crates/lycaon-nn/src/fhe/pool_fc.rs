@@ -1,0 +1,91 @@
+//! Global average pooling into a fully connected layer, on a multiplexed packing.
+//!
+//! Pooling: rotate-and-add over the pixels of each channel, log2 w steps along a grid row (k,
+//! 2k, ...) and log2 h steps across pixel rows (k * k w, ...). Afterwards the slot of channel c at
+//! pixel (0, 0) holds the sum of channel c; no level is used.
+//!
+//! Fully connected: out[i] = sum_c W[i][c] sum_c / (h w) + bias[i], as one plaintext matrix on
+//! the slot vector (the 1 / (h w) of the average folded into it), evaluated by the ckks
+//! [`LinearTransform`] (diagonal method, baby-step giant-step, one level). The matrix reads the
+//! scattered channel-sum slots directly, so no gathering rotations are needed; the cost is that
+//! it has up to n_out x C non-zero diagonals (BSGS brings the rotations to about 2 sqrt of that).
+//! The result is in slots 0..n_out.
+
+use lycaon_ckks::{Ciphertext, CkksContext, Complex64, LinearTransform};
+
+use super::multiplexed::MultiplexedLayout;
+use super::{linear_transform_counts, FheError, FheOpCounts, FheOps};
+
+#[derive(Debug)]
+pub struct AvgPoolFc {
+    input: MultiplexedLayout,
+    n_out: usize,
+    bias: Vec<f64>,
+    transform: LinearTransform,
+}
+
+impl AvgPoolFc {
+    /// `weights` are [n_out][C]; `bias` has n_out values.
+    pub fn new(ctx: &CkksContext, input: MultiplexedLayout, n_out: usize, weights: &[f64], bias: &[f64]) -> Result<Self, FheError> {
+        let c = input.channels;
+        if weights.len() != n_out * c || bias.len() != n_out {
+            return Err(FheError::Invalid(format!("expected {} weights and {n_out} biases, got {} and {}", n_out * c, weights.len(), bias.len())));
+        }
+        if n_out == 0 || n_out > input.slots {
+            return Err(FheError::Invalid(format!("{n_out} outputs for {} slots", input.slots)));
+        }
+        let slots = input.slots;
+        let inv_area = 1.0 / (input.height * input.width) as f64;
+        let mut diagonals: std::collections::BTreeMap<usize, Vec<Complex64>> = std::collections::BTreeMap::new();
+        for i in 0..n_out {
+            for ch in 0..c {
+                // Row i reads slot P_c: diagonal index P_c - i (mod slots), entry at position i.
+                let d = (input.slot(ch, 0, 0) + slots - i) % slots;
+                diagonals.entry(d).or_insert_with(|| vec![Complex64::new(0.0, 0.0); slots])[i] += Complex64::new(weights[i * c + ch] * inv_area, 0.0);
+            }
+        }
+        let transform = LinearTransform::new(ctx, slots, diagonals.into_iter().map(|(d, v)| (d as i64, v)))?;
+        Ok(Self { input, n_out, bias: bias.to_vec(), transform })
+    }
+
+    fn pool_steps(&self) -> Vec<i64> {
+        let l = &self.input;
+        let cols = (0..l.width.trailing_zeros()).map(|j| (l.gap << j) as i64);
+        let rows = (0..l.height.trailing_zeros()).map(|j| ((l.gap * l.row_len()) << j) as i64);
+        cols.chain(rows).collect()
+    }
+
+    pub fn rotation_steps(&self) -> Vec<i64> {
+        let mut s: Vec<i64> = self.pool_steps().into_iter().chain(self.transform.rotations()).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// log2 h + log2 w pooling rotations, then the linear transform's (BSGS) counts; depth 1.
+    pub fn counts(&self) -> FheOpCounts {
+        let pool = FheOpCounts { rotations: self.pool_steps().len() as u64, ..Default::default() };
+        pool + linear_transform_counts(&self.transform)
+    }
+
+    pub fn n_out(&self) -> usize {
+        self.n_out
+    }
+
+    /// The n_out logits in slots 0..n_out, one level below the input.
+    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+        let mut acc = ct.clone();
+        for step in self.pool_steps() {
+            let r = ops.rotate(&acc, step)?;
+            acc = ops.add(&acc, &r)?;
+        }
+        let out = ops.linear_transform(&acc, &self.transform)?;
+        ops.add_values(&out, &self.bias)
+    }
+}
+
+/// Plain reference: logits of global average pooling of a [C][h][w] tensor, then W x + bias.
+pub fn avgpool_fc_reference(c: usize, h: usize, w: usize, x: &[f64], n_out: usize, weights: &[f64], bias: &[f64]) -> Vec<f64> {
+    let means: Vec<f64> = (0..c).map(|ch| x[ch * h * w..(ch + 1) * h * w].iter().sum::<f64>() / (h * w) as f64).collect();
+    (0..n_out).map(|i| bias[i] + (0..c).map(|ch| weights[i * c + ch] * means[ch]).sum::<f64>()).collect()
+}

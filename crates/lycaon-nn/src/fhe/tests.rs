@@ -1,0 +1,270 @@
+//! Tests of the FHE layers: packing positions and round trips in the clear; MPConv, pooling + FC
+//! and residual additions encrypted, against plain f64 references, with op counts checked
+//! against the evaluator calls.
+
+use std::sync::Arc;
+
+use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_math::Sampler;
+
+use super::mpconv::conv_reference_f64;
+use super::pool_fc::avgpool_fc_reference;
+use super::*;
+
+/// Deterministic test values (splitmix64), uniform in [-1, 1).
+struct Values(u64);
+
+impl Values {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    fn vec(&mut self, len: usize, scale: f64) -> Vec<f64> {
+        (0..len).map(|_| self.next() * scale).collect()
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Packing (no encryption)
+
+#[test]
+fn fhe_packing_slot_positions_follow_the_paper() {
+    // k = 1: channel after channel, raster order.
+    let l = MultiplexedLayout::new(3, 4, 4, 1, 64).unwrap();
+    assert_eq!((l.blocks(), l.padded_blocks(), l.copy_len(), l.copies()), (3, 4, 64, 1));
+    assert_eq!(l.slot(2, 1, 3), 2 * 16 + 4 + 3);
+    // k = 2, 8 channels of 4 x 4: grid 8 x 8, 4 channels per block, 2 blocks.
+    let l = MultiplexedLayout::new(8, 4, 4, 2, 256).unwrap();
+    assert_eq!((l.row_len(), l.block_len(), l.copy_len(), l.copies()), (8, 64, 128, 2));
+    // Channel 5 = block 1, offset (0, 1); pixel (1, 2) -> grid (2, 5).
+    assert_eq!(l.slot(5, 1, 2), 64 + 2 * 8 + 5);
+    // Channel 3 = block 0, offset (1, 1); pixel (3, 3) -> grid (7, 7), the last slot of block 0.
+    assert_eq!(l.slot(3, 3, 3), 63);
+    // The k^2 channels of a block interleave: pixel (0, 0) of channels 0..4 are grid (0,0),(0,1),(1,0),(1,1).
+    assert_eq!((0..4).map(|c| l.slot(c, 0, 0)).collect::<Vec<_>>(), vec![0, 1, 8, 9]);
+    // A stride-2 output at gap 2k lands where the stride-1 grid at gap k has its even pixels.
+    let fine = MultiplexedLayout::new(8, 8, 8, 1, 512).unwrap();
+    let coarse = MultiplexedLayout::new(8, 4, 4, 2, 512).unwrap();
+    for y in 0..4 {
+        for x in 0..4 {
+            assert_eq!(coarse.slot(0, y, x), fine.slot(0, 2 * y, 2 * x));
+        }
+    }
+}
+
+#[test]
+fn fhe_packing_round_trip_and_copies() {
+    let mut v = Values(1);
+    for (c, h, w, k, slots) in [(3, 8, 8, 1, 1024), (16, 4, 4, 2, 1024), (16, 2, 2, 4, 256), (5, 8, 4, 2, 2048), (64, 4, 4, 4, 4096)] {
+        let l = MultiplexedLayout::new(c, h, w, k, slots).unwrap();
+        let t = v.vec(c * h * w, 1.0);
+        let packed = l.pack(&t).unwrap();
+        assert_eq!(l.unpack(&packed).unwrap(), t, "{l:?}");
+        // Every copy holds the same tensor.
+        for r in 1..l.copies() {
+            assert_eq!(&packed[r * l.copy_len()..(r + 1) * l.copy_len()], &packed[..l.copy_len()]);
+        }
+        // Exactly C h w slots per copy are used: no two elements share a slot.
+        let mut used: Vec<usize> = (0..c).flat_map(|ch| (0..h).flat_map(move |y| (0..w).map(move |x| (ch, y, x)))).map(|(ch, y, x)| l.slot(ch, y, x)).collect();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), c * h * w);
+        assert!(*used.last().unwrap() < l.copy_len());
+    }
+    assert!(MultiplexedLayout::new(16, 16, 16, 1, 2048).is_err(), "4096 slots needed");
+    assert!(MultiplexedLayout::new(4, 6, 8, 1, 2048).is_err(), "height not a power of two");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Encrypted
+
+struct Fhe {
+    ctx: Arc<CkksContext>,
+    sk: SecretKey,
+    pk: PublicKey,
+    sampler: Sampler,
+}
+
+impl Fhe {
+    /// logN, q_0 bits, levels of `log_scale` bits, one special prime of q_0's size.
+    /// `insecure`: TEST ONLY, below 128-bit security (logN = 12 cannot hold these moduli
+    /// securely); used to keep the tests fast.
+    fn new(log_n: u32, log_q0: u32, log_scale: u32, levels: usize, insecure: bool) -> Self {
+        let mut lit = lycaon_ckks::scale_stable_literal(1 << log_n, log_q0, log_scale, levels, &[log_q0]).unwrap();
+        if insecure {
+            lit.security = Security::InsecureTestOnly;
+        }
+        let params: Arc<Parameters> = Parameters::with_backend(lit, RayonBackend::shared()).unwrap();
+        let ctx = CkksContext::new(&params, 2f64.powi(log_scale as i32)).unwrap();
+        let mut sampler = Sampler::from_os().unwrap();
+        let sk = SecretKey::generate(&params, &mut sampler).unwrap();
+        let pk = PublicKey::generate(&sk, &mut sampler).unwrap();
+        Self { ctx, sk, pk, sampler }
+    }
+
+    fn ops(&mut self, steps: &[i64]) -> FheOps {
+        let mut s = steps.to_vec();
+        s.sort_unstable();
+        s.dedup();
+        let keys = EvaluationKeys::generate(&self.sk, &s, false, &mut self.sampler).unwrap();
+        FheOps::new(Evaluator::new(&self.ctx, keys))
+    }
+
+    fn encrypt(&self, values: &[f64]) -> Ciphertext {
+        let level = self.ctx.max_level();
+        let pt = Encoder::new(&self.ctx).encode_real(values, level, self.ctx.scale_at(level).unwrap()).unwrap();
+        Encryptor::new(&self.ctx).unwrap().encrypt(&self.pk, &pt).unwrap()
+    }
+
+    fn decrypt(&self, ct: &Ciphertext) -> Vec<f64> {
+        Encoder::new(&self.ctx).decode_real(&Decryptor::new(&self.ctx, &self.sk).unwrap().decrypt(ct).unwrap()).unwrap()
+    }
+}
+
+/// One MPConv layer: encrypted result vs the f64 reference, every output copy checked, op
+/// counts vs the evaluator calls, depth vs levels. Returns the worst-slot precision in bits.
+#[allow(clippy::too_many_arguments)]
+fn check_mpconv(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, gap: usize, c_out: usize, kernel: usize, stride: usize) -> f64 {
+    let slots = fhe.ctx.max_slots();
+    let mut v = Values(seed);
+    let input = MultiplexedLayout::new(c_in, hw, hw, gap, slots).unwrap();
+    let x = v.vec(c_in * hw * hw, 1.0);
+    let w = v.vec(c_out * c_in * kernel * kernel, 1.0 / ((c_in * kernel * kernel) as f64).sqrt());
+    let conv = MpConv::new(input, c_out, kernel, stride, &w).unwrap();
+    let ops = fhe.ops(&conv.rotation_steps());
+    let ct = fhe.encrypt(&input.pack(&x).unwrap());
+    let start = std::time::Instant::now();
+    let out = conv.evaluate(&ops, &ct).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+
+    let mut want_counts = conv.counts();
+    let got_depth = (ct.level() - out.level()) as u64;
+    assert_eq!(got_depth, want_counts.depth, "depth");
+    want_counts.depth = 0;
+    assert_eq!(ops.counts(), want_counts, "op counts of {c_in}x{hw}x{hw} gap {gap} -> {c_out}, f {kernel}, s {stride}");
+
+    let reference = conv_reference_f64((c_in, hw, hw), &x, c_out, kernel, stride, &w);
+    let ol = conv.output_layout();
+    // The whole slot vector: every copy, and zeros everywhere else (the next layer relies on it).
+    let want_slots = ol.pack(&reference).unwrap();
+    let got_slots = fhe.decrypt(&out);
+    let p = precision_stats(&want_slots, &got_slots);
+    let c = conv.counts();
+    println!(
+        "MPConv {c_in}x{hw}x{hw} gap {gap} -> {c_out}x{}x{} gap {}, f {kernel}, s {stride}, logN {}: {p}; rotations {}, plain mults {}, rescales {}, depth {}; q = {}, p_in = {}, p_out = {}; {secs:.2} s",
+        ol.height, ol.width, ol.gap, fhe.ctx.n().trailing_zeros(), c.rotations, c.plain_mults, c.rescales, c.depth, conv.groups(), input.copies(), ol.copies()
+    );
+    assert!(p.min_bits >= 15.0, "{p}");
+    p.min_bits
+}
+
+#[test]
+fn fhe_mpconv_small_shapes_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 2 levels of 40 bits (see Fhe::new).
+    let mut fhe = Fhe::new(12, 50, 40, 2, true);
+    // (c_in, hw, gap, c_out, kernel, stride)
+    let shapes = [
+        (4, 8, 1, 8, 3, 1),  // p_in = 8 copies, one group
+        (4, 8, 1, 8, 3, 2),  // stride 2: gap 1 -> 2
+        (8, 4, 2, 8, 3, 1),  // multiplexed input, stride 1
+        (16, 8, 2, 16, 3, 2), // multiplexed input, stride 2: gap 2 -> 4, 8 groups
+        (8, 8, 1, 16, 1, 2), // 1x1 stride-2 shortcut
+        (3, 16, 1, 4, 3, 1), // 16 x 16 image, 3 channels
+        (5, 8, 1, 7, 5, 1),  // odd channel counts, 5x5 kernel
+    ];
+    for (i, &(c_in, hw, gap, c_out, f, s)) in shapes.iter().enumerate() {
+        check_mpconv(&mut fhe, 100 + i as u64, c_in, hw, gap, c_out, f, s);
+    }
+}
+
+#[test]
+fn fhe_mpconv_16x16_logn13_secure() {
+    // 128-bit secure set: logN = 13, 50 + 2 * 40 + 50 = 180 bits <= 218.
+    let mut fhe = Fhe::new(13, 50, 40, 2, false);
+    check_mpconv(&mut fhe, 7, 16, 16, 1, 16, 3, 1); // p_in = 1: 16 groups
+    check_mpconv(&mut fhe, 8, 4, 16, 1, 16, 3, 2); // gap 1 -> 2, 8 x 8 out
+}
+
+#[test]
+fn fhe_block_conv_residual_pool_fc_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 5 levels of 40 bits.
+    let mut fhe = Fhe::new(12, 50, 40, 5, true);
+    let slots = fhe.ctx.max_slots();
+    let mut v = Values(42);
+    let (c0, c1, c2, hw, classes) = (4, 8, 16, 8, 10);
+    let x = v.vec(c0 * hw * hw, 1.0);
+    let w1 = v.vec(c1 * c0 * 9, 1.0 / 6.0);
+    let w2 = v.vec(c2 * c1 * 9, 1.0 / 8.5);
+    let ws = v.vec(c2 * c1, 1.0 / 2.8);
+    let wf = v.vec(classes * c2, 0.5);
+    let bias = v.vec(classes, 0.1);
+
+    let l0 = MultiplexedLayout::new(c0, hw, hw, 1, slots).unwrap();
+    let conv1 = MpConv::new(l0, c1, 3, 1, &w1).unwrap();
+    let conv2 = MpConv::new(*conv1.output_layout(), c2, 3, 2, &w2).unwrap();
+    let shortcut = MpConv::new(*conv1.output_layout(), c2, 1, 2, &ws).unwrap();
+    let fc = AvgPoolFc::new(&fhe.ctx, *conv2.output_layout(), classes, &wf, &bias).unwrap();
+    let steps: Vec<i64> = [conv1.rotation_steps(), conv2.rotation_steps(), shortcut.rotation_steps(), fc.rotation_steps()].concat();
+    let ops = fhe.ops(&steps);
+
+    let start = std::time::Instant::now();
+    let ct = fhe.encrypt(&l0.pack(&x).unwrap());
+    let a1 = conv1.evaluate(&ops, &ct).unwrap();
+    let main = conv2.evaluate(&ops, &a1).unwrap();
+    // ResNet downsampling block: 1x1 stride-2 shortcut on the same input, same output packing.
+    let short = shortcut.evaluate(&ops, &a1).unwrap();
+    let sum = residual_add(&ops, &main, conv2.output_layout(), &short, shortcut.output_layout()).unwrap();
+    let logits = fc.evaluate(&ops, &sum).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+
+    let want = conv1.counts() + conv2.counts() + shortcut.counts() + fc.counts();
+    let got = ops.counts();
+    assert_eq!((got.rotations, got.plain_mults, got.rescales), (want.rotations, want.plain_mults, want.rescales));
+    assert_eq!((ct.level() - logits.level()) as u64, conv1.counts().depth + conv2.counts().depth + fc.counts().depth);
+
+    let r1 = conv_reference_f64((c0, hw, hw), &x, c1, 3, 1, &w1);
+    let r2 = conv_reference_f64((c1, hw, hw), &r1, c2, 3, 2, &w2);
+    let rs = conv_reference_f64((c1, hw, hw), &r1, c2, 1, 2, &ws);
+    let rsum: Vec<f64> = r2.iter().zip(&rs).map(|(a, b)| a + b).collect();
+    let rlogits = avgpool_fc_reference(c2, hw / 2, hw / 2, &rsum, classes, &wf, &bias);
+
+    let p_sum = precision_stats(&conv2.output_layout().pack(&rsum).unwrap(), &fhe.decrypt(&sum));
+    let p_logits = precision_stats(&rlogits, &fhe.decrypt(&logits)[..classes]);
+    let fc_counts = fc.counts();
+    println!("block conv(4->8) -> conv s2 (8->16) + 1x1 s2 shortcut -> residual: {p_sum}");
+    println!(
+        "avgpool + fc 16 -> 10: {p_logits}; fc rotations {}, plain mults {}; total rotations {}, plain mults {}, rescales {}; {secs:.2} s",
+        fc_counts.rotations, fc_counts.plain_mults, got.rotations, got.plain_mults, got.rescales
+    );
+    assert!(p_sum.min_bits >= 15.0, "{p_sum}");
+    assert!(p_logits.min_bits >= 15.0, "{p_logits}");
+}
+
+#[test]
+fn fhe_residual_add_aligns_levels_and_rejects_other_packings() {
+    // TEST ONLY, insecure: logN = 12.
+    let mut fhe = Fhe::new(12, 50, 40, 2, true);
+    let slots = fhe.ctx.max_slots();
+    let mut v = Values(9);
+    let l = MultiplexedLayout::new(8, 8, 8, 1, slots).unwrap();
+    let (x, w) = (v.vec(8 * 64, 1.0), v.vec(8 * 8 * 9, 0.1));
+    let conv = MpConv::new(l, 8, 3, 1, &w).unwrap();
+    let ops = fhe.ops(&conv.rotation_steps());
+    let ct = fhe.encrypt(&l.pack(&x).unwrap());
+    let y = conv.evaluate(&ops, &ct).unwrap();
+    // Shortcut at the top level, branch two levels lower: the sum lands at the lower level.
+    let sum = residual_add(&ops, &y, conv.output_layout(), &ct, &l).unwrap();
+    assert_eq!(sum.level(), y.level());
+    let want: Vec<f64> = conv_reference_f64((8, 8, 8), &x, 8, 3, 1, &w).iter().zip(&x).map(|(a, b)| a + b).collect();
+    let p = precision_stats(&l.pack(&want).unwrap(), &fhe.decrypt(&sum));
+    println!("residual add across 2 levels: {p}");
+    assert!(p.min_bits >= 15.0, "{p}");
+    let other = MultiplexedLayout::new(8, 4, 4, 2, slots).unwrap();
+    assert!(residual_add(&ops, &y, &other, &ct, &l).is_err());
+}
