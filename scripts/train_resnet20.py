@@ -27,33 +27,12 @@ import torch
 from torch.nn import functional as F
 
 from lycaon.models import ship
+from lycaon.frontend.torch_training import augment, evaluate
 from lycaon.frontend import resnet, run_float, zoo
 from lycaon.frontend.torch_models import ResNetCifar
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "python" / "lycaon" / "models"
-
-
-def augment(x: torch.Tensor) -> torch.Tensor:
-    """Random 32x32 crops of the 4-pixel zero-padded images and random horizontal flips."""
-    b = x.shape[0]
-    padded = F.pad(x, (4, 4, 4, 4))
-    i, j = torch.randint(0, 9, (b,)), torch.randint(0, 9, (b,))
-    rows = (i[:, None] + torch.arange(32))[:, None, :, None]
-    cols = (j[:, None] + torch.arange(32))[:, None, None, :]
-    out = padded[torch.arange(b)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
-    flip = torch.rand(b) < 0.5
-    out[flip] = out[flip].flip(3)
-    return out
-
-
-def evaluate(net, x, y, device) -> float:
-    net.eval()
-    correct = 0
-    with torch.no_grad():
-        for k in range(0, len(x), 500):
-            correct += int((net(x[k:k + 500].to(device)).argmax(1).cpu() == y[k:k + 500]).sum())
-    return correct / len(x)
 
 
 def main() -> None:
