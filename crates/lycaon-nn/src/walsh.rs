@@ -87,7 +87,15 @@ impl WalshConv {
         let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
         let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
         let (in_cts, out_cts) = (in_place.num_cts(grid.strips), out_place.num_cts(grid.strips));
-        let terms = diagonal_terms(&grid, &in_place, &out_place, in_cts, out_cts);
+        let mut terms = diagonal_terms(&grid, &in_place, &out_place, in_cts, out_cts);
+        // An output ciphertext whose strips keep no output (a strided layer's last strip) gets no
+        // term, yet the layout sends it: give it one unrotated term so that it is still a
+        // ciphertext (of values nobody reads) and the counts stay those of the terms.
+        for output in 0..out_cts {
+            if !terms.iter().any(|t| t.output == output) {
+                terms.push(Term { input: 0, output, swap: false, shift: 0, dy: 0, dx: 0 });
+            }
+        }
         let taps = terms.iter().map(|t| grid.galois(false, 0, t.dy, t.dx)).collect();
         let aligns = terms.iter().map(|t| grid.block_galois(t.swap, t.shift)).collect();
         let input_layout = grid.input_layout(in_cts, |c, s| in_place.place(c, s));

@@ -137,6 +137,18 @@ fn arbitrary_shape() -> impl Strategy<Value = ConvShape> {
     )
 }
 
+/// A strided layer whose last output strip keeps no output: the output ciphertext of that strip
+/// has no weight term (found by the random-shape test; Walsh failed with "no output").
+#[test]
+fn walsh_sends_an_output_ciphertext_that_keeps_nothing() {
+    let shape = ConvShape { c_in: 1, h: 8, w: 7, c_out: 2, kh: 5, kw: 5, stride: 2, pad_h: 2, pad_w: 2, groups: 1 };
+    let lit = literal(256);
+    let p = params(&lit);
+    let walsh = WalshConv::new(&shape, &p, None).unwrap();
+    assert_eq!(walsh.output_layout().num_ciphertexts, 2);
+    check(&walsh, &lit, 14311781375);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
     #[test]
