@@ -11,7 +11,9 @@ import pytest
 LEVELS = {
     "lycaon-math": 1,
     "lycaon-backend": 2,
-    "lycaon-cuda": 2,
+    # Beside the backend: it implements the backend's trait, so it sits just above it (and below
+    # everything that uses a backend).
+    "lycaon-cuda": 2.5,
     "lycaon-rlwe": 3,
     "lycaon-bfv": 4,
     "lycaon-ckks": 4,
