@@ -88,6 +88,8 @@ pub struct TcpChannel {
     /// Why the stream lost its framing, if it did.
     broken: Option<String>,
     peer: SocketAddr,
+    /// Longest frame this end accepts (`MAX_FRAME` unless lowered).
+    max_frame: usize,
 }
 
 impl std::fmt::Debug for TcpChannel {
@@ -206,7 +208,15 @@ impl TcpChannel {
             timeout,
             broken: None,
             peer,
+            max_frame: MAX_FRAME,
         })
+    }
+
+    /// Lowers the longest frame this end accepts (a server's limit on what a client may send);
+    /// a longer frame is refused before its payload is read.
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes.min(MAX_FRAME);
+        self
     }
 
     /// The peer's address.
@@ -228,8 +238,8 @@ impl TcpChannel {
         let mut header = [0u8; 4];
         self.reader.read_exact(&mut header).map_err(|e| self.break_framing(e))?;
         let len = u32::from_le_bytes(header) as usize;
-        if len > MAX_FRAME {
-            let what = format!("a frame of {len} bytes exceeds the limit of {MAX_FRAME} bytes");
+        if len > self.max_frame {
+            let what = format!("a frame of {len} bytes exceeds the limit of {} bytes", self.max_frame);
             self.broken = Some(what.clone());
             return Err(MpcError::Malformed(what));
         }

@@ -40,24 +40,33 @@ pub struct LayerRun {
     pub min_noise_budget_unswitched: Option<f64>,
 }
 
-fn encoders(params: &Arc<Parameters>) -> Result<(Option<BatchEncoder>, CoeffEncoder), NnError> {
-    Ok((BatchEncoder::new(params).ok(), CoeffEncoder::new(params)?))
+/// The encoders a layout needs: batching (when t = 1 mod 2n) and coefficient encoding.
+pub struct LayoutCodec {
+    batch: Option<BatchEncoder>,
+    coeff: CoeffEncoder,
 }
 
-fn encode(enc: &(Option<BatchEncoder>, CoeffEncoder), encoding: Encoding, v: &[u64]) -> Result<Plaintext, NnError> {
-    Ok(match (encoding, &enc.0) {
-        (Encoding::Batch, Some(b)) => b.encode(v)?,
-        (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
-        (Encoding::Coeff, _) => enc.1.encode(v)?,
-    })
-}
+impl LayoutCodec {
+    pub fn new(params: &Arc<Parameters>) -> Result<Self, NnError> {
+        Ok(Self { batch: BatchEncoder::new(params).ok(), coeff: CoeffEncoder::new(params)? })
+    }
 
-fn decode(enc: &(Option<BatchEncoder>, CoeffEncoder), encoding: Encoding, pt: &Plaintext) -> Result<Vec<u64>, NnError> {
-    Ok(match (encoding, &enc.0) {
-        (Encoding::Batch, Some(b)) => b.decode(pt)?,
-        (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
-        (Encoding::Coeff, _) => enc.1.decode(pt)?,
-    })
+    /// One plaintext of `n` values (mod t) in `encoding`.
+    pub fn encode(&self, encoding: Encoding, v: &[u64]) -> Result<Plaintext, NnError> {
+        Ok(match (encoding, &self.batch) {
+            (Encoding::Batch, Some(b)) => b.encode(v)?,
+            (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
+            (Encoding::Coeff, _) => self.coeff.encode(v)?,
+        })
+    }
+
+    pub fn decode(&self, encoding: Encoding, pt: &Plaintext) -> Result<Vec<u64>, NnError> {
+        Ok(match (encoding, &self.batch) {
+            (Encoding::Batch, Some(b)) => b.decode(pt)?,
+            (Encoding::Batch, None) => return Err(NnError::Shape("batch encoding needs t = 1 mod 2n".into())),
+            (Encoding::Coeff, _) => self.coeff.decode(pt)?,
+        })
+    }
 }
 
 /// Runs `plan` on input `x` and weights `w`, `reps` server evaluations.
@@ -83,7 +92,7 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
     let sk = Arc::new(SecretKey::generate(&params, &mut sampler)?);
     let gk = GaloisKeys::generate(&sk, &plan.galois_elements(), &mut sampler)?;
     let ctx = BfvContext::new(&params)?;
-    let enc = encoders(&params)?;
+    let enc = LayoutCodec::new(&params)?;
     let n = params.n();
 
     let began = Instant::now();
@@ -92,7 +101,7 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
     let seeded = layout_in
         .pack(x, n, t)?
         .iter()
-        .map(|v| Ok(encryptor.encrypt_symmetric(&sk, &encode(&enc, layout_in.encoding, v)?)?))
+        .map(|v| Ok(encryptor.encrypt_symmetric(&sk, &enc.encode(layout_in.encoding, v)?)?))
         .collect::<Result<Vec<_>, NnError>>()?;
     let encrypt_s = began.elapsed().as_secs_f64();
     let up_bytes_measured = seeded.iter().map(|c| c.to_bytes().len()).sum();
@@ -148,7 +157,7 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
             .map(|(ct, pos)| PartialCiphertext::from_ciphertext(&params, ct, pos)?.to_ciphertext(&params))
             .collect::<Result<_, _>>()?;
     }
-    let decoded = outputs.iter().map(|ct| decode(&enc, layout_out.encoding, &dec.decrypt(ct)?)).collect::<Result<Vec<_>, NnError>>()?;
+    let decoded = outputs.iter().map(|ct| enc.decode(layout_out.encoding, &dec.decrypt(ct)?)).collect::<Result<Vec<_>, NnError>>()?;
     let got = layout_out.unpack(&decoded, t)?;
     let decrypt_s = began.elapsed().as_secs_f64();
     Ok(LayerRun {

@@ -5,7 +5,7 @@
 //! together, and returns the noise of the outputs before the final modulus switch
 //! ([`LayerNoise`]); the budgets are then taken at the output level.
 
-use lycaon_bfv::noise::{NoiseModel, NoiseProfile, ScalarStats};
+use lycaon_bfv::noise::{NoiseEstimate, NoiseModel, NoiseProfile, ScalarStats};
 use lycaon_bfv::rlwe::Parameters;
 
 use crate::NnError;
@@ -61,6 +61,41 @@ impl LayerNoise {
     /// Worst-case remaining budget of the outputs (level 0): never above what is measured.
     pub fn worst_case_budget(&self, model: &NoiseModel) -> f64 {
         self.output(model).worst_case_budget(model)
+    }
+}
+
+/// Noise flooding of a layer's outputs (circuit privacy): before the final modulus switch the
+/// server adds to c_0 of every output ciphertext a noise drawn uniformly from [-bound, bound], after
+/// re-randomising with a public-key encryption of zero. With the layer's noise below T on every
+/// coefficient except with probability p (the practical model's Gaussian tail), the response is
+/// within statistical distance sent * T / bound + p <= 2^-statistical_bits + p of one that does
+/// not depend on the weights (per coefficient, shifting a uniform on 2 bound + 1 points by |e| <= T
+/// moves at most T / bound of its mass; a union over the `sent` coefficients that travel). The
+/// modulus switch after it is post-processing and keeps the distance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flooding {
+    /// log2 of the flooding bound (the bound itself can exceed 64 bits for large moduli).
+    pub log2_bound: f64,
+    /// Budgets of the flooded outputs after the switch to level 0: practical (at the failure
+    /// probability) and worst case.
+    pub practical_budget: f64,
+    pub worst_case_budget: f64,
+}
+
+impl LayerNoise {
+    /// The flooding that reaches `statistical_bits` of statistical distance for `sent`
+    /// coefficients per ciphertext, and the budgets left after it (negative: it does not fit).
+    pub fn flooding(&self, model: &NoiseModel, statistical_bits: f64, failure_probability: f64, sent: f64) -> Flooding {
+        let log2_q = self.profile.classes.first().map_or(0.0, |c| c.1.log2_q);
+        // T from the practical budget at this level: budget = log2 Q - 1 - log2 t - log2 T.
+        let log2_t_bound = log2_q - 1.0 - model.t.log2() - self.profile.practical_budget(model, failure_probability);
+        let log2_bound = statistical_bits + sent.max(1.0).log2() + log2_t_bound;
+        let bound = log2_bound.exp2();
+        // The re-randomisation (a public-key encryption of zero) adds its noise first.
+        let fresh = model.fresh_public(self.level);
+        let flooded = self.profile.map(|e| NoiseEstimate { variance: e.variance + fresh.variance + bound * bound / 3.0, bound: e.bound + fresh.bound + bound, log2_q: e.log2_q });
+        let switched = flooded.map(|e| model.mod_switch_to(e, self.level, 0));
+        Flooding { log2_bound, practical_budget: switched.practical_budget(model, failure_probability), worst_case_budget: switched.worst_case_budget(model) }
     }
 }
 

@@ -151,13 +151,18 @@ pub struct TuneOptions {
     pub failure_probability: f64,
     /// Budget bits every layer must keep beyond zero (e.g. for the protocol's noise flooding).
     pub reserve_bits: f64,
+    /// Statistical security of the noise flooding the protocol adds before the final modulus
+    /// switch (0: no flooding, the budgets are those of the bare layer); see
+    /// `lycaon_nn::Flooding`. Budgets are then those of the flooded outputs.
+    #[serde(default)]
+    pub flood_bits: f64,
     /// Algorithms to consider (all when empty).
     pub algorithms: Vec<String>,
 }
 
 impl Default for TuneOptions {
     fn default() -> Self {
-        Self { link: Link::lan(), failure_probability: 2f64.powi(-40), reserve_bits: 0.0, algorithms: Vec::new() }
+        Self { link: Link::lan(), failure_probability: 2f64.powi(-40), reserve_bits: 0.0, flood_bits: 0.0, algorithms: Vec::new() }
     }
 }
 
@@ -227,8 +232,13 @@ fn price_plan(
     let model = NoiseModel::from_params(&params).ok_or_else(|| PlanError::Invalid("not a BFV parameter set".into()))?;
     let bounds = ValueBounds { weight: 1u64 << (layer.weight_bits.max(1) - 1), input: 1u64 << (layer.t_bits - 1) };
     let noise = plan.noise(&model, model.fresh_symmetric(params.max_level()), bounds)?;
-    let practical = noise.practical_budget(&model, options.failure_probability);
-    let worst = noise.worst_case_budget(&model);
+    let (practical, worst) = if options.flood_bits > 0.0 {
+        // Every coefficient of an output may travel (coefficient layouts send fewer: conservative).
+        let f = noise.flooding(&model, options.flood_bits, options.failure_probability, params.n() as f64);
+        (f.practical_budget, f.worst_case_budget)
+    } else {
+        (noise.practical_budget(&model, options.failure_probability), noise.worst_case_budget(&model))
+    };
     let op = costs.lookup(params)?;
     let inputs = plan.input_layout().num_ciphertexts;
     let outputs = plan.output_layout().num_ciphertexts;
@@ -542,6 +552,8 @@ struct PlanRequest {
     #[serde(default)]
     reserve_bits: Option<f64>,
     #[serde(default)]
+    flood_bits: Option<f64>,
+    #[serde(default)]
     algorithms: Vec<String>,
     #[serde(default)]
     design_space: bool,
@@ -571,6 +583,12 @@ pub fn plan_json(request: &str) -> Result<String, PlanError> {
             return Err(PlanError::Invalid(format!("reserve_bits must be a non-negative number, not {r}")));
         }
         options.reserve_bits = r;
+    }
+    if let Some(f) = req.flood_bits {
+        if !(f.is_finite() && (0.0..=128.0).contains(&f)) {
+            return Err(PlanError::Invalid(format!("flood_bits must be a number of bits in [0, 128], not {f}")));
+        }
+        options.flood_bits = f;
     }
     options.algorithms = req.algorithms.clone();
     let mut costs = match req.cache.as_deref() {

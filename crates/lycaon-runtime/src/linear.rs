@@ -1,0 +1,264 @@
+//! One linear layer of the hybrid protocol, both halves.
+//!
+//! Client: encrypts its share x_c in the plan's input layout (seeded ciphertexts), later decrypts
+//! the response and unpacks its share of the output. Server: adds its share x_s to the input
+//! ciphertexts as a plaintext, evaluates W (x_c + x_s) with the planned algorithm up to the level
+//! where the algorithm ends, subtracts a fresh uniform mask m from every slot (or coefficient),
+//! re-randomises with a public-key encryption of zero, adds flooding noise (`lycaon_nn::Flooding`)
+//! and only then switches down to level 0 and sends. Its own share of the output is the unpacked
+//! mask plus the bias; the client's is the unpacked decryption. The sum is W x + b modulo t.
+
+use std::sync::Arc;
+
+use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, PublicKey, SecretKey, SeededCiphertext};
+use lycaon_bfv::noise::NoiseModel;
+use lycaon_bfv::{BfvContext, Decryptor, Encryptor, Evaluator};
+use lycaon_math::{Coeff, Poly, Sampler};
+use lycaon_mpc::channel::{pack_words, unpack_words};
+use lycaon_nn::coeff::{kept_positions, PartialCiphertext};
+use lycaon_nn::harness::LayoutCodec;
+use lycaon_nn::{HeOps, PreparedLayer, ValueBounds};
+
+use crate::program::LinearStep;
+use crate::wire::{Reader, Writer};
+use crate::{Result, RuntimeError};
+
+/// The client's keys and tools for one parameter set. Never leaves the client.
+pub struct ClientKeySet {
+    pub params: Arc<Parameters>,
+    decryptor: Decryptor,
+    encryptor: Encryptor,
+    secret: Arc<SecretKey>,
+    codec: LayoutCodec,
+}
+
+impl ClientKeySet {
+    /// Fresh keys; returns them and the upload: the public key and the Galois keys `elements`,
+    /// both seeded.
+    pub fn generate(params: &Arc<Parameters>, elements: &[u64]) -> Result<(Self, Vec<u8>)> {
+        let mut sampler = Sampler::from_os()?;
+        let secret = Arc::new(SecretKey::generate(params, &mut sampler)?);
+        let pk = PublicKey::generate(&secret, &mut sampler)?;
+        let gk = GaloisKeys::generate(&secret, elements, &mut sampler)?;
+        let ctx = BfvContext::new(params)?;
+        let mut w = Writer::default();
+        w.blob(&pk.to_bytes());
+        w.blob(&gk.to_bytes());
+        let keys = Self { params: params.clone(), decryptor: Decryptor::new(&ctx, secret.clone())?, encryptor: Encryptor::new(&ctx)?, secret, codec: LayoutCodec::new(params)? };
+        Ok((keys, w.finish()))
+    }
+
+    /// The client's share (values mod t) packed and encrypted, seeded: one blob per ciphertext.
+    pub fn encrypt_share(&mut self, step: &LinearStep, share: &[u64]) -> Result<Vec<u8>> {
+        let layout = step.plan.input_layout();
+        let t = step.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let values: Vec<i64> = share.iter().map(|&v| v as i64).collect();
+        let mut w = Writer::default();
+        for v in layout.pack(&values, step.params.n(), t)? {
+            let ct: SeededCiphertext = self.encryptor.encrypt_symmetric(&self.secret, &self.codec.encode(layout.encoding, &v)?)?;
+            w.blob(&ct.to_bytes());
+        }
+        Ok(w.finish())
+    }
+
+    /// The client's share of the layer output from the server's response.
+    pub fn decrypt_response(&self, step: &LinearStep, response: &[u8]) -> Result<Vec<u64>> {
+        let layout = step.plan.output_layout();
+        let t = step.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let mut r = Reader::new(response);
+        let positions = layout.kept_coefficients.as_ref().map(|_| kept_positions(layout));
+        let mut decoded = Vec::with_capacity(layout.num_ciphertexts);
+        for k in 0..layout.num_ciphertexts {
+            let blob = r.blob()?;
+            let ct = match &positions {
+                Some(pos) => read_partial(&step.params, &pos[k], blob)?.to_ciphertext(&step.params)?,
+                None => Ciphertext::from_bytes(&step.params, blob)?,
+            };
+            if ct.level() != 0 || ct.len() != 2 {
+                return Err(RuntimeError::Protocol(format!("response ciphertext {k} is at level {} with {} parts, expected level 0 and 2", ct.level(), ct.len())));
+            }
+            decoded.push(self.codec.decode(layout.encoding, &self.decryptor.decrypt(&ct)?)?);
+        }
+        r.finish("layer response")?;
+        Ok(layout.unpack(&decoded, t)?)
+    }
+}
+
+/// What the server holds of a client for one parameter set: public material only.
+pub struct ServerKeySet {
+    pub params: Arc<Parameters>,
+    public_key: PublicKey,
+    galois: GaloisKeys,
+    eval: Evaluator,
+    codec: LayoutCodec,
+}
+
+impl ServerKeySet {
+    /// Parses a client's upload and checks it holds every Galois key the layers need.
+    pub fn from_upload(params: &Arc<Parameters>, elements: &[u64], upload: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(upload);
+        let public_key = PublicKey::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("public key: {e}")))?;
+        let galois = GaloisKeys::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("Galois keys: {e}")))?;
+        r.finish("key upload")?;
+        if let Some(g) = elements.iter().find(|&&g| galois.get(g).is_none()) {
+            return Err(RuntimeError::Protocol(format!("the Galois keys lack element {g}, which the plan needs")));
+        }
+        if galois.len() != elements.len() {
+            return Err(RuntimeError::Protocol(format!("{} Galois keys uploaded, the plan needs {}", galois.len(), elements.len())));
+        }
+        let ctx = BfvContext::new(params)?;
+        Ok(Self { params: params.clone(), public_key, galois, eval: Evaluator::new(&ctx), codec: LayoutCodec::new(params)? })
+    }
+}
+
+/// A linear layer on the server: weights in evaluation form, bias, and the flooding it adds.
+pub struct ServerLayer {
+    prepared: Box<dyn PreparedLayer>,
+    bias: Option<Vec<i64>>,
+    /// Flooding noise is uniform in [-2^flood_log2, 2^flood_log2] (0: no flooding).
+    flood_log2: u32,
+    /// The level at which the evaluation ends (before the final switch to level 0).
+    eval_level: usize,
+}
+
+impl ServerLayer {
+    /// Prepares the weights and works out the flooding for `flood_bits` of statistical security
+    /// (0: none, for tests of the bare protocol only). Errors when the plan's parameters leave no
+    /// room for it: the planner must then be asked with the same `flood_bits`.
+    pub fn new(name: &str, step: &LinearStep, weights: &[i64], bias: Option<Vec<i64>>, flood_bits: f64, failure_probability: f64) -> Result<Self> {
+        let prepared = step.plan.prepare(weights)?;
+        let model = NoiseModel::from_params(&step.params).ok_or(lycaon_bfv::BfvError::NotBfv)?;
+        let t = model.t;
+        let weight_max = weights.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0).max(1);
+        let bounds = ValueBounds { weight: weight_max.next_power_of_two(), input: (t as u64).div_ceil(2) };
+        let noise = step.plan.noise(&model, model.fresh_symmetric(step.params.max_level()), bounds)?;
+        let mut flood_log2 = 0;
+        if flood_bits > 0.0 {
+            let f = noise.flooding(&model, flood_bits, failure_probability, step.params.n() as f64);
+            if f.practical_budget < 0.0 || f.log2_bound >= 120.0 {
+                return Err(RuntimeError::Program(format!(
+                    "linear '{name}': parameters {} leave no room for {flood_bits} bits of noise flooding (it needs 2^{:.1} and leaves {:.1} bits); plan with flood_bits = {flood_bits}",
+                    step.choice.label(),
+                    f.log2_bound,
+                    f.practical_budget
+                )));
+            }
+            flood_log2 = f.log2_bound.ceil() as u32;
+        }
+        Ok(Self { prepared, bias, flood_log2, eval_level: noise.level })
+    }
+
+    pub fn flood_log2(&self) -> u32 {
+        self.flood_log2
+    }
+
+    /// Evaluates on the client's ciphertexts plus the server's share; returns the response bytes
+    /// and the server's share of the output.
+    pub fn evaluate(&self, step: &LinearStep, keys: &ServerKeySet, request: &[u8], server_share: &[u64]) -> Result<(Vec<u8>, Vec<u64>)> {
+        let params = &step.params;
+        let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        let layout_in = step.plan.input_layout();
+        let mut r = Reader::new(request);
+        let mut inputs = Vec::with_capacity(layout_in.num_ciphertexts);
+        let own: Vec<i64> = server_share.iter().map(|&v| v as i64).collect();
+        let own_packed = layout_in.pack(&own, params.n(), t)?;
+        for (k, own) in own_packed.iter().enumerate() {
+            let ct = SeededCiphertext::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
+            if ct.level() != params.max_level() {
+                return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
+            }
+            inputs.push(keys.eval.add_plain(&ct, &keys.codec.encode(layout_in.encoding, own)?)?);
+        }
+        r.finish("layer request")?;
+        let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
+        let outputs = self.prepared.evaluate(&ops, &inputs)?;
+        let layout_out = step.plan.output_layout();
+        let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
+        let mut sampler = Sampler::from_os()?;
+        let modulus = lycaon_math::Modulus::new(t)?;
+        let mut masks = Vec::with_capacity(outputs.len());
+        let mut w = Writer::default();
+        for (k, ct) in outputs.iter().enumerate() {
+            let mask: Vec<u64> = (0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect();
+            let mut ct = keys.eval.sub_plain(ct, &keys.codec.encode(layout_out.encoding, &mask)?)?;
+            let level = ct.level();
+            ct = keys.eval.add(&ct, &encrypt_zero_public(params, &keys.public_key, level, &mut sampler)?)?;
+            if self.flood_log2 > 0 {
+                let sent: Vec<usize> = match &positions {
+                    Some(pos) => pos[k].iter().map(|&p| p as usize).collect(),
+                    None => (0..params.n()).collect(),
+                };
+                let flood = flooding_poly(params, level, &sent, self.flood_log2, &mut sampler)?;
+                ct.parts_mut()[0].add_assign(&flood)?;
+            }
+            let ct = keys.eval.mod_switch_to(&ct, 0)?;
+            match &positions {
+                Some(pos) => write_partial(&mut w, params, &PartialCiphertext::from_ciphertext(params, &ct, &pos[k])?),
+                None => w.blob(&ct.to_bytes()),
+            }
+            masks.push(mask);
+        }
+        let mut share = layout_out.unpack(&masks, t)?;
+        if let Some(bias) = &self.bias {
+            let per_channel = share.len() / bias.len();
+            for (i, s) in share.iter_mut().enumerate() {
+                *s = (*s + bias[i / per_channel].rem_euclid(t as i64) as u64) % t;
+            }
+        }
+        Ok((w.finish(), share))
+    }
+}
+
+/// A polynomial (NTT form, at `level`) with independent uniform noise in [-2^log2, 2^log2] at
+/// the coefficients `positions` and zero elsewhere.
+fn flooding_poly(params: &Parameters, level: usize, positions: &[usize], log2: u32, sampler: &mut Sampler) -> Result<Poly<lycaon_math::Ntt>> {
+    let basis = params.q_at(level)?;
+    let n = params.n();
+    let bound: u128 = 1u128 << log2;
+    let range = 2 * bound + 1;
+    let mask = range.next_power_of_two() - 1;
+    let mut data = vec![0u64; basis.len() * n];
+    for &p in positions {
+        let v = loop {
+            let r = ((u128::from(sampler.next_u64()) << 64) | u128::from(sampler.next_u64())) & mask;
+            if r < range {
+                break r as i128 - bound as i128;
+            }
+        };
+        for (limb, q) in basis.moduli().iter().enumerate() {
+            data[limb * n + p] = v.rem_euclid(i128::from(q.value())) as u64;
+        }
+    }
+    Ok(params.backend().ntt(Poly::<Coeff>::from_data(basis, data)?))
+}
+
+fn q0_bits(params: &Parameters) -> Result<(u64, u32)> {
+    let q0 = params.q_at(0)?.moduli()[0].value();
+    Ok((q0, 64 - q0.leading_zeros()))
+}
+
+/// A compressed coefficient-layout output: the kept coefficients of c_0 and all of c_1 (NTT
+/// form), each packed at the bit width of q_0. The positions are public (the layout).
+fn write_partial(w: &mut Writer, params: &Parameters, ct: &PartialCiphertext) {
+    let (_, bits) = q0_bits(params).expect("level 0 exists");
+    let mut blob = pack_words(&ct.c0_kept, bits);
+    blob.extend(pack_words(ct.c1.limb(0), bits));
+    w.blob(&blob);
+}
+
+fn read_partial(params: &Parameters, positions: &[u32], blob: &[u8]) -> Result<PartialCiphertext> {
+    let (q0, bits) = q0_bits(params)?;
+    let n = params.n();
+    let kept_len = (positions.len() * bits as usize).div_ceil(8);
+    let c1_len = (n * bits as usize).div_ceil(8);
+    if blob.len() != kept_len + c1_len {
+        return Err(RuntimeError::Protocol(format!("a compressed response ciphertext of {} bytes, expected {}", blob.len(), kept_len + c1_len)));
+    }
+    let c0_kept = unpack_words(&blob[..kept_len], positions.len(), bits);
+    let c1 = unpack_words(&blob[kept_len..], n, bits);
+    if c0_kept.iter().chain(&c1).any(|&v| v >= q0) {
+        return Err(RuntimeError::Protocol("a response coefficient is not reduced modulo q_0".into()));
+    }
+    let c1 = Poly::from_data(params.q_at(0)?, c1)?;
+    Ok(PartialCiphertext { positions: positions.to_vec(), c0_kept, c1 })
+}

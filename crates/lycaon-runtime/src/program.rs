@@ -1,0 +1,322 @@
+//! The public description of a network as the hybrid runtime executes it, and the server's
+//! weights. The JSON format is documented in implementation_notes/hybrid-runtime.md; Python's
+//! `lycaon.hybrid.compile_program` writes it from a quantised model and a plan.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use lycaon_bfv::rlwe::Parameters;
+use lycaon_mpc::ShareRing;
+use lycaon_nn::algorithm::Algorithm;
+use lycaon_nn::{ConvShape, LinearPlan};
+use lycaon_plan::hybrid::{ParamChoice, ShapeSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, RuntimeError};
+
+/// The version of the program format and of the session protocol.
+pub const PROGRAM_VERSION: u32 = 1;
+
+/// What the client learns at the end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reveal {
+    /// The output tensor (logits).
+    #[default]
+    Logits,
+    /// Only the index of the largest output (a secure argmax; ties reveal every maximal index).
+    Label,
+}
+
+/// One operation on shared tensors (flat vectors, C-order of their shapes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum OpKind {
+    /// W x + b, the integer accumulator (no truncation), under BFV with the planned algorithm.
+    Linear {
+        algorithm: String,
+        params: ParamChoice,
+        shape: ShapeSpec,
+        #[serde(default)]
+        has_bias: bool,
+    },
+    /// floor(x / 2^shift) (the two-party truncation, off by at most one unit).
+    Truncate { shift: u32 },
+    Relu,
+    /// Window maximum; padding counts as minus infinity.
+    Maxpool {
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        #[serde(default)]
+        pads: [usize; 4],
+    },
+    /// Window sum times a public multiplier (zero padding); local on shares.
+    Sumpool {
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        #[serde(default)]
+        pads: [usize; 4],
+        multiplier: i64,
+    },
+    /// Sum over all positions of each channel times a public multiplier: (C, H, W) -> (C, 1, 1).
+    GlobalSumpool { multiplier: i64 },
+    Flatten,
+    Add,
+    Concat,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    pub name: String,
+    pub inputs: Vec<String>,
+    pub output: String,
+    #[serde(flatten)]
+    pub kind: OpKind,
+}
+
+impl Op {
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            OpKind::Linear { .. } => "linear",
+            OpKind::Truncate { .. } => "truncate",
+            OpKind::Relu => "relu",
+            OpKind::Maxpool { .. } => "maxpool",
+            OpKind::Sumpool { .. } => "sumpool",
+            OpKind::GlobalSumpool { .. } => "global_sumpool",
+            OpKind::Flatten => "flatten",
+            OpKind::Add => "add",
+            OpKind::Concat => "concat",
+        }
+    }
+}
+
+/// A network as the runtime runs it: public (the server sends it to every client).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    pub version: u32,
+    pub name: String,
+    pub input: String,
+    pub input_shape: Vec<usize>,
+    /// The input is round(x 2^f); the outputs are at scale 2^f.
+    pub fraction_bits: u32,
+    pub output: String,
+    #[serde(default)]
+    pub reveal: Reveal,
+    pub ops: Vec<Op>,
+    /// Anything the server wants the client to see (model name, preprocessing, class names).
+    #[serde(default)]
+    pub metadata: serde_json::Value,
+}
+
+/// The server's integer weights: per linear op, [out][in/groups][kh][kw] and the bias (at the
+/// accumulator's scale).
+#[derive(Clone, Debug, Default)]
+pub struct Weights {
+    pub layers: BTreeMap<String, (Vec<i64>, Option<Vec<i64>>)>,
+}
+
+/// A linear op made ready: its plan (layouts, Galois elements) and parameters.
+pub struct LinearStep {
+    pub plan: Box<dyn LinearPlan>,
+    pub params: Arc<Parameters>,
+    pub choice: ParamChoice,
+    pub shape: ConvShape,
+    /// Index of the op's parameter set in [`CompiledProgram::param_sets`].
+    pub set: usize,
+}
+
+/// A validated program: every tensor's shape and share ring, every linear op's plan.
+pub struct CompiledProgram {
+    pub program: Program,
+    pub shapes: HashMap<String, Vec<usize>>,
+    pub rings: HashMap<String, ShareRing>,
+    pub linear: HashMap<String, LinearStep>,
+    /// The distinct parameter sets, in order of first use, each with the Galois elements its
+    /// layers need (sorted, deduplicated).
+    pub param_sets: Vec<(ParamChoice, Arc<Parameters>, Vec<u64>)>,
+}
+
+fn bad(msg: impl Into<String>) -> RuntimeError {
+    RuntimeError::Program(msg.into())
+}
+
+fn pooled(op: &Op, x: &[usize], kernel: [usize; 2], stride: [usize; 2], pads: [usize; 4]) -> Result<Vec<usize>> {
+    if x.len() != 3 {
+        return Err(bad(format!("{} '{}': needs a (C, H, W) input, got {x:?}", op.kind_name(), op.name)));
+    }
+    if kernel.contains(&0) || stride.contains(&0) {
+        return Err(bad(format!("{} '{}': kernel and stride must be positive", op.kind_name(), op.name)));
+    }
+    let (h, w) = (x[1] + pads[0] + pads[2], x[2] + pads[1] + pads[3]);
+    if h < kernel[0] || w < kernel[1] {
+        return Err(bad(format!("{} '{}': kernel {kernel:?} larger than the padded input {h}x{w}", op.kind_name(), op.name)));
+    }
+    Ok(vec![x[0], (h - kernel[0]) / stride[0] + 1, (w - kernel[1]) / stride[1] + 1])
+}
+
+impl Program {
+    pub fn from_json(json: &str) -> Result<Self> {
+        serde_json::from_str(json).map_err(|e| bad(format!("malformed program JSON: {e}")))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a program serialises")
+    }
+
+    /// A content hash of the public program (what both sides agree on).
+    pub fn digest(&self) -> [u8; 32] {
+        *blake3::hash(self.to_json().as_bytes()).as_bytes()
+    }
+
+    /// Validates the program, infers shapes and rings and builds every linear layer's plan.
+    pub fn compile(self) -> Result<CompiledProgram> {
+        if self.version != PROGRAM_VERSION {
+            return Err(bad(format!("program version {} is not supported (this build runs version {PROGRAM_VERSION})", self.version)));
+        }
+        if self.input_shape.is_empty() || self.input_shape.len() > 3 || self.input_shape.contains(&0) {
+            return Err(bad(format!("input shape {:?} must be (C, H, W) or (F,) with positive sizes", self.input_shape)));
+        }
+        if self.fraction_bits > 30 {
+            return Err(bad(format!("{} fraction bits is more than the 30 the runtime accepts", self.fraction_bits)));
+        }
+        let mut shapes: HashMap<String, Vec<usize>> = HashMap::from([(self.input.clone(), self.input_shape.clone())]);
+        let mut rings: HashMap<String, ShareRing> = HashMap::new();
+        let mut linear = HashMap::new();
+        let mut param_sets: Vec<(ParamChoice, Arc<Parameters>, Vec<u64>)> = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        // The input's ring is the first linear layer's plaintext modulus.
+        let mut first_ring = None;
+        for op in &self.ops {
+            if !names.insert(op.name.clone()) {
+                return Err(bad(format!("op name '{}' is used twice", op.name)));
+            }
+            if shapes.contains_key(&op.output) {
+                return Err(bad(format!("{} '{}': tensor '{}' is written twice", op.kind_name(), op.name, op.output)));
+            }
+            let ins: Vec<Vec<usize>> = op
+                .inputs
+                .iter()
+                .map(|i| shapes.get(i).cloned().ok_or_else(|| bad(format!("{} '{}': input '{i}' is not produced by any earlier op", op.kind_name(), op.name))))
+                .collect::<Result<_>>()?;
+            let arity_ok = match op.kind {
+                OpKind::Add => ins.len() == 2,
+                OpKind::Concat => ins.len() >= 2,
+                _ => ins.len() == 1,
+            };
+            if !arity_ok {
+                return Err(bad(format!("{} '{}': wrong number of inputs ({})", op.kind_name(), op.name, ins.len())));
+            }
+            let x = &ins[0];
+            let out_shape = match &op.kind {
+                OpKind::Linear { algorithm, params, shape, .. } => {
+                    let conv = shape.conv_shape();
+                    conv.validate().map_err(|e| bad(format!("linear '{}': {e}", op.name)))?;
+                    let expected: Vec<usize> = if conv.is_fully_connected() { vec![conv.c_in] } else { vec![conv.c_in, conv.h, conv.w] };
+                    let fits = x == &expected || (conv.is_fully_connected() && x.iter().product::<usize>() == conv.c_in && x.len() == 3 && x[1] == 1 && x[2] == 1);
+                    if !fits {
+                        return Err(bad(format!("linear '{}': input shape {x:?} does not match the layer shape {expected:?}", op.name)));
+                    }
+                    let alg = Algorithm::parse(algorithm).map_err(|e| bad(format!("linear '{}': {e}", op.name)))?;
+                    let p = params.parameters().map_err(|e| bad(format!("linear '{}': parameters {}: {e}", op.name, params.label())))?;
+                    let plan = alg.build(&conv, &p).map_err(|e| bad(format!("linear '{}': {e}", op.name)))?;
+                    if plan.batch() != 1 {
+                        return Err(bad(format!("linear '{}': batched algorithms run one image at a time here", op.name)));
+                    }
+                    let t = p.plaintext_modulus().ok_or_else(|| bad(format!("linear '{}': not a BFV parameter set", op.name)))?.value();
+                    let ring = ShareRing::prime(t).map_err(|e| bad(format!("linear '{}': {e}", op.name)))?;
+                    first_ring.get_or_insert(ring);
+                    rings.insert(op.output.clone(), ring);
+                    let set = match param_sets.iter().position(|(c, _, _)| c == params) {
+                        Some(i) => i,
+                        None => {
+                            param_sets.push((params.clone(), p.clone(), Vec::new()));
+                            param_sets.len() - 1
+                        }
+                    };
+                    param_sets[set].2.extend(plan.galois_elements().into_iter().filter(|&g| g != 1));
+                    let out = if conv.is_fully_connected() { vec![conv.c_out] } else { vec![conv.c_out, conv.out_h(), conv.out_w()] };
+                    linear.insert(op.name.clone(), LinearStep { plan, params: p, choice: params.clone(), shape: conv, set });
+                    out
+                }
+                OpKind::Truncate { shift } => {
+                    if *shift == 0 || *shift > 40 {
+                        return Err(bad(format!("truncate '{}': shift {shift} must be in 1..=40", op.name)));
+                    }
+                    x.clone()
+                }
+                OpKind::Relu => x.clone(),
+                OpKind::Maxpool { kernel, stride, pads } => pooled(op, x, *kernel, *stride, *pads)?,
+                OpKind::Sumpool { kernel, stride, pads, .. } => pooled(op, x, *kernel, *stride, *pads)?,
+                OpKind::GlobalSumpool { .. } => {
+                    if x.len() != 3 {
+                        return Err(bad(format!("global_sumpool '{}': needs a (C, H, W) input, got {x:?}", op.name)));
+                    }
+                    vec![x[0], 1, 1]
+                }
+                OpKind::Flatten => vec![x.iter().product()],
+                OpKind::Add => {
+                    if ins[0] != ins[1] {
+                        return Err(bad(format!("add '{}': inputs of shapes {:?} and {:?}", op.name, ins[0], ins[1])));
+                    }
+                    x.clone()
+                }
+                OpKind::Concat => {
+                    if ins.iter().any(|s| s.len() != 3 || s[1..] != x[1..]) {
+                        return Err(bad(format!("concat '{}': needs (C, H, W) inputs of one spatial size, got {ins:?}", op.name)));
+                    }
+                    vec![ins.iter().map(|s| s[0]).sum(), x[1], x[2]]
+                }
+            };
+            shapes.insert(op.output.clone(), out_shape);
+        }
+        let first_ring = first_ring.ok_or_else(|| bad("the program has no linear layer"))?;
+        rings.insert(self.input.clone(), first_ring);
+        // Rings of the non-linear ops' outputs: that of their first input.
+        for op in &self.ops {
+            if !matches!(op.kind, OpKind::Linear { .. }) {
+                let ring = rings[&op.inputs[0]];
+                rings.insert(op.output.clone(), ring);
+            }
+        }
+        let out = shapes.get(&self.output).ok_or_else(|| bad(format!("output tensor '{}' is not produced by any op", self.output)))?;
+        if out.iter().product::<usize>() == 0 {
+            return Err(bad("the output tensor is empty"));
+        }
+        for set in &mut param_sets {
+            set.2.sort_unstable();
+            set.2.dedup();
+        }
+        Ok(CompiledProgram { program: self, shapes, rings, linear, param_sets })
+    }
+}
+
+impl CompiledProgram {
+    pub fn len_of(&self, tensor: &str) -> usize {
+        self.shapes[tensor].iter().product()
+    }
+
+    /// Checks the server's weights against the program: every linear op has weights of the
+    /// right length, a bias exactly when the op says so, and nothing else.
+    pub fn check_weights(&self, weights: &Weights) -> Result<()> {
+        for op in &self.program.ops {
+            if let OpKind::Linear { has_bias, .. } = op.kind {
+                let step = &self.linear[&op.name];
+                let (w, b) = weights.layers.get(&op.name).ok_or_else(|| RuntimeError::Weights(format!("no weights for linear '{}'", op.name)))?;
+                if w.len() != step.shape.weight_len() {
+                    return Err(RuntimeError::Weights(format!("linear '{}': {} weights, expected {}", op.name, w.len(), step.shape.weight_len())));
+                }
+                match (b, has_bias) {
+                    (Some(b), true) if b.len() == step.shape.c_out => {}
+                    (None, false) => {}
+                    (Some(b), true) => return Err(RuntimeError::Weights(format!("linear '{}': {} biases, expected {}", op.name, b.len(), step.shape.c_out))),
+                    (Some(_), false) => return Err(RuntimeError::Weights(format!("linear '{}': a bias was given but the program says it has none", op.name))),
+                    (None, true) => return Err(RuntimeError::Weights(format!("linear '{}': the program says it has a bias but none was given", op.name))),
+                }
+            }
+        }
+        if let Some(extra) = weights.layers.keys().find(|k| !self.linear.contains_key(*k)) {
+            return Err(RuntimeError::Weights(format!("weights for '{extra}', which is not a linear op of the program")));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! A TCP server that keeps serving: one thread per session, each with its own keys; a cap on
+//! concurrent sessions; read/write timeouts and a frame-size limit per connection; a bad or
+//! malicious client ends only its own session (with an error message sent to it), and a panic in
+//! a session is caught. Logs are JSON lines with per-op timings and bytes, never a secret.
+
+use std::net::{SocketAddr, TcpListener};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lycaon_mpc::tcp::TcpChannel;
+use lycaon_mpc::{Channel, LinkModel};
+use serde_json::json;
+
+use crate::session::{serve_session, ServedModel};
+use crate::{Result, RuntimeError};
+
+#[derive(Clone, Copy, Debug)]
+pub struct ServerOptions {
+    pub max_sessions: usize,
+    /// A session ends when the client is silent this long.
+    pub timeout: Duration,
+    /// Longest message a client may send.
+    pub max_message_bytes: usize,
+    /// Link emulation applied to what the server sends (benchmarks).
+    pub link: LinkModel,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self { max_sessions: 16, timeout: Duration::from_secs(120), max_message_bytes: 256 << 20, link: LinkModel::UNLIMITED }
+    }
+}
+
+/// Keeps the most recent log lines in memory (and prints them to stderr when asked).
+#[derive(Default)]
+pub struct LogSink {
+    lines: Mutex<Vec<String>>,
+    echo: AtomicBool,
+}
+
+const KEPT_LOG_LINES: usize = 10_000;
+
+impl LogSink {
+    fn push(&self, value: serde_json::Value) {
+        let line = value.to_string();
+        if self.echo.load(Ordering::Relaxed) {
+            eprintln!("{line}");
+        }
+        if let Ok(mut lines) = self.lines.lock() {
+            if lines.len() >= KEPT_LOG_LINES {
+                lines.remove(0);
+            }
+            lines.push(line);
+        }
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// A bound server; `run` serves until `stop` is called (from any thread).
+pub struct Server {
+    model: Arc<ServedModel>,
+    listener: TcpListener,
+    options: ServerOptions,
+    stop: Arc<AtomicBool>,
+    active: Arc<AtomicUsize>,
+    sessions: AtomicU64,
+    pub log: Arc<LogSink>,
+}
+
+impl Server {
+    pub fn bind(model: Arc<ServedModel>, addr: &str, options: ServerOptions) -> Result<Self> {
+        if options.max_sessions == 0 {
+            return Err(RuntimeError::Program("max_sessions must be at least 1".into()));
+        }
+        let listener = TcpListener::bind(addr).map_err(|e| RuntimeError::Protocol(format!("cannot listen on {addr}: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| RuntimeError::Protocol(format!("listener: {e}")))?;
+        Ok(Self { model, listener, options, stop: Arc::new(AtomicBool::new(false)), active: Arc::new(AtomicUsize::new(0)), sessions: AtomicU64::new(0), log: Arc::new(LogSink::default()) })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Also print every log line to stderr.
+    pub fn echo_logs(&self, on: bool) {
+        self.log.echo.store(on, Ordering::Relaxed);
+    }
+
+    /// A handle that stops the accept loop.
+    pub fn stopper(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    pub fn active_sessions(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Accepts and serves connections until stopped; sessions run on their own threads.
+    pub fn run(&self) {
+        self.log.push(json!({"event": "listening", "addr": self.local_addr().to_string(), "model": self.model.compiled.program.name}));
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.listener.accept() {
+                Ok((stream, peer)) => self.start_session(stream, peer),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => self.log.push(json!({"event": "accept_error", "error": e.to_string()})),
+            }
+        }
+        self.log.push(json!({"event": "stopped"}));
+    }
+
+    fn start_session(&self, stream: std::net::TcpStream, peer: SocketAddr) {
+        let id = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ = stream.set_nonblocking(false);
+        let channel = match TcpChannel::from_stream(stream, self.options.link, self.options.timeout) {
+            Ok(c) => c.with_max_frame(self.options.max_message_bytes),
+            Err(e) => {
+                self.log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": e.to_string()}));
+                return;
+            }
+        };
+        if self.active.fetch_add(1, Ordering::SeqCst) >= self.options.max_sessions {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            let mut channel = channel;
+            let _ = channel.recv(); // the hello, so the refusal is what the client reads next
+            crate::wire::send_error(&mut channel, &format!("the server is busy ({} sessions); try again later", self.options.max_sessions));
+            self.log.push(json!({"event": "refused", "session": id, "peer": peer.to_string(), "reason": "busy"}));
+            return;
+        }
+        let (model, log, active) = (self.model.clone(), self.log.clone(), self.active.clone());
+        let spawned = std::thread::Builder::new().name(format!("lycaon-session-{id}")).spawn(move || {
+            let mut channel = channel;
+            log.push(json!({"event": "session_start", "session": id, "peer": peer.to_string()}));
+            let outcome = catch_unwind(AssertUnwindSafe(|| serve_session(&model, &mut channel)));
+            match outcome {
+                Ok(Ok(summary)) => log.push(json!({"event": "session_end", "session": id, "peer": peer.to_string(), "seconds": summary.total_s, "bytes": summary.bytes, "layers": summary.layers})),
+                Ok(Err(e)) => log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": e.to_string()})),
+                Err(_) => log.push(json!({"event": "session_panic", "session": id, "peer": peer.to_string()})),
+            }
+            active.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            self.log.push(json!({"event": "session_error", "session": id, "error": "could not start a thread"}));
+        }
+    }
+}

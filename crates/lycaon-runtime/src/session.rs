@@ -1,0 +1,406 @@
+//! Client and server sessions of hybrid inference over any `lycaon_mpc::Channel` (TCP or in
+//! memory).
+//!
+//! Messages, in order (implementation_notes/hybrid-runtime.md):
+//! 1. client: hello (magic, protocol version, what it wants: an inference or only the program);
+//! 2. server: the public program (JSON) or an error;
+//! 3. client: per parameter set, its public key and the Galois keys the plan needs (seeded);
+//! 4. both: the silent-OT setup of the two-party layer;
+//! 5. per op: a linear layer is one request (the client's encrypted share) and one response (the
+//!    masked, re-randomised, flooded result); truncation, ReLU, max-pooling and ring conversions
+//!    are two-party protocols; pooling sums, flattening, additions and concatenation are local;
+//! 6. the output: the server's shares of the logits, or (reveal = label) a secure argmax whose
+//!    result only the client learns; then the server's per-layer compute times.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use lycaon_mpc::channel::ChannelStats;
+use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
+use serde::Serialize;
+
+use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
+use crate::program::{CompiledProgram, OpKind, Program, Reveal, Weights, PROGRAM_VERSION};
+use crate::wire::{self, Reader, Writer};
+use crate::{Result, RuntimeError};
+
+const MAGIC: &[u8; 4] = b"LYCN";
+const WANT_INFERENCE: u32 = 1;
+const WANT_PROGRAM: u32 = 2;
+
+/// Server-side settings of a session.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionOptions {
+    /// Statistical security of the noise flooding, bits (0 turns flooding off: tests only).
+    pub flood_bits: f64,
+    /// Decryption-failure probability the flooding's noise bound is taken at.
+    pub failure_probability: f64,
+    pub ot: OtKind,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self { flood_bits: 40.0, failure_probability: 2f64.powi(-40), ot: OtKind::Silent }
+    }
+}
+
+/// A model ready to serve: the compiled program, weights prepared per linear layer.
+pub struct ServedModel {
+    pub compiled: CompiledProgram,
+    layers: HashMap<String, ServerLayer>,
+    public_json: String,
+    pub options: SessionOptions,
+}
+
+impl ServedModel {
+    pub fn new(program: Program, weights: &Weights, options: SessionOptions) -> Result<Self> {
+        let public_json = program.to_json();
+        let compiled = program.compile()?;
+        compiled.check_weights(weights)?;
+        let mut layers = HashMap::new();
+        for (name, step) in &compiled.linear {
+            let (w, b) = &weights.layers[name];
+            layers.insert(name.clone(), ServerLayer::new(name, step, w, b.clone(), options.flood_bits, options.failure_probability)?);
+        }
+        Ok(Self { compiled, layers, public_json, options })
+    }
+
+    /// log2 of the flooding bound of each linear layer (0: none).
+    pub fn flooding(&self) -> Vec<(String, u32)> {
+        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.flood_log2()))).collect()
+    }
+}
+
+/// One op as one side saw it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LayerRecord {
+    pub name: String,
+    pub op: String,
+    /// Wall time of the op on this side.
+    pub seconds: f64,
+    /// The client's own computation (encryption and decryption of a linear layer).
+    pub client_s: f64,
+    /// The server's evaluation of a linear layer (reported by the server at the end).
+    pub server_s: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub rounds: u64,
+}
+
+/// What the client gets.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientOutcome {
+    pub program: Program,
+    /// The logits (integers at scale 2^fraction_bits), when the server reveals them.
+    pub logits: Option<Vec<i64>>,
+    pub label: usize,
+    /// Key generation, key upload and OT setup, then the ops.
+    pub setup: LayerRecord,
+    pub layers: Vec<LayerRecord>,
+    pub total_s: f64,
+    pub bytes: u64,
+    pub rounds: u64,
+}
+
+/// What the server records of a session (never a secret or an intermediate value).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServerSummary {
+    pub layers: Vec<LayerRecord>,
+    pub total_s: f64,
+    pub bytes: u64,
+}
+
+fn stats_diff(before: ChannelStats, after: ChannelStats, record: &mut LayerRecord) {
+    let d = after.since(&before);
+    record.bytes_sent = d.bytes_sent;
+    record.bytes_received = d.bytes_received;
+    record.rounds = d.rounds;
+}
+
+fn hello(want: u32) -> Vec<u8> {
+    let mut m = MAGIC.to_vec();
+    m.extend_from_slice(&PROGRAM_VERSION.to_le_bytes());
+    m.extend_from_slice(&want.to_le_bytes());
+    m
+}
+
+/// Runs the server's half of one session on `channel`. Errors are also sent to the client.
+pub fn serve_session(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerSummary> {
+    let result = serve_inner(model, channel);
+    if let Err(e) = &result {
+        if !matches!(e, RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)) | RuntimeError::Mpc(lycaon_mpc::MpcError::Timeout(_))) {
+            wire::send_error(channel, &e.to_string());
+        }
+    }
+    result
+}
+
+fn serve_inner(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerSummary> {
+    let began = Instant::now();
+    let h = channel.recv()?;
+    if h.len() != 12 || &h[..4] != MAGIC {
+        return Err(RuntimeError::Protocol("the first message is not a Lycaon hello".into()));
+    }
+    let version = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
+    if version != PROGRAM_VERSION {
+        return Err(RuntimeError::Protocol(format!("the client speaks protocol version {version}, this server {PROGRAM_VERSION}")));
+    }
+    let want = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    wire::send(channel, model.public_json.as_bytes())?;
+    if want == WANT_PROGRAM {
+        return Ok(ServerSummary::default());
+    }
+    if want != WANT_INFERENCE {
+        return Err(RuntimeError::Protocol(format!("unknown request {want} in the hello")));
+    }
+    let compiled = &model.compiled;
+    let upload = wire::recv(channel, "the key upload")?;
+    let mut r = Reader::new(&upload);
+    let count = r.u32()? as usize;
+    if count != compiled.param_sets.len() {
+        return Err(RuntimeError::Protocol(format!("keys for {count} parameter sets, the program has {}", compiled.param_sets.len())));
+    }
+    let keys: Vec<ServerKeySet> = compiled.param_sets.iter().map(|(_, p, elements)| ServerKeySet::from_upload(p, elements, r.blob()?)).collect::<Result<_>>()?;
+    r.finish("key upload")?;
+    let mut party = Party::new(Role::P0, channel, model.options.ot)?;
+    let mut values: HashMap<String, Vec<u64>> = HashMap::new();
+    values.insert(compiled.program.input.clone(), vec![0; compiled.len_of(&compiled.program.input)]);
+    let mut summary = ServerSummary::default();
+    for op in &compiled.program.ops {
+        let before = party.channel().stats();
+        let started = Instant::now();
+        let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
+        let out = if let OpKind::Linear { .. } = op.kind {
+            let step = &compiled.linear[&op.name];
+            let ring = compiled.rings[&op.output];
+            let share = in_ring(&mut party, compiled, &op.inputs[0], ring, &values)?;
+            let request = wire::recv(party.channel(), "a layer request")?;
+            let t0 = Instant::now();
+            let (response, out) = model.layers[&op.name].evaluate(step, &keys[step.set], &request, &share)?;
+            record.server_s = t0.elapsed().as_secs_f64();
+            wire::send(party.channel(), &response)?;
+            out
+        } else {
+            nonlinear_op(&mut party, compiled, op, &values)?
+        };
+        record.seconds = started.elapsed().as_secs_f64();
+        stats_diff(before, party.channel().stats(), &mut record);
+        values.insert(op.output.clone(), out);
+        summary.layers.push(record);
+    }
+    reveal(&mut party, compiled, &values)?;
+    let report = serde_json::to_vec(&summary.layers.iter().map(|l| l.server_s).collect::<Vec<_>>()).expect("floats serialise");
+    wire::send(party.channel(), &report)?;
+    summary.total_s = began.elapsed().as_secs_f64();
+    summary.bytes = party.channel().stats().total_bytes();
+    Ok(summary)
+}
+
+/// Asks a server for its public program only.
+pub fn fetch_program(channel: &mut dyn Channel) -> Result<Program> {
+    channel.send(&hello(WANT_PROGRAM))?;
+    let json = wire::recv(channel, "the program")?;
+    Program::from_json(std::str::from_utf8(&json).map_err(|_| RuntimeError::Protocol("the program is not UTF-8".into()))?)
+}
+
+/// Runs the client's half: `input` is the image as integers at scale 2^fraction_bits (the
+/// program's input shape, flat). `progress(done, total, op name)` is called after every op.
+pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn FnMut(usize, usize, &str)) -> Result<ClientOutcome> {
+    let began = Instant::now();
+    channel.send(&hello(WANT_INFERENCE))?;
+    let json = wire::recv(channel, "the program")?;
+    let program = Program::from_json(std::str::from_utf8(&json).map_err(|_| RuntimeError::Protocol("the program is not UTF-8".into()))?)?;
+    let compiled = program.clone().compile()?;
+    let in_len = compiled.len_of(&compiled.program.input);
+    if input.len() != in_len {
+        return Err(RuntimeError::Program(format!("the input has {} values, the model takes {in_len} ({:?})", input.len(), compiled.program.input_shape)));
+    }
+    let mut setup = LayerRecord { name: "setup".into(), op: "keys+ot".into(), ..Default::default() };
+    let t0 = Instant::now();
+    let mut keys = Vec::new();
+    let mut w = Writer::default();
+    w.u32(compiled.param_sets.len() as u32);
+    for (_, params, elements) in &compiled.param_sets {
+        let (k, upload) = ClientKeySet::generate(params, elements)?;
+        keys.push(k);
+        w.blob(&upload);
+    }
+    setup.client_s = t0.elapsed().as_secs_f64();
+    wire::send(channel, &w.finish())?;
+    let before_setup = channel.stats();
+    let mut party = Party::new(Role::P1, channel, OtKind::Silent)?;
+    setup.seconds = t0.elapsed().as_secs_f64();
+    stats_diff(ChannelStats::default(), party.channel().stats(), &mut setup);
+    let _ = before_setup;
+    let input_ring = compiled.rings[&compiled.program.input];
+    let mut values: HashMap<String, Vec<u64>> = HashMap::new();
+    values.insert(compiled.program.input.clone(), input.iter().map(|&v| input_ring.from_signed(v)).collect());
+    let mut layers = Vec::new();
+    let total = compiled.program.ops.len();
+    for (i, op) in compiled.program.ops.iter().enumerate() {
+        let before = party.channel().stats();
+        let started = Instant::now();
+        let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
+        let out = if let OpKind::Linear { .. } = op.kind {
+            let step = &compiled.linear[&op.name];
+            let ring = compiled.rings[&op.output];
+            let share = in_ring(&mut party, &compiled, &op.inputs[0], ring, &values)?;
+            let t0 = Instant::now();
+            let request = keys[step.set].encrypt_share(step, &share)?;
+            record.client_s = t0.elapsed().as_secs_f64();
+            wire::send(party.channel(), &request)?;
+            let response = wire::recv(party.channel(), "a layer response")?;
+            let t0 = Instant::now();
+            let out = keys[step.set].decrypt_response(step, &response)?;
+            record.client_s += t0.elapsed().as_secs_f64();
+            out
+        } else {
+            nonlinear_op(&mut party, &compiled, op, &values)?
+        };
+        record.seconds = started.elapsed().as_secs_f64();
+        stats_diff(before, party.channel().stats(), &mut record);
+        values.insert(op.output.clone(), out);
+        layers.push(record);
+        progress(i + 1, total, &op.name);
+    }
+    let (logits, label) = learn_output(&mut party, &compiled, &values)?;
+    let report = wire::recv(party.channel(), "the server's timings")?;
+    let server_s: Vec<f64> = serde_json::from_slice(&report).map_err(|e| RuntimeError::Protocol(format!("the server's timings: {e}")))?;
+    if server_s.len() != layers.len() {
+        return Err(RuntimeError::Protocol(format!("{} server timings for {} ops", server_s.len(), layers.len())));
+    }
+    for (l, s) in layers.iter_mut().zip(server_s) {
+        l.server_s = s;
+    }
+    let stats = party.channel().stats();
+    Ok(ClientOutcome { program, logits, label, setup, layers, total_s: began.elapsed().as_secs_f64(), bytes: stats.total_bytes(), rounds: stats.rounds })
+}
+
+/// Shares of `tensor` in `ring` (converted by the two-party protocol when it lives elsewhere).
+fn in_ring(party: &mut Party, compiled: &CompiledProgram, tensor: &str, ring: ShareRing, values: &HashMap<String, Vec<u64>>) -> Result<Vec<u64>> {
+    let from = compiled.rings[tensor];
+    let v = &values[tensor];
+    if from == ring {
+        return Ok(v.clone());
+    }
+    Ok(nonlinear::convert(party, from, ring, v)?)
+}
+
+/// Window positions of a pooling op over a (C, H, W) input, window-major; None is padding.
+fn windows(shape: &[usize], kernel: [usize; 2], stride: [usize; 2], pads: [usize; 4]) -> Vec<Option<usize>> {
+    let (c, h, w) = (shape[0], shape[1] as isize, shape[2] as isize);
+    let oh = (shape[1] + pads[0] + pads[2] - kernel[0]) / stride[0] + 1;
+    let ow = (shape[2] + pads[1] + pads[3] - kernel[1]) / stride[1] + 1;
+    let mut out = Vec::with_capacity(c * oh * ow * kernel[0] * kernel[1]);
+    for ch in 0..c {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                for ky in 0..kernel[0] {
+                    for kx in 0..kernel[1] {
+                        let y = (oy * stride[0] + ky) as isize - pads[0] as isize;
+                        let x = (ox * stride[1] + kx) as isize - pads[1] as isize;
+                        out.push(((0..h).contains(&y) && (0..w).contains(&x)).then(|| ch * (h * w) as usize + (y * w + x) as usize));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The ops both parties run alike on their shares.
+fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::program::Op, values: &HashMap<String, Vec<u64>>) -> Result<Vec<u64>> {
+    let ring = compiled.rings[&op.output];
+    let x = &values[&op.inputs[0]];
+    let p0 = party.role() == Role::P0;
+    Ok(match &op.kind {
+        OpKind::Truncate { shift } => nonlinear::truncate(party, ring, x, *shift)?,
+        OpKind::Relu => nonlinear::relu(party, ring, x)?,
+        OpKind::Maxpool { kernel, stride, pads } => {
+            // Padding is a public value far below any activation: party 0 holds it, party 1 zero.
+            let pad = if p0 { ring.from_signed(-((ring.max_positive() / 4) as i64)) } else { 0 };
+            let gathered: Vec<u64> = windows(&compiled.shapes[&op.inputs[0]], *kernel, *stride, *pads).into_iter().map(|i| i.map_or(pad, |i| x[i])).collect();
+            nonlinear::max_pool(party, ring, &gathered, kernel[0] * kernel[1])?
+        }
+        OpKind::Sumpool { kernel, stride, pads, multiplier } => {
+            let m = ring.from_signed(*multiplier);
+            let size = kernel[0] * kernel[1];
+            let positions = windows(&compiled.shapes[&op.inputs[0]], *kernel, *stride, *pads);
+            positions.chunks(size).map(|w| ring.mul(w.iter().flatten().fold(0, |acc, &i| ring.add(acc, x[i])), m)).collect()
+        }
+        OpKind::GlobalSumpool { multiplier } => {
+            let m = ring.from_signed(*multiplier);
+            let s = &compiled.shapes[&op.inputs[0]];
+            x.chunks(s[1] * s[2]).map(|c| ring.mul(c.iter().fold(0, |acc, &v| ring.add(acc, v)), m)).collect()
+        }
+        OpKind::Flatten => x.clone(),
+        OpKind::Add => {
+            let y = in_ring(party, compiled, &op.inputs[1], ring, values)?;
+            x.iter().zip(&y).map(|(&a, &b)| ring.add(a, b)).collect()
+        }
+        OpKind::Concat => {
+            let mut out = x.clone();
+            for name in &op.inputs[1..] {
+                out.extend(in_ring(party, compiled, name, ring, values)?);
+            }
+            out
+        }
+        OpKind::Linear { .. } => unreachable!("linear ops are run by the session loops"),
+    })
+}
+
+/// Shares of d_i = x_i - max(x), and the boolean shares of [d_i >= 0] (the maximal indices).
+fn argmax_bits(party: &mut Party, ring: ShareRing, x: &[u64]) -> Result<Vec<bool>> {
+    let m = nonlinear::max_pool(party, ring, x, x.len())?[0];
+    let d: Vec<u64> = x.iter().map(|&v| ring.sub(v, m)).collect();
+    Ok(nonlinear::drelu(party, ring, &d)?)
+}
+
+fn reveal(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<String, Vec<u64>>) -> Result<()> {
+    let ring = compiled.rings[&compiled.program.output];
+    let out = &values[&compiled.program.output];
+    match compiled.program.reveal {
+        Reveal::Logits => party.channel().send_words(out, ring.bits())?,
+        Reveal::Label => {
+            let bits = argmax_bits(party, ring, out)?;
+            party.channel().send_bits(&bits)?;
+        }
+    }
+    Ok(())
+}
+
+fn learn_output(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<String, Vec<u64>>) -> Result<(Option<Vec<i64>>, usize)> {
+    let ring = compiled.rings[&compiled.program.output];
+    let out = &values[&compiled.program.output];
+    match compiled.program.reveal {
+        Reveal::Logits => {
+            let theirs = party.channel().recv_words(out.len(), ring.bits())?;
+            ring.check("the server's output share", &theirs)?;
+            let logits: Vec<i64> = out.iter().zip(&theirs).map(|(&a, &b)| ring.to_signed(ring.add(a, b))).collect();
+            let label = (0..logits.len()).max_by_key(|&i| (logits[i], std::cmp::Reverse(i))).unwrap_or(0);
+            Ok((Some(logits), label))
+        }
+        Reveal::Label => {
+            let mine = argmax_bits(party, ring, out)?;
+            let theirs = party.channel().recv_bits(out.len())?;
+            let label = mine.iter().zip(&theirs).position(|(&a, &b)| a ^ b).unwrap_or(0);
+            Ok((None, label))
+        }
+    }
+}
+
+/// Runs both halves in this process over an in-memory channel with an emulated link.
+pub fn run_local(model: &ServedModel, input: &[i64], link: lycaon_mpc::LinkModel, progress: &mut (dyn FnMut(usize, usize, &str) + Send)) -> Result<(ClientOutcome, ServerSummary)> {
+    let (mut server_end, mut client_end) = lycaon_mpc::channel::MemoryChannel::pair_with(link, std::time::Duration::from_secs(600));
+    std::thread::scope(|scope| {
+        let client = scope.spawn(move || run_client(&mut client_end, input, progress));
+        let server = serve_session(model, &mut server_end);
+        drop(server_end);
+        let client = client.join().map_err(|_| RuntimeError::Protocol("the client thread panicked".into()))?;
+        match (client, server) {
+            (Ok(c), Ok(s)) => Ok((c, s)),
+            (Err(e), Ok(_)) => Err(e),
+            (_, Err(e)) => Err(e),
+        }
+    })
+}

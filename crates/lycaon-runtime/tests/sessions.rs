@@ -1,0 +1,294 @@
+//! End-to-end sessions on small random networks, checked against a plain integer reference
+//! written here (independent of the runtime): exact without truncation, within the truncation
+//! protocol's one-unit error with it; over memory and over TCP with concurrent and bad clients.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lycaon_mpc::channel::MemoryChannel;
+use lycaon_mpc::tcp::TcpChannel;
+use lycaon_mpc::{Channel, LinkModel};
+use lycaon_nn::{conv_reference, ConvShape};
+use lycaon_runtime::session::{fetch_program, run_client, run_local, ServedModel};
+use lycaon_runtime::{Program, Server, ServerOptions, SessionOptions, Weights};
+use rand::{Rng, RngExt};
+use serde_json::json;
+
+fn random(rng: &mut impl Rng, len: usize, bound: i64) -> Vec<i64> {
+    (0..len).map(|_| rng.random_range(-bound..=bound)).collect()
+}
+
+fn params(t_bits: u32, q_bits: &[u32], p_bits: &[u32]) -> serde_json::Value {
+    // Rotations need a special prime: at n = 4096 that leaves too little room for a 31-bit t.
+    // One key-switching digit per ciphertext prime (a special prime no larger than one of them).
+    let n = if p_bits.is_empty() { 4096 } else { 8192 };
+    json!({"n": n, "q_bits": q_bits, "p_bits": p_bits, "t_bits": t_bits, "digits": if p_bits.is_empty() { 1 } else { q_bits.len() }})
+}
+
+/// conv (cheetah, bias) -> relu -> maxpool 2x2 -> conv (gazelle-ia, other t) -> add (skip from
+/// the pool: a ring conversion) -> relu -> global sum -> flatten -> fc (cheetah-matvec, a third
+/// t). Magnitudes stay within a quarter of every ring.
+fn network(truncate: bool, reveal: &str) -> (Program, Weights) {
+    let mut rng = rand::rng();
+    let p1 = params(30, &[55, 45], &[]);
+    let p2 = params(31, &[50, 50], &[50]);
+    let p3 = params(36, &[55, 45], &[]);
+    let shift = |name: &str, input: &str, output: &str| json!({"op": "truncate", "name": name, "inputs": [input], "output": output, "shift": 3});
+    let mut ops = vec![json!({"op": "linear", "name": "conv1", "inputs": ["x"], "output": "a1", "algorithm": "cheetah", "params": p1,
+        "shape": {"h": 8, "w": 8, "c_in": 2, "c_out": 4, "k": 3, "stride": 1, "pad": 1}, "has_bias": true})];
+    let mut last = "a1";
+    if truncate {
+        ops.push(shift("t1", "a1", "a1t"));
+        last = "a1t";
+    }
+    ops.extend([
+        json!({"op": "relu", "name": "r1", "inputs": [last], "output": "r1"}),
+        json!({"op": "maxpool", "name": "p1", "inputs": ["r1"], "output": "p1", "kernel": [2, 2], "stride": [2, 2]}),
+        json!({"op": "linear", "name": "conv2", "inputs": ["p1"], "output": "a2", "algorithm": "gazelle-ia", "params": p2,
+            "shape": {"h": 4, "w": 4, "c_in": 4, "c_out": 4, "k": 3, "stride": 1, "pad": 1}}),
+    ]);
+    last = "a2";
+    if truncate {
+        ops.push(shift("t2", "a2", "a2t"));
+        last = "a2t";
+    }
+    ops.extend([
+        json!({"op": "add", "name": "res", "inputs": [last, "p1"], "output": "s"}),
+        json!({"op": "relu", "name": "r2", "inputs": ["s"], "output": "r2"}),
+        json!({"op": "global_sumpool", "name": "gp", "inputs": ["r2"], "output": "g", "multiplier": 1}),
+        json!({"op": "flatten", "name": "fl", "inputs": ["g"], "output": "f"}),
+        json!({"op": "linear", "name": "fc", "inputs": ["f"], "output": "logits", "algorithm": "cheetah-matvec", "params": p3,
+            "shape": {"h": 1, "w": 1, "c_in": 4, "c_out": 3, "k": 1, "stride": 1}, "has_bias": true}),
+    ]);
+    let program = Program::from_json(
+        &json!({"version": 1, "name": "test-net", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 4, "output": "logits", "reveal": reveal, "ops": ops, "metadata": {"purpose": "test"}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut weights = Weights::default();
+    weights.layers.insert("conv1".into(), (random(&mut rng, 4 * 2 * 9, 7), Some(random(&mut rng, 4, 200))));
+    weights.layers.insert("conv2".into(), (random(&mut rng, 4 * 4 * 9, 7), None));
+    weights.layers.insert("fc".into(), (random(&mut rng, 3 * 4, 7), Some(random(&mut rng, 3, 200))));
+    (program, weights)
+}
+
+fn conv(shape: ConvShape, x: &[i64], w: &[i64], b: Option<&Vec<i64>>) -> Vec<i64> {
+    let t = (1u64 << 61) - 1; // large enough that nothing wraps: read back as signed
+    let y = conv_reference(&shape, x, w, t).unwrap();
+    let per = shape.out_h() * shape.out_w();
+    y.iter().enumerate().map(|(i, &v)| if v > t / 2 { v as i64 - t as i64 } else { v as i64 } + b.map_or(0, |b| b[i / per])).collect()
+}
+
+/// The plain integer reference of `network` (floor truncation).
+fn reference(weights: &Weights, x: &[i64], truncate: bool) -> Vec<i64> {
+    let tr = |v: Vec<i64>| if truncate { v.into_iter().map(|a| a >> 3).collect() } else { v };
+    let (w1, b1) = &weights.layers["conv1"];
+    let a1 = tr(conv(ConvShape::conv(8, 2, 4, 3, 1), x, w1, b1.as_ref()));
+    let r1: Vec<i64> = a1.iter().map(|&v| v.max(0)).collect();
+    let mut p1 = vec![0i64; 4 * 16];
+    for c in 0..4 {
+        for y in 0..4 {
+            for xx in 0..4 {
+                p1[c * 16 + y * 4 + xx] = (0..4).map(|k| r1[c * 64 + (2 * y + k / 2) * 8 + 2 * xx + k % 2]).max().unwrap();
+            }
+        }
+    }
+    let (w2, _) = &weights.layers["conv2"];
+    let a2 = tr(conv(ConvShape::conv(4, 4, 4, 3, 1), &p1, w2, None));
+    let r2: Vec<i64> = a2.iter().zip(&p1).map(|(&a, &b)| (a + b).max(0)).collect();
+    let g: Vec<i64> = r2.chunks(16).map(|c| c.iter().sum::<i64>()).collect();
+    let (wf, bf) = &weights.layers["fc"];
+    (0..3).map(|o| (0..4).map(|i| wf[o * 4 + i] * g[i]).sum::<i64>() + bf.as_ref().unwrap()[o]).collect()
+}
+
+fn no_flooding() -> SessionOptions {
+    SessionOptions { flood_bits: 0.0, ..SessionOptions::default() }
+}
+
+#[test]
+fn linear_relu_pool_residual_and_conversion_are_exact() {
+    let (program, weights) = network(false, "logits");
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (client, server) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.as_deref(), Some(&reference(&weights, &x, false)[..]));
+    assert_eq!(client.layers.len(), 9);
+    assert!(client.bytes > 0 && server.bytes == client.bytes, "both ends count the same bytes");
+}
+
+#[test]
+fn truncation_is_within_one_unit_per_truncation_and_flooding_fits() {
+    let (program, weights) = network(true, "logits");
+    // The default session floods at 40 bits: conv1 and fc run at q = 55 + 45 bits, which leaves
+    // room; conv2 (q = 50 + 50 bits, its noise after key switching) does not, and the server must
+    // refuse to start.
+    let err = ServedModel::new(program.clone(), &weights, SessionOptions::default()).err().expect("conv2 cannot be flooded");
+    assert!(err.to_string().contains("conv2") && err.to_string().contains("flooding"), "{err}");
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    for _ in 0..2 {
+        let x = random(&mut rand::rng(), 2 * 64, 30);
+        let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+        let want = reference(&weights, &x, true);
+        let got = client.logits.unwrap();
+        // Two truncations, each off by at most one unit before the fc (weights <= 7, a sum
+        // over 16 positions, residual doubling): a generous bound that still catches a wrong share.
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 7 * 4 * 16 * 2 * 40, "logit {g} vs reference {w}");
+        }
+    }
+}
+
+#[test]
+fn flooded_layers_stay_exact() {
+    // Only the cheetah layers (q = 55 + 45 bits) are flooded at 40 bits of statistical security.
+    let mut rng = rand::rng();
+    let program = Program::from_json(
+        &json!({"version": 1, "name": "flooded", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 0, "output": "y", "ops": [
+            {"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+             "shape": {"h": 8, "w": 8, "c_in": 2, "c_out": 3, "k": 3, "stride": 2, "pad": 1}},
+            {"op": "flatten", "name": "f", "inputs": ["a"], "output": "af"},
+            {"op": "linear", "name": "fc", "inputs": ["af"], "output": "y", "algorithm": "cheetah-matvec", "params": params(30, &[55, 45], &[]),
+             "shape": {"h": 1, "w": 1, "c_in": 48, "c_out": 5, "k": 1, "stride": 1}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut weights = Weights::default();
+    weights.layers.insert("conv".into(), (random(&mut rng, 3 * 2 * 9, 100), None));
+    weights.layers.insert("fc".into(), (random(&mut rng, 5 * 48, 100), None));
+    let model = ServedModel::new(program, &weights, SessionOptions::default()).unwrap();
+    assert!(model.flooding().iter().all(|(_, bits)| *bits > 40), "{:?}", model.flooding());
+    let x = random(&mut rng, 2 * 64, 100);
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    let a = conv(ConvShape { stride: 2, ..ConvShape::conv(8, 2, 3, 3, 2) }, &x, &weights.layers["conv"].0, None);
+    let want: Vec<i64> = (0..5).map(|o| (0..48).map(|i| weights.layers["fc"].0[o * 48 + i] * a[i]).sum()).collect();
+    assert_eq!(client.logits.unwrap(), want);
+}
+
+#[test]
+fn label_only_reveals_the_argmax() {
+    let (program, weights) = network(false, "label");
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    let want = reference(&weights, &x, false);
+    assert!(client.logits.is_none());
+    assert_eq!(want[client.label], *want.iter().max().unwrap());
+}
+
+#[test]
+fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
+    let (program, weights) = network(false, "logits");
+    let model = Arc::new(ServedModel::new(program, &weights, no_flooding()).unwrap());
+    let server = Server::bind(model, "127.0.0.1:0", ServerOptions { timeout: Duration::from_secs(20), ..ServerOptions::default() }).unwrap();
+    let addr = server.local_addr();
+    let stop = server.stopper();
+    let log = server.log.clone();
+    /// Stops the accept loop however the test ends, so a failed assertion fails instead of hanging.
+    struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(|| server.run());
+        let _guard = StopOnDrop(stop.clone());
+        let mut clients = Vec::new();
+        for k in 0..4 {
+            let weights = &weights;
+            clients.push(scope.spawn(move || {
+                let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
+                if k == 1 {
+                    // Garbage: a wrong hello, then a well-formed hello followed by a bogus key upload.
+                    ch.send(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+                    let reply = ch.recv().unwrap();
+                    assert_eq!(reply[0], 0xEE, "the server names the error");
+                    assert!(String::from_utf8_lossy(&reply[1..]).contains("hello"));
+                    let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
+                    let mut hello = b"LYCN".to_vec();
+                    hello.extend(1u32.to_le_bytes());
+                    hello.extend(1u32.to_le_bytes());
+                    ch.send(&hello).unwrap();
+                    let _program = ch.recv().unwrap();
+                    ch.send(&[1, 9, 9, 9, 9, 9]).unwrap();
+                    let reply = ch.recv().unwrap();
+                    assert_eq!(reply[0], 0xEE);
+                    return None;
+                }
+                let x = random(&mut rand::rng(), 2 * 64, 30);
+                let outcome = run_client(&mut ch, &x, &mut |_, _, _| {}).unwrap();
+                Some((outcome.logits.unwrap(), reference(weights, &x, false)))
+            }));
+        }
+        for c in clients {
+            if let Some((got, want)) = c.join().unwrap() {
+                assert_eq!(got, want);
+            }
+        }
+        // Still serving after the garbage: one more client, and the public program on request.
+        let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
+        assert_eq!(fetch_program(&mut ch).unwrap().name, "test-net");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let lines = log.lines();
+    assert!(lines.iter().filter(|l| l.contains("session_end")).count() >= 4, "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("session_error")), "{lines:?}");
+}
+
+/// What crosses the wire: the client receives only ciphertexts, two-party messages and the final
+/// output; the server receives only seeded ciphertexts, public keys and two-party messages. A
+/// recording channel checks that no plaintext intermediate value (the exact accumulators) appears
+/// in what the server receives, and that no secret key object is ever sent.
+#[test]
+fn nothing_unmasked_crosses_the_wire() {
+    struct Recording {
+        inner: MemoryChannel,
+        sent: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    }
+    impl Channel for Recording {
+        fn send(&mut self, m: &[u8]) -> lycaon_mpc::Result<()> {
+            self.sent.lock().unwrap().push(m.to_vec());
+            self.inner.send(m)
+        }
+        fn recv(&mut self) -> lycaon_mpc::Result<Vec<u8>> {
+            self.inner.recv()
+        }
+        fn stats(&self) -> lycaon_mpc::channel::ChannelStats {
+            self.inner.stats()
+        }
+    }
+    let (program, weights) = network(false, "logits");
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (a, b) = MemoryChannel::pair();
+    let client_sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server_sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut client_end = Recording { inner: b, sent: client_sent.clone() };
+    let mut server_end = Recording { inner: a, sent: server_sent.clone() };
+    let outcome = std::thread::scope(|s| {
+        let c = s.spawn(|| run_client(&mut client_end, &x, &mut |_, _, _| {}));
+        lycaon_runtime::session::serve_session(&model, &mut server_end).unwrap();
+        c.join().unwrap().unwrap()
+    });
+    let client_sent = client_sent.lock().unwrap();
+    let server_sent = server_sent.lock().unwrap();
+    // No serialised secret key: the envelope kind byte of a secret key never appears as a
+    // message start, and the client's messages are the hello, the key upload (public key and
+    // Galois keys), layer requests (seeded ciphertexts) and two-party traffic.
+    let secret_envelope = lycaon_bfv::rlwe::SecretKey::generate(&lycaon_bfv::rlwe::Parameters::new(lycaon_bfv::rlwe::ParametersLiteral::bfv_from_bits(4096, &[55, 45], &[], 30).unwrap()).unwrap(), &mut lycaon_math::Sampler::from_os().unwrap()).unwrap().to_bytes();
+    let header = &secret_envelope[..8.min(secret_envelope.len())];
+    assert!(!client_sent.iter().any(|m| m.windows(header.len()).any(|w| w == header)), "a secret-key envelope was sent");
+    // The exact first-layer accumulators (as 64-bit little-endian words) never cross in either
+    // direction; the input itself never reaches the server.
+    let (w1, b1) = &weights.layers["conv1"];
+    let acc = conv(ConvShape::conv(8, 2, 4, 3, 1), &x, w1, b1.as_ref());
+    let needle = |v: &[i64]| -> Vec<u8> { v.iter().take(4).flat_map(|&a| (a as u64).to_le_bytes()).collect() };
+    for (who, msgs) in [("client", &*client_sent), ("server", &*server_sent)] {
+        for m in msgs.iter() {
+            for probe in [needle(&acc), needle(&x)] {
+                assert!(!m.windows(probe.len()).any(|w| w == probe.as_slice()), "{who} sent a plaintext intermediate");
+            }
+        }
+    }
+    assert_eq!(outcome.logits.unwrap(), reference(&weights, &x, false));
+}
