@@ -7,7 +7,9 @@ scheme (approximate arithmetic on real and complex vectors: ``CkksParameters``, 
 ``Decryptor``) hold the secret key; the server-side ``Evaluator`` never does. The packing, dataflow
 and accelerator simulator (sweeps, reproduction tables, HTML reports) is ``lycaon.simulate``; the
 planner (per-layer parameters and algorithms, noise and cost models, rotation keysets) is
-``lycaon.plan``; their JSON entry points are exported here.
+``lycaon.plan``; their JSON entry points are exported here. Hybrid private inference (homomorphic
+linear layers, two-party ReLU and truncation) is ``Server(model).start()`` on the side with the
+weights and ``Client(address).infer(images)`` on the side with the images (``lycaon.hybrid``).
 """
 
 from ._native import (
@@ -69,6 +71,7 @@ from ._native import (
     run_two_party,
     simulate_json,
 )
+from .hybrid import Client, Server
 
 __version__ = "0.1.0"
 
@@ -94,6 +97,7 @@ __all__ = [
     "CkksRelinKey",
     "CkksSecretKey",
     "CkksSeededCiphertext",
+    "Client",
     "chebyshev_coefficients",
     "ckks_threads",
     "precision_stats",
@@ -115,6 +119,7 @@ __all__ = [
     "SecurityError",
     "SeededCiphertext",
     "SerializationError",
+    "Server",
     "arch_toml",
     "bench_info",
     "gpu_bench",

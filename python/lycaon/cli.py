@@ -106,11 +106,7 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]])
     Console(width=140).print(table)
 
 
-NOT_BUILT = {
-    "serve": "hybrid private inference (client/server protocol) is issue 9; FHE mode is issue 10",
-    "infer": "hybrid private inference (client/server protocol) is issue 9; FHE mode is issue 10",
-    "demo": "the end-to-end demo needs the protocol of issue 9",
-}
+NOT_BUILT: dict[str, str] = {}
 
 
 def _write_json(path: Optional[str], payload) -> None:
@@ -297,6 +293,233 @@ def _simulate(models: Sequence[str], packing: str, arch: str, batch: int, json_p
     return 0
 
 
+DEMO_MODELS = {"lenet5": "lenet5-mnist", "resnet20": "resnet20-cifar10"}
+
+
+def _bundled(dataset: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The bundled test images of a data set (uint8, as the data set stores them) and labels."""
+    from lycaon.data import cifar10_test_subset, mnist_test_subset  # noqa: PLC0415
+
+    if dataset == "mnist":
+        return mnist_test_subset()
+    if dataset == "cifar10":
+        return cifar10_test_subset()
+    raise lycaon.LycaonError(f"no bundled test images for data set {dataset!r} (bundled: mnist, cifar10)")
+
+
+def _log_line(record: dict) -> str:
+    """One server log record on one line: its scalar fields."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if not isinstance(v, (list, dict)))
+
+
+def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from lycaon.hybrid import Server  # noqa: PLC0415
+
+    with Console(stderr=True).status(f"{model}: quantising, {'reading the plan' if plan_path else f'planning for link {link}'} and compiling"):
+        server = Server(model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits)
+    program = server.program
+    linear = [op for op in program["ops"] if op["op"] == "linear"]
+    _table(f"{model}: hybrid program ({len(program['ops'])} ops, {program['fraction_bits']} fraction bits, reveals {reveal})",
+           ["layer", "algorithm", "n", "log q", "t bits", "c_in", "c_out", "k", "stride"],
+           [[op["name"], op["algorithm"], op["params"]["n"], sum(op["params"]["q_bits"]), op["params"]["t_bits"],
+             op["shape"]["c_in"], op["shape"]["c_out"], op["shape"]["k"], op["shape"]["stride"]] for op in linear])
+    address = server.start(port, host)
+    print(f"serving {model} on {address} (up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    seen = 0
+    try:
+        while True:
+            time.sleep(0.5)
+            records = server.logs()
+            for record in records[seen:]:
+                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
+            seen = len(records)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
+
+
+def _read_images(spec: str, client) -> list[tuple[str, np.ndarray, Optional[int]]]:
+    """(name, model-ready float image (C, H, W), true label or None) for each image an IMAGE
+    argument holds: bundled:K, a .npy/.npz array (one image or a batch; uint8 raw images or
+    float model inputs), or a PNG/JPEG file (Pillow)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    dataset = client.metadata.get("preprocess")
+    labels = None
+    if spec.startswith("bundled:"):
+        try:
+            k = int(spec.split(":", 1)[1])
+        except ValueError:
+            raise lycaon.LycaonError(f"{spec}: write bundled:K with K an image index") from None
+        x, y = _bundled(dataset)
+        if not 0 <= k < len(x):
+            raise lycaon.LycaonError(f"{spec}: the bundled {dataset} test set has images 0..{len(x) - 1}")
+        return [(spec, client.preprocess(x[k])[0], int(y[k]))]
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"{spec}: no such file (give .npy, .npz, .png or bundled:K)")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        arr = np.load(path, allow_pickle=False)
+    elif suffix == ".npz":
+        with np.load(path, allow_pickle=False) as d:
+            if not d.files:
+                raise lycaon.LycaonError(f"{spec}: the archive holds no array")
+            arr = d["x"] if "x" in d.files else d[d.files[0]]
+            labels = d["y"] if "y" in d.files else None
+    else:
+        try:
+            from PIL import Image  # noqa: PLC0415
+        except ImportError:
+            raise lycaon.LycaonError(f"{spec}: reading {suffix or 'this'} images needs Pillow (pip install pillow); .npy and .npz arrays need nothing") from None
+        with Image.open(path) as img:
+            arr = np.asarray(img.convert("L" if dataset == "mnist" else "RGB"), dtype=np.uint8)
+    x = client.preprocess(arr)
+    if labels is not None and np.size(labels) != len(x):
+        labels = None
+    if len(x) == 1:
+        return [(spec, x[0], None if labels is None else int(np.ravel(labels)[0]))]
+    return [(f"{spec}[{i}]", x[i], None if labels is None else int(np.ravel(labels)[i])) for i in range(len(x))]
+
+
+def _infer_one(client, x: np.ndarray, name: str):
+    """One private inference with a progress bar over the program's ops."""
+    from rich.progress import Progress  # noqa: PLC0415
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(f"{name}: connecting", total=len(client.program["ops"]))
+
+        def progress(done, total, op_name):
+            bar.update(task, completed=done, total=total, description=f"{name}: {op_name}")
+
+        return client.infer(x[None], progress=progress)
+
+
+def _layer_rows(layers: Sequence[dict], per: int = 1) -> list[list]:
+    return [[l.get("name", ""), l.get("op", ""), _si(l.get("seconds", 0.0) / per, "s"), _si(l.get("client_s", 0.0) / per, "s"), _si(l.get("server_s", 0.0) / per, "s"),
+             _si(l.get("bytes_sent", 0) / per, "B"), _si(l.get("bytes_received", 0) / per, "B"), f"{l.get('rounds', 0) / per:g}"] for l in layers]
+
+
+LAYER_COLUMNS = ["layer", "op", "time", "client", "server", "sent", "received", "rounds"]
+
+
+def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_layers: bool) -> int:
+    from lycaon.hybrid import Client  # noqa: PLC0415
+
+    client = Client(server)
+    program = client.program
+    names = client.labels or []
+    inputs = [item for spec in images for item in _read_images(spec, client)]
+    print(f"{server}: {program['name']}, {len(program['ops'])} ops, input {tuple(program['input_shape'])}, reveals {program['reveal']}")
+    records = []
+    for name, x, truth in inputs:
+        res = _infer_one(client, x, name)
+        label = res.labels[0]
+        title = f"{name}: label {label}" + (f" ({names[label]})" if label < len(names) and names[label] != str(label) else "")
+        if truth is not None:
+            title += f"; true label {truth} ({'correct' if truth == label else 'wrong'})"
+        print(title if res.logits is not None else f"{title} (the server reveals only the label)")
+        if res.logits is not None:
+            _table("top 5", ["rank", "class", "name", "logit"], [[r + 1, c, names[c] if c < len(names) else "", float(res.logits[0][c])] for r, c in enumerate(res.top5[0])])
+        if show_layers:
+            _table(f"{name}: per layer", LAYER_COLUMNS, _layer_rows(res.layers))
+        print(f"{name}: {_si(res.total_s, 's')} (client {_si(res.client_s, 's')}, server {_si(res.server_s, 's')}, network {_si(res.comm_s, 's')}), "
+              f"{_si(res.bytes, 'B')}, {res.rounds} rounds")
+        records.append({"image": name, "label": label, "true_label": truth, "logits": None if res.logits is None else res.logits[0].tolist(),
+                        "top5": None if res.top5 is None else res.top5[0], "layers": res.layers, "client_s": res.client_s, "server_s": res.server_s,
+                        "comm_s": res.comm_s, "total_s": res.total_s, "bytes": res.bytes, "rounds": res.rounds})
+    _write_json(json_path, {"server": server, "program": program["name"], "results": records})
+    return 0
+
+
+def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str], flood_bits: float) -> int:
+    if mode == "fhe":
+        print("lycaon demo --mode fhe: not built yet (issue 10: FHE-mode private inference); use --mode hybrid", file=sys.stderr)
+        return 2
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import Progress  # noqa: PLC0415
+
+    from lycaon.frontend import run_float  # noqa: PLC0415
+    from lycaon.frontend.quantize import run_integer  # noqa: PLC0415
+    from lycaon.hybrid import Client, Server  # noqa: PLC0415
+
+    name = DEMO_MODELS.get(model, model)
+    with Console(stderr=True).status(f"{name}: quantising, planning for link {link} and compiling"):
+        server = Server(name, link=link, emulate_link=True, flood_bits=flood_bits)
+    q = server.quantized
+    raw, y = _bundled(server.metadata["preprocess"])
+    if images < 1 or images > len(raw):
+        raise lycaon.LycaonError(f"--images must be 1..{len(raw)} (the bundled {server.metadata['preprocess']} test images)")
+    raw, y = raw[:images], y[:images].astype(np.int64)
+    address = server.start(0, "127.0.0.1")
+    try:
+        client = Client(address, link=link)
+        x = client.preprocess(raw)
+        results = []
+        with Progress(transient=True) as bar:
+            task = bar.add_task("private inference", total=images)
+            layer_task = bar.add_task("", total=len(server.program["ops"]))
+            for i in range(images):
+                def progress(done, total, op_name, i=i):
+                    bar.update(layer_task, completed=done, total=total, description=f"image {i + 1}: {op_name}")
+
+                results.append(client.infer(x[i:i + 1], progress=progress))
+                bar.update(task, completed=i + 1)
+    finally:
+        server.stop()
+    t0 = time.perf_counter()
+    float_logits = run_float(q.graph, x)
+    float_s = (time.perf_counter() - t0) / images
+    t0 = time.perf_counter()
+    twin_int = run_integer(q, q.encode_input(x))
+    twin_s = (time.perf_counter() - t0) / images
+    f = q.fraction_bits
+    private = np.array([r.labels[0] for r in results])
+    fl, tw = float_logits.argmax(1), twin_int.argmax(1)
+    revealed = all(r.logits is not None for r in results)
+    logit_units = int(np.abs(np.array([r.logits[0] for r in results]) * 2.0**f - twin_int).max()) if revealed else None
+
+    def mean(key):
+        return float(np.mean([r[key] for r in results]))
+
+    summary = {
+        "model": name, "mode": "hybrid", "link": link, "images": images, "fraction_bits": f, "reveal": server.program["reveal"],
+        "float": {"accuracy": float((fl == y).mean()), "seconds_per_image": float_s},
+        "fixed_point": {"accuracy": float((tw == y).mean()), "top1_agreement_float": float((tw == fl).mean()), "seconds_per_image": twin_s},
+        "hybrid": {"accuracy": float((private == y).mean()), "top1_agreement_float": float((private == fl).mean()), "top1_agreement_fixed_point": float((private == tw).mean()),
+                   "max_logit_difference_units": logit_units, "client_s": mean("client_s"), "server_s": mean("server_s"), "comm_s": mean("comm_s"),
+                   "two_party_s": mean("two_party_s"), "total_s": mean("total_s"), "bytes": mean("bytes"), "rounds": mean("rounds")},
+    }
+    h = summary["hybrid"]
+    _table(f"{name}: {images} bundled test images, hybrid private inference over an emulated {link} link",
+           ["", "accuracy", "top-1 = float", "top-1 = fixed point", "latency / image", "client HE", "server HE", "2PC compute", "network", "bytes / image", "rounds"],
+           [["plaintext float", summary["float"]["accuracy"], "-", f"{(fl == tw).mean():.4f}", _si(float_s, "s"), "", "", "", "", "", ""],
+            ["fixed-point twin", summary["fixed_point"]["accuracy"], summary["fixed_point"]["top1_agreement_float"], "-", _si(twin_s, "s"), "", "", "", "", "", ""],
+            ["hybrid (private)", h["accuracy"], h["top1_agreement_float"], h["top1_agreement_fixed_point"], _si(h["total_s"], "s"), _si(h["client_s"], "s"),
+             _si(h["server_s"], "s"), _si(h["two_party_s"], "s"), _si(h["comm_s"], "s"), _si(h["bytes"], "B"), f"{h['rounds']:g}"]])
+    by_op: dict[str, dict] = {}
+    for r in results:
+        for layer in r.layers:
+            row = by_op.setdefault(layer.get("op", "?"), {"name": layer.get("op", "?"), "op": 0})
+            row["op"] += 1
+            for key in ("seconds", "client_s", "server_s", "bytes_sent", "bytes_received", "rounds"):
+                row[key] = row.get(key, 0) + layer.get(key, 0)
+    for row in by_op.values():
+        row["op"] = f"{row['op'] / images:g}"
+    _table("Per image by op kind (mean)", ["op", "count", "time", "client", "server", "sent", "received", "rounds"], _layer_rows(list(by_op.values()), images))
+    if logit_units is not None:
+        print(f"private logits differ from the fixed-point twin's by at most {logit_units} unit(s) of 2^-{f} (each two-party truncation may be off by one)")
+    summary["by_op"] = by_op
+    summary["per_image"] = [{"label": r.labels[0], "true_label": int(t), "layers": r.layers, "client_s": r.client_s, "server_s": r.server_s, "comm_s": r.comm_s,
+                             "total_s": r.total_s, "bytes": r.bytes, "rounds": r.rounds} for r, t in zip(results, y)]
+    _write_json(json_path, summary)
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="lycaon", description="Homomorphic encryption for private inference.")
     parser.add_argument("--version", action="version", version=f"lycaon {lycaon.__version__}")
@@ -366,6 +589,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.add_argument("--algorithm", action="append", default=[], metavar="NAME", help="restrict the hybrid search to these algorithms (repeatable)")
     plan.add_argument("--json", metavar="FILE", help="write the plan as JSON (what lycaon serve executes)")
     plan.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts")
+    serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
+    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file")
+    serve.add_argument("--port", type=int, default=7451, help="TCP port (default 7451; 0: any free port)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
+    serve.add_argument("--reveal", choices=("logits", "label"), default="logits", help="what clients learn: the logits (default) or only the label")
+    serve.add_argument("--max-sessions", type=int, default=4, help="clients served at once (default 4)")
+    serve.add_argument("--link", default="lan", metavar="lan|wan|BW,DELAY", help="link the plan is tuned for (default lan)")
+    serve.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the noise flooding the server's ciphertexts (default 40)")
+    infer = sub.add_parser("infer", help="private inference of images on a lycaon server")
+    infer.add_argument("--server", required=True, metavar="HOST:PORT", help="the server's address (lycaon serve prints it)")
+    infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (uint8 raw images or float model inputs, one or a batch), PNG files, "
+                       "or bundled:K for the K-th bundled test image of the server's data set")
+    infer.add_argument("--no-layers", action="store_true", help="skip the per-layer tables")
+    infer.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    demo = sub.add_parser("demo", help="private inference end to end on this machine: a server in-process, bundled test images, next to the plaintext model")
+    demo.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default); fhe is not built yet")
+    demo.add_argument("--model", default="lenet5", metavar="lenet5|resnet20", help="lenet5 (MNIST, default), resnet20 (CIFAR-10) or a model name")
+    demo.add_argument("--images", type=int, default=10, help="bundled test images to classify (default 10)")
+    demo.add_argument("--link", choices=("lan", "wan"), default="lan", help="link to plan for and emulate (default lan)")
+    demo.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
+    demo.add_argument("--json", metavar="FILE", help="write the summary, per image and per layer, as JSON")
     for command, reason in NOT_BUILT.items():
         later = sub.add_parser(command, help=f"not built yet ({reason})")
         later.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -384,6 +629,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _quantize(args.model, args.calib, args.eval, args.plaintext_bits, args.json)
         if args.command == "plan":
             return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm)
+        if args.command == "serve":
+            return _serve(args.model, args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits)
+        if args.command == "infer":
+            return _infer(args.server, args.images, args.json, not args.no_layers)
+        if args.command == "demo":
+            return _demo(args.mode, args.model, args.images, args.link, args.json, args.flood_bits)
         if args.command == "simulate":
             return _simulate(args.model, args.packing, args.arch, args.batch, args.json, args.html, args.reproduce, args.sweep)
         if args.command == "bench" and args.suite == "bfv":

@@ -16,66 +16,113 @@ training images when the data set is at hand, else the quantisation's plaintext 
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from lycaon import _native
 
-__all__ = ["compare", "linear_layers", "plan", "plan_fhe", "two_party_costs", "write_report"]
+__all__ = ["calibration_inputs", "compare", "dataset_of", "layer_shape", "linear_layers", "plan", "plan_fhe", "preprocessor", "quantize_calibrated", "two_party_costs", "write_report"]
 
 #: Safety bits between a layer's calibrated largest accumulator and its plaintext modulus.
 T_MARGIN_BITS = 2
 
 
+def layer_shape(node, in_shape: tuple) -> dict:
+    """The planner's shape of a conv or linear node with input shape ``in_shape``: {h, w, c_in,
+    c_out, k, stride, pad, groups} (fully connected: h = w = k = 1, c_in = the input length).
+    Raises ``ModelError`` for what the planner does not take: non-square inputs, kernels or
+    strides, asymmetric padding, a convolution without a (C, H, W) input or a fully connected
+    layer without a 1-D one."""
+    from lycaon.frontend.ir import ModelError  # noqa: PLC0415
+
+    w = np.asarray(node.params["weight"])
+    if node.op == "conv":
+        if len(in_shape) != 3:
+            raise ModelError(f"{node.describe()}: a convolution takes a (C, H, W) input, got {tuple(in_shape)}")
+        c, h, wd = in_shape
+        stride = node.attrs.get("stride", (1, 1))
+        pads = node.attrs.get("pads", (0, 0, 0, 0))
+        if w.shape[2] != w.shape[3] or stride[0] != stride[1] or len(set(pads)) != 1 or h != wd:
+            raise ModelError(f"{node.describe()}: the planner takes square inputs, kernels, strides and symmetric padding "
+                             f"(input {h}x{wd}, kernel {w.shape[2]}x{w.shape[3]}, stride {tuple(stride)}, pads {tuple(pads)})")
+        return {"h": h, "w": wd, "c_in": c, "c_out": int(w.shape[0]), "k": int(w.shape[2]), "stride": int(stride[0]), "pad": int(pads[0]), "groups": int(node.attrs.get("groups", 1))}
+    if node.op == "linear":
+        if len(in_shape) != 1:
+            raise ModelError(f"{node.describe()}: a fully connected layer takes a 1-D input, got {tuple(in_shape)} (flatten first)")
+        return {"h": 1, "w": 1, "c_in": int(w.shape[1]), "c_out": int(w.shape[0]), "k": 1, "stride": 1, "pad": 0, "groups": 1}
+    raise ModelError(f"{node.describe()}: not a convolution or fully connected layer")
+
+
 def linear_layers(graph) -> list[dict]:
     """The convolutions and fully connected layers of a (simplified) model graph, with their
-    input shapes, as the planner takes them."""
+    input shapes, as the planner takes them (``layer_shape``)."""
     shapes = graph.shapes()
     layers = []
     for node in graph.nodes:
         if node.op not in ("conv", "linear"):
             continue
         in_shape = shapes[node.inputs[0]] if node.inputs else graph.input_shape
-        w = np.asarray(node.params["weight"])
-        if node.op == "conv":
-            c, h, wd = in_shape
-            stride = node.attrs.get("stride", (1, 1))
-            pads = node.attrs.get("pads", (0, 0, 0, 0))
-            if w.shape[2] != w.shape[3] or stride[0] != stride[1] or len(set(pads)) != 1 or h != wd:
-                raise ValueError(f"layer {node.name}: the planner takes square inputs, kernels, strides and symmetric padding")
-            shape = {"h": h, "w": wd, "c_in": c, "c_out": int(w.shape[0]), "k": int(w.shape[2]), "stride": int(stride[0]), "pad": int(pads[0]), "groups": int(node.attrs.get("groups", 1))}
-        else:
-            shape = {"h": 1, "w": 1, "c_in": int(w.shape[1]), "c_out": int(w.shape[0]), "k": 1, "stride": 1, "pad": 0, "groups": 1}
-        layers.append({"name": node.name, "shape": shape, "weight": w})
+        layers.append({"name": node.name, "shape": layer_shape(node, in_shape), "weight": np.asarray(node.params["weight"])})
     return layers
 
 
-def _value_bits(model: str, graph, layers: list[dict], calibration_images: int) -> dict[str, tuple[int, int]]:
-    """(weight bits, plaintext bits) per layer from the quantised model."""
-    from lycaon.frontend.quantize import QuantConfig, quantize  # noqa: PLC0415
+def dataset_of(graph) -> Optional[str]:
+    """The data set a model's input shape belongs to: "cifar10" (3x32x32), "mnist" (1x28x28) or
+    None."""
+    return {(3, 32, 32): "cifar10", (1, 28, 28): "mnist"}.get(tuple(graph.input_shape))
 
-    config = QuantConfig()
-    x = None
+
+def preprocessor(dataset: str):
+    """uint8 images of a data set as it stores them -> model-ready float (N, C, H, W)."""
+    from lycaon.frontend import lenet, resnet  # noqa: PLC0415
+
+    preps = {"cifar10": resnet.preprocess, "mnist": lenet.preprocess}
+    if dataset not in preps:
+        raise ValueError(f"no preprocessing for data set {dataset!r}; known: {', '.join(preps)}")
+    return preps[dataset]
+
+
+def calibration_inputs(graph, calibration_images: int) -> Optional[np.ndarray]:
+    """Model-ready calibration inputs: ``calibration_images`` training images drawn with a fixed
+    seed, so every caller quantises the same way; None when the data set is not at hand."""
+    dataset = dataset_of(graph)
     try:
-        from lycaon.frontend import lenet, resnet, zoo  # noqa: PLC0415
+        if dataset == "cifar10":
+            from lycaon.frontend import zoo  # noqa: PLC0415
 
-        if tuple(graph.input_shape) == (3, 32, 32):
-            (train_x, _), prep = zoo.cifar10("train"), resnet.preprocess
-        elif tuple(graph.input_shape) == (1, 28, 28):
+            train_x, _ = zoo.cifar10("train")
+        elif dataset == "mnist":
             from lycaon.data import load_mnist  # noqa: PLC0415
 
-            (train_x, _), prep = load_mnist("train"), lenet.preprocess
+            train_x, _ = load_mnist("train")
         else:
-            train_x = None
-        if train_x is not None:
-            idx = np.random.default_rng(0).choice(len(train_x), min(calibration_images, len(train_x)), replace=False)
-            x = prep(train_x[idx])
-    except (OSError, ValueError, ImportError):  # no data set here: fall back to the bound
-        x = None
-    if x is None:
+            return None
+    except (OSError, ValueError, ImportError, subprocess.SubprocessError):  # no data set here
+        return None
+    idx = np.random.default_rng(0).choice(len(train_x), min(calibration_images, len(train_x)), replace=False)
+    return preprocessor(dataset)(train_x[idx])
+
+
+def quantize_calibrated(graph, calibration_images: int = 16):
+    """The quantised model the planner sizes the plaintext moduli for and the hybrid runtime
+    executes (``QuantConfig()`` defaults, calibrated by ``calibration_inputs``); None when no
+    calibration data is at hand."""
+    from lycaon.frontend.quantize import QuantConfig, quantize  # noqa: PLC0415
+
+    x = calibration_inputs(graph, calibration_images)
+    return None if x is None else quantize(graph, x, QuantConfig())
+
+
+def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
+    """(weight bits, plaintext bits) per layer from the quantised model ``q``, or from the
+    quantisation's bounds when there is none."""
+    from lycaon.frontend.quantize import QuantConfig  # noqa: PLC0415
+
+    config = QuantConfig() if q is None else q.config
+    if q is None:
         return {l["name"]: (config.weight_bits + 1, config.plaintext_bits) for l in layers}
-    q = quantize(graph, x, config)
     out = {}
     for layer in layers:
         wq = q.layers.get(layer["name"], (None,))[0]
@@ -88,21 +135,28 @@ def _value_bits(model: str, graph, layers: list[dict], calibration_images: int) 
 
 def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -40, reserve_bits: float = 0.0,
          algorithms: Sequence[str] = (), design_space: bool = False, calibration_images: int = 16,
-         t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True) -> dict[str, Any]:
+         t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True, flood_bits: float = 0.0,
+         quantized=None) -> dict[str, Any]:
     """Plans the hybrid mode of a model (a zoo name or an ONNX/PyTorch file the model front
     imports). Returns the plan: {"layers": [{name, shape, algorithm, params, noise_margin_bits,
     noise_worst_case_bits, predicted_s, server_s, client_s, comm_s, bytes_up, bytes_down,
     key_bytes, rotations, galois_elements, nonlinear_s, nonlinear_bytes, ...}], "predicted_s" (linear
     layers), "nonlinear_s", "total_s", "total_bytes", "rounds", "speedup_vs_single_set", ...}. With
     ``nonlinear`` the two-party ReLU and truncation after each layer are priced by a short run of
-    the protocols on this machine."""
-    from lycaon.frontend import simplify, zoo  # noqa: PLC0415
+    the protocols on this machine. ``flood_bits`` is the statistical security of the noise the
+    server floods its returned ciphertexts with, which every layer's noise budget must leave room
+    for (0: no flooding). ``quantized`` (a ``QuantizedModel`` of this model) sizes the plaintext
+    moduli instead of quantising again with ``calibration_images`` training images."""
+    if quantized is not None:
+        graph = quantized.graph
+    else:
+        from lycaon.frontend import simplify, zoo  # noqa: PLC0415
 
-    graph = simplify(zoo.load_model(model))
+        graph = simplify(zoo.load_model(model))
     layers = linear_layers(graph)
     if not layers:
         raise ValueError(f"model {model!r} has no convolution or fully connected layer to plan")
-    bits = _value_bits(model, graph, layers, calibration_images)
+    bits = _value_bits(layers, quantized if quantized is not None else quantize_calibrated(graph, calibration_images))
     request = {
         "layers": [
             {"name": l["name"], "shape": l["shape"], "weight_bits": bits[l["name"]][0], "t_bits": t_bits or bits[l["name"]][1]}
@@ -114,6 +168,8 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
         "algorithms": list(algorithms),
         "design_space": design_space,
     }
+    if flood_bits > 0:  # only when asked, so planners without the key still read the request
+        request["flood_bits"] = float(flood_bits)
     if cache is not None:
         request["cache"] = cache
     result = json.loads(_native.plan_json(json.dumps(request)))

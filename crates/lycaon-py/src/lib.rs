@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 mod ckks;
+mod hybrid;
 mod mpc;
 mod plan;
 mod planner;
@@ -1060,8 +1061,8 @@ fn run_linear<'py>(
 #[pyo3(signature = (device = 0))]
 fn gpu_status(py: Python<'_>, device: usize) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("built_with_cuda", lycaon_cuda::BUILT_WITH_CUDA)?;
-    match lycaon_cuda::probe(device) {
+    d.set_item("built_with_cuda", lycaon_runtime::device::BUILT_WITH_CUDA)?;
+    match lycaon_runtime::device::probe(device) {
         Ok(info) => {
             d.set_item("available", true)?;
             d.set_item("reason", py.None())?;
@@ -1089,9 +1090,9 @@ fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usiz
     if !(4..=16).contains(&log_n) || limbs == 0 || reps == 0 {
         return Err(ParameterError::new_err(format!("gpu_bench needs 4 <= log_n <= 16, limbs >= 1, reps >= 1 (got {log_n}, {limbs}, {reps})")));
     }
-    let backend = lycaon_cuda::CudaBackend::new(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let backend = lycaon_runtime::device::CudaBackend::new(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
     let report = py
-        .detach(|| lycaon_cuda::bench::bench_backend(&backend, log_n, limbs, reps))
+        .detach(|| lycaon_runtime::device::bench::bench_backend(&backend, log_n, limbs, reps))
         .map_err(|e| LycaonError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("backend", report.backend)?;
@@ -1144,6 +1145,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
+    m.add_class::<hybrid::HybridServer>()?;
+    m.add_function(wrap_pyfunction!(hybrid::hybrid_infer, m)?)?;
+    m.add_function(wrap_pyfunction!(hybrid::hybrid_fetch_program, m)?)?;
+    m.add_function(wrap_pyfunction!(hybrid::hybrid_local, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;

