@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--out", default=str(Path.home() / ".cache" / "lycaon" / "hybrid_accuracy.jsonl"))
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--shard", default="0/1", help="K/N: this process takes the images i with i %% N == K (run N processes on one file)")
     args = ap.parse_args()
     out = Path(args.out).expanduser()
     if args.summary:
@@ -69,8 +70,9 @@ def main() -> None:
     address = server.start(0)
     client = Client(address)
     try:
+        k, n = (int(v) for v in args.shard.split("/"))
         for i in range(min(args.images, len(raw))):
-            if i in done:
+            if i in done or i % n != k:
                 continue
             x = prep(raw[i:i + 1])
             twin = run_integer(q, q.encode_input(x))[0]

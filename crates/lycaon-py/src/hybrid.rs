@@ -93,7 +93,12 @@ fn weights_of(d: &Bound<'_, PyDict>) -> PyResult<Weights> {
     Ok(w)
 }
 
-fn served_model(program_json: &str, weights: &Bound<'_, PyDict>, flood_bits: Option<f64>, metadata: Option<serde_json::Value>) -> PyResult<(ServedModel, Weights)> {
+fn served_model(
+    program_json: &str,
+    weights: &Bound<'_, PyDict>,
+    flood_bits: Option<f64>,
+    metadata: Option<serde_json::Value>,
+) -> PyResult<(ServedModel, Weights)> {
     let mut program = Program::from_json(program_json).map_err(err)?;
     if let Some(m) = metadata {
         program.metadata = m;
@@ -139,7 +144,10 @@ impl HybridServer {
         let server = Server::bind(self.model.clone(), addr, self.options).map_err(err)?;
         let bound = server.local_addr().to_string();
         let (stop, log) = (server.stopper(), server.log.clone());
-        let handle = std::thread::Builder::new().name("lycaon-accept".into()).spawn(move || server.run()).map_err(|e| LycaonError::new_err(format!("cannot start the server thread: {e}")))?;
+        let handle = std::thread::Builder::new()
+            .name("lycaon-accept".into())
+            .spawn(move || server.run())
+            .map_err(|e| LycaonError::new_err(format!("cannot start the server thread: {e}")))?;
         *self.log.lock().map_err(|_| LycaonError::new_err("server state poisoned"))? = Some(log.clone());
         *running = Some((stop, log, handle));
         Ok(bound)
@@ -233,7 +241,14 @@ pub fn hybrid_fetch_program(py: Python<'_>, addr: &str, options_json: &str) -> P
 /// the server's summary under "server".
 #[pyfunction]
 #[pyo3(signature = (program_json, weights, x_int, options_json = "{}", progress = None))]
-pub fn hybrid_local(py: Python<'_>, program_json: &str, weights: &Bound<'_, PyDict>, x_int: &Bound<'_, PyAny>, options_json: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+pub fn hybrid_local(
+    py: Python<'_>,
+    program_json: &str,
+    weights: &Bound<'_, PyDict>,
+    x_int: &Bound<'_, PyAny>,
+    options_json: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let o: ClientOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("options", e))?;
     let (model, _) = served_model(program_json, weights, o.flood_bits, None)?;
     let x = vector(x_int, "x_int")?;

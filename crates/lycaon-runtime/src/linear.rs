@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, PublicKey, SecretKey, SeededCiphertext};
 use lycaon_bfv::noise::NoiseModel;
+use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, PublicKey, SecretKey, SeededCiphertext};
 use lycaon_bfv::{BfvContext, Decryptor, Encryptor, Evaluator};
 use lycaon_math::{Coeff, Poly, Sampler};
 use lycaon_mpc::channel::{pack_words, unpack_words};
@@ -44,7 +44,13 @@ impl ClientKeySet {
         let mut w = Writer::default();
         w.blob(&pk.to_bytes());
         w.blob(&gk.to_bytes());
-        let keys = Self { params: params.clone(), decryptor: Decryptor::new(&ctx, secret.clone())?, encryptor: Encryptor::new(&ctx)?, secret, codec: LayoutCodec::new(params)? };
+        let keys = Self {
+            params: params.clone(),
+            decryptor: Decryptor::new(&ctx, secret.clone())?,
+            encryptor: Encryptor::new(&ctx)?,
+            secret,
+            codec: LayoutCodec::new(params)?,
+        };
         Ok((keys, w.finish()))
     }
 
@@ -75,7 +81,11 @@ impl ClientKeySet {
                 None => Ciphertext::from_bytes(&step.params, blob)?,
             };
             if ct.level() != 0 || ct.len() != 2 {
-                return Err(RuntimeError::Protocol(format!("response ciphertext {k} is at level {} with {} parts, expected level 0 and 2", ct.level(), ct.len())));
+                return Err(RuntimeError::Protocol(format!(
+                    "response ciphertext {k} is at level {} with {} parts, expected level 0 and 2",
+                    ct.level(),
+                    ct.len()
+                )));
             }
             decoded.push(self.codec.decode(layout.encoding, &self.decryptor.decrypt(&ct)?)?);
         }
@@ -163,7 +173,8 @@ impl ServerLayer {
         let own: Vec<i64> = server_share.iter().map(|&v| v as i64).collect();
         let own_packed = layout_in.pack(&own, params.n(), t)?;
         for (k, own) in own_packed.iter().enumerate() {
-            let ct = SeededCiphertext::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
+            let ct =
+                SeededCiphertext::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
             if ct.level() != params.max_level() {
                 return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
             }

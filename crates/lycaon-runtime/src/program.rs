@@ -41,7 +41,9 @@ pub enum OpKind {
         has_bias: bool,
     },
     /// floor(x / 2^shift) (the two-party truncation, off by at most one unit).
-    Truncate { shift: u32 },
+    Truncate {
+        shift: u32,
+    },
     Relu,
     /// Window maximum; padding counts as minus infinity.
     Maxpool {
@@ -59,7 +61,9 @@ pub enum OpKind {
         multiplier: i64,
     },
     /// Sum over all positions of each channel times a public multiplier: (C, H, W) -> (C, 1, 1).
-    GlobalSumpool { multiplier: i64 },
+    GlobalSumpool {
+        multiplier: i64,
+    },
     Flatten,
     Add,
     Concat,
@@ -212,7 +216,8 @@ impl Program {
                     let conv = shape.conv_shape();
                     conv.validate().map_err(|e| bad(format!("linear '{}': {e}", op.name)))?;
                     let expected: Vec<usize> = if conv.is_fully_connected() { vec![conv.c_in] } else { vec![conv.c_in, conv.h, conv.w] };
-                    let fits = x == &expected || (conv.is_fully_connected() && x.iter().product::<usize>() == conv.c_in && x.len() == 3 && x[1] == 1 && x[2] == 1);
+                    let fits =
+                        x == &expected || (conv.is_fully_connected() && x.iter().product::<usize>() == conv.c_in && x.len() == 3 && x[1] == 1 && x[2] == 1);
                     if !fits {
                         return Err(bad(format!("linear '{}': input shape {x:?} does not match the layer shape {expected:?}", op.name)));
                     }

@@ -79,7 +79,15 @@ impl Server {
         }
         let listener = TcpListener::bind(addr).map_err(|e| RuntimeError::Protocol(format!("cannot listen on {addr}: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| RuntimeError::Protocol(format!("listener: {e}")))?;
-        Ok(Self { model, listener, options, stop: Arc::new(AtomicBool::new(false)), active: Arc::new(AtomicUsize::new(0)), sessions: AtomicU64::new(0), log: Arc::new(LogSink::default()) })
+        Ok(Self {
+            model,
+            listener,
+            options,
+            stop: Arc::new(AtomicBool::new(false)),
+            active: Arc::new(AtomicUsize::new(0)),
+            sessions: AtomicU64::new(0),
+            log: Arc::new(LogSink::default()),
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {

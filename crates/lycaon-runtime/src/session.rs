@@ -20,7 +20,7 @@ use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
 use serde::Serialize;
 
 use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
-use crate::program::{CompiledProgram, OpKind, Program, Reveal, Weights, PROGRAM_VERSION};
+use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights, PROGRAM_VERSION};
 use crate::wire::{self, Reader, Writer};
 use crate::{Result, RuntimeError};
 
@@ -179,34 +179,28 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerS
     if count != compiled.param_sets.len() {
         return Err(RuntimeError::Protocol(format!("keys for {count} parameter sets, the program has {}", compiled.param_sets.len())));
     }
-    let keys: Vec<ServerKeySet> = compiled.param_sets.iter().map(|(_, p, elements)| ServerKeySet::from_upload(p, elements, r.blob()?)).collect::<Result<_>>()?;
+    let keys: Vec<ServerKeySet> =
+        compiled.param_sets.iter().map(|(_, p, elements)| ServerKeySet::from_upload(p, elements, r.blob()?)).collect::<Result<_>>()?;
     r.finish("key upload")?;
     let mut party = Party::new(Role::P0, channel, model.options.ot)?;
     let mut values: HashMap<String, Vec<u64>> = HashMap::new();
     values.insert(compiled.program.input.clone(), vec![0; compiled.len_of(&compiled.program.input)]);
     let mut summary = ServerSummary::default();
-    for op in &compiled.program.ops {
-        let before = party.channel().stats();
-        let started = Instant::now();
-        let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
-        let out = if let OpKind::Linear { .. } = op.kind {
-            let step = &compiled.linear[&op.name];
-            let ring = compiled.rings[&op.output];
-            let share = in_ring(&mut party, compiled, &op.inputs[0], ring, &values)?;
+    let layers = &model.layers;
+    summary.layers = run_ops(
+        &mut party,
+        compiled,
+        &mut values,
+        &mut |party, op, step, share, record| {
             let request = wire::recv(party.channel(), "a layer request")?;
             let t0 = Instant::now();
-            let (response, out) = model.layers[&op.name].evaluate(step, &keys[step.set], &request, &share)?;
+            let (response, out) = layers[&op.name].evaluate(step, &keys[step.set], &request, &share)?;
             record.server_s = t0.elapsed().as_secs_f64();
             wire::send(party.channel(), &response)?;
-            out
-        } else {
-            nonlinear_op(&mut party, compiled, op, &values)?
-        };
-        record.seconds = started.elapsed().as_secs_f64();
-        stats_diff(before, party.channel().stats(), &mut record);
-        values.insert(op.output.clone(), out);
-        summary.layers.push(record);
-    }
+            Ok(out)
+        },
+        &mut |_, _, _| {},
+    )?;
     reveal(&mut party, compiled, &values)?;
     let report = serde_json::to_vec(&summary.layers.iter().map(|l| l.server_s).collect::<Vec<_>>()).expect("floats serialise");
     wire::send(party.channel(), &report)?;
@@ -246,42 +240,30 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
     }
     setup.client_s = t0.elapsed().as_secs_f64();
     wire::send(channel, &w.finish())?;
-    let before_setup = channel.stats();
     let mut party = Party::new(Role::P1, channel, OtKind::Silent)?;
     setup.seconds = t0.elapsed().as_secs_f64();
     stats_diff(ChannelStats::default(), party.channel().stats(), &mut setup);
-    let _ = before_setup;
     let input_ring = compiled.rings[&compiled.program.input];
     let mut values: HashMap<String, Vec<u64>> = HashMap::new();
     values.insert(compiled.program.input.clone(), input.iter().map(|&v| input_ring.from_signed(v)).collect());
-    let mut layers = Vec::new();
-    let total = compiled.program.ops.len();
-    for (i, op) in compiled.program.ops.iter().enumerate() {
-        let before = party.channel().stats();
-        let started = Instant::now();
-        let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
-        let out = if let OpKind::Linear { .. } = op.kind {
-            let step = &compiled.linear[&op.name];
-            let ring = compiled.rings[&op.output];
-            let share = in_ring(&mut party, &compiled, &op.inputs[0], ring, &values)?;
+    let mut layers = run_ops(
+        &mut party,
+        &compiled,
+        &mut values,
+        &mut |party, _, step, share, record| {
+            let keys = &mut keys[step.set];
             let t0 = Instant::now();
-            let request = keys[step.set].encrypt_share(step, &share)?;
+            let request = keys.encrypt_share(step, &share)?;
             record.client_s = t0.elapsed().as_secs_f64();
             wire::send(party.channel(), &request)?;
             let response = wire::recv(party.channel(), "a layer response")?;
             let t0 = Instant::now();
-            let out = keys[step.set].decrypt_response(step, &response)?;
+            let out = keys.decrypt_response(step, &response)?;
             record.client_s += t0.elapsed().as_secs_f64();
-            out
-        } else {
-            nonlinear_op(&mut party, &compiled, op, &values)?
-        };
-        record.seconds = started.elapsed().as_secs_f64();
-        stats_diff(before, party.channel().stats(), &mut record);
-        values.insert(op.output.clone(), out);
-        layers.push(record);
-        progress(i + 1, total, &op.name);
-    }
+            Ok(out)
+        },
+        progress,
+    )?;
     let (logits, label) = learn_output(&mut party, &compiled, &values)?;
     let report = wire::recv(party.channel(), "the server's timings")?;
     let server_s: Vec<f64> = serde_json::from_slice(&report).map_err(|e| RuntimeError::Protocol(format!("the server's timings: {e}")))?;
@@ -306,6 +288,41 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
         comm_s: 0.0,
         two_party_s: 0.0,
     })
+}
+
+/// The half of a linear layer one side runs: from its share of the input (already in the layer's
+/// ring) to its share of the output, filling in its times.
+type LinearHalf<'a> = dyn FnMut(&mut Party, &crate::program::Op, &LinearStep, Vec<u64>, &mut LayerRecord) -> Result<Vec<u64>> + 'a;
+
+/// Runs every op in order on this side's shares, one record per op; `progress(done, total, name)`
+/// after each.
+fn run_ops(
+    party: &mut Party,
+    compiled: &CompiledProgram,
+    values: &mut HashMap<String, Vec<u64>>,
+    linear: &mut LinearHalf,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<LayerRecord>> {
+    let total = compiled.program.ops.len();
+    let mut records = Vec::with_capacity(total);
+    for (i, op) in compiled.program.ops.iter().enumerate() {
+        let before = party.channel().stats();
+        let started = Instant::now();
+        let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
+        let out = if let OpKind::Linear { .. } = op.kind {
+            let ring = compiled.rings[&op.output];
+            let share = in_ring(party, compiled, &op.inputs[0], ring, values)?;
+            linear(party, op, &compiled.linear[&op.name], share, &mut record)?
+        } else {
+            nonlinear_op(party, compiled, op, values)?
+        };
+        record.seconds = started.elapsed().as_secs_f64();
+        stats_diff(before, party.channel().stats(), &mut record);
+        values.insert(op.output.clone(), out);
+        records.push(record);
+        progress(i + 1, total, &op.name);
+    }
+    Ok(records)
 }
 
 /// Shares of `tensor` in `ring` (converted by the two-party protocol when it lives elsewhere).
@@ -422,7 +439,12 @@ fn learn_output(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<
 }
 
 /// Runs both halves in this process over an in-memory channel with an emulated link.
-pub fn run_local(model: &ServedModel, input: &[i64], link: lycaon_mpc::LinkModel, progress: &mut (dyn FnMut(usize, usize, &str) + Send)) -> Result<(ClientOutcome, ServerSummary)> {
+pub fn run_local(
+    model: &ServedModel,
+    input: &[i64],
+    link: lycaon_mpc::LinkModel,
+    progress: &mut (dyn FnMut(usize, usize, &str) + Send),
+) -> Result<(ClientOutcome, ServerSummary)> {
     let (mut server_end, mut client_end) = lycaon_mpc::channel::MemoryChannel::pair_with(link, std::time::Duration::from_secs(600));
     std::thread::scope(|scope| {
         let client = scope.spawn(move || run_client(&mut client_end, input, progress));

@@ -275,7 +275,12 @@ fn nothing_unmasked_crosses_the_wire() {
     // No serialised secret key: the envelope kind byte of a secret key never appears as a
     // message start, and the client's messages are the hello, the key upload (public key and
     // Galois keys), layer requests (seeded ciphertexts) and two-party traffic.
-    let secret_envelope = lycaon_bfv::rlwe::SecretKey::generate(&lycaon_bfv::rlwe::Parameters::new(lycaon_bfv::rlwe::ParametersLiteral::bfv_from_bits(4096, &[55, 45], &[], 30).unwrap()).unwrap(), &mut lycaon_math::Sampler::from_os().unwrap()).unwrap().to_bytes();
+    let secret_envelope = lycaon_bfv::rlwe::SecretKey::generate(
+        &lycaon_bfv::rlwe::Parameters::new(lycaon_bfv::rlwe::ParametersLiteral::bfv_from_bits(4096, &[55, 45], &[], 30).unwrap()).unwrap(),
+        &mut lycaon_math::Sampler::from_os().unwrap(),
+    )
+    .unwrap()
+    .to_bytes();
     let header = &secret_envelope[..8.min(secret_envelope.len())];
     assert!(!client_sent.iter().any(|m| m.windows(header.len()).any(|w| w == header)), "a secret-key envelope was sent");
     // The exact first-layer accumulators (as 64-bit little-endian words) never cross in either
