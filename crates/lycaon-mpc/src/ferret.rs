@@ -137,6 +137,13 @@ impl FerretParameters {
         .expect("the published parameters chain")
     }
 
+    /// [`Self::regular_128`] without its largest stage: main (607,232, 69,454, 593), bootstrap
+    /// (75,520, 8,911, 590). The same 128-bit regular-noise LPN sets emp-ot uses (its bootstrap
+    /// stages must be as secure as the main one), about 530,000 COTs per iteration.
+    pub fn regular_128_compact() -> Self {
+        Self::new(vec![LpnParameters { n: 75_520, k: 8_911, t: 590 }], LpnParameters { n: 607_232, k: 69_454, t: 593 }).expect("the published parameters chain")
+    }
+
     /// The original Ferret regular-noise set (CCS 2020 and emp-ot's first `ferret_b13`): main
     /// n = 10,485,760 = 1,280 * 2^13, k = 452,000, t = 1,280; bootstrap n = 470,016 = 918 * 2^9,
     /// k = 32,768, t = 918 (41,030 base COTs). Claimed 128-bit security in 2020; later analyses

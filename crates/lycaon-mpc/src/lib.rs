@@ -60,8 +60,8 @@ pub(crate) fn setup_cot_pair(role: Role, channel: &mut dyn Channel, kind: OtKind
     };
     match kind {
         OtKind::Iknp => Ok((Box::new(sender), Box::new(receiver))),
-        OtKind::Silent => {
-            let params = ferret::FerretParameters::default();
+        OtKind::Silent | OtKind::SilentCompact => {
+            let params = if kind == OtKind::Silent { ferret::FerretParameters::default() } else { ferret::FerretParameters::regular_128_compact() };
             match role {
                 Role::P0 => {
                     let s = ferret::FerretSender::setup(channel, &mut sender, &params)?;

@@ -40,8 +40,13 @@ impl Role {
 pub enum OtKind {
     /// IKNP extension of base OTs: 128 bits of communication per COT.
     Iknp,
-    /// Ferret silent OT (LPN), bootstrapped from IKNP: well under one bit per COT.
+    /// Ferret silent OT (LPN), bootstrapped from IKNP: well under one bit per COT; each main
+    /// iteration makes about 10 million COTs (one round trip).
     Silent,
+    /// Ferret with emp-ot's middle stage as the main one ([`crate::ferret::FerretParameters::regular_128_compact`]):
+    /// about 530 thousand COTs per iteration, so a session that needs a few million COTs does not
+    /// pay for 10 million; more round trips per COT than [`OtKind::Silent`].
+    SilentCompact,
 }
 
 /// One party's state: role, channel, COT generators, local randomness.

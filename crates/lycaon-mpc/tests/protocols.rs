@@ -69,7 +69,7 @@ fn edge_and_random(ring: ShareRing, random: usize, r: &mut ChaCha20Rng) -> Vec<u
 
 #[test]
 fn relu_and_drelu_are_exact_on_every_ring() {
-    for kind in [OtKind::Iknp, OtKind::Silent] {
+    for kind in [OtKind::Iknp, OtKind::Silent, OtKind::SilentCompact] {
         for (k, ring) in rings().into_iter().enumerate() {
             let mut r = rng(k as u64);
             let x = edge_and_random(ring, 300, &mut r);

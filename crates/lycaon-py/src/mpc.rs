@@ -36,7 +36,8 @@ fn ot_of(ot: &str) -> PyResult<OtKind> {
     match ot {
         "iknp" => Ok(OtKind::Iknp),
         "silent" | "ferret" => Ok(OtKind::Silent),
-        other => Err(LycaonError::new_err(format!("unknown OT '{other}': use 'iknp' or 'silent'"))),
+        "silent-compact" => Ok(OtKind::SilentCompact),
+        other => Err(LycaonError::new_err(format!("unknown OT '{other}': use 'iknp', 'silent' or 'silent-compact'"))),
     }
 }
 

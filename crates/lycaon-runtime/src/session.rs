@@ -35,12 +35,40 @@ pub struct SessionOptions {
     pub flood_bits: f64,
     /// Decryption-failure probability the flooding's noise bound is taken at.
     pub failure_probability: f64,
-    pub ot: OtKind,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { flood_bits: 40.0, failure_probability: 2f64.powi(-40), ot: OtKind::Silent }
+        Self { flood_bits: 40.0, failure_probability: 2f64.powi(-40) }
+    }
+}
+
+/// COTs a comparison of `bits`-bit values takes, about (implementation_notes/two-party.md: 135
+/// for 63 bits with 3-bit digits).
+fn comparison_cots(bits: u32) -> f64 {
+    2.2 * bits as f64
+}
+
+/// The silent-OT parameters of a session, the same on both sides (derived from the public
+/// program): the compact set when the program needs fewer COTs than half an iteration of the
+/// large one, which would otherwise cost a whole 10-million-COT iteration.
+pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
+    let mut cots = 0.0;
+    for op in &compiled.program.ops {
+        let bits = compiled.rings[&op.output].bits();
+        let elements = compiled.len_of(&op.output) as f64;
+        cots += match &op.kind {
+            // DReLU on Z_p: two comparisons; then two correlated OTs.
+            OpKind::Relu => elements * (2.0 * comparison_cots(bits) + 2.0),
+            OpKind::Maxpool { kernel, .. } => elements * (kernel[0] * kernel[1]).saturating_sub(1) as f64 * (2.0 * comparison_cots(bits) + 2.0),
+            OpKind::Truncate { .. } => elements * 2.0,
+            _ => 0.0,
+        };
+    }
+    if cots < 5e6 {
+        OtKind::SilentCompact
+    } else {
+        OtKind::Silent
     }
 }
 
@@ -182,7 +210,7 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerS
     let keys: Vec<ServerKeySet> =
         compiled.param_sets.iter().map(|(_, p, elements)| ServerKeySet::from_upload(p, elements, r.blob()?)).collect::<Result<_>>()?;
     r.finish("key upload")?;
-    let mut party = Party::new(Role::P0, channel, model.options.ot)?;
+    let mut party = Party::new(Role::P0, channel, ot_kind(compiled))?;
     let mut values: HashMap<String, Vec<u64>> = HashMap::new();
     values.insert(compiled.program.input.clone(), vec![0; compiled.len_of(&compiled.program.input)]);
     let mut summary = ServerSummary::default();
@@ -240,7 +268,7 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
     }
     setup.client_s = t0.elapsed().as_secs_f64();
     wire::send(channel, &w.finish())?;
-    let mut party = Party::new(Role::P1, channel, OtKind::Silent)?;
+    let mut party = Party::new(Role::P1, channel, ot_kind(&compiled))?;
     setup.seconds = t0.elapsed().as_secs_f64();
     stats_diff(ChannelStats::default(), party.channel().stats(), &mut setup);
     let input_ring = compiled.rings[&compiled.program.input];
