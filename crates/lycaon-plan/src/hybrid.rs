@@ -58,7 +58,7 @@ impl ParamChoice {
 }
 
 /// Prime sizes the search tries for ciphertext primes.
-const PRIME_BITS: [u32; 7] = [30, 36, 40, 45, 50, 55, 60];
+const PRIME_BITS: [u32; 9] = [30, 36, 40, 45, 50, 52, 55, 57, 60];
 
 /// Every secure parameter set of the search space for plaintexts of `t_bits` bits; with
 /// `with_keys` one special prime (as large as the largest ciphertext prime) is included.
@@ -71,7 +71,7 @@ pub fn candidate_sets(t_bits: u32, with_keys: bool) -> Vec<ParamChoice> {
         for primes in 1..=4usize {
             for &bits in &PRIME_BITS {
                 // Equal primes, or one larger first prime (it absorbs the last switch's rounding).
-                for first_extra in [0u32, 10] {
+                for first_extra in [0u32, 5, 10] {
                     let mut q_bits = vec![bits; primes];
                     q_bits[0] = (bits + first_extra).min(60);
                     if first_extra > 0 && q_bits[0] == bits {
