@@ -82,3 +82,21 @@ fn bad_requests_are_refused_with_reasons() {
     let err = lycaon_plan::hybrid::plan_json("{\"layers\": [], \"link\": \"fast\"}").unwrap_err().to_string();
     assert!(err.contains("link"), "{err}");
 }
+
+/// With noise flooding asked for, the tuner prices the flooded outputs: the chosen set keeps a
+/// non-negative margin after flooding, which needs room for about flood_bits + log2 n bits more
+/// than the bare layer, so its modulus is larger than the bare plan's.
+#[test]
+fn flooding_is_priced_into_the_choice() {
+    let mut guard = COSTS.lock().unwrap_or_else(|e| e.into_inner());
+    let costs = guard.get_or_insert_with(CostTable::in_memory);
+    let layer = LayerRequest { name: "conv".into(), shape: ShapeSpec { h: 8, w: 8, c_in: 4, c_out: 4, k: 3, stride: 1, pad: None, groups: 1 }, weight_bits: 8, t_bits: 30 };
+    let bare = TuneOptions { link: Link::lan(), algorithms: vec!["cheetah".into()], ..TuneOptions::default() };
+    let flooded = TuneOptions { flood_bits: 40.0, ..bare.clone() };
+    let a = tune(std::slice::from_ref(&layer), costs, &bare, false).unwrap().layers[0].chosen.clone();
+    let b = tune(std::slice::from_ref(&layer), costs, &flooded, false).unwrap().layers[0].chosen.clone();
+    assert!(b.noise_margin_bits >= 0.0, "flooded margin {}", b.noise_margin_bits);
+    let log_q = |p: &lycaon_plan::hybrid::ParamChoice| p.q_bits.iter().sum::<u32>();
+    assert!(log_q(&b.params) >= log_q(&a.params) + 40, "bare {} flooded {}", a.params.label(), b.params.label());
+    assert!(log_q(&b.params) as f64 >= 30.0 + 40.0 + (b.params.n as f64).log2(), "{}", b.params.label());
+}
