@@ -559,6 +559,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mpc.add_argument("--no-peer", action="store_true", help="skip SPU")
     mpc.add_argument("--bandwidth", type=float, metavar="MB_S", help="model Lycaon's link at this many MB/s (e.g. 9, 384); no SPU ratios then")
     mpc.add_argument("--latency-ms", type=float, default=0.0, help="one-way delay of the modelled link (e.g. 50, 0.3)")
+    e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
+                               "where the time goes, concurrent sessions, ResNet-50's bytes")
+    e2e.add_argument("--json", metavar="FILE", help="write the records, settings and every part as JSON")
+    e2e.add_argument("--resnet20-images", type=int, default=2, help="CIFAR-10 test images for ResNet-20 (default 2; 0 skips it)")
+    e2e.add_argument("--lenet5-images", type=int, default=3, help="MNIST test images for LeNet-5 (default 3; 0 skips it)")
+    e2e.add_argument("--no-peer", action="store_true", help="skip SPU (it needs the optional spu package: pip install 'lycaon[bench]')")
+    e2e.add_argument("--peer-weights", choices=("secret", "private"), default="secret",
+                     help="SPU's weights secret-shared by alice (default) or plaintext at alice (Priv2k, Cheetah's setting)")
+    e2e.add_argument("--concurrency-model", choices=("auto", "resnet20", "lenet5", "none"), default="auto",
+                     help="model for the 1/4/10-session latency study (auto: ResNet-20 if ten of its sessions take at most 3 minutes, else LeNet-5)")
+    e2e.add_argument("--no-resnet50", action="store_true", help="skip ResNet-50's planned bytes")
+    e2e.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -658,6 +670,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             layers = {"all": None, "paper": bench_linear.PAPER_LAYERS, "resnet20": bench_linear.RESNET20_LAYERS}[args.layers]
             bench_linear.run(layers, args.reps, args.json, peer=not args.no_peer)
+            return 0
+        if args.command == "bench" and args.suite == "e2e":
+            from lycaon.bench import e2e as bench_e2e  # noqa: PLC0415
+
+            counts = {"resnet20-cifar10": args.resnet20_images, "lenet5-mnist": args.lenet5_images}
+            if any(n < 0 for n in counts.values()) or not any(counts.values()):
+                raise ValueError("--resnet20-images and --lenet5-images must be >= 0, and one of them positive")
+            concurrency = {"resnet20": "resnet20-cifar10", "lenet5": "lenet5-mnist"}.get(args.concurrency_model, args.concurrency_model)
+            bench_e2e.run({m: n for m, n in counts.items() if n}, args.json, peer=not args.no_peer, peer_weights=args.peer_weights,
+                          concurrency_model=concurrency, resnet50=not args.no_resnet50, flood_bits=args.flood_bits)
             return 0
         if args.command == "bench" and args.suite == "mpc":
             from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415
