@@ -141,7 +141,7 @@ def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
 def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -40, reserve_bits: float = 0.0,
          algorithms: Sequence[str] = (), design_space: bool = False, calibration_images: int = 16,
          t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True, flood_bits: float = 0.0,
-         quantized=None) -> dict[str, Any]:
+         quantized=None, uniform_t: bool = False) -> dict[str, Any]:
     """Plans the hybrid mode of a model (a zoo name or an ONNX/PyTorch file the model front
     imports). Returns the plan: {"layers": [{name, shape, algorithm, params, noise_margin_bits,
     noise_worst_case_bits, predicted_s, server_s, client_s, comm_s, bytes_up, bytes_down,
@@ -151,7 +151,10 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     the protocols on this machine. ``flood_bits`` is the statistical security of the noise the
     server floods its returned ciphertexts with, which every layer's noise budget must leave room
     for (0: no flooding). ``quantized`` (a ``QuantizedModel`` of this model) sizes the plaintext
-    moduli instead of quantising again with ``calibration_images`` training images."""
+    moduli instead of quantising again with ``calibration_images`` training images. With
+    ``uniform_t`` every layer gets the widest layer's plaintext bits: one share ring for the whole
+    network (per ring degree), so the two-party layer converts no shares between layers (the
+    hybrid runtime's choice: a conversion costs a comparison per element)."""
     if quantized is not None:
         graph = quantized.graph
     else:
@@ -162,6 +165,8 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     if not layers:
         raise ValueError(f"model {model!r} has no convolution or fully connected layer to plan")
     bits = _value_bits(layers, quantized if quantized is not None else quantize_calibrated(graph, calibration_images))
+    if uniform_t and t_bits is None:
+        t_bits = max(b[1] for b in bits.values())
     request = {
         "layers": [
             {"name": l["name"], "shape": l["shape"], "weight_bits": bits[l["name"]][0], "t_bits": t_bits or bits[l["name"]][1]}
