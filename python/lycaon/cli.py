@@ -190,12 +190,14 @@ def _si(v: float, unit: str) -> str:
     return f"{v / 1e-9:.4g} n{unit}" if v else f"0 {unit}"
 
 
-def _plan(model: str, mode: str, link: str, json_path: Optional[str], html_path: Optional[str], failure_probability: float, reserve_bits: float, algorithms: Sequence[str]) -> int:
+def _plan(model: str, mode: str, link: str, json_path: Optional[str], html_path: Optional[str], failure_probability: float, reserve_bits: float, algorithms: Sequence[str],
+          flood_bits: float = 0.0) -> int:
     from lycaon import plan as planner  # noqa: PLC0415
 
     result: dict = {"model": model, "mode": mode}
     if mode in ("hybrid", "compare"):
-        hybrid = planner.plan(model, link=link, failure_probability=failure_probability, reserve_bits=reserve_bits, algorithms=algorithms, design_space=bool(html_path))
+        hybrid = planner.plan(model, link=link, failure_probability=failure_probability, reserve_bits=reserve_bits, algorithms=algorithms, design_space=bool(html_path),
+                              flood_bits=flood_bits)
         layers = hybrid["layers"]
         _table(
             f"{model}: hybrid plan (link {hybrid['link']['name']}, failure probability {failure_probability:.1e})",
@@ -407,10 +409,10 @@ def _layer_rows(layers: Sequence[dict], per: int = 1) -> list[list]:
 LAYER_COLUMNS = ["layer", "op", "time", "client", "server", "sent", "received", "rounds"]
 
 
-def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_layers: bool) -> int:
+def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_layers: bool, link: str = "none") -> int:
     from lycaon.hybrid import Client  # noqa: PLC0415
 
-    client = Client(server)
+    client = Client(server, link=link)
     program = client.program
     names = client.labels or []
     inputs = [item for spec in images for item in _read_images(spec, client)]
@@ -599,6 +601,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.add_argument("--failure-probability", type=float, default=2.0 ** -40, help="decryption-failure probability the noise margin is taken at (default 2^-40)")
     plan.add_argument("--reserve-bits", type=float, default=0.0, help="noise budget every layer must keep beyond zero (default 0)")
     plan.add_argument("--algorithm", action="append", default=[], metavar="NAME", help="restrict the hybrid search to these algorithms (repeatable)")
+    plan.add_argument("--flood-bits", type=float, default=0.0,
+                      help="leave room for noise flooding of this statistical security (0: bare layers; lycaon serve floods at 40, so plan with 40 for serve --plan)")
     plan.add_argument("--json", metavar="FILE", help="write the plan as JSON (what lycaon serve executes)")
     plan.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts")
     serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
@@ -615,6 +619,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (uint8 raw images or float model inputs, one or a batch), PNG files, "
                        "or bundled:K for the K-th bundled test image of the server's data set")
     infer.add_argument("--no-layers", action="store_true", help="skip the per-layer tables")
+    infer.add_argument("--link", default="none", metavar="none|lan|wan|BW,DELAY", help="emulate this link on what the client sends and price the network time (default none)")
     infer.add_argument("--json", metavar="FILE", help="write the results as JSON")
     demo = sub.add_parser("demo", help="private inference end to end on this machine: a server in-process, bundled test images, next to the plaintext model")
     demo.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default); fhe is not built yet")
@@ -640,11 +645,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "quantize":
             return _quantize(args.model, args.calib, args.eval, args.plaintext_bits, args.json)
         if args.command == "plan":
-            return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm)
+            return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm, args.flood_bits)
         if args.command == "serve":
             return _serve(args.model, args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits)
         if args.command == "infer":
-            return _infer(args.server, args.images, args.json, not args.no_layers)
+            return _infer(args.server, args.images, args.json, not args.no_layers, args.link)
         if args.command == "demo":
             return _demo(args.mode, args.model, args.images, args.link, args.json, args.flood_bits)
         if args.command == "simulate":
