@@ -1,4 +1,4 @@
-//! Splits the cost of one hoisted rotation into its kernels: `cargo run --release -p lycaon-ckks --example profile_keyswitch [logN]`.
+//! Splits the cost of one hoisted rotation into its kernels: `cargo run --release -p lycaon-ckks --example ckks_profile_keyswitch [logN]`.
 
 use std::time::Instant;
 

@@ -1,5 +1,5 @@
 //! Where the time of one rotation goes, against a relinearisation:
-//! `cargo run --release -p lycaon-ckks --example profile_rotation [logN]`.
+//! `cargo run --release -p lycaon-ckks --example ckks_profile_rotation [logN]`.
 
 use std::time::Instant;
 
