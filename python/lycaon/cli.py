@@ -314,13 +314,14 @@ def _log_line(record: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if not isinstance(v, (list, dict)))
 
 
-def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float) -> int:
+def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float,
+           exact_truncation: bool = True) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.hybrid import Server  # noqa: PLC0415
 
     with Console(stderr=True).status(f"{model}: quantising, {'reading the plan' if plan_path else f'planning for link {link}'} and compiling"):
-        server = Server(model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits)
+        server = Server(model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits, exact_truncation=exact_truncation)
     program = server.program
     linear = [op for op in program["ops"] if op["op"] == "linear"]
     _table(f"{model}: hybrid program ({len(program['ops'])} ops, {program['fraction_bits']} fraction bits, reveals {reveal})",
@@ -438,7 +439,7 @@ def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_la
     return 0
 
 
-def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str], flood_bits: float) -> int:
+def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str], flood_bits: float, exact_truncation: bool = True) -> int:
     if mode == "fhe":
         print("lycaon demo --mode fhe: not built yet (issue 10: FHE-mode private inference); use --mode hybrid", file=sys.stderr)
         return 2
@@ -451,7 +452,7 @@ def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str
 
     name = DEMO_MODELS.get(model, model)
     with Console(stderr=True).status(f"{name}: quantising, planning for link {link} and compiling"):
-        server = Server(name, link=link, emulate_link=True, flood_bits=flood_bits)
+        server = Server(name, link=link, emulate_link=True, flood_bits=flood_bits, exact_truncation=exact_truncation)
     q = server.quantized
     raw, y = _bundled(server.metadata["preprocess"])
     if images < 1 or images > len(raw):
@@ -514,7 +515,7 @@ def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str
         row["op"] = f"{row['op'] / images:g}"
     _table("Per image by op kind (mean)", ["op", "count", "time", "client", "server", "sent", "received", "rounds"], _layer_rows(list(by_op.values()), images))
     if logit_units is not None:
-        print(f"private logits differ from the fixed-point twin's by at most {logit_units} unit(s) of 2^-{f} (each two-party truncation may be off by one)")
+        print(f"private logits differ from the fixed-point twin's by at most {logit_units} unit(s) of 2^-{f} (0: bit for bit)")
     summary["by_op"] = by_op
     summary["per_image"] = [{"label": r.labels[0], "true_label": int(t), "layers": r.layers, "client_s": r.client_s, "server_s": r.server_s, "comm_s": r.comm_s,
                              "total_s": r.total_s, "bytes": r.bytes, "rounds": r.rounds} for r, t in zip(results, y)]
@@ -573,6 +574,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      help="model for the 1/4/10-session latency study (auto: ResNet-20 if ten of its sessions take at most 3 minutes, else LeNet-5)")
     e2e.add_argument("--no-resnet50", action="store_true", help="skip ResNet-50's planned bytes")
     e2e.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
+    e2e.add_argument("--faithful-truncation", action="store_true", help="Lycaon truncates with an error of up to one unit (fewer rounds) instead of exactly")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -614,6 +616,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--max-sessions", type=int, default=4, help="clients served at once (default 4)")
     serve.add_argument("--link", default="lan", metavar="lan|wan|BW,DELAY", help="link the plan is tuned for (default lan)")
     serve.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the noise flooding the server's ciphertexts (default 40)")
+    serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
     infer = sub.add_parser("infer", help="private inference of images on a lycaon server")
     infer.add_argument("--server", required=True, metavar="HOST:PORT", help="the server's address (lycaon serve prints it)")
     infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (uint8 raw images or float model inputs, one or a batch), PNG files, "
@@ -627,6 +630,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     demo.add_argument("--images", type=int, default=10, help="bundled test images to classify (default 10)")
     demo.add_argument("--link", choices=("lan", "wan"), default="lan", help="link to plan for and emulate (default lan)")
     demo.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
+    demo.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
     demo.add_argument("--json", metavar="FILE", help="write the summary, per image and per layer, as JSON")
     for command, reason in NOT_BUILT.items():
         later = sub.add_parser(command, help=f"not built yet ({reason})")
@@ -647,11 +651,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "plan":
             return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm, args.flood_bits)
         if args.command == "serve":
-            return _serve(args.model, args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits)
+            return _serve(args.model, args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
         if args.command == "infer":
             return _infer(args.server, args.images, args.json, not args.no_layers, args.link)
         if args.command == "demo":
-            return _demo(args.mode, args.model, args.images, args.link, args.json, args.flood_bits)
+            return _demo(args.mode, args.model, args.images, args.link, args.json, args.flood_bits, not args.faithful_truncation)
         if args.command == "simulate":
             return _simulate(args.model, args.packing, args.arch, args.batch, args.json, args.html, args.reproduce, args.sweep)
         if args.command == "bench" and args.suite == "bfv":
@@ -683,7 +687,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if any(n < 0 for n in counts.values()) or not any(counts.values()):
                 raise ValueError("--resnet20-images and --lenet5-images must be >= 0, and one of them positive")
             concurrency = {"resnet20": "resnet20-cifar10", "lenet5": "lenet5-mnist"}.get(args.concurrency_model, args.concurrency_model)
-            bench_e2e.run({m: n for m, n in counts.items() if n}, args.json, peer=not args.no_peer, peer_weights=args.peer_weights,
+            bench_e2e.run({m: n for m, n in counts.items() if n}, args.json, peer=not args.no_peer, peer_weights=args.peer_weights, exact_truncation=not args.faithful_truncation,
                           concurrency_model=concurrency, resnet50=not args.no_resnet50, flood_bits=args.flood_bits)
             return 0
         if args.command == "bench" and args.suite == "mpc":

@@ -129,6 +129,71 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
         .collect())
 }
 
+/// Shares of floor(x / 2^shift) exactly, for signed x in the range of `truncation_range`, on a
+/// prime ring (what the hybrid mode's plaintext moduli are).
+///
+/// As [`truncate`], party 0 adds the bias B so that y = x + B is in [0, p/2), and the wrap of
+/// y0 + y1 is w = [y0 >= H] OR [y1 >= H]. With y_i = 2^s h_i + l_i and p = 2^s ph + pl,
+/// floor(y / 2^s) = h0 + h1 - w ph + delta, where the low bits' carry is
+/// delta = (1 - w) [l0 + l1 >= 2^s] + w ([l0 + l1 >= pl + 2^s] - [l0 + l1 < pl]).
+/// The three conditions are comparisons of party 0's threshold with party 1's l1 on s + 1 bits
+/// (batched); the selections by w are ANDs of boolean shares; delta and w become arithmetic
+/// shares in one bit-to-ring conversion. No error, at about three short comparisons per value.
+pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
+    ring.check("truncation input share", shares)?;
+    if shift == 0 {
+        return Ok(shares.to_vec());
+    }
+    let ShareRing::Prime(p) = ring else {
+        return Err(MpcError::InvalidArgument("exact truncation is built for prime rings; use truncate on Z_2^l".into()));
+    };
+    let (bias, _) = truncation_range(ring, shift)?;
+    let n = shares.len();
+    let p0 = party.role() == Role::P0;
+    let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bias) } else { x }).collect();
+    let half = ring.max_positive() + 1;
+    let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
+    let low_mask = (1u64 << shift) - 1;
+    let (ph, pl) = (p.value() >> shift, p.value() & low_mask);
+    // Boolean shares of w = a OR b = a ^ b ^ (a AND b), a party 0's bit and b party 1's.
+    let zeros = vec![false; n];
+    let (ax, bx) = if p0 { (high.clone(), zeros) } else { (zeros, high.clone()) };
+    let ab = crate::compare::and(party, &ax, &bx)?;
+    let w: Vec<bool> = (0..n).map(|i| high[i] ^ ab[i]).collect();
+    // [a < l1] on s + 1 bits as [a + 1 < l1 + 1]: party 0's a + 1 = 0 makes it always true, a = 2^s - 1 always false.
+    let top = low_mask; // 2^s - 1: [top < l1] is false for every l1 < 2^s
+    let inputs: Vec<u64> = if p0 {
+        let l0 = |i: usize| y[i] & low_mask;
+        let c1 = (0..n).map(|i| low_mask - l0(i) + 1);
+        let c2 = (0..n).map(|i| if pl >= l0(i) { top + 1 } else { pl + low_mask - l0(i) + 1 });
+        // d3 = [pl - l0 - 1 < l1] = NOT [l0 + l1 < pl]; when pl <= l0 the condition is false, d3 true.
+        let d3 = (0..n).map(|i| if pl > l0(i) { pl - l0(i) } else { 0 });
+        c1.chain(c2).chain(d3).collect()
+    } else {
+        let l1 = y.iter().map(|&v| (v & low_mask) + 1);
+        l1.clone().chain(l1.clone()).chain(l1).collect()
+    };
+    let cmp = less_than(party, &inputs, shift + 1, DEFAULT_DIGIT_BITS)?;
+    // t1 = NOT w AND c1, t2 = w AND c2, t3 = w AND NOT d3 (negating a share: party 0 flips it).
+    let not_w: Vec<bool> = w.iter().map(|&b| b ^ p0).collect();
+    let not_d3: Vec<bool> = cmp[2 * n..].iter().map(|&b| b ^ p0).collect();
+    let left: Vec<bool> = not_w.iter().chain(&w).chain(&w).copied().collect();
+    let right: Vec<bool> = cmp[..n].iter().chain(&cmp[n..2 * n]).chain(&not_d3).copied().collect();
+    let t = crate::compare::and(party, &left, &right)?;
+    let arith = bits_to_ring(party, ring, &t.iter().chain(&w).copied().collect::<Vec<_>>())?;
+    let ph = ring.reduce(ph);
+    Ok((0..n)
+        .map(|i| {
+            let delta = ring.sub(ring.add(arith[i], arith[n + i]), arith[2 * n + i]);
+            let mut out = ring.add(ring.sub(y[i] >> shift, ring.mul(arith[3 * n + i], ph)), delta);
+            if p0 {
+                out = ring.sub(out, bias >> shift);
+            }
+            out
+        })
+        .collect())
+}
+
 /// Shares of the maximum of each window. `shares` holds `windows` groups of `size` values each
 /// (window-major); a tournament of pairwise max(a, b) = b + ReLU(a - b) takes log2(size)
 /// rounds of comparisons. Values must lie within a quarter of the ring either side of zero so

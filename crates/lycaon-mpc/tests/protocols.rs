@@ -4,7 +4,7 @@
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
     compare::less_than,
-    nonlinear::{convert, drelu, max_pool, relu, truncate, truncation_range},
+    nonlinear::{convert, drelu, max_pool, relu, truncate, truncate_exact, truncation_range},
     party::{OtKind, Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -122,6 +122,25 @@ fn truncation_is_within_its_stated_error() {
                 let err = got - want;
                 let ok = if exact_power_of_two { err == 0 || err == -1 } else { err.abs() <= 1 };
                 assert!(ok, "{} >> {shift} in {ring:?}: got {got}, want {want}", x[i]);
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_truncation_has_no_error_on_prime_rings() {
+    for (k, ring) in rings().into_iter().filter(|r| matches!(r, ShareRing::Prime(_))).enumerate() {
+        for shift in [1u32, 4, 9, 16] {
+            let Ok((bias, limit)) = truncation_range(ring, shift) else { continue };
+            let mut r = rng(200 + k as u64);
+            let mut x: Vec<i64> = vec![0, 1, -1, -(bias as i64), limit as i64, (1 << shift) - 1, -(1 << shift), (1 << shift) + 1];
+            x.extend((0..400).map(|_| r.random_range(-(bias as i64)..=limit as i64)));
+            let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+            let (s0, s1) = share(ring, &values, &mut r);
+            let (t0, t1) = two_party(OtKind::Silent, s0, s1, |p, s| truncate_exact(p, ring, &s, shift));
+            for i in 0..x.len() {
+                let got = ring.to_signed(ring.add(t0[i], t1[i]));
+                assert_eq!(got, x[i].div_euclid(1 << shift), "{} >> {shift} in {ring:?}", x[i]);
             }
         }
     }

@@ -40,7 +40,8 @@ pub enum OpKind {
         #[serde(default)]
         has_bias: bool,
     },
-    /// floor(x / 2^shift) (the two-party truncation, off by at most one unit).
+    /// floor(x / 2^shift): exactly (`lycaon_mpc::nonlinear::truncate_exact`), or off by at most
+    /// one unit when the program asks for faithful truncation (`Program::exact_truncation`).
     Truncate {
         shift: u32,
     },
@@ -106,10 +107,19 @@ pub struct Program {
     pub output: String,
     #[serde(default)]
     pub reveal: Reveal,
+    /// Exact two-party truncation (the default: logits bit for bit those of the fixed-point
+    /// model), or the faithful one (off by at most one unit each; about 7 fewer rounds per
+    /// truncation, for slow links).
+    #[serde(default = "exact_by_default")]
+    pub exact_truncation: bool,
     pub ops: Vec<Op>,
     /// Anything the server wants the client to see (model name, preprocessing, class names).
     #[serde(default)]
     pub metadata: serde_json::Value,
+}
+
+fn exact_by_default() -> bool {
+    true
 }
 
 /// The server's integer weights: per linear op, [out][in/groups][kh][kw] and the bias (at the

@@ -61,6 +61,8 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
             // DReLU on Z_p: two comparisons; then two correlated OTs.
             OpKind::Relu => elements * (2.0 * comparison_cots(bits) + 2.0),
             OpKind::Maxpool { kernel, .. } => elements * (kernel[0] * kernel[1]).saturating_sub(1) as f64 * (2.0 * comparison_cots(bits) + 2.0),
+            // Exact truncation: three comparisons of about 12 bits, four ANDs, four B2A.
+            OpKind::Truncate { .. } if compiled.program.exact_truncation => elements * (3.0 * comparison_cots(13) + 12.0),
             OpKind::Truncate { .. } => elements * 2.0,
             _ => 0.0,
         };
@@ -391,6 +393,7 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
     let x = &values[&op.inputs[0]];
     let p0 = party.role() == Role::P0;
     Ok(match &op.kind {
+        OpKind::Truncate { shift } if compiled.program.exact_truncation => nonlinear::truncate_exact(party, ring, x, *shift)?,
         OpKind::Truncate { shift } => nonlinear::truncate(party, ring, x, *shift)?,
         OpKind::Relu => nonlinear::relu(party, ring, x)?,
         OpKind::Maxpool { kernel, stride, pads } => {

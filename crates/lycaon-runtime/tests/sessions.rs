@@ -1,6 +1,5 @@
 //! End-to-end sessions on small random networks, checked against a plain integer reference
-//! written here (independent of the runtime): exact without truncation, within the truncation
-//! protocol's one-unit error with it; over memory and over TCP with concurrent and bad clients.
+//! written here (independent of the runtime): exact, with and without truncations; over memory and over TCP with concurrent and bad clients.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +116,7 @@ fn linear_relu_pool_residual_and_conversion_are_exact() {
 }
 
 #[test]
-fn truncation_is_within_one_unit_per_truncation_and_flooding_fits() {
+fn truncation_is_exact_and_flooding_must_fit() {
     let (program, weights) = network(true, "logits");
     // The default session floods at 40 bits: conv1 and fc run at q = 55 + 45 bits, which leaves
     // room; conv2 (q = 50 + 50 bits, its noise after key switching) does not, and the server must
@@ -128,13 +127,18 @@ fn truncation_is_within_one_unit_per_truncation_and_flooding_fits() {
     for _ in 0..2 {
         let x = random(&mut rand::rng(), 2 * 64, 30);
         let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
-        let want = reference(&weights, &x, true);
-        let got = client.logits.unwrap();
-        // Two truncations, each off by at most one unit before the fc (weights <= 7, a sum
-        // over 16 positions, residual doubling): a generous bound that still catches a wrong share.
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 7 * 4 * 16 * 2 * 40, "logit {g} vs reference {w}");
-        }
+        // The exact truncation: bit for bit the reference's floor.
+        assert_eq!(client.logits.unwrap(), reference(&weights, &x, true));
+    }
+    // Faithful truncation (fewer rounds): each off by at most one unit before the fc (weights
+    // <= 7, a sum over 16 positions, the residual doubling): a bound that still catches a wrong share.
+    let (mut program, weights) = network(true, "logits");
+    program.exact_truncation = false;
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    for (g, w) in client.logits.unwrap().iter().zip(&reference(&weights, &x, true)) {
+        assert!((g - w).abs() <= 7 * 4 * 16 * 2 * 40, "logit {g} vs reference {w}");
     }
 }
 

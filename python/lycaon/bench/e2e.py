@@ -98,12 +98,12 @@ def bundled_images(model: str, count: int) -> tuple[np.ndarray, np.ndarray]:
     return raw[:count], labels[:count].astype(np.int64)
 
 
-def start_server(model: str, flood_bits: float = 40.0, plan: Any = None):
+def start_server(model: str, flood_bits: float = 40.0, plan: Any = None, exact_truncation: bool = True):
     """A ``hybrid.Server`` for ``model`` planned for the LAN (or on ``plan``), listening on a
     free loopback port with no link emulation, ``max(CONCURRENCY)`` sessions at once."""
     from lycaon.hybrid import Server  # noqa: PLC0415
 
-    server = Server(model, plan=plan, link="lan", flood_bits=flood_bits, max_sessions=max(CONCURRENCY))
+    server = Server(model, plan=plan, link="lan", flood_bits=flood_bits, max_sessions=max(CONCURRENCY), exact_truncation=exact_truncation)
     server.start(0, "127.0.0.1")
     return server
 
@@ -439,7 +439,8 @@ def _print(out: dict, console: Any) -> None:
 
 
 def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bool = True, peer_weights: str = "secret", concurrency_model: str = "auto",
-        resnet50: bool = True, flood_bits: float = 40.0, plans: Optional[dict] = None, concurrency_samples: int = 3, quiet: bool = False) -> dict:
+        resnet50: bool = True, flood_bits: float = 40.0, plans: Optional[dict] = None, concurrency_samples: int = 3, quiet: bool = False,
+        exact_truncation: bool = True) -> dict:
     """The whole bench. ``images``: test images per model (default ResNet-20 2, LeNet-5 3; a
     model left out is not run); ``concurrency_model``: "auto" (ResNet-20 when ten of its sessions
     in a row take at most ``CONCURRENCY_BUDGET_S``, else LeNet-5), a zoo name, or "none";
@@ -458,6 +459,7 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
         "lycaon": {"transport": "TCP on 127.0.0.1, server and client in one process, no link emulation; both links modelled from one run",
                    "session": "one per image: key generation and upload, OT setup, every layer; logits revealed",
                    "plan_link": "lan (the wan figures reuse the lan plan)", "flood_bits": flood_bits, "max_sessions": max(CONCURRENCY),
+                   "truncation": "exact" if exact_truncation else "faithful (off by at most one unit each)",
                    "timing": "mean over the images of the client's wall time per session"},
         "peer": {"name": PEER, "weights": peer_weights, "caveat": SPU_CAVEAT,
                  "timing": "cold run (run 0, Ferret OT and HE key setup included) on loopback, plus 8 * bytes / bandwidth; SPU logs no rounds, "
@@ -476,7 +478,7 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
         for model, count in images.items():
             raw, labels = bundled_images(model, count)
             with console.status(f"{model}: quantising, planning and compiling"):
-                servers[model] = start_server(model, flood_bits, (plans or {}).get(model))
+                servers[model] = start_server(model, flood_bits, (plans or {}).get(model), exact_truncation)
             with console.status(f"{model}: Lycaon, {count} image(s), one session each"):
                 lyc = run_lycaon(servers[model], raw, labels)
             x = lyc.pop("x")
@@ -503,7 +505,7 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
                 chosen, why = concurrency_model, "chosen"
             if chosen not in servers:
                 with console.status(f"{chosen}: quantising, planning and compiling"):
-                    servers[chosen] = start_server(chosen, flood_bits, (plans or {}).get(chosen))
+                    servers[chosen] = start_server(chosen, flood_bits, (plans or {}).get(chosen), exact_truncation)
             raw, _ = bundled_images(chosen, max(images.get(chosen, 1), 1))
             from lycaon.hybrid import Client  # noqa: PLC0415
 
