@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lycaon
+from hybrid_plans import coefficient_plan
 from lycaon.bench import e2e
 
 native = pytest.mark.skipif(not hasattr(lycaon._native, "HybridServer"), reason="the native module has no hybrid runtime")
@@ -17,14 +18,8 @@ MODEL = "lenet5-mnist"
 
 def _plan() -> dict:
     from lycaon.frontend import simplify, zoo  # noqa: PLC0415
-    from lycaon.plan import linear_layers  # noqa: PLC0415
 
-    layers = []
-    for layer in linear_layers(simplify(zoo.load_model(MODEL))):
-        fc = layer["shape"]["k"] == 1 and layer["shape"]["h"] == 1
-        layers.append({"name": layer["name"], "shape": layer["shape"], "algorithm": "cheetah-matvec" if fc else "cheetah",
-                       "params": {"n": 8192, "q_bits": [60, 60], "p_bits": [], "t_bits": 37, "digits": 1}})
-    return {"layers": layers}
+    return coefficient_plan(simplify(zoo.load_model(MODEL)))
 
 
 @pytest.fixture(scope="module")

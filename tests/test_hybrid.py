@@ -11,20 +11,10 @@ import numpy as np
 import pytest
 
 import lycaon
+from hybrid_plans import coefficient_plan
 from lycaon import hybrid
 
 native = pytest.mark.skipif(not hasattr(lycaon._native, "HybridServer"), reason="the native module has no hybrid runtime")
-
-
-def _plan(graph) -> dict:
-    from lycaon.plan import linear_layers  # noqa: PLC0415
-
-    layers = []
-    for layer in linear_layers(graph):
-        fc = layer["shape"]["k"] == 1 and layer["shape"]["h"] == 1
-        layers.append({"name": layer["name"], "shape": layer["shape"], "algorithm": "cheetah-matvec" if fc else "cheetah",
-                       "params": {"n": 8192, "q_bits": [60, 60], "p_bits": [], "t_bits": 37, "digits": 1}})
-    return {"layers": layers}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +23,7 @@ def lenet():
 
     graph = simplify(zoo.load_model("lenet5-mnist"))
     try:
-        program, weights, q = hybrid.prepare("lenet5-mnist", plan=_plan(graph), flood_bits=40.0)
+        program, weights, q = hybrid.prepare("lenet5-mnist", plan=coefficient_plan(graph), flood_bits=40.0)
     except lycaon.frontend.ir.ModelError as e:  # no MNIST training images to calibrate on
         pytest.skip(str(e))
     return program, weights, q

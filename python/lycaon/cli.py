@@ -299,14 +299,13 @@ DEMO_MODELS = {"lenet5": "lenet5-mnist", "resnet20": "resnet20-cifar10"}
 
 
 def _bundled(dataset: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The bundled test images of a data set (uint8, as the data set stores them) and labels."""
-    from lycaon.data import cifar10_test_subset, mnist_test_subset  # noqa: PLC0415
+    """The test images of a data set (uint8, as the data set stores them) and labels."""
+    from lycaon.data import demo_images  # noqa: PLC0415
 
-    if dataset == "mnist":
-        return mnist_test_subset()
-    if dataset == "cifar10":
-        return cifar10_test_subset()
-    raise lycaon.LycaonError(f"no bundled test images for data set {dataset!r} (bundled: mnist, cifar10)")
+    try:
+        return demo_images(dataset)
+    except ValueError as e:
+        raise lycaon.LycaonError(str(e)) from None
 
 
 def _log_line(record: dict) -> str:

@@ -90,9 +90,9 @@ def peer_missing() -> Optional[str]:
 
 def bundled_images(model: str, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The first ``count`` bundled test images of the model's data set (uint8) and their labels."""
-    from lycaon.data import cifar10_test_subset, mnist_test_subset  # noqa: PLC0415
+    from lycaon.data import demo_images  # noqa: PLC0415
 
-    raw, labels = (cifar10_test_subset if MODELS[model] == "cifar10" else mnist_test_subset)()
+    raw, labels = demo_images(MODELS[model])
     if not 1 <= count <= len(raw):
         raise ValueError(f"{model}: between 1 and {len(raw)} test images, not {count}")
     return raw[:count], labels[:count].astype(np.int64)

@@ -1,0 +1,13 @@
+"""A hand-written hybrid plan for tests: coefficient encoding at n = 8192 with two 60-bit primes
+and a 37-bit t (room for 40 bits of noise flooding), so tests need no cost calibration."""
+
+from lycaon.plan import linear_layers
+
+
+def coefficient_plan(graph) -> dict:
+    layers = []
+    for layer in linear_layers(graph):
+        fc = layer["shape"]["k"] == 1 and layer["shape"]["h"] == 1
+        layers.append({"name": layer["name"], "shape": layer["shape"], "algorithm": "cheetah-matvec" if fc else "cheetah",
+                       "params": {"n": 8192, "q_bits": [60, 60], "p_bits": [], "t_bits": 37, "digits": 1}})
+    return {"layers": layers}
