@@ -39,7 +39,10 @@ def compiled(request):
     (the hybrid's own calibration uses training images; any calibration tests the compiler)."""
     model = request.param
     graph = simplify(zoo.load_model(model))
-    cal, _ = _images(MODELS[model], 8)
+    try:
+        cal, _ = _images(MODELS[model], 8)
+    except OSError as e:  # CIFAR-10 lives in ../shared/data, which a checkout elsewhere lacks
+        pytest.skip(str(e))
     q = quantize(graph, cal, QuantConfig())
     program, weights = hybrid.compile_program(q, _plan_for(q, model))
     x, y = _images(MODELS[model], 12)
