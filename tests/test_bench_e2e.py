@@ -50,7 +50,7 @@ def test_lycaon_half_records_and_ratios(lenet_run):
     for link in e2e.LINKS:
         assert lyc["links"][link]["total_s"] == pytest.approx(lyc["total_s"] + e2e.link_seconds(lyc["bytes"], lyc["rounds"], link))
     # Without a peer: the record keys all there, the peer's fields and the ratios empty.
-    records, details = e2e.make_records(lyc, {"peer": e2e.PEER, "error": "peer not installed"})
+    records, details = e2e.make_records({"lan": lyc, "wan": lyc}, {"peer": e2e.PEER, "error": "peer not installed"})
     assert [r["link"] for r in records] == list(e2e.LINKS)
     for r, d in zip(records, details):
         assert tuple(r) == e2e.RECORD_KEYS and r["model"] == MODEL and r["peer"] == e2e.PEER
@@ -58,7 +58,7 @@ def test_lycaon_half_records_and_ratios(lenet_run):
     # With a peer result (made up here): the ratios are Lycaon over the peer's cold run.
     fake = {"first_run_s": 2.0, "first_run_bytes": 4_000_000, "peer_s": 1.0, "peer_bytes": 1_000_000, "weights": "secret",
             "links": {link: {"cold_s": 2.0 + e2e.link_seconds(4e6, 0, link), "warm_s": 1.0 + e2e.link_seconds(1e6, 0, link)} for link in e2e.LINKS}}
-    records, details = e2e.make_records(lyc, fake)
+    records, details = e2e.make_records({"lan": lyc, "wan": lyc}, fake)
     for r, d in zip(records, details):
         assert r["time_ratio"] == pytest.approx(r["lycaon_s"] / fake["links"][r["link"]]["cold_s"])
         assert r["bytes_ratio"] == pytest.approx(lyc["bytes"] / 4e6) and d["bytes_ratio_vs_warm"] == pytest.approx(lyc["bytes"] / 1e6)
@@ -90,6 +90,6 @@ def test_spu_half_matches_the_float_model(lenet_run):
     peer = e2e.run_peer(MODEL, x)
     assert "error" not in peer, peer.get("error")
     assert peer["top1_equal"] and peer["first_run_bytes"] > 0 and peer["peer_bytes"] > 0
-    records, _ = e2e.make_records(lyc, peer)
+    records, _ = e2e.make_records({"lan": lyc, "wan": lyc}, peer)
     for r in records:
         assert r["time_ratio"] > 0 and r["bytes_ratio"] == pytest.approx(lyc["bytes"] / peer["first_run_bytes"])

@@ -389,7 +389,8 @@ def run_two_party(
     """Runs a two-party protocol with both parties in this process (two threads, an in-memory
     channel, optionally a modelled link) on additive shares ``share0`` (party 0's) and ``share1``
     of values modulo ``modulus`` (a power of two up to 2**64, or an odd prime below 2**62).
-    ``op``: relu, drelu, truncate (by ``shift`` bits), maxpool (``window`` consecutive values per
+    ``op``: relu, relu_bounded (|x| within a quarter of the ring: one comparison on a prime ring),
+    drelu, truncate or truncate_exact (by ``shift`` bits), maxpool (``window`` consecutive values per
     window), convert (to ``to_modulus``) or less_than (party 0's values < party 1's, ``bits``
     wide; the shares are then the two parties' private inputs). ``ot``: "silent" (Ferret) or
     "iknp". Returns out0 and out1 (the output shares; bits as 0/1 for drelu and less_than),

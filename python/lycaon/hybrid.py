@@ -168,10 +168,11 @@ def compile_program(q, plan: dict, reveal: str = "logits") -> tuple[dict, dict]:
             wq, bq, shift = q.layers[node.name]
             t_bits = int(layer["params"]["t_bits"])
             acc_bits = q.accumulator_bits.get(node.name)
-            # t >= 2^(t_bits - 1), so |acc| < 2^(t_bits - 2) always fits the signed range (-t/2, t/2).
-            if acc_bits is not None and acc_bits >= t_bits - 2:
+            # t >= 2^(t_bits - 1), so |acc| <= 2^(t_bits - 3) is within a quarter of the ring: the
+            # range exact truncation, bounded ReLU and max-pooling need.
+            if acc_bits is not None and acc_bits > t_bits - 3:
                 raise _model_error(f"{node.describe()}: accumulators reach 2^{acc_bits:.1f} but the plan's plaintext modulus has {t_bits} bits "
-                                   f"(needs more than {int(np.ceil(acc_bits)) + 2}); plan again with this quantisation")
+                                   f"(needs at least {int(np.ceil(acc_bits)) + 3}); plan again with this quantisation")
             acc = node.output if shift == 0 else fresh(f"{node.name}:acc")
             emit("linear", node.name, node.inputs[:1], acc, algorithm=layer["algorithm"], params=layer["params"], shape=shape, has_bias=bq is not None)
             if shift:

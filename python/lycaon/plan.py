@@ -141,7 +141,7 @@ def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
 def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -40, reserve_bits: float = 0.0,
          algorithms: Sequence[str] = (), design_space: bool = False, calibration_images: int = 16,
          t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True, flood_bits: float = 0.0,
-         quantized=None, uniform_t: bool = False) -> dict[str, Any]:
+         quantized=None, uniform_t: bool = False, exact_truncation: bool = True) -> dict[str, Any]:
     """Plans the hybrid mode of a model (a zoo name or an ONNX/PyTorch file the model front
     imports). Returns the plan: {"layers": [{name, shape, algorithm, params, noise_margin_bits,
     noise_worst_case_bits, predicted_s, server_s, client_s, comm_s, bytes_up, bytes_down,
@@ -154,7 +154,8 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     moduli instead of quantising again with ``calibration_images`` training images. With
     ``uniform_t`` every layer gets the widest layer's plaintext bits: one share ring for the whole
     network (per ring degree), so the two-party layer converts no shares between layers (the
-    hybrid runtime's choice: a conversion costs a comparison per element)."""
+    hybrid runtime's choice: a conversion costs a comparison per element). ``exact_truncation``
+    prices the runtime's default truncation (False: the faithful one, ``--faithful-truncation``)."""
     if quantized is not None:
         graph = quantized.graph
     else:
@@ -185,25 +186,26 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     result = json.loads(_native.plan_json(json.dumps(request)))
     result["model"] = model
     if nonlinear:
-        _add_nonlinear(result, result["link"])
+        _add_nonlinear(result, result["link"], exact_truncation)
     return result
 
 
-def two_party_costs(ring_bits: int, elements: int = 1 << 16) -> dict[str, float]:
+def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: bool = True) -> dict[str, float]:
     """Per-element time and bytes, and rounds, of the two-party ReLU and truncation on this
     machine (silent OT, one short run each, both parties in this process), on a prime ring of
     ``ring_bits`` bits like the layers' plaintext moduli. 2^16 elements take about one silent-OT
     iteration (10 million COTs), so its fixed bytes and time are spread as in a large network;
     a run of 2^13 charged a whole iteration to 8,192 elements and priced ResNet-20's two-party
-    bytes at 3.2x what a session measures."""
+    bytes at 3.2x what a session measures. The ops are the runtime's: ReLU on values within a
+    quarter of the ring (one comparison) and the exact truncation (or the faithful one)."""
     import lycaon  # noqa: PLC0415
 
     p = lycaon.ntt_primes(ring_bits, 4096, 1)[0]
     rng = np.random.default_rng()
     s0 = rng.integers(0, p, elements, dtype=np.uint64)
     s1 = rng.integers(0, p, elements, dtype=np.uint64)
-    relu = lycaon.run_two_party("relu", p, s0, s1, ot="silent")
-    trunc = lycaon.run_two_party("truncate", p, s0, s1, ot="silent", shift=8)
+    relu = lycaon.run_two_party("relu_bounded", p, s0, s1, ot="silent")
+    trunc = lycaon.run_two_party("truncate_exact" if exact_truncation else "truncate", p, s0, s1, ot="silent", shift=12)
     return {
         "ring_bits": ring_bits,
         "relu_s": relu["seconds"] / elements, "relu_bytes": relu["bytes"] / elements, "relu_rounds": relu["rounds"],
@@ -212,10 +214,10 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16) -> dict[str, float]
     }
 
 
-def _add_nonlinear(result: dict, link: dict) -> None:
+def _add_nonlinear(result: dict, link: dict, exact_truncation: bool = True) -> None:
     """Adds the two-party ReLU and truncation after every linear layer (its outputs) to a hybrid
     plan: per layer seconds, bytes and rounds, and the totals over the network."""
-    costs = two_party_costs(max(l["t_bits"] for l in result["layers"]))
+    costs = two_party_costs(max(l["t_bits"] for l in result["layers"]), exact_truncation=exact_truncation)
     bw, delay = link["bandwidth_bits_per_s"], link["one_way_delay_s"]
     for layer in result["layers"]:
         sh = layer["shape"]

@@ -5,7 +5,7 @@
 //! returns their shares of the result. Signed values: see `ShareRing` (above M/2 is negative).
 
 use crate::{
-    compare::{bits_to_ring, less_than, private_bit_product, DEFAULT_DIGIT_BITS},
+    compare::{bits_to_ring, less_than, less_than_switched, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
     party::{Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -48,6 +48,47 @@ pub fn drelu(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Result<Vec<b
             Ok((0..n).map(|i| ge[i] ^ ge[n + i] ^ (p0 && shares[i] >= h) ^ p0).collect())
         }
     }
+}
+
+/// The largest |x| that [`drelu_bounded`] and [`relu_bounded`] accept on `ring`: a quarter of
+/// the ring, as truncation and max-pooling need anyway.
+pub fn bounded_range(ring: ShareRing) -> u64 {
+    ((ring.modulus() - 1) / 4) as u64
+}
+
+/// Shares of DReLU(x) = [x >= 0] for |x| <= [`bounded_range`]: on Z_p one comparison instead of
+/// [`drelu`]'s two (Z_{2^l} needs one either way and takes [`drelu`]'s).
+///
+/// Party 0 adds B = floor((p - 1) / 4), so y = x + B is in [0, p/2) and the wrap of y0 + y1 is
+/// w = a OR b (a = [y0 >= H], b = [y1 >= H], H = (p + 1) / 2; see [`truncate`]). Then
+/// x >= 0 iff y0 + y1 - w p >= B iff y1 >= B + w p - y0: a threshold of party 0's that depends
+/// on w, which party 1's b picks inside the comparison ([`less_than_switched`]). Out-of-range
+/// inputs give wrong bits; the caller guarantees the range.
+pub fn drelu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Result<Vec<bool>> {
+    let ShareRing::Prime(p) = ring else {
+        return drelu(party, ring, shares);
+    };
+    ring.check("DReLU input share", shares)?;
+    let (p, bits) = (p.value(), ring.bits());
+    let (bias, half) = (bounded_range(ring), ring.max_positive() + 1);
+    if party.role() == Role::P0 {
+        let y0: Vec<u64> = shares.iter().map(|&x| ring.add(x, bias)).collect();
+        // [T <= y1] = [max(T, 0) < y1 + 1], T = B + w p - y0.
+        let threshold = |y: u64, w: bool| (bias + if w { p } else { 0 }).saturating_sub(y);
+        let if_clear: Vec<u64> = y0.iter().map(|&y| threshold(y, y >= half)).collect();
+        let if_set: Vec<u64> = y0.iter().map(|&y| threshold(y, true)).collect();
+        less_than_switched(party, &if_clear, Switch::Alternatives(&if_set), bits + 1, DEFAULT_DIGIT_BITS)
+    } else {
+        let y1: Vec<u64> = shares.iter().map(|&y| y + 1).collect();
+        let b: Vec<bool> = shares.iter().map(|&y| y >= half).collect();
+        less_than_switched(party, &y1, Switch::Bits(&b), bits + 1, DEFAULT_DIGIT_BITS)
+    }
+}
+
+/// Shares of ReLU(x) for |x| <= [`bounded_range`] (one comparison on Z_p: [`drelu_bounded`]).
+pub fn relu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Result<Vec<u64>> {
+    let positive = drelu_bounded(party, ring, shares)?;
+    select(party, ring, &positive, shares)
 }
 
 /// Shares of b * x for a shared bit b and shared x (two correlated OTs, one each way):
@@ -133,12 +174,14 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
 /// prime ring (what the hybrid mode's plaintext moduli are).
 ///
 /// As [`truncate`], party 0 adds the bias B so that y = x + B is in [0, p/2), and the wrap of
-/// y0 + y1 is w = [y0 >= H] OR [y1 >= H]. With y_i = 2^s h_i + l_i and p = 2^s ph + pl,
-/// floor(y / 2^s) = h0 + h1 - w ph + delta, where the low bits' carry is
-/// delta = (1 - w) [l0 + l1 >= 2^s] + w ([l0 + l1 >= pl + 2^s] - [l0 + l1 < pl]).
-/// The three conditions are comparisons of party 0's threshold with party 1's l1 on s + 1 bits
-/// (batched); the selections by w are ANDs of boolean shares; delta and w become arithmetic
-/// shares in one bit-to-ring conversion. No error, at about three short comparisons per value.
+/// y0 + y1 is w = a OR b with a = [y0 >= H] party 0's bit and b = [y1 >= H] party 1's. With
+/// y_i = 2^s h_i + l_i and p = 2^s ph + pl, floor(y / 2^s) = h0 + h1 - w ph + up - down, where
+/// the low bits' carry is up = [l0 + l1 >= 2^s + w pl] and down = w [l0 + l1 < pl]. Both are
+/// comparisons of a threshold of party 0's with party 1's l1 (s + 1 bits) whose threshold
+/// depends on w; party 0 knows w when a = 1 and otherwise w = b, so party 1's b picks the
+/// threshold inside the comparison's leaf OTs ([`less_than_switched`]) and no AND is needed.
+/// Then up, down and the product ab (w = a + b - ab) become arithmetic shares in one batch of
+/// correlated OTs. No error; rounds: the comparison's (1 + log2 of its digits) plus one.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     ring.check("truncation input share", shares)?;
     if shift == 0 {
@@ -155,37 +198,38 @@ pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift:
     let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
     let low_mask = (1u64 << shift) - 1;
     let (ph, pl) = (p.value() >> shift, p.value() & low_mask);
-    // Boolean shares of w = a OR b = a ^ b ^ (a AND b), a party 0's bit and b party 1's.
-    let zeros = vec![false; n];
-    let (ax, bx) = if p0 { (high.clone(), zeros) } else { (zeros, high.clone()) };
-    let ab = crate::compare::and(party, &ax, &bx)?;
-    let w: Vec<bool> = (0..n).map(|i| high[i] ^ ab[i]).collect();
-    // [a < l1] on s + 1 bits as [a + 1 < l1 + 1]: party 0's a + 1 = 0 makes it always true, a = 2^s - 1 always false.
-    let top = low_mask; // 2^s - 1: [top < l1] is false for every l1 < 2^s
-    let inputs: Vec<u64> = if p0 {
+    // [T <= l1] = [max(T, 0) < l1 + 1]: operands below 2^(s+1). Party 0's operands for
+    // w = 0 and w = 1; where a = 1, w = 1 whatever b is.
+    // up:   T = 2^s + w pl - l0.
+    // down: NOT [pl - l0 < l1 + 1] when w = 1 (x = max(pl - l0, 0)); when w = 0 down must be 0,
+    //       so the comparison must be true: x = 0.
+    let cmp = if p0 {
         let l0 = |i: usize| y[i] & low_mask;
-        let c1 = (0..n).map(|i| low_mask - l0(i) + 1);
-        let c2 = (0..n).map(|i| if pl >= l0(i) { top + 1 } else { pl + low_mask - l0(i) + 1 });
-        // d3 = [pl - l0 - 1 < l1] = NOT [l0 + l1 < pl]; when pl <= l0 the condition is false, d3 true.
-        let d3 = (0..n).map(|i| if pl > l0(i) { pl - l0(i) } else { 0 });
-        c1.chain(c2).chain(d3).collect()
+        let up = |i: usize, w: bool| (low_mask + 1 + if w { pl } else { 0 }).saturating_sub(l0(i));
+        let down = |i: usize, w: bool| if w { pl.saturating_sub(l0(i)) } else { 0 };
+        let if_clear: Vec<u64> = (0..n).map(|i| up(i, high[i])).chain((0..n).map(|i| down(i, high[i]))).collect();
+        let if_set: Vec<u64> = (0..n).map(|i| up(i, true)).chain((0..n).map(|i| down(i, true))).collect();
+        less_than_switched(party, &if_clear, Switch::Alternatives(&if_set), shift + 1, DEFAULT_DIGIT_BITS)?
     } else {
-        let l1 = y.iter().map(|&v| (v & low_mask) + 1);
-        l1.clone().chain(l1.clone()).chain(l1).collect()
+        let l1: Vec<u64> = y.iter().map(|&v| (v & low_mask) + 1).collect();
+        let b: Vec<bool> = high.iter().chain(&high).copied().collect();
+        less_than_switched(party, &[&l1[..], &l1[..]].concat(), Switch::Bits(&b), shift + 1, DEFAULT_DIGIT_BITS)?
     };
-    let cmp = less_than(party, &inputs, shift + 1, DEFAULT_DIGIT_BITS)?;
-    // t1 = NOT w AND c1, t2 = w AND c2, t3 = w AND NOT d3 (negating a share: party 0 flips it).
-    let not_w: Vec<bool> = w.iter().map(|&b| b ^ p0).collect();
-    let not_d3: Vec<bool> = cmp[2 * n..].iter().map(|&b| b ^ p0).collect();
-    let left: Vec<bool> = not_w.iter().chain(&w).chain(&w).copied().collect();
-    let right: Vec<bool> = cmp[..n].iter().chain(&cmp[n..2 * n]).chain(&not_d3).copied().collect();
-    let t = crate::compare::and(party, &left, &right)?;
-    let arith = bits_to_ring(party, ring, &t.iter().chain(&w).copied().collect::<Vec<_>>())?;
+    // Boolean shares of up and down (down = NOT of the second comparison: party 0 flips its
+    // share), then one batch of products with the other party's bit: up0 up1, down0 down1, ab.
+    let mine: Vec<bool> = (0..n).map(|i| cmp[i]).chain((0..n).map(|i| cmp[n + i] ^ p0)).chain(high.iter().copied()).collect();
+    let products = private_bit_product(party, ring, &mine)?;
+    // An XOR-shared bit c = c0 + c1 - 2 c0 c1; each party takes its own bit minus twice its
+    // share of the product.
+    let arith = |k: usize, twice: bool| {
+        let prod = if twice { ring.add(products[k], products[k]) } else { products[k] };
+        ring.sub(mine[k] as u64, prod)
+    };
     let ph = ring.reduce(ph);
     Ok((0..n)
         .map(|i| {
-            let delta = ring.sub(ring.add(arith[i], arith[n + i]), arith[2 * n + i]);
-            let mut out = ring.add(ring.sub(y[i] >> shift, ring.mul(arith[3 * n + i], ph)), delta);
+            let (up, down, w) = (arith(i, true), arith(n + i, true), arith(2 * n + i, false));
+            let mut out = ring.add(ring.sub(y[i] >> shift, ring.mul(w, ph)), ring.sub(up, down));
             if p0 {
                 out = ring.sub(out, bias >> shift);
             }

@@ -252,21 +252,50 @@ impl<C: CotSender> OtSender<C> {
     /// Errors (checked first): `InvalidArgument` for a bad `log_n` or `bits`, a message count
     /// that is not a multiple of N, or a message wider than `bits`; then the channel's.
     pub fn send_chosen_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, messages: &[u64], bits: u32) -> Result<()> {
-        let n_msgs = check_log_n(log_n)?;
-        let mask = word_mask(bits)?;
-        let count = messages.len() / n_msgs;
-        if count * n_msgs != messages.len() {
-            return Err(MpcError::InvalidArgument(format!("{} messages are not a whole number of instances of {n_msgs}", messages.len())));
+        self.send_chosen_1_of_n_batches(channel, &[(log_n, bits, messages)])
+    }
+
+    /// Several chosen 1-out-of-N OTs, each `(log_n, bits, messages)` as in
+    /// [`Self::send_chosen_1_of_n`], in one round trip: every batch's corrections are read before
+    /// any batch's messages are sent (the receiver's [`OtReceiver::receive_chosen_1_of_n_batches`]
+    /// sends them all first).
+    pub fn send_chosen_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u64])]) -> Result<()> {
+        let mut counts = Vec::with_capacity(batches.len());
+        for &(log_n, bits, messages) in batches {
+            let n_msgs = check_log_n(log_n)?;
+            let mask = word_mask(bits)?;
+            let count = messages.len() / n_msgs;
+            if count * n_msgs != messages.len() {
+                return Err(MpcError::InvalidArgument(format!("{} messages are not a whole number of instances of {n_msgs}", messages.len())));
+            }
+            if let Some(m) = messages.iter().find(|&&m| m & !mask != 0) {
+                return Err(MpcError::InvalidArgument(format!("message {m} is wider than {bits} bits")));
+            }
+            counts.push(count);
         }
-        if let Some(m) = messages.iter().find(|&&m| m & !mask != 0) {
-            return Err(MpcError::InvalidArgument(format!("message {m} is wider than {bits} bits")));
+        let mut pending = Vec::with_capacity(batches.len());
+        for (&(log_n, _, _), &count) in batches.iter().zip(&counts) {
+            if count == 0 {
+                pending.push(None);
+                continue;
+            }
+            let (q, base) = self.take(channel, count * log_n as usize)?;
+            let e = channel.recv_words(count, log_n)?;
+            pending.push(Some((q, base, e)));
         }
-        if count == 0 {
-            return Ok(());
+        for (&(log_n, bits, messages), pending) in batches.iter().zip(pending) {
+            if let Some((q, base, e)) = pending {
+                let packed = self.masked_1_of_n(&q, base, &e, log_n, messages, bits);
+                channel.send(&packed)?;
+            }
         }
-        let k = log_n as usize;
-        let (q, base) = self.take(channel, count * k)?;
-        let e = channel.recv_words(count, log_n)?;
+        Ok(())
+    }
+
+    /// The sender's packed message of one chosen 1-out-of-N batch: every message masked with
+    /// the pad the receiver's correction `e` points it to.
+    fn masked_1_of_n(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[u64], bits: u32) -> Vec<u8> {
+        let (k, n_msgs, mask) = (log_n as usize, 1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
         let (hasher, delta) = (&self.hasher, self.cot.delta());
         // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
         let masked_chunk = |c: usize, q: &[Block]| -> Vec<u64> {
@@ -280,14 +309,13 @@ impl<C: CotSender> OtSender<C> {
             words
         };
         let chunk_bits = INSTANCES_PER_CHUNK * n_msgs * bits as usize;
-        let packed: Vec<u8> = if chunk_bits % 8 == 0 {
+        if chunk_bits % 8 == 0 {
             // Whole chunks end on a byte boundary: pack them independently.
             q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| pack_words(&masked_chunk(c, q), bits)).collect()
         } else {
             let words: Vec<u64> = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| masked_chunk(c, q)).collect();
             pack_words(&words, bits)
-        };
-        channel.send(&packed)
+        }
     }
 }
 
@@ -396,25 +424,49 @@ impl<C: CotReceiver> OtReceiver<C> {
     /// `⌈count·N·bits/8⌉` bytes. Errors (checked first): `InvalidArgument` for a bad `log_n`,
     /// `bits` or a choice >= N; then the channel's.
     pub fn receive_chosen_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, choices: &[u32], bits: u32) -> Result<Vec<u64>> {
-        let n_msgs = check_log_n(log_n)?;
-        let mask = word_mask(bits)?;
-        if let Some(c) = choices.iter().find(|&&c| c as usize >= n_msgs) {
-            return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
+        Ok(self.receive_chosen_1_of_n_batches(channel, &[(log_n, bits, choices)])?.remove(0))
+    }
+
+    /// Several chosen 1-out-of-N OTs, each `(log_n, bits, choices)` as in
+    /// [`Self::receive_chosen_1_of_n`], in one round trip: sends every batch's corrections, then
+    /// reads every batch's messages. One output vector per batch.
+    pub fn receive_chosen_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<u64>>> {
+        for &(log_n, bits, choices) in batches {
+            let n_msgs = check_log_n(log_n)?;
+            word_mask(bits)?;
+            if let Some(c) = choices.iter().find(|&&c| c as usize >= n_msgs) {
+                return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
+            }
         }
-        let count = choices.len();
-        if count == 0 {
-            return Ok(Vec::new());
+        let mut pads = Vec::with_capacity(batches.len());
+        for &(log_n, _, choices) in batches {
+            if choices.is_empty() {
+                pads.push(Vec::new());
+                continue;
+            }
+            let (r, p) = self.receive_random_1_of_n(channel, log_n, choices.len())?;
+            let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
+            channel.send_words(&e, log_n)?;
+            pads.push(p);
         }
-        let (r, pads) = self.receive_random_1_of_n(channel, log_n, count)?;
-        let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
-        channel.send_words(&e, log_n)?;
-        let masked = channel.recv_exact((count * n_msgs * bits as usize).div_ceil(8), "1-out-of-N OT messages")?;
-        // Only the chosen word of each instance is read out of the packed messages.
-        Ok(choices
-            .par_iter()
-            .enumerate()
-            .map(|(i, &c)| (read_bits(&masked, (i * n_msgs + c as usize) * bits as usize, bits) ^ pads[i] as u64) & mask)
-            .collect())
+        let mut out = Vec::with_capacity(batches.len());
+        for (&(log_n, bits, choices), pads) in batches.iter().zip(pads) {
+            if choices.is_empty() {
+                out.push(Vec::new());
+                continue;
+            }
+            let (n_msgs, mask) = (1usize << log_n, word_mask(bits)?);
+            let masked = channel.recv_exact((choices.len() * n_msgs * bits as usize).div_ceil(8), "1-out-of-N OT messages")?;
+            // Only the chosen word of each instance is read out of the packed messages.
+            out.push(
+                choices
+                    .par_iter()
+                    .enumerate()
+                    .map(|(i, &c)| (read_bits(&masked, (i * n_msgs + c as usize) * bits as usize, bits) ^ pads[i] as u64) & mask)
+                    .collect(),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -578,6 +630,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn chosen_1_of_n_batches_take_one_round_trip() {
+        let mut r = rng(7);
+        let shapes = [(3u32, 2u32, 300usize), (3, 1, 0), (4, 2, 1_000), (1, 5, 17)];
+        let messages: Vec<Vec<u64>> = shapes.iter().map(|&(k, w, n)| (0..n << k).map(|_| r.next_u64() & ((1 << w) - 1)).collect()).collect();
+        let choices: Vec<Vec<u32>> = shapes.iter().map(|&(k, _, n)| (0..n).map(|_| r.next_u32() % (1 << k)).collect()).collect();
+        let (m, c) = (messages.clone(), choices.clone());
+        let ((_, ss), (out, rs)) = with_ot(
+            move |s, ch| s.send_chosen_1_of_n_batches(ch, &shapes.iter().zip(&m).map(|(&(k, w, _), m)| (k, w, &m[..])).collect::<Vec<_>>()),
+            move |r, ch| r.receive_chosen_1_of_n_batches(ch, &shapes.iter().zip(&c).map(|(&(k, w, _), c)| (k, w, &c[..])).collect::<Vec<_>>()),
+        );
+        for (b, &(k, _, n)) in shapes.iter().enumerate() {
+            let expected: Vec<u64> = (0..n).map(|i| messages[b][(i << k) + choices[b][i] as usize]).collect();
+            assert_eq!(out[b], expected, "batch {b}");
+        }
+        // IKNP extension only sends receiver to sender, so all batches make one flight each way.
+        assert_eq!((ss.rounds, rs.rounds), (1, 1));
     }
 
     #[test]

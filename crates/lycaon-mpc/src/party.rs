@@ -107,15 +107,16 @@ impl<'c> Party<'c> {
         self.ot_receiver.receive_correlated(&mut *self.channel, choices, ring.modulus())
     }
 
-    /// Sender of chosen 1-out-of-2^k OTs of `width`-bit messages, instance i's message v at
-    /// `messages[i * 2^k + v]`.
-    pub fn one_of_n_send(&mut self, k: u32, width: u32, messages: &[u64]) -> Result<()> {
-        self.ot_sender.send_chosen_1_of_n(&mut *self.channel, k, messages, width)
+    /// Sender of batches of chosen 1-out-of-2^k OTs, each `(k, width, messages)` with instance
+    /// i's message v at `messages[i * 2^k + v]`, all in one round trip.
+    pub fn one_of_n_send(&mut self, batches: &[(u32, u32, &[u64])]) -> Result<()> {
+        self.ot_sender.send_chosen_1_of_n_batches(&mut *self.channel, batches)
     }
 
-    /// Receiver of chosen 1-out-of-2^k OTs: message `choices[i]` of each instance.
-    pub fn one_of_n_receive(&mut self, k: u32, width: u32, choices: &[u32]) -> Result<Vec<u64>> {
-        self.ot_receiver.receive_chosen_1_of_n(&mut *self.channel, k, choices, width)
+    /// Receiver of batches of chosen 1-out-of-2^k OTs, each `(k, width, choices)`: message
+    /// `choices[i]` of each instance, one vector per batch.
+    pub fn one_of_n_receive(&mut self, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<u64>>> {
+        self.ot_receiver.receive_chosen_1_of_n_batches(&mut *self.channel, batches)
     }
 
     /// Exchanges bits with the peer: sends ours, returns theirs (one flight each way).

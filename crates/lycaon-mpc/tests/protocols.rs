@@ -3,8 +3,8 @@
 
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
-    compare::less_than,
-    nonlinear::{convert, drelu, max_pool, relu, truncate, truncate_exact, truncation_range},
+    compare::{less_than, less_than_switched, Switch},
+    nonlinear::{bounded_range, convert, drelu, drelu_bounded, max_pool, relu, relu_bounded, truncate, truncate_exact, truncation_range},
     party::{OtKind, Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -85,6 +85,23 @@ fn relu_and_drelu_are_exact_on_every_ring() {
 }
 
 #[test]
+fn bounded_relu_is_exact_within_a_quarter_of_the_ring() {
+    for (k, ring) in rings().into_iter().enumerate() {
+        let mut r = rng(50 + k as u64);
+        let q = bounded_range(ring) as i64;
+        let mut x: Vec<i64> = vec![0, 1, -1, 2, -2, q, -q, q - 1, 1 - q];
+        x.extend((0..300).map(|_| r.random_range(-q..=q)));
+        let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+        let (s0, s1) = share(ring, &values, &mut r);
+        let ((d0, y0), (d1, y1)) = two_party(OtKind::Silent, s0, s1, |p, s| Ok((drelu_bounded(p, ring, &s)?, relu_bounded(p, ring, &s)?)));
+        for i in 0..x.len() {
+            assert_eq!(d0[i] ^ d1[i], x[i] >= 0, "DReLU of {} in {ring:?}", x[i]);
+            assert_eq!(ring.to_signed(ring.add(y0[i], y1[i])), x[i].max(0), "ReLU of {} in {ring:?}", x[i]);
+        }
+    }
+}
+
+#[test]
 fn comparison_matches_on_edges_and_random_widths() {
     let mut r = rng(7);
     for bits in [1u32, 3, 4, 5, 8, 13, 20, 32, 63, 64] {
@@ -102,6 +119,49 @@ fn comparison_matches_on_edges_and_random_widths() {
             }
         }
     }
+}
+
+#[test]
+fn switched_comparison_takes_party_1s_pick_of_party_0s_operands() {
+    let mut r = rng(8);
+    for bits in [1u32, 4, 9, 17, 38, 64] {
+        let max = if bits == 64 { u64::MAX } else { (1 << bits) - 1 };
+        let n = 300;
+        let x0: Vec<u64> = (0..n).map(|i| if i < 4 { [0, max, 0, max][i] } else { r.random::<u64>() & max }).collect();
+        let x1: Vec<u64> = (0..n).map(|i| if i < 4 { [max, 0, 0, max][i] } else { r.random::<u64>() & max }).collect();
+        let y: Vec<u64> = (0..n)
+            .map(|i| {
+                if i % 3 == 0 {
+                    x0[i]
+                } else if i % 3 == 1 {
+                    x1[i]
+                } else {
+                    r.random::<u64>() & max
+                }
+            })
+            .collect();
+        let b: Vec<bool> = (0..n).map(|_| r.random()).collect();
+        for digit in [1u32, 3, 7] {
+            let (x0c, x1c, yc, bc) = (x0.clone(), x1.clone(), y.clone(), b.clone());
+            let ((got0, _), (got1, _)) = run_pair(
+                LinkModel::UNLIMITED,
+                |ch| less_than_switched(&mut Party::new(Role::P0, ch, OtKind::Iknp)?, &x0c, Switch::Alternatives(&x1c), bits, digit),
+                |ch| less_than_switched(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &yc, Switch::Bits(&bc), bits, digit),
+            )
+            .expect("protocol run");
+            for i in 0..n {
+                let x = if b[i] { x1[i] } else { x0[i] };
+                assert_eq!(got0[i] ^ got1[i], x < y[i], "[{x} < {}] picked by b = {} ({bits} bits, digits of {digit})", y[i], b[i]);
+            }
+        }
+    }
+    // Each party must pass its own variant.
+    let refused = run_pair(
+        LinkModel::UNLIMITED,
+        |ch| less_than_switched(&mut Party::new(Role::P0, ch, OtKind::Iknp)?, &[1], Switch::Bits(&[true]), 4, 2),
+        |ch| less_than_switched(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &[1], Switch::Bits(&[true]), 4, 2),
+    );
+    assert!(refused.is_err());
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use lycaon_mpc::{
     channel::{run_pair, ChannelStats, LinkModel},
     compare::less_than,
-    nonlinear::{convert, drelu, max_pool, relu, truncate},
+    nonlinear::{convert, drelu, max_pool, relu, relu_bounded, truncate, truncate_exact},
     party::{OtKind, Party, Role},
     ring::ShareRing,
     MpcError,
@@ -51,8 +51,10 @@ struct PartyRun {
 #[derive(Clone, Copy)]
 enum Op {
     Relu,
+    ReluBounded,
     Drelu,
     Truncate(u32),
+    TruncateExact(u32),
     MaxPool(usize),
     Convert(ShareRing),
     LessThan(u32),
@@ -61,12 +63,16 @@ enum Op {
 fn op_of(op: &str, shift: u32, window: usize, to_modulus: Option<u128>, bits: Option<u32>) -> PyResult<Op> {
     Ok(match op {
         "relu" => Op::Relu,
+        "relu_bounded" => Op::ReluBounded,
         "drelu" => Op::Drelu,
         "truncate" => Op::Truncate(shift),
+        "truncate_exact" => Op::TruncateExact(shift),
         "maxpool" => Op::MaxPool(window),
         "convert" => Op::Convert(ring_of(to_modulus.ok_or_else(|| LycaonError::new_err("op 'convert' needs to_modulus"))?)?),
         "less_than" => Op::LessThan(bits.ok_or_else(|| LycaonError::new_err("op 'less_than' needs bits"))?),
-        other => Err(LycaonError::new_err(format!("unknown op '{other}': relu, drelu, truncate, maxpool, convert or less_than")))?,
+        other => {
+            Err(LycaonError::new_err(format!("unknown op '{other}': relu, relu_bounded, drelu, truncate, truncate_exact, maxpool, convert or less_than")))?
+        }
     })
 }
 
@@ -90,8 +96,10 @@ fn party_run(role: Role, ch: &mut dyn lycaon_mpc::Channel, kind: OtKind, ring: S
 fn run_op(party: &mut Party, ring: ShareRing, op: Op, input: &[u64]) -> lycaon_mpc::Result<Vec<u64>> {
     Ok(match op {
         Op::Relu => relu(party, ring, input)?,
+        Op::ReluBounded => relu_bounded(party, ring, input)?,
         Op::Drelu => drelu(party, ring, input)?.into_iter().map(u64::from).collect(),
         Op::Truncate(shift) => truncate(party, ring, input, shift)?,
+        Op::TruncateExact(shift) => truncate_exact(party, ring, input, shift)?,
         Op::MaxPool(window) => max_pool(party, ring, input, window)?,
         Op::Convert(to) => convert(party, ring, to, input)?,
         Op::LessThan(bits) => less_than(party, input, bits, lycaon_mpc::compare::DEFAULT_DIGIT_BITS)?.into_iter().map(u64::from).collect(),

@@ -48,7 +48,9 @@ pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<
     let n = params.n();
     let count = level + 1;
     if !x.basis().same_primes(&ctx.qp) {
-        return Err(RlweError::Malformed { what: format!("ModDown expects a polynomial over Q_{level} P ({} limbs), got {} limbs", ctx.qp.len(), x.num_limbs()) });
+        return Err(RlweError::Malformed {
+            what: format!("ModDown expects a polynomial over Q_{level} P ({} limbs), got {} limbs", ctx.qp.len(), x.num_limbs()),
+        });
     }
     let mut data = x.into_data();
     let p_part = Poly::<Ntt>::from_kernel_output(conv.from_basis(), data.split_off(count * n));
@@ -127,12 +129,7 @@ pub fn extended_basis(params: &Parameters, level: usize) -> Result<std::sync::Ar
 /// [`RlweError::LevelOutOfRange`].
 pub fn p_mod_q(params: &Parameters, level: usize) -> Result<Vec<u64>, RlweError> {
     let p = params.p().ok_or(RlweError::NoSpecialPrimes)?;
-    Ok(params
-        .q_at(level)?
-        .moduli()
-        .iter()
-        .map(|qi| p.moduli().iter().fold(1u64, |acc, pj| qi.mul(acc, qi.reduce(pj.value()))))
-        .collect())
+    Ok(params.q_at(level)?.moduli().iter().map(|qi| p.moduli().iter().fold(1u64, |acc, pj| qi.mul(acc, qi.reduce(pj.value())))).collect())
 }
 
 /// Switches one polynomial c (over Q_l, NTT form) from the key's source secret to s.

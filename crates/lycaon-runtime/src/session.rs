@@ -395,7 +395,8 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
     Ok(match &op.kind {
         OpKind::Truncate { shift } if compiled.program.exact_truncation => nonlinear::truncate_exact(party, ring, x, *shift)?,
         OpKind::Truncate { shift } => nonlinear::truncate(party, ring, x, *shift)?,
-        OpKind::Relu => nonlinear::relu(party, ring, x)?,
+        // Inputs of ReLU are within a quarter of the ring (compile checks the accumulators).
+        OpKind::Relu => nonlinear::relu_bounded(party, ring, x)?,
         OpKind::Maxpool { kernel, stride, pads } => {
             // Padding is a public value far below any activation: party 0 holds it, party 1 zero.
             let pad = if p0 { ring.from_signed(-((ring.max_positive() / 4) as i64)) } else { 0 };

@@ -98,12 +98,13 @@ def bundled_images(model: str, count: int) -> tuple[np.ndarray, np.ndarray]:
     return raw[:count], labels[:count].astype(np.int64)
 
 
-def start_server(model: str, flood_bits: float = 40.0, plan: Any = None, exact_truncation: bool = True):
-    """A ``hybrid.Server`` for ``model`` planned for the LAN (or on ``plan``), listening on a
+def start_server(model: str, flood_bits: float = 40.0, plan: Any = None, exact_truncation: bool = True, link: str = "lan"):
+    """A ``hybrid.Server`` for ``model`` planned for ``link`` (or on ``plan``), listening on a
     free loopback port with no link emulation, ``max(CONCURRENCY)`` sessions at once."""
     from lycaon.hybrid import Server  # noqa: PLC0415
 
-    server = Server(model, plan=plan, link="lan", flood_bits=flood_bits, max_sessions=max(CONCURRENCY), exact_truncation=exact_truncation)
+    server = Server(model, plan=plan, link=link, flood_bits=flood_bits, max_sessions=max(CONCURRENCY), exact_truncation=exact_truncation)
+    server.plan_link = link if plan is None else "given"
     server.start(0, "127.0.0.1")
     return server
 
@@ -133,7 +134,7 @@ def run_lycaon(server: Any, raw: np.ndarray, labels: np.ndarray) -> dict:
     float_labels = run_float(q.graph, x).argmax(1)
     twin_labels = run_integer(q, q.encode_input(x)).argmax(1)
     private = np.array([r["label"] for r in per_image])
-    out = {"model": server.program["name"], "images": len(x), "plan_link": "lan", "flood_bits": server.options["flood_bits"],
+    out = {"model": server.program["name"], "images": len(x), "plan_link": server.plan_link, "flood_bits": server.options["flood_bits"],
            **{k: _mean(per_image, k) for k in ("total_s", "client_s", "server_s", "two_party_s", "bytes", "rounds")},
            "setup_bytes": float(np.mean([r["setup"]["bytes_sent"] + r["setup"]["bytes_received"] for r in per_image])),
            "labels": private.tolist(), "true_labels": labels.tolist(), "float_labels": float_labels.tolist(), "fixed_point_labels": twin_labels.tolist(),
@@ -174,12 +175,14 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
-def make_records(lyc: dict, peer: dict) -> tuple[list[dict], list[dict]]:
+def make_records(by_link: dict, peer: dict) -> tuple[list[dict], list[dict]]:
     """(records with exactly ``RECORD_KEYS``, details with the components) for one model, one
-    pair per link. Without a peer result its fields and the ratios are None."""
+    pair per link; ``by_link``: ``run_lycaon``'s summary of the run planned for each link.
+    Without a peer result its fields and the ratios are None."""
     records, details = [], []
     ok = "error" not in peer
     for link in LINKS:
+        lyc = by_link[link]
         lycaon_s, lycaon_bytes = lyc["links"][link]["total_s"], lyc["bytes"]
         peer_s = peer["links"][link]["cold_s"] if ok else None
         peer_bytes = peer["first_run_bytes"] if ok else None
@@ -187,7 +190,7 @@ def make_records(lyc: dict, peer: dict) -> tuple[list[dict], list[dict]]:
                         "peer_bytes": peer_bytes, "time_ratio": _ratio(lycaon_s, peer_s), "bytes_ratio": _ratio(lycaon_bytes, peer_bytes)})
         d = {"model": lyc["model"], "link": link, "images": lyc["images"], "lycaon_server_s": lyc["server_s"], "lycaon_client_s": lyc["client_s"],
              "lycaon_two_party_s": lyc["two_party_s"], "lycaon_comm_s": lyc["links"][link]["comm_s"], "lycaon_loopback_s": lyc["total_s"],
-             "lycaon_rounds": lyc["rounds"], "lycaon_setup_bytes": lyc["setup_bytes"]}
+             "lycaon_rounds": lyc["rounds"], "lycaon_setup_bytes": lyc["setup_bytes"], "lycaon_plan_link": lyc["plan_link"]}
         if ok:
             warm_s = peer["links"][link]["warm_s"]
             d.update(peer_loopback_s=peer["first_run_s"], peer_comm_s=peer_s - peer["first_run_s"], peer_rounds=None,
@@ -458,7 +461,8 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
         "links": {k: {**v, "model": "8 * bytes / bandwidth + 2 * rounds * one-way delay, added to the loopback wall time"} for k, v in LINKS.items()},
         "lycaon": {"transport": "TCP on 127.0.0.1, server and client in one process, no link emulation; both links modelled from one run",
                    "session": "one per image: key generation and upload, OT setup, every layer; logits revealed",
-                   "plan_link": "lan (the wan figures reuse the lan plan)", "flood_bits": flood_bits, "max_sessions": max(CONCURRENCY),
+                   "plan_link": ("each link's records come from a server planned for that link (wan: one share ring for the network, "
+                                 "lycaon serve --link wan); both links' times are modelled from that server's run"), "flood_bits": flood_bits, "max_sessions": max(CONCURRENCY),
                    "truncation": "exact" if exact_truncation else "faithful (off by at most one unit each)",
                    "timing": "mean over the images of the client's wall time per session"},
         "peer": {"name": PEER, "weights": peer_weights, "caveat": SPU_CAVEAT,
@@ -472,7 +476,7 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
         settings["peer"].update(spu_peer.spu_info())
     else:
         settings["peer"]["error"] = missing
-    out: dict[str, Any] = {"bench": "e2e", "settings": settings, "records": [], "details": [], "lycaon": {}, "peer": {}}
+    out: dict[str, Any] = {"bench": "e2e", "settings": settings, "records": [], "details": [], "lycaon": {}, "lycaon_wan_plan": {}, "peer": {}}
     servers: dict[str, Any] = {}
     try:
         for model, count in images.items():
@@ -482,12 +486,23 @@ def run(images: Optional[dict] = None, json_path: Optional[str] = None, peer: bo
             with console.status(f"{model}: Lycaon, {count} image(s), one session each"):
                 lyc = run_lycaon(servers[model], raw, labels)
             x = lyc.pop("x")
+            by_link = {"lan": lyc, "wan": lyc}
+            if (plans or {}).get(model) is None:
+                with console.status(f"{model}: Lycaon planned for the wan, {count} image(s)"):
+                    wan_server = start_server(model, flood_bits, None, exact_truncation, link="wan")
+                    try:
+                        if wan_server.program != servers[model].program:
+                            by_link["wan"] = run_lycaon(wan_server, raw, labels)
+                            by_link["wan"].pop("x")
+                            out["lycaon_wan_plan"][model] = by_link["wan"]
+                    finally:
+                        wan_server.stop()
             if missing is None:
                 with console.status(f"{model}: SPU CHEETAH, {max(count, 2)} run(s)"):
                     p = run_peer(model, x, peer_weights)
             else:
                 p = {"peer": PEER, "error": missing}
-            recs, dets = make_records(lyc, p)
+            recs, dets = make_records(by_link, p)
             out["records"] += recs
             out["details"] += dets
             out["lycaon"][model] = lyc
