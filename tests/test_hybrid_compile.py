@@ -64,7 +64,7 @@ def test_reference_run_equals_run_integer_exactly(compiled):
 def test_program_follows_the_spec(compiled):
     model, q, program, weights, _, _ = compiled
     assert json.loads(json.dumps(program)) == program  # plain JSON
-    assert program["version"] == 1 and program["name"] == model and program["reveal"] == "logits"
+    assert program["version"] == hybrid.PROGRAM_VERSION == 2 and program["name"] == model and program["reveal"] == "logits"
     assert program["fraction_bits"] == q.fraction_bits and program["input_shape"] == list(q.graph.input_shape)
     names = [op["name"] for op in program["ops"]]
     assert len(set(names)) == len(names)

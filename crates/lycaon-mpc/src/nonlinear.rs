@@ -140,9 +140,17 @@ pub fn truncation_range(ring: ShareRing, shift: u32) -> Result<(u64, u64)> {
 /// (-1, 2): the result is floor(x / 2^s) - 1, floor(x / 2^s) or (Z_p only) floor(x / 2^s) + 1.
 /// In Z_{2^l}, M mod 2^s = 0 and the error is in {-1, 0}.
 pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
+    truncate_into(party, ring, ring, shares, shift)
+}
+
+/// [`truncate`] with the result in the ring `to` (a prime ring when `ring` is prime, else
+/// `ring` itself): the formula above is an identity of integers, so its terms can be summed in
+/// any ring that holds the result. It saves the conversion to the next layer's ring.
+pub fn truncate_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     ring.check("truncation input share", shares)?;
+    check_output_ring(ring, to)?;
     if shift == 0 {
-        return Ok(shares.to_vec());
+        return if ring == to { Ok(shares.to_vec()) } else { convert(party, ring, to, shares) };
     }
     let (bias, _) = truncation_range(ring, shift)?;
     let p0 = party.role() == Role::P0;
@@ -154,20 +162,30 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
     // Z_2^s, so the OT carries s bits instead of l.
     let w_ring = match ring {
         ShareRing::PowerOfTwo { .. } => ShareRing::power_of_two(shift)?,
-        ShareRing::Prime(_) => ring,
+        ShareRing::Prime(_) => to,
     };
     let both = private_bit_product(party, w_ring, &high)?;
-    let m_shifted = (ring.modulus() >> shift) as u64;
+    let m_shifted = to.reduce((ring.modulus() >> shift) as u64);
+    let bias_shifted = to.reduce(bias >> shift);
     Ok((0..y.len())
         .map(|i| {
             let w = w_ring.sub(high[i] as u64, both[i]);
-            let mut out = ring.sub(y[i] >> shift, ring.mul(w, ring.reduce(m_shifted)));
+            let mut out = to.sub(to.reduce(y[i] >> shift), to.mul(w, m_shifted));
             if p0 {
-                out = ring.sub(out, bias >> shift);
+                out = to.sub(out, bias_shifted);
             }
             out
         })
         .collect())
+}
+
+/// Truncations write into another ring only from a prime ring into a prime ring.
+fn check_output_ring(ring: ShareRing, to: ShareRing) -> Result<()> {
+    if ring == to || (matches!(ring, ShareRing::Prime(_)) && matches!(to, ShareRing::Prime(_))) {
+        Ok(())
+    } else {
+        Err(MpcError::InvalidArgument(format!("a truncation in {ring:?} cannot write its result in {to:?}")))
+    }
 }
 
 /// Shares of floor(x / 2^shift) exactly, for signed x in the range of `truncation_range`, on a
@@ -183,9 +201,17 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
 /// Then up, down and the product ab (w = a + b - ab) become arithmetic shares in one batch of
 /// correlated OTs. No error; rounds: the comparison's (1 + log2 of its digits) plus one.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
+    truncate_exact_into(party, ring, ring, shares, shift)
+}
+
+/// [`truncate_exact`] with the result in the prime ring `to`: floor(y / 2^s) = h0 + h1 - w ph
+/// + up - down holds over the integers, so the terms (w, up and down made arithmetic in `to`)
+/// can be summed in any ring that holds the result, saving the conversion to the next layer's ring.
+pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     ring.check("truncation input share", shares)?;
+    check_output_ring(ring, to)?;
     if shift == 0 {
-        return Ok(shares.to_vec());
+        return if ring == to { Ok(shares.to_vec()) } else { convert(party, ring, to, shares) };
     }
     let ShareRing::Prime(p) = ring else {
         return Err(MpcError::InvalidArgument("exact truncation is built for prime rings; use truncate on Z_2^l".into()));
@@ -218,20 +244,20 @@ pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift:
     // Boolean shares of up and down (down = NOT of the second comparison: party 0 flips its
     // share), then one batch of products with the other party's bit: up0 up1, down0 down1, ab.
     let mine: Vec<bool> = (0..n).map(|i| cmp[i]).chain((0..n).map(|i| cmp[n + i] ^ p0)).chain(high.iter().copied()).collect();
-    let products = private_bit_product(party, ring, &mine)?;
+    let products = private_bit_product(party, to, &mine)?;
     // An XOR-shared bit c = c0 + c1 - 2 c0 c1; each party takes its own bit minus twice its
     // share of the product.
     let arith = |k: usize, twice: bool| {
-        let prod = if twice { ring.add(products[k], products[k]) } else { products[k] };
-        ring.sub(mine[k] as u64, prod)
+        let prod = if twice { to.add(products[k], products[k]) } else { products[k] };
+        to.sub(mine[k] as u64, prod)
     };
-    let ph = ring.reduce(ph);
+    let (ph, bias_shifted) = (to.reduce(ph), to.reduce(bias >> shift));
     Ok((0..n)
         .map(|i| {
             let (up, down, w) = (arith(i, true), arith(n + i, true), arith(2 * n + i, false));
-            let mut out = ring.add(ring.sub(y[i] >> shift, ring.mul(w, ph)), ring.sub(up, down));
+            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), to.mul(w, ph)), to.sub(up, down));
             if p0 {
-                out = ring.sub(out, bias >> shift);
+                out = to.sub(out, bias_shifted);
             }
             out
         })

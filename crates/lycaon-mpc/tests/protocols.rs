@@ -4,7 +4,10 @@
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
     compare::{less_than, less_than_switched, Switch},
-    nonlinear::{bounded_range, convert, drelu, drelu_bounded, max_pool, relu, relu_bounded, truncate, truncate_exact, truncation_range},
+    nonlinear::{
+        bounded_range, convert, drelu, drelu_bounded, max_pool, relu, relu_bounded, truncate, truncate_exact, truncate_exact_into, truncate_into,
+        truncation_range,
+    },
     party::{OtKind, Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -203,6 +206,25 @@ fn exact_truncation_has_no_error_on_prime_rings() {
                 assert_eq!(got, x[i].div_euclid(1 << shift), "{} >> {shift} in {ring:?}", x[i]);
             }
         }
+    }
+}
+
+#[test]
+fn truncations_write_into_another_prime_ring() {
+    let (from, to) = (ShareRing::prime((1 << 61) - 1).unwrap(), ShareRing::prime(1_048_571).unwrap());
+    let mut r = rng(300);
+    let shift = 44; // |x| <= M/4 of the 61-bit ring leaves |x >> 44| < 2^15, inside the 20-bit ring
+    let (bias, limit) = truncation_range(from, shift).unwrap();
+    let mut x: Vec<i64> = vec![0, 1, -1, -(bias as i64), limit as i64, (1 << shift) - 1, -(1 << shift)];
+    x.extend((0..300).map(|_| r.random_range(-(bias as i64)..=limit as i64)));
+    let values: Vec<u64> = x.iter().map(|&v| from.from_signed(v)).collect();
+    let (s0, s1) = share(from, &values, &mut r);
+    let ((e0, f0), (e1, f1)) =
+        two_party(OtKind::Silent, s0, s1, |p, s| Ok((truncate_exact_into(p, from, to, &s, shift)?, truncate_into(p, from, to, &s, shift)?)));
+    for i in 0..x.len() {
+        let want = x[i].div_euclid(1 << shift);
+        assert_eq!(to.to_signed(to.add(e0[i], e1[i])), want, "exact {} >> {shift} into {to:?}", x[i]);
+        assert!((to.to_signed(to.add(f0[i], f1[i])) - want).abs() <= 1, "faithful {} >> {shift} into {to:?}", x[i]);
     }
 }
 

@@ -245,7 +245,10 @@ fn price_plan(
     let server_s = op.layer_seconds(&counts, plan.scalar_mac_fanout(), inputs, outputs);
     let cost = plan.cost();
     let client_s = inputs as f64 * op.encrypt_s + outputs as f64 * op.decrypt_s;
-    let comm_s = options.link.seconds(cost.up_bytes + cost.down_bytes, 1);
+    // The Galois keys the layer needs travel once per session; charged to every layer that needs
+    // them (an upper bound where layers share a key set), so a key-hungry algorithm wins only
+    // where its saving pays for its keys.
+    let comm_s = options.link.seconds(cost.up_bytes + cost.down_bytes + cost.key_bytes, 1);
     Ok(Some(DesignPoint {
         algorithm: algorithm.to_string(),
         params: set.clone(),

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Result, RuntimeError};
 
 /// The version of the program format and of the session protocol.
-pub const PROGRAM_VERSION: u32 = 1;
+pub const PROGRAM_VERSION: u32 = 2;
 
 /// What the client learns at the end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,6 +139,35 @@ pub struct LinearStep {
     pub set: usize,
 }
 
+/// The ring a truncation of `tensor` (from `from`, by `shift` bits) writes its result in: that of
+/// the first linear layer the value reaches through ops that keep their input's ring (ReLU,
+/// pooling, flatten, the first input of an add or concat), so no conversion runs before that
+/// layer. Only when that prime ring is wide enough: p' >= p >> (shift - 2) keeps the truncated
+/// value (at most p / 2^(shift + 2), the truncation's range) within a sixteenth of p', room
+/// for the residual sums and the quarter that ReLU and max-pooling need.
+fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str, Vec<&Op>>, rings: &HashMap<String, ShareRing>) -> Option<ShareRing> {
+    let (ShareRing::Prime(p), true) = (from, shift >= 2) else { return None };
+    let mut frontier = vec![tensor];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(t) = frontier.pop() {
+        for op in consumers.get(t).into_iter().flatten() {
+            let target = match op.kind {
+                OpKind::Linear { .. } => Some(rings[&op.output]),
+                OpKind::Relu | OpKind::Maxpool { .. } | OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } | OpKind::Flatten => None,
+                OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
+                _ => continue,
+            };
+            match target {
+                Some(ShareRing::Prime(q)) if q.value() >= p.value() >> (shift - 2) => return target,
+                Some(_) => return None,
+                None if seen.insert(op.output.as_str()) => frontier.insert(0, op.output.as_str()),
+                None => {}
+            }
+        }
+    }
+    None
+}
+
 /// A validated program: every tensor's shape and share ring, every linear op's plan.
 pub struct CompiledProgram {
     pub program: Program,
@@ -180,6 +209,17 @@ impl Program {
     /// A content hash of the public program (what both sides agree on).
     pub fn digest(&self) -> [u8; 32] {
         *blake3::hash(self.to_json().as_bytes()).as_bytes()
+    }
+
+    /// The ops reading each tensor, in program order.
+    fn consumers(&self) -> HashMap<&str, Vec<&Op>> {
+        let mut out: HashMap<&str, Vec<&Op>> = HashMap::new();
+        for op in &self.ops {
+            for input in &op.inputs {
+                out.entry(input.as_str()).or_default().push(op);
+            }
+        }
+        out
     }
 
     /// Validates the program, infers shapes and rings and builds every linear layer's plan.
@@ -286,10 +326,16 @@ impl Program {
         }
         let first_ring = first_ring.ok_or_else(|| bad("the program has no linear layer"))?;
         rings.insert(self.input.clone(), first_ring);
-        // Rings of the non-linear ops' outputs: that of their first input.
+        // Rings of the non-linear ops' outputs: that of their first input, but a truncation
+        // writes straight into the ring of the linear layer its value goes to (see `retarget`).
+        let consumers = self.consumers();
         for op in &self.ops {
             if !matches!(op.kind, OpKind::Linear { .. }) {
-                let ring = rings[&op.inputs[0]];
+                let from = rings[&op.inputs[0]];
+                let ring = match op.kind {
+                    OpKind::Truncate { shift } => retarget(&op.output, from, shift, &consumers, &rings).unwrap_or(from),
+                    _ => from,
+                };
                 rings.insert(op.output.clone(), ring);
             }
         }

@@ -393,8 +393,11 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
     let x = &values[&op.inputs[0]];
     let p0 = party.role() == Role::P0;
     Ok(match &op.kind {
-        OpKind::Truncate { shift } if compiled.program.exact_truncation => nonlinear::truncate_exact(party, ring, x, *shift)?,
-        OpKind::Truncate { shift } => nonlinear::truncate(party, ring, x, *shift)?,
+        // A truncation may write into the next linear layer's ring (program::retarget).
+        OpKind::Truncate { shift } if compiled.program.exact_truncation => {
+            nonlinear::truncate_exact_into(party, compiled.rings[&op.inputs[0]], ring, x, *shift)?
+        }
+        OpKind::Truncate { shift } => nonlinear::truncate_into(party, compiled.rings[&op.inputs[0]], ring, x, *shift)?,
         // Inputs of ReLU are within a quarter of the ring (compile checks the accumulators).
         OpKind::Relu => nonlinear::relu_bounded(party, ring, x)?,
         OpKind::Maxpool { kernel, stride, pads } => {

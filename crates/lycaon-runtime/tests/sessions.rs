@@ -60,7 +60,7 @@ fn network(truncate: bool, reveal: &str) -> (Program, Weights) {
             "shape": {"h": 1, "w": 1, "c_in": 4, "c_out": 3, "k": 1, "stride": 1}, "has_bias": true}),
     ]);
     let program = Program::from_json(
-        &json!({"version": 1, "name": "test-net", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 4, "output": "logits", "reveal": reveal, "ops": ops, "metadata": {"purpose": "test"}})
+        &json!({"version": 2, "name": "test-net", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 4, "output": "logits", "reveal": reveal, "ops": ops, "metadata": {"purpose": "test"}})
             .to_string(),
     )
     .unwrap();
@@ -123,6 +123,13 @@ fn truncation_is_exact_and_flooding_must_fit() {
     // refuse to start.
     let err = ServedModel::new(program.clone(), &weights, SessionOptions::default()).err().expect("conv2 cannot be flooded");
     assert!(err.to_string().contains("conv2") && err.to_string().contains("flooding"), "{err}");
+    // Each truncation writes straight into the ring of the linear layer its value goes to:
+    // t1 (conv1's 30-bit ring) through ReLU and max-pool into conv2's, t2 through the residual
+    // add, ReLU, sum and flatten into fc's; only the add's skip input is converted.
+    let compiled = program.clone().compile().unwrap();
+    assert_ne!(compiled.rings["a1"], compiled.rings["a2"]);
+    assert_eq!((compiled.rings["a1t"], compiled.rings["p1"]), (compiled.rings["a2"], compiled.rings["a2"]));
+    assert_eq!((compiled.rings["a2t"], compiled.rings["f"]), (compiled.rings["logits"], compiled.rings["logits"]));
     let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
     for _ in 0..2 {
         let x = random(&mut rand::rng(), 2 * 64, 30);
@@ -147,7 +154,7 @@ fn flooded_layers_stay_exact() {
     // Only the cheetah layers (q = 55 + 45 bits) are flooded at 40 bits of statistical security.
     let mut rng = rand::rng();
     let program = Program::from_json(
-        &json!({"version": 1, "name": "flooded", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 0, "output": "y", "ops": [
+        &json!({"version": 2, "name": "flooded", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 0, "output": "y", "ops": [
             {"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
              "shape": {"h": 8, "w": 8, "c_in": 2, "c_out": 3, "k": 3, "stride": 2, "pad": 1}},
             {"op": "flatten", "name": "f", "inputs": ["a"], "output": "af"},
@@ -210,7 +217,7 @@ fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
                     assert!(String::from_utf8_lossy(&reply[1..]).contains("hello"));
                     let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
                     let mut hello = b"LYCN".to_vec();
-                    hello.extend(1u32.to_le_bytes());
+                    hello.extend(lycaon_runtime::program::PROGRAM_VERSION.to_le_bytes());
                     hello.extend(1u32.to_le_bytes());
                     ch.send(&hello).unwrap();
                     let _program = ch.recv().unwrap();
