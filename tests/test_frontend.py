@@ -111,6 +111,22 @@ def test_batchnorm_folding_and_pooling_match_the_unfolded_graph():
     np.testing.assert_allclose(run_float(folded, x), run_float(g, x), rtol=1e-12, atol=1e-12)
 
 
+def test_max_pooling_moves_before_the_relu_that_feeds_it_alone():
+    rng = np.random.default_rng(2)
+    g = Graph("x", (2, 7, 7))
+    g.add(Node("conv", "c", ["x"], "c:o", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}))
+    g.add(Node("relu", "r", ["c:o"], "r:o"))
+    g.add(Node("maxpool", "mp", ["r:o"], "mp:o", {"kernel": (3, 3), "stride": (2, 2), "pads": (1, 1, 1, 1)}))
+    g.add(Node("relu", "r2", ["mp:o"], "r2:o"))  # read by the pool and the add: stays
+    g.add(Node("maxpool", "mp2", ["r2:o"], "mp2:o", {"kernel": (1, 1)}))
+    g.add(Node("add", "a", ["mp2:o", "r2:o"], "a:o"))
+    x = rng.normal(size=(5, 2, 7, 7))
+    out = simplify(g)
+    assert [(n.op, n.name) for n in out.nodes] == [("conv", "c"), ("maxpool", "mp"), ("relu", "r"), ("relu", "r2"), ("maxpool", "mp2"), ("add", "a")]
+    assert out.shapes()["r:o"] == (3, 4, 4) and out.output == g.output
+    np.testing.assert_array_equal(run_float(out, x), run_float(g, x))
+
+
 @needs_data
 def test_fixed_point_twin_agrees_with_the_float_model(reference):
     from lycaon.frontend.quantize import QuantConfig, quantize, run_integer

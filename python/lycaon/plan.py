@@ -165,7 +165,8 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     layers = linear_layers(graph)
     if not layers:
         raise ValueError(f"model {model!r} has no convolution or fully connected layer to plan")
-    bits = _value_bits(layers, quantized if quantized is not None else quantize_calibrated(graph, calibration_images))
+    q = quantized if quantized is not None else quantize_calibrated(graph, calibration_images)
+    bits = _value_bits(layers, q)
     if uniform_t and t_bits is None:
         t_bits = max(b[1] for b in bits.values())
     request = {
@@ -186,18 +187,25 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     result = json.loads(_native.plan_json(json.dumps(request)))
     result["model"] = model
     if nonlinear:
-        _add_nonlinear(result, result["link"], exact_truncation)
+        _add_nonlinear(result, result["link"], graph, q, exact_truncation)
     return result
 
 
-def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: bool = True) -> dict[str, float]:
+#: The truncation priced when no quantised model gives the layers' own (12: the weight fraction
+#: bits of a layer whose largest weight is near 1 under the default 12-bit weights).
+DEFAULT_SHIFT = 12
+
+
+def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: bool = True, shifts: Sequence[int] = (DEFAULT_SHIFT,)) -> dict[str, Any]:
     """Per-element time and bytes, and rounds, of the two-party ReLU and truncation on this
     machine (silent OT, one short run each, both parties in this process), on a prime ring of
     ``ring_bits`` bits like the layers' plaintext moduli. 2^16 elements take about one silent-OT
     iteration (10 million COTs), so its fixed bytes and time are spread as in a large network;
     a run of 2^13 charged a whole iteration to 8,192 elements and priced ResNet-20's two-party
     bytes at 3.2x what a session measures. The ops are the runtime's: ReLU on values within a
-    quarter of the ring (one comparison) and the exact truncation (or the faithful one)."""
+    quarter of the ring (one comparison) and the exact truncation (or the faithful one), whose
+    cost grows with the shift: one run per shift in ``shifts`` ("truncate" holds them by shift;
+    the flat truncate_* keys are the first shift's)."""
     import lycaon  # noqa: PLC0415
 
     p = lycaon.ntt_primes(ring_bits, 4096, 1)[0]
@@ -205,32 +213,66 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     s0 = rng.integers(0, p, elements, dtype=np.uint64)
     s1 = rng.integers(0, p, elements, dtype=np.uint64)
     relu = lycaon.run_two_party("relu_bounded", p, s0, s1, ot="silent")
-    trunc = lycaon.run_two_party("truncate_exact" if exact_truncation else "truncate", p, s0, s1, ot="silent", shift=12)
+    pool = lycaon.run_two_party("relu", p, s0, s1, ot="silent")  # max-pooling's differences span half the ring
+    trunc = {}
+    for shift in dict.fromkeys(int(v) for v in shifts):
+        r = lycaon.run_two_party("truncate_exact" if exact_truncation else "truncate", p, s0, s1, ot="silent", shift=shift)
+        trunc[shift] = {"s": r["seconds"] / elements, "bytes": r["bytes"] / elements, "rounds": r["rounds"]}
+    first = trunc[int(shifts[0])]
     return {
-        "ring_bits": ring_bits,
+        "ring_bits": ring_bits, "exact_truncation": exact_truncation,
         "relu_s": relu["seconds"] / elements, "relu_bytes": relu["bytes"] / elements, "relu_rounds": relu["rounds"],
-        "truncate_s": trunc["seconds"] / elements, "truncate_bytes": trunc["bytes"] / elements, "truncate_rounds": trunc["rounds"],
+        "pool_relu_s": pool["seconds"] / elements, "pool_relu_bytes": pool["bytes"] / elements, "pool_relu_rounds": pool["rounds"],
+        "truncate_s": first["s"], "truncate_bytes": first["bytes"], "truncate_rounds": first["rounds"], "truncate": trunc,
         "setup_s": relu["setup_seconds"], "setup_bytes": relu["setup_bytes"],
     }
 
 
-def _add_nonlinear(result: dict, link: dict, exact_truncation: bool = True) -> None:
-    """Adds the two-party ReLU and truncation after every linear layer (its outputs) to a hybrid
-    plan: per layer seconds, bytes and rounds, and the totals over the network."""
-    costs = two_party_costs(max(l["t_bits"] for l in result["layers"]), exact_truncation=exact_truncation)
+def _two_party_work(graph, q) -> dict[str, dict]:
+    """Per linear layer of ``graph``, the two-party work the runtime does after it until the
+    next one: {"shift", "truncated" (its output elements, truncated by the layer's shift),
+    "relus" (elements through ReLU, a max-pool window of k values counting k - 1 comparisons
+    with their multiplexers: max(a, b) = b + ReLU(a - b), in "pool_relus"), "relu_ops" and
+    "pool_levels" (ReLU ops and max-pool tournament levels in sequence)}."""
+    shapes = graph.shapes()
+    work: dict[str, dict] = {}
+    current = None
+    for node in graph.nodes:
+        size = int(np.prod(node.shape))
+        if node.op in ("conv", "linear"):
+            shift = q.layers[node.name][2] if q is not None and node.name in q.layers else DEFAULT_SHIFT
+            current = work[node.name] = {"shift": int(shift), "truncated": size if shift else 0, "relus": 0, "relu_ops": 0, "pool_relus": 0, "pool_levels": 0}
+        elif current is None:
+            continue
+        elif node.op == "relu":
+            current["relus"] += size
+            current["relu_ops"] += 1
+        elif node.op == "maxpool":
+            k = int(np.prod(node.attrs["kernel"]))
+            current["pool_relus"] += size * (k - 1)
+            current["pool_levels"] += int(np.ceil(np.log2(k)))
+    return work
+
+
+def _add_nonlinear(result: dict, link: dict, graph, q, exact_truncation: bool = True) -> None:
+    """Adds the two-party work after every linear layer (``_two_party_work``: truncation of its
+    outputs by its shift, the ReLUs and max-pool comparisons of the graph up to the next linear
+    layer; max-pooling's ReLUs on differences take the full-range ReLU) to a hybrid plan: per layer seconds, bytes and rounds, and the totals over the network."""
+    work = _two_party_work(graph, q)
+    costs = two_party_costs(max(l["t_bits"] for l in result["layers"]), exact_truncation=exact_truncation,
+                            shifts=sorted({w["shift"] for w in work.values() if w["truncated"]}) or [DEFAULT_SHIFT])
     bw, delay = link["bandwidth_bits_per_s"], link["one_way_delay_s"]
     for layer in result["layers"]:
-        sh = layer["shape"]
-        pad = sh.get("pad") if sh.get("pad") is not None else sh["k"] // 2
-        out_h = (sh["h"] + 2 * pad - sh["k"]) // sh["stride"] + 1
-        out_w = (sh["w"] + 2 * pad - sh["k"]) // sh["stride"] + 1
-        elements = sh["c_out"] * out_h * out_w
-        nl_bytes = elements * (costs["relu_bytes"] + costs["truncate_bytes"])
-        rounds = costs["relu_rounds"] + costs["truncate_rounds"]
-        layer["nonlinear_elements"] = elements
+        w = work[layer["name"]]
+        t = costs["truncate"].get(w["shift"], {"s": 0.0, "bytes": 0.0, "rounds": 0})
+        nl_bytes = w["truncated"] * t["bytes"] + w["relus"] * costs["relu_bytes"] + w["pool_relus"] * costs["pool_relu_bytes"]
+        rounds = (t["rounds"] if w["truncated"] else 0) + w["relu_ops"] * costs["relu_rounds"] + w["pool_levels"] * costs["pool_relu_rounds"]
+        layer["nonlinear_elements"] = w["truncated"] + w["relus"] + w["pool_relus"]
+        layer.update(truncated_elements=w["truncated"], relu_elements=w["relus"], pool_relu_elements=w["pool_relus"], shift=w["shift"])
         layer["nonlinear_bytes"] = nl_bytes
         layer["nonlinear_rounds"] = rounds
-        layer["nonlinear_s"] = elements * (costs["relu_s"] + costs["truncate_s"]) + nl_bytes * 8 / bw + rounds * 2 * delay
+        compute = w["truncated"] * t["s"] + w["relus"] * costs["relu_s"] + w["pool_relus"] * costs["pool_relu_s"]
+        layer["nonlinear_s"] = compute + nl_bytes * 8 / bw + rounds * 2 * delay
     result["two_party_costs"] = costs
     result["nonlinear_s"] = sum(l["nonlinear_s"] for l in result["layers"])
     result["total_s"] = result["predicted_s"] + result["nonlinear_s"] + costs["setup_s"]

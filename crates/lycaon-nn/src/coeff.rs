@@ -9,6 +9,16 @@
 //! coefficient O + i W_p + j, and no wrapped term reaches those coefficients. Products over the
 //! channel blocks add up; one output ciphertext per output channel and spatial block.
 //!
+//! Output-channel packing: with k output channels per ciphertext, kernel j of a group is put
+//! at offset j S with S = O + H_p W_p, so channel j's outputs land at O + j S + i W_p + j'.
+//! A term of channel j' != j reaching them would need an input coefficient at
+//! (j - j') S + (kernel offset) + pos, outside [0, C_p H_p W_p) because S >= O + H_p W_p exceeds
+//! the block and every kernel offset; with (k - 1) S + C_p H_p W_p <= n the terms that wrap
+//! past n land below O, where no output is read (for k = 1 the usual C_p H_p W_p <= n). One plaintext holds the k kernels, so the products stay
+//! C_out x channel blocks while the output ciphertexts (each a whole c_1 on the wire) drop k-fold,
+//! at the price of k-fold smaller channel blocks (more input ciphertexts). Small maps with many
+//! output channels (ResNet-50's 1x1 layers on 7x7 and 14x14) gain most.
+//!
 //! Matrix-vector product: x_j at coefficient j of each column block, W[r][j] at r n_i + n_i - 1 - j;
 //! coefficient r n_i + n_i - 1 of the product is row r's dot product (n_i n_o <= n).
 //!
@@ -29,12 +39,31 @@ use crate::layout::{Encoding, Layout, Placement};
 use crate::noise::{check_model, weight_stats};
 use crate::{ConvShape, HeOps, LayerNoise, LinearPlan, NnError, OpCounts, PlanCore, PreparedLayer, ValueBounds};
 
-/// Block sizes of a coefficient-encoded convolution.
+/// Block sizes of a coefficient-encoded convolution: `c` channels of `h` x `w` per input
+/// ciphertext, `k` output channels per output ciphertext.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CoeffBlocks {
     pub c: usize,
     pub h: usize,
     pub w: usize,
+    pub k: usize,
+}
+
+impl CoeffBlocks {
+    /// Where output channel j of a group starts: O + j S with the origin O and the stride
+    /// S = O + h w (module docs).
+    fn origin(&self, kh: usize, kw: usize) -> usize {
+        (self.c - 1) * self.h * self.w + (kh - 1) * self.w + (kw - 1)
+    }
+
+    fn channel_stride(&self, kh: usize, kw: usize) -> usize {
+        self.origin(kh, kw) + self.h * self.w
+    }
+
+    /// Whether the terms of k packed channels' products that wrap past n stay below O.
+    fn fits(&self, kh: usize, kw: usize, n: usize) -> bool {
+        self.c >= 1 && self.k >= 1 && (self.k - 1) * self.channel_stride(kh, kw) + self.c * self.h * self.w <= n
+    }
 }
 
 #[derive(Clone)]
@@ -50,8 +79,19 @@ pub struct CoeffConv {
 const NAME: &str = "coefficient (Cheetah)";
 
 impl CoeffConv {
-    /// Chooses the blocks that minimise ciphertexts up plus down (ties: fewer products).
+    /// Chooses the blocks and output packing that minimise the bytes up plus down (ties: fewer
+    /// products).
     pub fn new(shape: &ConvShape, params: &Arc<Parameters>) -> Result<Self, NnError> {
+        Self::search(shape, params, shape.c_out)
+    }
+
+    /// Cheetah's own blocks: one output channel per ciphertext, the fewest ciphertexts up plus
+    /// down (000's C2PC packing, whose counts the simulator models).
+    pub fn unpacked(shape: &ConvShape, params: &Arc<Parameters>) -> Result<Self, NnError> {
+        Self::search(shape, params, 1)
+    }
+
+    fn search(shape: &ConvShape, params: &Arc<Parameters>, max_k: usize) -> Result<Self, NnError> {
         shape.validate()?;
         if shape.groups != 1 {
             return Err(NnError::Unsupported {
@@ -61,6 +101,9 @@ impl CoeffConv {
         }
         let n = params.n();
         let (fh, fw) = (shape.full_h(), shape.full_w());
+        let top = params.max_level();
+        let up_ct = crate::layout::seeded_ciphertext_bytes(params, top);
+        let down_ct = crate::layout::partial_ciphertext_bytes(params, 0);
         let mut best: Option<((usize, usize, usize), CoeffBlocks)> = None;
         for oh in 1..=fh {
             let bh = oh + shape.kh - 1;
@@ -69,12 +112,25 @@ impl CoeffConv {
                 if bh * bw > n {
                     break;
                 }
-                let c = shape.c_in.min(n / (bh * bw));
                 let spatial = fh.div_ceil(oh) * fw.div_ceil(ow);
-                let cb = shape.c_in.div_ceil(c);
-                let key = (cb * spatial + shape.c_out * spatial, shape.c_out * cb * spatial, bh * bw);
-                if best.as_ref().is_none_or(|(k, _)| key < *k) {
-                    best = Some((key, CoeffBlocks { c, h: bh, w: bw }));
+                // k = 1 with the widest channel block, then every k whose widest block still fits.
+                for k in 1..=max_k.min(shape.c_out) {
+                    let mut blocks = CoeffBlocks { c: shape.c_in.min(n / (bh * bw)), h: bh, w: bw, k };
+                    while blocks.c > 0 && !blocks.fits(shape.kh, shape.kw, n) {
+                        blocks.c -= 1;
+                    }
+                    if blocks.c == 0 {
+                        break;
+                    }
+                    let cb = shape.c_in.div_ceil(blocks.c);
+                    let outs = shape.c_out.div_ceil(k) * spatial;
+                    // Output c_0 coefficients travel only where they carry outputs: the same for every k.
+                    // Cheetah's own choice (unpacked) counts ciphertexts, as 000's C2PC model does.
+                    let traffic = if max_k == 1 { cb * spatial + outs } else { cb * spatial * up_ct + outs * down_ct };
+                    let key = (traffic, shape.c_out * cb * spatial, bh * bw);
+                    if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                        best = Some((key, blocks));
+                    }
                 }
             }
         }
@@ -88,7 +144,7 @@ impl CoeffConv {
     pub fn with_blocks(shape: &ConvShape, params: &Arc<Parameters>, blocks: CoeffBlocks) -> Result<Self, NnError> {
         shape.validate()?;
         let n = params.n();
-        if blocks.c == 0 || blocks.h < shape.kh || blocks.w < shape.kw || blocks.c * blocks.h * blocks.w > n {
+        if blocks.c == 0 || blocks.h < shape.kh || blocks.w < shape.kw || !blocks.fits(shape.kh, shape.kw, n) {
             return Err(NnError::Unsupported { algorithm: NAME, reason: format!("blocks {blocks:?} must hold the kernel and fit n = {n} coefficients") });
         }
         let (oh, ow) = (blocks.h - shape.kh + 1, blocks.w - shape.kw + 1);
@@ -118,24 +174,26 @@ impl CoeffConv {
             }
         }
         let input_layout = Layout::new(Encoding::Coeff, cb * hb * wb, shape.input_len(), placements);
-        // Output (o, y, x) of stride-1 position (Y, X) = (y s, x s) in block (Y / oh, X / ow).
-        let origin = (blocks.c - 1) * plane + (shape.kh - 1) * blocks.w + (shape.kw - 1);
+        // Output (o, y, x) of stride-1 position (Y, X) = (y s, x s) in block (Y / oh, X / ow),
+        // channel o in group o / k at offset (o % k) S.
+        let (origin, stride) = (blocks.origin(shape.kh, shape.kw), blocks.channel_stride(shape.kh, shape.kw));
         let (out_h, out_w) = (shape.out_h(), shape.out_w());
+        let groups = shape.c_out.div_ceil(blocks.k);
         let mut out_placements = Vec::with_capacity(shape.output_len());
-        let mut kept = vec![0usize; shape.c_out * hb * wb];
+        let mut kept = vec![0usize; groups * hb * wb];
         for o in 0..shape.c_out {
             for y in 0..out_h {
                 let yy = y * shape.stride;
                 for x in 0..out_w {
                     let xx = x * shape.stride;
-                    let ct = (o * hb + yy / oh) * wb + xx / ow;
-                    let pos = origin + (yy % oh) * blocks.w + xx % ow;
+                    let ct = ((o / blocks.k) * hb + yy / oh) * wb + xx / ow;
+                    let pos = origin + (o % blocks.k) * stride + (yy % oh) * blocks.w + xx % ow;
                     kept[ct] += 1;
                     out_placements.push(Placement { element: ((o * out_h + y) * out_w + x) as u32, ct: ct as u32, pos: pos as u32 });
                 }
             }
         }
-        let mut output_layout = Layout::new(Encoding::Coeff, shape.c_out * hb * wb, shape.output_len(), out_placements);
+        let mut output_layout = Layout::new(Encoding::Coeff, groups * hb * wb, shape.output_len(), out_placements);
         output_layout.kept_coefficients = Some(kept);
         Ok(Self { blocks, cb, hb, wb, core: PlanCore::new(params, *shape, input_layout, output_layout) })
     }
@@ -157,7 +215,7 @@ impl LinearPlan for CoeffConv {
     }
     fn counts(&self) -> OpCounts {
         let top = self.core.params.max_level();
-        let outs = (self.core.shape.c_out * self.hb * self.wb) as u64;
+        let outs = (self.core.shape.c_out.div_ceil(self.blocks.k) * self.hb * self.wb) as u64;
         products_then_lowest(outs, self.cb as u64, top)
     }
     fn galois_elements(&self) -> Vec<u64> {
@@ -165,12 +223,12 @@ impl LinearPlan for CoeffConv {
     }
 
     fn weight_bytes(&self) -> usize {
-        self.core.shape.c_out * self.cb * crate::layout::prepared_plaintext_bytes(&self.core.params)
+        self.core.shape.c_out.div_ceil(self.blocks.k) * self.cb * crate::layout::prepared_plaintext_bytes(&self.core.params)
     }
 
     /// Every output ciphertext is sum over channel blocks g of p_g * x_g, p_g holding the
-    /// C_g kh kw weights of the block as coefficients (E||p_g||^2 = C_g kh kw E[w^2],
-    /// ||p_g||_1 <= C_g kh kw |w|max). Only the output coefficients travel and are decrypted, so
+    /// k C_g kh kw weights of the block's k packed kernels as coefficients
+    /// (E||p_g||^2 = k C_g kh kw E[w^2], ||p_g||_1 <= k C_g kh kw |w|max). Only the output coefficients travel and are decrypted, so
     /// the union bound runs over those (the layer's output count), not over n per ciphertext.
     fn noise(&self, model: &NoiseModel, input: NoiseEstimate, bounds: ValueBounds) -> Result<LayerNoise, NnError> {
         check_model(model, &self.core.params)?;
@@ -178,7 +236,7 @@ impl LinearPlan for CoeffConv {
         let w = weight_stats(model, bounds);
         let top = self.core.params.max_level();
         let sum = (0..self.cb).fold(model.zero(top), |acc, g| {
-            let count = (self.blocks.c.min(sh.c_in - g * self.blocks.c) * sh.kh * sh.kw) as f64;
+            let count = (self.blocks.k.min(sh.c_out) * self.blocks.c.min(sh.c_in - g * self.blocks.c) * sh.kh * sh.kw) as f64;
             model.add(acc, model.mul_plain(input, PlainNorms::coefficients(count, w)))
         });
         Ok(LayerNoise { profile: NoiseProfile::uniform(sh.output_len() as f64, sum), level: top })
@@ -189,22 +247,25 @@ impl LinearPlan for CoeffConv {
         sh.check_weights(weights)?;
         let b = self.blocks;
         let plane = b.h * b.w;
-        let origin = (b.c - 1) * plane + (sh.kh - 1) * b.w + (sh.kw - 1);
+        let (origin, stride) = (b.origin(sh.kh, sh.kw), b.channel_stride(sh.kh, sh.kw));
         let encoder = CoeffEncoder::new(&self.core.params)?;
         let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
         let top = self.core.params.max_level();
         let n = self.core.params.n();
-        // kernels[o][cb]
-        let kernels = (0..sh.c_out)
+        // kernels[output group][cb]: the group's k kernels, kernel j at offset j S.
+        let kernels = (0..sh.c_out.div_ceil(b.k))
             .into_par_iter()
-            .map(|o| {
+            .map(|group| {
                 (0..self.cb)
                     .map(|cbi| {
                         let mut coeffs = vec![0i64; n];
-                        for c in 0..b.c.min(sh.c_in - cbi * b.c) {
-                            for dy in 0..sh.kh {
-                                for dx in 0..sh.kw {
-                                    coeffs[origin - (c * plane + dy * b.w + dx)] = weights[((o * sh.c_in + cbi * b.c + c) * sh.kh + dy) * sh.kw + dx];
+                        for (j, o) in (group * b.k..sh.c_out.min((group + 1) * b.k)).enumerate() {
+                            for c in 0..b.c.min(sh.c_in - cbi * b.c) {
+                                for dy in 0..sh.kh {
+                                    for dx in 0..sh.kw {
+                                        coeffs[j * stride + origin - (c * plane + dy * b.w + dx)] =
+                                            weights[((o * sh.c_in + cbi * b.c + c) * sh.kh + dy) * sh.kw + dx];
+                                    }
                                 }
                             }
                         }

@@ -180,7 +180,17 @@ fn coefficient_convolution_is_exact() {
     }
     // Forced small blocks: several channel and spatial blocks.
     let shape = ConvShape::conv(9, 5, 3, 3, 1);
-    check(&CoeffConv::with_blocks(&shape, &params(&lit), CoeffBlocks { c: 2, h: 5, w: 4 }).unwrap(), &lit, 410);
+    check(&CoeffConv::with_blocks(&shape, &params(&lit), CoeffBlocks { c: 2, h: 5, w: 4, k: 1 }).unwrap(), &lit, 410);
+    // Output channels packed 3 per ciphertext (a last group of 2), 2 and 5.
+    let shape = ConvShape::conv(4, 5, 8, 3, 1);
+    // (c = 1, k = 5) and (c = 2, k = 3) come within 20 and 12 coefficients of n = 256.
+    for (c, k, seed) in [(1, 3, 411), (1, 2, 412), (1, 5, 413), (2, 3, 414)] {
+        let plan = CoeffConv::with_blocks(&shape, &params(&lit), CoeffBlocks { c, h: 6, w: 6, k }).unwrap();
+        assert_eq!(plan.output_layout().num_ciphertexts, 8usize.div_ceil(k), "k = {k}");
+        check(&plan, &lit, seed);
+    }
+    // Blocks whose packed products would wrap past n are refused.
+    assert!(CoeffConv::with_blocks(&shape, &params(&lit), CoeffBlocks { c: 5, h: 6, w: 6, k: 2 }).is_err());
 }
 
 #[test]

@@ -89,7 +89,7 @@ fn c2pc_counts_equal_cheetah_coefficient_layers() {
     for n in [256, 4096] {
         let (p, bp) = params(n);
         for l in layers().into_iter().filter(|l| l.kind != lycaon_plan::simulate::models::LayerKind::Depthwise) {
-            let plan = CoeffConv::new(&shape_of(&l), &p).unwrap();
+            let plan = CoeffConv::unpacked(&shape_of(&l), &p).unwrap();
             assert_eq!(bfv_counts(&l, BfvAlgorithm::C2pc, &bp, 1).unwrap(), ours(plan.counts()), "{} at n = {n}", l.name);
         }
         for (c_in, c_out) in [(10, 4), (100, 37), (512, 10), (2048, 1000)] {
