@@ -347,6 +347,11 @@ def gpu_bench(log_n: int = 16, limbs: int = 24, reps: int = 5, device: int = 0) 
 def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
     """The ``count`` largest primes below 2**bits that are 1 modulo 2n, descending."""
 
+def profile_seconds() -> dict[str, float]:
+    """CPU seconds this process has spent in each timed kernel (ntt, key_switch, ot_extension,
+    ot_hash, serialize), summed over threads since it started; difference two calls around the
+    work to profile."""
+
 def noise_model_budgets(params: BfvParameters) -> list[tuple[str, float]]:
     """Predicted noise budgets (bits) of the analytical model for common operations."""
 

@@ -9,6 +9,7 @@ mod modulus;
 mod ntt;
 mod poly;
 mod primes;
+pub mod profile;
 mod rns;
 mod sampling;
 

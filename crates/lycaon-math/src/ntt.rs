@@ -49,12 +49,14 @@ impl NttPlan {
     /// Coefficients (standard order, values in [0, q)) to evaluations (bit-reversed order).
     #[inline]
     pub fn forward(&self, values: &mut [u64]) {
+        let _t = crate::profile::time(crate::profile::Kernel::Ntt);
         self.plan.fwd(values);
     }
 
     /// Evaluations back to coefficients, including the 1/n scaling.
     #[inline]
     pub fn inverse(&self, values: &mut [u64]) {
+        let _t = crate::profile::time(crate::profile::Kernel::Ntt);
         self.plan.inv(values);
         self.plan.normalize(values);
     }
@@ -63,6 +65,7 @@ impl NttPlan {
     /// into a later constant multiplication.
     #[inline]
     pub fn inverse_unnormalized(&self, values: &mut [u64]) {
+        let _t = crate::profile::time(crate::profile::Kernel::Ntt);
         self.plan.inv(values);
     }
 }

@@ -65,10 +65,15 @@ fn sigma(x: Block) -> Block {
 
 /// Runs `work(offset, chunk)` over `blocks`, in parallel when the batch is large.
 fn for_chunks(blocks: &mut [Block], work: impl Fn(usize, &mut [Block]) + Sync) {
+    use lycaon_math::profile::{time, Kernel};
     if blocks.len() < PARALLEL_THRESHOLD {
+        let _t = time(Kernel::OtHash);
         work(0, blocks);
     } else {
-        blocks.par_chunks_mut(PARALLEL_CHUNK).enumerate().for_each(|(k, chunk)| work(k * PARALLEL_CHUNK, chunk));
+        blocks.par_chunks_mut(PARALLEL_CHUNK).enumerate().for_each(|(k, chunk)| {
+            let _t = time(Kernel::OtHash);
+            work(k * PARALLEL_CHUNK, chunk)
+        });
     }
 }
 

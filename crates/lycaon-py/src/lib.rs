@@ -1136,6 +1136,20 @@ fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usiz
     Ok(d)
 }
 
+/// CPU seconds this process has spent in each timed kernel (ntt, key_switch, ot_extension,
+/// ot_hash, serialize), summed over threads since it started: take the difference of two calls
+/// around the work to profile (lycaon_math::profile).
+#[pyfunction]
+fn profile_seconds(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    use lycaon_math::profile::{snapshot, Kernel};
+    let d = pyo3::types::PyDict::new(py);
+    let now = snapshot();
+    for k in Kernel::ALL {
+        d.set_item(k.name(), now.seconds(k))?;
+    }
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1165,6 +1179,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;

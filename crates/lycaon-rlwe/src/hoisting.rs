@@ -22,6 +22,7 @@ impl Decomposed {
 /// ModDown(u_0) + ModDown(u_1) s = c s' + (small noise), i.e. u_0 + u_1 s = P c s' + (noise).
 /// Errors as [`crate::keyswitch::key_switch_decomposed`].
 pub fn key_switch_decomposed_lazy(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::KeySwitch);
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }

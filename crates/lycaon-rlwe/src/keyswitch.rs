@@ -16,6 +16,7 @@ pub struct Decomposed {
 
 /// ModUp: decomposes c (given in both forms, over Q_l) into digits over Q_l P.
 pub fn decompose(params: &Parameters, c_coeff: &Poly<Coeff>, c_ntt: &Poly<Ntt>) -> Result<Decomposed, RlweError> {
+    let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::KeySwitch);
     let level = c_coeff.num_limbs() - 1;
     let ctx = params.level(level)?;
     if ctx.mod_down.is_none() {
@@ -42,6 +43,7 @@ pub fn decompose(params: &Parameters, c_coeff: &Poly<Coeff>, c_ntt: &Poly<Ntt>) 
 
 /// ModDown: (x_Q - Conv_P->Q(x_P)) * P^{-1}, from Q_l P to Q_l, in NTT form.
 pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<Ntt>, RlweError> {
+    let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::KeySwitch);
     let ctx = params.level(level)?;
     let conv = ctx.mod_down.as_ref().ok_or(RlweError::NoSpecialPrimes)?;
     let backend = params.backend();
@@ -94,6 +96,7 @@ pub fn key_switch_decomposed(params: &Parameters, dec: &Decomposed, key: &KeySwi
 /// so that sums of such results (and of P-multiples of ciphertexts) pay one ModDown at the end.
 /// Errors as [`key_switch_decomposed`].
 pub fn key_switch_decomposed_lazy(params: &Parameters, dec: &Decomposed, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
+    let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::KeySwitch);
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }

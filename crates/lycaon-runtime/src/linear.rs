@@ -62,6 +62,7 @@ impl ClientKeySet {
         let mut w = Writer::default();
         for v in layout.pack(&values, step.params.n(), t)? {
             let ct: SeededCiphertext = self.encryptor.encrypt_symmetric(&self.secret, &self.codec.encode(layout.encoding, &v)?)?;
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
             w.blob(&ct.to_bytes());
         }
         Ok(w.finish())
@@ -76,10 +77,12 @@ impl ClientKeySet {
         let mut decoded = Vec::with_capacity(layout.num_ciphertexts);
         for k in 0..layout.num_ciphertexts {
             let blob = r.blob()?;
+            let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
             let ct = match &positions {
                 Some(pos) => read_partial(&step.params, &pos[k], blob)?.to_ciphertext(&step.params)?,
                 None => Ciphertext::from_bytes(&step.params, blob)?,
             };
+            drop(timer);
             if ct.level() != 0 || ct.len() != 2 {
                 return Err(RuntimeError::Protocol(format!(
                     "response ciphertext {k} is at level {} with {} parts, expected level 0 and 2",
@@ -173,8 +176,10 @@ impl ServerLayer {
         let own: Vec<i64> = server_share.iter().map(|&v| v as i64).collect();
         let own_packed = layout_in.pack(&own, params.n(), t)?;
         for (k, own) in own_packed.iter().enumerate() {
+            let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
             let ct =
                 SeededCiphertext::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
+            drop(timer);
             if ct.level() != params.max_level() {
                 return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
             }
@@ -203,6 +208,7 @@ impl ServerLayer {
                 ct.parts_mut()[0].add_assign(&flood)?;
             }
             let ct = keys.eval.mod_switch_to(&ct, 0)?;
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
             match &positions {
                 Some(pos) => write_partial(&mut w, params, &PartialCiphertext::from_ciphertext(params, &ct, &pos[k])?),
                 None => w.blob(&ct.to_bytes()),

@@ -46,6 +46,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from lycaon import _native
+
 from . import spu_peer  # SPU itself is imported only when the peer runs
 
 #: lycaon-plan's links (costs.rs ``Link::lan``, ``Link::wan``).
@@ -125,9 +127,11 @@ def run_lycaon(server: Any, raw: np.ndarray, labels: np.ndarray) -> dict:
     x = client.preprocess(raw)
     per_image = []
     for i in range(len(x)):
+        cpu0, kernels0 = time.process_time(), _native.profile_seconds()
         res = client.infer(x[i:i + 1])
+        cpu1, kernels1 = time.process_time(), _native.profile_seconds()
         img = res.images[0]
-        per_image.append({"label": int(res.labels[0]), "true_label": int(labels[i]), "logits": None if res.logits is None else res.logits[0].tolist(),
+        per_image.append({"cpu_s": cpu1 - cpu0, "kernel_cpu_s": {k: kernels1[k] - kernels0[k] for k in kernels1},"label": int(res.labels[0]), "true_label": int(labels[i]), "logits": None if res.logits is None else res.logits[0].tolist(),
                           **{k: img[k] for k in ("total_s", "client_s", "server_s", "two_party_s", "bytes", "rounds")},
                           "setup": img["setup"], "layers": img["layers"]})
     q = server.quantized
@@ -236,8 +240,33 @@ def breakdown(image: dict) -> dict:
         row["bytes"] += l["bytes_sent"] + l["bytes_received"]
     return {"loopback_s": image["total_s"], "bytes": image["bytes"], "rounds": image["rounds"], "rows": rows, "by_op": list(by_op.values()),
             "totals": {link: image["total_s"] + link_seconds(image["bytes"], image["rounds"], link) for link in LINKS},
-            "not_split": "the runtime's records do not split HE time into NTT, key switching and element-wise arithmetic, nor the two-party time "
-                         "into OT and the rest; that split needs profiling hooks in lycaon-runtime"}
+            "kernels": kernel_split(image)}
+
+
+#: The kernels lycaon_math::profile times, as the bench names them.
+KERNEL_PARTS = {"ntt": "NTT (all: encryption, products, modulus switching, inside key switching)",
+                "key_switch": "key switching (decomposition, inner products, ModDown; its NTTs included)",
+                "ot_extension": "silent-OT extension (Ferret: GGM trees and LPN encoding)",
+                "ot_hash": "OT hashing (fixed-key AES of derived OTs and Ferret's masks)",
+                "serialize": "ciphertext (de)serialisation and seed expansion"}
+
+
+def kernel_split(image: dict) -> Optional[dict]:
+    """One session's process CPU time (both parties: they share this process) split by kernel,
+    from lycaon_math::profile's counters: CPU seconds summed over threads, so they compare with
+    the CPU total, not the wall time. "other" is the rest: element-wise arithmetic (products,
+    masks, noise, share arithmetic), comparisons' own logic, messaging."""
+    k = image.get("kernel_cpu_s")
+    if not k:
+        return None
+    cpu = image["cpu_s"]
+    exclusive = k["ntt"] + k["key_switch"] + k["ot_extension"] + k["ot_hash"] + k["serialize"]
+    rows = [{"kernel": name, "part": KERNEL_PARTS[name], "cpu_s": k[name], "share_of_cpu": k[name] / cpu if cpu else None} for name in KERNEL_PARTS]
+    rows.append({"kernel": "other", "part": "everything else (element-wise arithmetic, comparison logic, messaging)",
+                 "cpu_s": max(cpu - exclusive, 0.0), "share_of_cpu": max(cpu - exclusive, 0.0) / cpu if cpu else None})
+    return {"cpu_s": cpu, "rows": rows,
+            "note": "CPU seconds of both parties (one process), summed over threads; NTTs inside key switching count in both rows "
+                    "(key switching is 0 for plans without rotations), so 'other' is then a lower bound"}
 
 
 def concurrency(server: Any, x: np.ndarray, levels: Sequence[int] = CONCURRENCY, samples: int = 3) -> list[dict]:
@@ -420,7 +449,15 @@ def _print(out: dict, console: Any) -> None:
             share = "-" if "link" in row else f"{100 * row['seconds'] / b['loopback_s']:.1f} %"
             t.add_row(row["part"], _s(row["seconds"]), share, _mb(row.get("bytes")), str(row.get("rounds", "-")))
         console.print(t)
-        console.print(f"* {b['not_split']}.")
+        k = b.get("kernels")
+        if k:
+            t = Table(title=f"The same inference's CPU time by kernel ({k['cpu_s']:.3f} CPU s, both parties)", title_justify="left")
+            for col in ["kernel", "CPU s", "share of CPU"]:
+                t.add_column(col, justify="left" if col == "kernel" else "right")
+            for row in k["rows"]:
+                t.add_row(row["part"], _s(row["cpu_s"]), "-" if row["share_of_cpu"] is None else f"{100 * row['share_of_cpu']:.1f} %")
+            console.print(t)
+            console.print(f"* {k['note']}.")
     c = out.get("concurrency")
     if c and "rows" in c:
         t = Table(title=f"Latency with concurrent sessions on one server: {c['model']} on loopback ({c['why']})", title_justify="left")

@@ -96,6 +96,7 @@ impl LocalLinearCode {
     pub(crate) fn encode_add(&self, input: &[Block], out: &mut [Block]) {
         debug_assert_eq!(input.len(), self.k);
         out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             let first = task * ROWS_PER_TASK;
             self.for_batches(first, chunk.len(), |start, positions| gather_blocks::<true>(input, positions, &mut chunk[start - first..]));
         });
@@ -108,6 +109,7 @@ impl LocalLinearCode {
         debug_assert!(input_bits.words.len() * 64 >= self.k);
         debug_assert_eq!(out.len(), out_bits.len());
         out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             let first = task * ROWS_PER_TASK;
             self.for_batches(first, chunk.len(), |start, positions| {
                 // Two lean loops rather than one: the block gathers miss the caches, and the

@@ -109,6 +109,7 @@ pub(crate) fn send(
     layout.split(out).into_par_iter().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
         || vec![0u128; 1 << h],
         |tree, ((leaves_out, sums), &seed)| {
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             tree[0] = seed;
             for level in 0..h {
                 let (k0, k1) = prg.expand_level(tree, 1 << level);
@@ -177,6 +178,7 @@ pub(crate) fn receiver_finish(
             if alpha >= leaves_out.len() {
                 return Err(MpcError::InvalidArgument(format!("noise position {alpha} outside a block of {}", leaves_out.len())));
             }
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             // The level sums the receiver can open: side 1 - alpha_l of level l.
             let path_bit = |level: usize| (alpha >> (h - 1 - level)) & 1;
             let known = |level: usize| message[2 * level + 1 - path_bit(level)] ^ masks[level];
