@@ -46,7 +46,11 @@ pub fn check_backend(backend: &dyn Backend, n: usize) {
     let key_refs: Vec<&[Poly<_>]> = keys.iter().map(|k| k.as_slice()).collect();
     let digits = vec![an.clone(), bn.clone(), an];
     let limbs = [0, 1, 2];
-    assert_eq!(backend.inner_product(&digits, &key_refs, &limbs, 2).unwrap(), cpu.inner_product(&digits, &key_refs, &limbs, 2).unwrap(), "inner_product");
+    assert_eq!(
+        backend.inner_product(&digits, &key_refs, &limbs, 2).unwrap(),
+        cpu.inner_product(&digits, &key_refs, &limbs, 2).unwrap(),
+        "inner_product"
+    );
 }
 
 #[cfg(test)]

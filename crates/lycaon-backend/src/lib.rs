@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use lycaon_math::{mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly, RnsBasis};
+use lycaon_math::{
+    mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, Coeff, MathError, Ntt, Poly, RnsBasis,
+};
 
 pub mod conformance;
 
@@ -35,7 +37,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Key-switching inner product: for each output o, sum_j digits[j] * keys[j][o] point-wise,
     /// accumulated lazily in u128 and reduced once. `key_limbs[i]` names the limb of the key
     /// polynomials that matches limb i of the digits (keys may carry more limbs than the digits).
-    fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError>;
+    fn inner_product(
+        &self,
+        digits: &[Poly<Ntt>],
+        keys: &[&[Poly<Ntt>]],
+        key_limbs: &[usize],
+        outputs: usize,
+    ) -> Result<Vec<Poly<Ntt>>, MathError>;
 }
 
 /// Checks the arguments of [`Backend::inner_product`] and returns the digits' basis. Every
@@ -43,7 +51,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 /// at least one digit; one key list per digit with at least `outputs` polynomials; one key limb
 /// index per digit limb; all digits in one basis; and key limb `key_limbs[i]` of every key
 /// polynomial having prime i of that basis.
-pub fn check_inner_product_args(digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Arc<RnsBasis>, MathError> {
+pub fn check_inner_product_args(
+    digits: &[Poly<Ntt>],
+    keys: &[&[Poly<Ntt>]],
+    key_limbs: &[usize],
+    outputs: usize,
+) -> Result<Arc<RnsBasis>, MathError> {
     let Some(first) = digits.first() else { return Err(MathError::EmptyBasis) };
     let basis = first.basis().clone();
     if keys.len() != digits.len() || key_limbs.len() != basis.len() {
@@ -107,7 +120,13 @@ impl Backend for CpuBackend {
         Ok(Poly::from_kernel_output(to, out))
     }
 
-    fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
+    fn inner_product(
+        &self,
+        digits: &[Poly<Ntt>],
+        keys: &[&[Poly<Ntt>]],
+        key_limbs: &[usize],
+        outputs: usize,
+    ) -> Result<Vec<Poly<Ntt>>, MathError> {
         let basis = check_inner_product_args(digits, keys, key_limbs, outputs)?;
         let n = basis.n();
         let mut acc = vec![0u128; n];

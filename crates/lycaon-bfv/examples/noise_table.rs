@@ -10,9 +10,7 @@ use lycaon_math::Sampler;
 
 fn main() {
     println!("{:>6} {:<18} {:>10} {:>10} {:>7}", "n", "operation", "measured", "model", "diff");
-    for (n, q, p) in
-        [(4096usize, vec![36u32, 36], vec![37u32]), (8192, vec![43, 43, 44, 44], vec![44]), (16384, vec![48, 48, 48, 49, 49, 49, 49, 49], vec![49])]
-    {
+    for (n, q, p) in [(4096usize, vec![36u32, 36], vec![37u32]), (8192, vec![43, 43, 44, 44], vec![44]), (16384, vec![48, 48, 48, 49, 49, 49, 49, 49], vec![49])] {
         let params = Parameters::new(ParametersLiteral::bfv_from_bits(n, &q, &p, 20).unwrap()).unwrap();
         let ctx = BfvContext::new(&params).unwrap();
         let m = NoiseModel::from_params(&params).unwrap();

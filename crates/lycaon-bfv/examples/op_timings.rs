@@ -57,13 +57,10 @@ fn main() {
             ("rotate_1", median_us(reps, || drop(ev.rotate_rows(&ct, 1, &gk).unwrap()))),
             ("rotate_9_hoisted", median_us(reps, || drop(ev.rotate_rows_hoisted(&ct, &steps, &gk).unwrap()))),
             ("mul_relin", median_us(reps, || drop(ev.multiply_relin(&ct, &ct2, &rk).unwrap()))),
-            (
-                "ntt_limb",
-                median_us(200, || {
-                    plan.forward(&mut limb);
-                    plan.inverse(&mut limb);
-                }),
-            ),
+            ("ntt_limb", median_us(200, || {
+                plan.forward(&mut limb);
+                plan.inverse(&mut limb);
+            })),
         ];
         for (op, us) in rows {
             println!("n={n:<6} {op:<20} {us:>10.1} us");

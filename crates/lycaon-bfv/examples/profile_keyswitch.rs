@@ -1,9 +1,9 @@
 //! Timings of the pieces of a key switch at n = 8192 (profiling aid).
+use std::sync::Arc;
+use std::time::Instant;
 use lycaon_bfv::rlwe::{keyswitch, GaloisKeys, Parameters, ParametersLiteral, PublicKey, SecretKey};
 use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor};
 use lycaon_math::Sampler;
-use std::sync::Arc;
-use std::time::Instant;
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

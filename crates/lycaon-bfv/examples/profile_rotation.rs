@@ -1,8 +1,8 @@
 //! Repeated rotations at n = 8192 for `perf record`.
+use std::sync::Arc;
 use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, SecretKey};
 use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Evaluator};
 use lycaon_math::Sampler;
-use std::sync::Arc;
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -66,8 +66,10 @@ impl BfvContext {
             let q_mod_t = (big_q % t.value()).to_u64().unwrap_or(0);
             let t_over_q = q.moduli().iter().map(|qi| t.value() as f64 / qi.value() as f64).collect();
             let last = q.moduli()[level];
-            let last_inv =
-                q.moduli()[..level].iter().map(|qi| qi.inv(qi.reduce(last.value())).map(|v| ShoupConstant::new(v, qi))).collect::<Result<Vec<_>, _>>()?;
+            let last_inv = q.moduli()[..level]
+                .iter()
+                .map(|qi| qi.inv(qi.reduce(last.value())).map(|v| ShoupConstant::new(v, qi)))
+                .collect::<Result<Vec<_>, _>>()?;
             levels.push(LevelConstants { q, delta, q_mod_t, t_over_q, last_inv });
         }
         // Pm must hold round(t d / Q) for the tensor d: |t d / Q| <= t n Q / 2.
@@ -107,7 +109,11 @@ impl BfvContext {
         let aux_to_q = BaseConverter::new(aux.clone(), q.clone())?;
         let joint_inv = (0..q.len()).map(|i| joint.punctured_inverse(i)).collect();
         let t_pm = aux.product() * self.t.value();
-        let omega = aux.moduli().iter().map(|pk| q.moduli().iter().map(|qi| ((&t_pm / qi.value()) % pk.value()).to_u64().unwrap_or(0)).collect()).collect();
+        let omega = aux
+            .moduli()
+            .iter()
+            .map(|pk| q.moduli().iter().map(|qi| ((&t_pm / qi.value()) % pk.value()).to_u64().unwrap_or(0)).collect())
+            .collect();
         let theta = q.moduli().iter().map(|qi| (&t_pm % qi.value()).to_u64().unwrap_or(0) as f64 / qi.value() as f64).collect();
         let big_q: &BigUint = q.product();
         let t_q_inv = aux

@@ -140,11 +140,7 @@ impl Decryptor {
                 let v = garner_u128(q.moduli(), &residues) * t as u128 % big_q;
                 max = max.max(v.min(big_q - v));
             }
-            if max == 0 {
-                0.0
-            } else {
-                (max as f64).log2()
-            }
+            if max == 0 { 0.0 } else { (max as f64).log2() }
         } else {
             let big_q = BigInt::from(q.product().clone());
             let t = BigInt::from(t);
@@ -158,11 +154,7 @@ impl Decryptor {
                     max = centred;
                 }
             }
-            if max.is_zero() {
-                0.0
-            } else {
-                log2_big(&max)
-            }
+            if max.is_zero() { 0.0 } else { log2_big(&max) }
         };
         Ok((q.log2_product() - 1.0 - log_max).max(0.0))
     }
@@ -267,11 +259,7 @@ impl Evaluator {
             }
         } else {
             for (p, q) in parts.iter_mut().zip(short.parts()) {
-                if sub {
-                    p.sub_assign(q)?
-                } else {
-                    p.add_assign(q)?
-                }
+                if sub { p.sub_assign(q)? } else { p.add_assign(q)? }
             }
         }
         Ok(Ciphertext::from_parts(self.params(), parts)?)
@@ -383,7 +371,9 @@ impl Evaluator {
         let level = a.level();
         let mc = self.ctx.mul_constants(level)?;
         let backend = self.params().backend();
-        let extend = |p: &Poly<Ntt>| -> Result<Poly<Ntt>, BfvError> { Ok(backend.ntt(backend.convert_basis(&mc.q_to_aux, &backend.intt(p.clone()), true)?)) };
+        let extend = |p: &Poly<Ntt>| -> Result<Poly<Ntt>, BfvError> {
+            Ok(backend.ntt(backend.convert_basis(&mc.q_to_aux, &backend.intt(p.clone()), true)?))
+        };
         let (a0, a1) = (&a.parts()[0], &a.parts()[1]);
         let (b0, b1) = (&b.parts()[0], &b.parts()[1]);
         let (a0p, a1p, b0p, b1p) = (extend(a0)?, extend(a1)?, extend(b0)?, extend(b1)?);
@@ -423,7 +413,10 @@ impl Evaluator {
         // Only the identity: no decomposition at all.
         let rotated = if non_trivial.is_empty() { Vec::new() } else { keyswitch::automorphisms_hoisted(self.params(), a, &non_trivial, gk)? };
         let mut rotated = rotated.into_iter();
-        elements.iter().map(|&g| if g == 1 { Ok(a.clone()) } else { rotated.next().ok_or(BfvError::Internal("hoisted count")) }).collect()
+        elements
+            .iter()
+            .map(|&g| if g == 1 { Ok(a.clone()) } else { rotated.next().ok_or(BfvError::Internal("hoisted count")) })
+            .collect()
     }
 
     /// Swaps the two rows of slots.

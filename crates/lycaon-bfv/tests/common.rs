@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use lycaon_bfv::noise::NoiseModel;
-use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey, Security};
 use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator};
+use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey, Security};
 use lycaon_math::Sampler;
 
 pub struct Setup {
@@ -34,7 +34,8 @@ pub fn setup_literal(lit: ParametersLiteral) -> Setup {
     let sk = SecretKey::generate(&params, &mut sampler).unwrap();
     let pk = PublicKey::generate(&sk, &mut sampler).unwrap();
     // At n = 32768 one Galois key is about 120 MB: test fewer steps there.
-    let (rotations, hoisted): (Vec<i64>, Vec<i64>) = if params.n() >= 32768 { (vec![1, -1], vec![1, 2, 3]) } else { (ROTATIONS.to_vec(), (1..=9).collect()) };
+    let (rotations, hoisted): (Vec<i64>, Vec<i64>) =
+        if params.n() >= 32768 { (vec![1, -1], vec![1, 2, 3]) } else { (ROTATIONS.to_vec(), (1..=9).collect()) };
     let (rk, gk) = if params.p().is_some() {
         let steps: Vec<i64> = rotations.iter().chain(&hoisted).copied().collect();
         (Some(RelinKey::generate(&sk, &mut sampler).unwrap()), Some(GaloisKeys::for_rotations(&sk, &steps, true, &mut sampler).unwrap()))
@@ -95,11 +96,7 @@ pub fn negacyclic_mul(a: &[u64], b: &[u64], t: u64) -> Vec<u64> {
         for j in 0..n {
             let p = a[i] as u128 * b[j] as u128 % t128;
             let k = i + j;
-            if k < n {
-                out[k] = (out[k] + p) % t128
-            } else {
-                out[k - n] = (out[k - n] + t128 - p) % t128
-            }
+            if k < n { out[k] = (out[k] + p) % t128 } else { out[k - n] = (out[k - n] + t128 - p) % t128 }
         }
     }
     out.into_iter().map(|x| x as u64).collect()

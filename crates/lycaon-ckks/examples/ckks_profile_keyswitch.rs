@@ -25,31 +25,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let reps = 10;
         let b = params.backend();
         let t = Instant::now();
-        for _ in 0..reps {
-            let _ = b.intt(c.clone());
-        }
+        for _ in 0..reps { let _ = b.intt(c.clone()); }
         let t_intt = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
         let cc = b.intt(c.clone());
         let t = Instant::now();
-        for _ in 0..reps {
-            let _ = keyswitch::decompose(&params, &cc, &c)?;
-        }
+        for _ in 0..reps { let _ = keyswitch::decompose(&params, &cc, &c)?; }
         let t_dec = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
         let dec = keyswitch::decompose(&params, &cc, &c)?;
         let t = Instant::now();
-        for _ in 0..reps {
-            let _ = keyswitch::key_switch_decomposed(&params, &dec, key)?;
-        }
+        for _ in 0..reps { let _ = keyswitch::key_switch_decomposed(&params, &dec, key)?; }
         let t_ks = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
         let t = Instant::now();
-        for _ in 0..reps {
-            let _ = keyswitch::mod_down(&params, rng.uniform_poly(params.qp()), params.max_level())?;
-        }
+        for _ in 0..reps { let _ = keyswitch::mod_down(&params, rng.uniform_poly(params.qp()), params.max_level())?; }
         let t_md = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
-        println!(
-            "{}: intt(Q) {t_intt:.2} ms, decompose {t_dec:.2} ms, inner product + 2 ModDown {t_ks:.2} ms, one ModDown (incl. sampling) {t_md:.2} ms",
-            b.name()
-        );
+        println!("{}: intt(Q) {t_intt:.2} ms, decompose {t_dec:.2} ms, inner product + 2 ModDown {t_ks:.2} ms, one ModDown (incl. sampling) {t_md:.2} ms", b.name());
     }
     Ok(())
 }

@@ -39,8 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let hoisted: Vec<i64> = (1..=8).collect();
     let slots = n / 2;
     // A transform with 64 diagonals (16 baby steps, 4 giant steps), encoded lazily or prepared.
-    let diags: Vec<(i64, Vec<Complex64>)> =
-        (0..64).map(|k| (k as i64, (0..slots).map(|i| Complex64::new(((i + k) % 7) as f64 / 7.0, 0.0)).collect())).collect();
+    let diags: Vec<(i64, Vec<Complex64>)> = (0..64).map(|k| (k as i64, (0..slots).map(|i| Complex64::new(((i + k) % 7) as f64 / 7.0, 0.0)).collect())).collect();
     let lt = LinearTransform::new(&ctx, slots, diags)?.with_baby_steps(16)?;
     let steps: Vec<i64> = hoisted.iter().copied().chain(lt.rotations()).collect();
     let t = Instant::now();

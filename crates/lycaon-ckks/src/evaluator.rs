@@ -46,28 +46,16 @@ pub(crate) fn constant_residues(ctx: &CkksContext, c: Complex64, scale: f64, lev
         let r = (x * scale).round();
         if r.abs() < 2f64.powi(126) {
             let v = r as i128;
-            basis
-                .moduli()
-                .iter()
-                .map(|q| {
-                    let m = q.reduce_u128(v.unsigned_abs());
-                    if v < 0 {
-                        q.neg(m)
-                    } else {
-                        m
-                    }
-                })
-                .collect()
+            basis.moduli().iter().map(|q| {
+                let m = q.reduce_u128(v.unsigned_abs());
+                if v < 0 { q.neg(m) } else { m }
+            }).collect()
         } else {
             let v = BigInt::from_f64(r).unwrap_or_default();
-            basis
-                .moduli()
-                .iter()
-                .map(|q| {
-                    let m = BigInt::from(q.value());
-                    (((&v % &m) + &m) % &m).to_u64().unwrap_or(0)
-                })
-                .collect()
+            basis.moduli().iter().map(|q| {
+                let m = BigInt::from(q.value());
+                (((&v % &m) + &m) % &m).to_u64().unwrap_or(0)
+            }).collect()
         }
     };
     Ok(residue(c.re).into_iter().zip(residue(c.im)).collect())
@@ -266,11 +254,7 @@ impl Evaluator {
             let p = match (a.inner.parts().get(k), b.inner.parts().get(k)) {
                 (Some(x), Some(y)) => {
                     let mut x = x.clone();
-                    if negate_b {
-                        x.sub_assign(y)?
-                    } else {
-                        x.add_assign(y)?
-                    }
+                    if negate_b { x.sub_assign(y)? } else { x.add_assign(y)? }
                     x
                 }
                 (Some(x), None) => x.clone(),
@@ -334,11 +318,7 @@ impl Evaluator {
             return Err(CkksError::ScaleMismatch { lhs: ct.scale, rhs: pt.scale });
         }
         let mut out = ct.clone();
-        if sub {
-            out.inner.parts_mut()[0].sub_assign(&p)?
-        } else {
-            out.inner.parts_mut()[0].add_assign(&p)?
-        }
+        if sub { out.inner.parts_mut()[0].sub_assign(&p)? } else { out.inner.parts_mut()[0].add_assign(&p)? }
         out.log_slots = out.log_slots.max(pt.log_slots);
         Ok(out)
     }

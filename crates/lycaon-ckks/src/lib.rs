@@ -68,8 +68,8 @@ pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
 pub use scheme::{Ciphertext, Decryptor, Encryptor, SeededCiphertext};
 
 pub use lycaon_rlwe as rlwe;
-use lycaon_rlwe::RlweError;
 pub use num_complex::Complex64;
+use lycaon_rlwe::RlweError;
 
 /// Errors of the CKKS layer, each naming what is wrong and, where there is one, the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -32,13 +32,7 @@ pub struct LinearTransform {
 
 impl Clone for LinearTransform {
     fn clone(&self) -> Self {
-        Self {
-            slots: self.slots,
-            diagonals: self.diagonals.clone(),
-            baby: self.baby,
-            double_hoisting: self.double_hoisting,
-            prepared: Mutex::new(HashMap::new()),
-        }
+        Self { slots: self.slots, diagonals: self.diagonals.clone(), baby: self.baby, double_hoisting: self.double_hoisting, prepared: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -153,8 +147,7 @@ impl LinearTransform {
 
     /// The rotation steps the evaluation needs keys for (baby and giant steps, no zero).
     pub fn rotations(&self) -> Vec<i64> {
-        let mut r: Vec<i64> =
-            self.plan().iter().flat_map(|(&g, terms)| std::iter::once(g).chain(terms.iter().map(|t| t.0))).filter(|&x| x != 0).map(|x| x as i64).collect();
+        let mut r: Vec<i64> = self.plan().iter().flat_map(|(&g, terms)| std::iter::once(g).chain(terms.iter().map(|t| t.0))).filter(|&x| x != 0).map(|x| x as i64).collect();
         r.sort_unstable();
         r.dedup();
         r
@@ -183,8 +176,7 @@ impl LinearTransform {
         let encoder = Encoder::new(ctx);
         let plan = self.plan();
         let items: Vec<(usize, usize)> = plan.iter().flat_map(|(&g, t)| t.iter().map(move |&(_, k)| (g, k))).collect();
-        let encoded =
-            items.par_iter().map(|&(g, k)| Ok((k, self.encode_diagonal(&encoder, g, k, level, scale)?))).collect::<Result<HashMap<_, _>, CkksError>>()?;
+        let encoded = items.par_iter().map(|&(g, k)| Ok((k, self.encode_diagonal(&encoder, g, k, level, scale)?))).collect::<Result<HashMap<_, _>, CkksError>>()?;
         if let Ok(mut m) = self.prepared.lock() {
             m.insert((level, scale.to_bits(), self.double_hoisting), Arc::new(encoded));
         }
@@ -281,11 +273,7 @@ impl Evaluator {
                 let c1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[1]).collect();
                 let [p0, p1] = dot_lazy(&c0, &c1, &pt_refs);
                 let inner = self.wrap(vec![p0, p1], ct.scale * sigma, ct.log_slots)?;
-                if g == 0 {
-                    Ok(inner)
-                } else {
-                    self.rotate(&inner, g as i64)
-                }
+                if g == 0 { Ok(inner) } else { self.rotate(&inner, g as i64) }
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut iter = partials.into_iter();
@@ -324,9 +312,7 @@ impl Evaluator {
         let gk = if non_zero.is_empty() && plan.keys().all(|&g| g == 0) { None } else { Some(self.galois_keys(|| "linear transform".into())?) };
         let key_for = |step: usize| -> Result<(&lycaon_rlwe::KeySwitchKey, Arc<lycaon_math::Automorphism>), CkksError> {
             let g = crate::rotation_galois_element(step as i64, n);
-            let key = gk
-                .and_then(|k| k.get(g))
-                .ok_or_else(|| CkksError::MissingRotationKey { what: format!("rotation by {step} (linear transform)"), galois_element: g })?;
+            let key = gk.and_then(|k| k.get(g)).ok_or_else(|| CkksError::MissingRotationKey { what: format!("rotation by {step} (linear transform)"), galois_element: g })?;
             Ok((key, self.context().automorphism(g)?))
         };
         // Baby steps over Q_l P: (sigma_i(P c_0 + u_0), sigma_i(u_1)); step 0 is (P c_0, P c_1).

@@ -35,13 +35,16 @@ impl RayonBackend {
     }
 
     fn table(&self, conv: &BaseConverter) -> ConversionTable {
-        let key =
-            (conv.from_basis().moduli().iter().map(|q| q.value()).collect::<Vec<_>>(), conv.to_basis().moduli().iter().map(|q| q.value()).collect::<Vec<_>>());
+        let key = (conv.from_basis().moduli().iter().map(|q| q.value()).collect::<Vec<_>>(), conv.to_basis().moduli().iter().map(|q| q.value()).collect::<Vec<_>>());
         if let Some(t) = self.tables.read().ok().and_then(|m| m.get(&key).cloned()) {
             return t;
         }
         let product = conv.from_basis().product();
-        let table: Vec<Vec<u64>> = key.1.iter().map(|&p| key.0.iter().map(|&q| ((product / q) % p).to_u64().unwrap_or(0)).collect()).collect();
+        let table: Vec<Vec<u64>> = key
+            .1
+            .iter()
+            .map(|&p| key.0.iter().map(|&q| ((product / q) % p).to_u64().unwrap_or(0)).collect())
+            .collect();
         let table = Arc::new(table);
         if let Ok(mut m) = self.tables.write() {
             m.insert(key, table.clone());

@@ -36,11 +36,7 @@ pub fn chebyshev_coefficients(f: impl Fn(f64) -> f64, a: f64, b: f64, degree: us
         .map(|j| {
             let s: f64 = values.iter().enumerate().map(|(k, &v)| v * (std::f64::consts::PI * j as f64 * (k as f64 + 0.5) / m as f64).cos()).sum();
             let c = 2.0 * s / m as f64;
-            if j == 0 {
-                c / 2.0
-            } else {
-                c
-            }
+            if j == 0 { c / 2.0 } else { c }
         })
         .collect()
 }
@@ -325,8 +321,7 @@ impl Evaluator {
     /// p(ct) with the output at the canonical scale of its level (top level of the input minus
     /// [`ChebyshevPoly::depth`]). Errors as [`Self::chebyshev_basis`].
     pub fn evaluate_chebyshev(&self, ct: &Ciphertext, poly: &ChebyshevPoly) -> Result<Ciphertext, CkksError> {
-        let out_level =
-            ct.level().checked_sub(poly.depth()).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: poly.depth(), level: ct.level() })?;
+        let out_level = ct.level().checked_sub(poly.depth()).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: poly.depth(), level: ct.level() })?;
         let scale = self.context().scale_at(out_level)?;
         self.evaluate_chebyshev_to_scale(ct, poly, scale)
     }

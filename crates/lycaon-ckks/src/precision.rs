@@ -28,11 +28,7 @@ impl std::fmt::Display for PrecisionStats {
 const CAP: f64 = 64.0;
 
 fn bits(err: f64) -> f64 {
-    if err <= 0.0 {
-        CAP
-    } else {
-        (-err.log2()).min(CAP)
-    }
+    if err <= 0.0 { CAP } else { (-err.log2()).min(CAP) }
 }
 
 fn stats(errors: Vec<f64>) -> PrecisionStats {

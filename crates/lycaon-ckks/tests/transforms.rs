@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-use lycaon_ckks::{precision_stats, precision_stats_complex, ChebyshevPoly, Ciphertext, CkksError, Complex64, LinearTransform, Plaintext, SeededCiphertext};
+use lycaon_ckks::{precision_stats, precision_stats_complex, Ciphertext, ChebyshevPoly, CkksError, Complex64, LinearTransform, Plaintext, SeededCiphertext};
 
 fn report(label: &str, s: lycaon_ckks::PrecisionStats, min_bits: f64) {
     println!("{label:<40} {s}");
@@ -88,13 +88,7 @@ fn poly_case(s: &mut Setup, label: &str, poly: &ChebyshevPoly, f: impl Fn(f64) -
     assert_eq!(out.scale(), s.ctx.scale_at(out.level()).unwrap(), "{label}: output scale");
     let want: Vec<f64> = x.iter().map(|&v| poly.evaluate(v)).collect();
     let got = s.decrypt_real(&out);
-    println!(
-        "{label}: degree {}, depth {}, {:?}; interpolation error {:.2e}",
-        poly.degree(),
-        poly.depth(),
-        elapsed,
-        x.iter().map(|&v| (poly.evaluate(v) - f(v)).abs()).fold(0.0, f64::max)
-    );
+    println!("{label}: degree {}, depth {}, {:?}; interpolation error {:.2e}", poly.degree(), poly.depth(), elapsed, x.iter().map(|&v| (poly.evaluate(v) - f(v)).abs()).fold(0.0, f64::max));
     report(label, precision_stats(&want, &got), min_bits);
 }
 

@@ -140,30 +140,11 @@ impl KernelExec for CudaExec {
         Ok(out)
     }
 
-    fn ntt_forward_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut CudaSlice<u64>,
-        roots: &CudaSlice<u64>,
-        roots_shoup: &CudaSlice<u64>,
-        mods: &CudaSlice<u64>,
-        n: u32,
-        m: u32,
-    ) -> ExecResult<()> {
+    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut CudaSlice<u64>, roots: &CudaSlice<u64>, roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, m: u32) -> ExecResult<()> {
         launch!(self, "lycaon_ntt_forward_stage", d, data, roots, roots_shoup, mods, &n, &m)
     }
 
-    fn ntt_inverse_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut CudaSlice<u64>,
-        inv_roots: &CudaSlice<u64>,
-        inv_roots_shoup: &CudaSlice<u64>,
-        mods: &CudaSlice<u64>,
-        last_consts: &CudaSlice<u64>,
-        n: u32,
-        h: u32,
-    ) -> ExecResult<()> {
+    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut CudaSlice<u64>, inv_roots: &CudaSlice<u64>, inv_roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, last_consts: &CudaSlice<u64>, n: u32, h: u32) -> ExecResult<()> {
         launch!(self, "lycaon_ntt_inverse_stage", d, data, inv_roots, inv_roots_shoup, mods, last_consts, &n, &h)
     }
 
@@ -175,46 +156,16 @@ impl KernelExec for CudaExec {
         launch!(self, "lycaon_automorphism_ntt", d, out, input, &n, &log_n, &galois)
     }
 
-    fn convert_scale(
-        &self,
-        d: LaunchDims,
-        scaled: &mut CudaSlice<u64>,
-        input: &CudaSlice<u64>,
-        mods_from: &CudaSlice<u64>,
-        punctured_inv: &CudaSlice<u64>,
-        n: u32,
-    ) -> ExecResult<()> {
+    fn convert_scale(&self, d: LaunchDims, scaled: &mut CudaSlice<u64>, input: &CudaSlice<u64>, mods_from: &CudaSlice<u64>, punctured_inv: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
         launch!(self, "lycaon_convert_scale", d, scaled, input, mods_from, punctured_inv, &n)
     }
 
-    fn convert_accumulate(
-        &self,
-        d: LaunchDims,
-        out: &mut CudaSlice<u64>,
-        scaled: &CudaSlice<u64>,
-        mods_to: &CudaSlice<u64>,
-        punctured_mod_to: &CudaSlice<u64>,
-        inv_q_from: &CudaSlice<u64>,
-        q_mod_to: &CudaSlice<u64>,
-        n: u32,
-        l_from: u32,
-        centered: u32,
-    ) -> ExecResult<()> {
+    fn convert_accumulate(&self, d: LaunchDims, out: &mut CudaSlice<u64>, scaled: &CudaSlice<u64>, mods_to: &CudaSlice<u64>, punctured_mod_to: &CudaSlice<u64>, inv_q_from: &CudaSlice<u64>, q_mod_to: &CudaSlice<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
         // inv_q_from holds f64 bit patterns: the kernel's `const double*` reads the same words.
         launch!(self, "lycaon_convert_accumulate", d, out, scaled, mods_to, punctured_mod_to, inv_q_from, q_mod_to, &n, &l_from, &centered)
     }
 
-    fn inner_product(
-        &self,
-        d: LaunchDims,
-        out: &mut CudaSlice<u64>,
-        digits: &CudaSlice<u64>,
-        keys: &CudaSlice<u64>,
-        mods: &CudaSlice<u64>,
-        n: u32,
-        limbs: u32,
-        num_digits: u32,
-    ) -> ExecResult<()> {
+    fn inner_product(&self, d: LaunchDims, out: &mut CudaSlice<u64>, digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
         launch!(self, "lycaon_inner_product", d, out, digits, keys, mods, &n, &limbs, &num_digits)
     }
 }

@@ -14,88 +14,13 @@ use crate::host::{ExecResult, KernelBackend, KernelExec, LaunchDims};
 
 mod ffi {
     extern "C" {
-        pub fn lyc_emulate_ntt_forward_stage(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            data: *mut u64,
-            roots: *const u64,
-            roots_shoup: *const u64,
-            mods: *const u64,
-            n: u32,
-            m: u32,
-        );
-        pub fn lyc_emulate_ntt_inverse_stage(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            data: *mut u64,
-            inv_roots: *const u64,
-            inv_roots_shoup: *const u64,
-            mods: *const u64,
-            last_consts: *const u64,
-            n: u32,
-            h: u32,
-        );
+        pub fn lyc_emulate_ntt_forward_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, roots: *const u64, roots_shoup: *const u64, mods: *const u64, n: u32, m: u32);
+        pub fn lyc_emulate_ntt_inverse_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, inv_roots: *const u64, inv_roots_shoup: *const u64, mods: *const u64, last_consts: *const u64, n: u32, h: u32);
         pub fn lyc_emulate_mul_pointwise(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32);
-        pub fn lyc_emulate_automorphism_ntt(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            out: *mut u64,
-            input: *const u64,
-            n: u32,
-            log_n: u32,
-            galois: u64,
-        );
-        pub fn lyc_emulate_convert_scale(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            scaled: *mut u64,
-            input: *const u64,
-            mods_from: *const u64,
-            punctured_inv: *const u64,
-            n: u32,
-        );
-        pub fn lyc_emulate_convert_accumulate(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            out: *mut u64,
-            scaled: *const u64,
-            mods_to: *const u64,
-            punctured_mod_to: *const u64,
-            inv_q_from: *const f64,
-            q_mod_to: *const u64,
-            n: u32,
-            l_from: u32,
-            centered: u32,
-        );
-        pub fn lyc_emulate_inner_product(
-            gx: u32,
-            gy: u32,
-            gz: u32,
-            bx: u32,
-            reversed: i32,
-            out: *mut u64,
-            digits: *const u64,
-            keys: *const u64,
-            mods: *const u64,
-            n: u32,
-            limbs: u32,
-            num_digits: u32,
-        );
+        pub fn lyc_emulate_automorphism_ntt(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, input: *const u64, n: u32, log_n: u32, galois: u64);
+        pub fn lyc_emulate_convert_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, scaled: *mut u64, input: *const u64, mods_from: *const u64, punctured_inv: *const u64, n: u32);
+        pub fn lyc_emulate_convert_accumulate(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, scaled: *const u64, mods_to: *const u64, punctured_mod_to: *const u64, inv_q_from: *const f64, q_mod_to: *const u64, n: u32, l_from: u32, centered: u32);
+        pub fn lyc_emulate_inner_product(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, digits: *const u64, keys: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32);
     }
 }
 
@@ -158,16 +83,7 @@ impl KernelExec for EmulatedExec {
         Ok(buf.clone())
     }
 
-    fn ntt_forward_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut Vec<u64>,
-        roots: &Vec<u64>,
-        roots_shoup: &Vec<u64>,
-        mods: &Vec<u64>,
-        n: u32,
-        m: u32,
-    ) -> ExecResult<()> {
+    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, n: u32, m: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_forward_stage";
         covers(k, d, n_ / 2);
@@ -181,17 +97,7 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn ntt_inverse_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut Vec<u64>,
-        inv_roots: &Vec<u64>,
-        inv_roots_shoup: &Vec<u64>,
-        mods: &Vec<u64>,
-        last_consts: &Vec<u64>,
-        n: u32,
-        h: u32,
-    ) -> ExecResult<()> {
+    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Vec<u64>, inv_roots: &Vec<u64>, inv_roots_shoup: &Vec<u64>, mods: &Vec<u64>, last_consts: &Vec<u64>, n: u32, h: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_inverse_stage";
         covers(k, d, n_ / 2);
@@ -203,20 +109,7 @@ impl KernelExec for EmulatedExec {
         assert!(h >= 1 && h < n && h.is_power_of_two(), "{k}: stage h = {h} for n = {n}");
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe {
-            ffi::lyc_emulate_ntt_inverse_stage(
-                gx,
-                gy,
-                gz,
-                bx,
-                rev,
-                data.as_mut_ptr(),
-                inv_roots.as_ptr(),
-                inv_roots_shoup.as_ptr(),
-                mods.as_ptr(),
-                last_consts.as_ptr(),
-                n,
-                h,
-            )
+            ffi::lyc_emulate_ntt_inverse_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), inv_roots.as_ptr(), inv_roots_shoup.as_ptr(), mods.as_ptr(), last_consts.as_ptr(), n, h)
         };
         Ok(())
     }
@@ -259,19 +152,7 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn convert_accumulate(
-        &self,
-        d: LaunchDims,
-        out: &mut Vec<u64>,
-        scaled: &Vec<u64>,
-        mods_to: &Vec<u64>,
-        punctured_mod_to: &Vec<u64>,
-        inv_q_from: &Vec<u64>,
-        q_mod_to: &Vec<u64>,
-        n: u32,
-        l_from: u32,
-        centered: u32,
-    ) -> ExecResult<()> {
+    fn convert_accumulate(&self, d: LaunchDims, out: &mut Vec<u64>, scaled: &Vec<u64>, mods_to: &Vec<u64>, punctured_mod_to: &Vec<u64>, inv_q_from: &Vec<u64>, q_mod_to: &Vec<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
         let (l_to, n_, l_from_) = (d.grid.1 as usize, n as usize, l_from as usize);
         let k = "lycaon_convert_accumulate";
         covers(k, d, n_);
@@ -304,17 +185,7 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn inner_product(
-        &self,
-        d: LaunchDims,
-        out: &mut Vec<u64>,
-        digits: &Vec<u64>,
-        keys: &Vec<u64>,
-        mods: &Vec<u64>,
-        n: u32,
-        limbs: u32,
-        num_digits: u32,
-    ) -> ExecResult<()> {
+    fn inner_product(&self, d: LaunchDims, out: &mut Vec<u64>, digits: &Vec<u64>, keys: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
         let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
         let k = "lycaon_inner_product";
         covers(k, d, n_);

@@ -50,66 +50,17 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     /// Waits for every launch before it and copies the buffer back.
     fn download(&self, buf: &Self::Buf) -> ExecResult<Vec<u64>>;
 
-    fn ntt_forward_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut Self::Buf,
-        roots: &Self::Buf,
-        roots_shoup: &Self::Buf,
-        mods: &Self::Buf,
-        n: u32,
-        m: u32,
-    ) -> ExecResult<()>;
+    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, n: u32, m: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn ntt_inverse_stage(
-        &self,
-        d: LaunchDims,
-        data: &mut Self::Buf,
-        inv_roots: &Self::Buf,
-        inv_roots_shoup: &Self::Buf,
-        mods: &Self::Buf,
-        last_consts: &Self::Buf,
-        n: u32,
-        h: u32,
-    ) -> ExecResult<()>;
+    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, mods: &Self::Buf, last_consts: &Self::Buf, n: u32, h: u32) -> ExecResult<()>;
     fn mul_pointwise(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32) -> ExecResult<()>;
     fn automorphism_ntt(&self, d: LaunchDims, out: &mut Self::Buf, input: &Self::Buf, n: u32, log_n: u32, galois: u64) -> ExecResult<()>;
-    fn convert_scale(
-        &self,
-        d: LaunchDims,
-        scaled: &mut Self::Buf,
-        input: &Self::Buf,
-        mods_from: &Self::Buf,
-        punctured_inv: &Self::Buf,
-        n: u32,
-    ) -> ExecResult<()>;
+    fn convert_scale(&self, d: LaunchDims, scaled: &mut Self::Buf, input: &Self::Buf, mods_from: &Self::Buf, punctured_inv: &Self::Buf, n: u32) -> ExecResult<()>;
     /// `inv_q_from` holds f64 bit patterns (`f64::to_bits`); the kernel reads them as doubles.
     #[allow(clippy::too_many_arguments)]
-    fn convert_accumulate(
-        &self,
-        d: LaunchDims,
-        out: &mut Self::Buf,
-        scaled: &Self::Buf,
-        mods_to: &Self::Buf,
-        punctured_mod_to: &Self::Buf,
-        inv_q_from: &Self::Buf,
-        q_mod_to: &Self::Buf,
-        n: u32,
-        l_from: u32,
-        centered: u32,
-    ) -> ExecResult<()>;
+    fn convert_accumulate(&self, d: LaunchDims, out: &mut Self::Buf, scaled: &Self::Buf, mods_to: &Self::Buf, punctured_mod_to: &Self::Buf, inv_q_from: &Self::Buf, q_mod_to: &Self::Buf, n: u32, l_from: u32, centered: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn inner_product(
-        &self,
-        d: LaunchDims,
-        out: &mut Self::Buf,
-        digits: &Self::Buf,
-        keys: &Self::Buf,
-        mods: &Self::Buf,
-        n: u32,
-        limbs: u32,
-        num_digits: u32,
-    ) -> ExecResult<()>;
+    fn inner_product(&self, d: LaunchDims, out: &mut Self::Buf, digits: &Self::Buf, keys: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()>;
 }
 
 /// floor(2^128 / q) as (high, low) words: lycaon_math::Modulus's Barrett constant, recomputed by
@@ -213,8 +164,11 @@ impl ConversionTables {
             })
             .collect();
         // The same big-integer formulas as BaseConverter::new.
-        let punctured_mod_to =
-            to.moduli().iter().flat_map(|p| from.moduli().iter().map(move |q| ((product / q.value()) % p.value()).to_u64().unwrap_or(0))).collect();
+        let punctured_mod_to = to
+            .moduli()
+            .iter()
+            .flat_map(|p| from.moduli().iter().map(move |q| ((product / q.value()) % p.value()).to_u64().unwrap_or(0)))
+            .collect();
         Self {
             mods_from: modulus_words(from.moduli()),
             mods_to: modulus_words(to.moduli()),
@@ -414,10 +368,7 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         let t = self.conversion(conv);
         let input = self.upload(poly.data());
         let mut scaled = device("allocation", self.exec.zeros(poly.data().len()));
-        device(
-            "lycaon_convert_scale",
-            self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32),
-        );
+        device("lycaon_convert_scale", self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32));
         let mut out = device("allocation", self.exec.zeros(to.len() * n));
         device(
             "lycaon_convert_accumulate",

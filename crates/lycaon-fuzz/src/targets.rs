@@ -7,8 +7,8 @@ use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Evaluator, Plaintext, Prep
 use lycaon_math::Sampler;
 use lycaon_rlwe::wire::open_envelope;
 use lycaon_rlwe::{
-    encrypt_zero_public, encrypt_zero_symmetric, Ciphertext, GaloisKeys, KeySwitchKey, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey, Security,
-    SeededCiphertext,
+    encrypt_zero_public, encrypt_zero_symmetric, Ciphertext, GaloisKeys, KeySwitchKey, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey,
+    Security, SeededCiphertext,
 };
 
 use crate::FuzzTarget;

@@ -30,20 +30,8 @@ fn main() {
             let slow = HarveyNtt::new(n, q).unwrap();
             let mut a: Vec<u64> = (0..n as u64).map(|i| q.reduce(i.wrapping_mul(0x9E3779B97F4A7C15))).collect();
             let reps = (1 << 22 >> log_n).max(21);
-            let tf = median_us(
-                || {
-                    fast.forward(&mut a);
-                    fast.inverse(&mut a);
-                },
-                reps,
-            );
-            let hv = median_us(
-                || {
-                    slow.forward(&mut a);
-                    slow.inverse(&mut a);
-                },
-                reps,
-            );
+            let tf = median_us(|| { fast.forward(&mut a); fast.inverse(&mut a); }, reps);
+            let hv = median_us(|| { slow.forward(&mut a); slow.inverse(&mut a); }, reps);
             println!("{n:>6} {bits:>5} {tf:>12.1} {hv:>12.1} {:>7.2}", hv / tf);
         }
     }

@@ -26,8 +26,10 @@ impl HarveyNtt {
             return Err(MathError::NotNttFriendly { modulus: qv, n });
         }
         // A primitive 2n-th root: g^((q-1)/2n) for a g whose power has order exactly 2n.
-        let psi =
-            (2..qv).map(|g| q.pow(g, (qv - 1) / (2 * n as u64))).find(|&r| q.pow(r, n as u64) == qv - 1).ok_or(MathError::NotNttFriendly { modulus: qv, n })?;
+        let psi = (2..qv)
+            .map(|g| q.pow(g, (qv - 1) / (2 * n as u64)))
+            .find(|&r| q.pow(r, n as u64) == qv - 1)
+            .ok_or(MathError::NotNttFriendly { modulus: qv, n })?;
         let psi_inv = q.inv(psi)?;
         let log_n = n.trailing_zeros();
         let table = |base: u64| -> Vec<u64> { (0..n).map(|i| q.pow(base, bit_reverse(i, log_n) as u64)).collect() };

@@ -40,11 +40,7 @@ impl Modulus {
     pub fn reduce(&self, a: u64) -> u64 {
         let q_hat = ((a as u128 * self.ratio_hi as u128) >> 64) as u64;
         let r = a.wrapping_sub(q_hat.wrapping_mul(self.value));
-        if r >= self.value {
-            r - self.value
-        } else {
-            r
-        }
+        if r >= self.value { r - self.value } else { r }
     }
 
     /// a mod q for any u128 a (Barrett with the 128-bit ratio; the quotient estimate is off by at most 2).
@@ -71,49 +67,29 @@ impl Modulus {
     #[inline]
     pub fn reduce_i64(&self, a: i64) -> u64 {
         let r = self.reduce(a.unsigned_abs());
-        if a < 0 && r != 0 {
-            self.value - r
-        } else {
-            r
-        }
+        if a < 0 && r != 0 { self.value - r } else { r }
     }
 
     /// The representative of a in (-q/2, q/2].
     #[inline]
     pub fn center(&self, a: u64) -> i64 {
-        if a > self.value / 2 {
-            a as i64 - self.value as i64
-        } else {
-            a as i64
-        }
+        if a > self.value / 2 { a as i64 - self.value as i64 } else { a as i64 }
     }
 
     #[inline]
     pub fn add(&self, a: u64, b: u64) -> u64 {
         let s = a + b;
-        if s >= self.value {
-            s - self.value
-        } else {
-            s
-        }
+        if s >= self.value { s - self.value } else { s }
     }
 
     #[inline]
     pub fn sub(&self, a: u64, b: u64) -> u64 {
-        if a >= b {
-            a - b
-        } else {
-            a + self.value - b
-        }
+        if a >= b { a - b } else { a + self.value - b }
     }
 
     #[inline]
     pub fn neg(&self, a: u64) -> u64 {
-        if a == 0 {
-            0
-        } else {
-            self.value - a
-        }
+        if a == 0 { 0 } else { self.value - a }
     }
 
     #[inline]
@@ -132,11 +108,7 @@ impl Modulus {
     pub fn mul_shoup(&self, a: u64, w: u64, w_shoup: u64) -> u64 {
         let q_hat = ((a as u128 * w_shoup as u128) >> 64) as u64;
         let r = a.wrapping_mul(w).wrapping_sub(q_hat.wrapping_mul(self.value));
-        if r >= self.value {
-            r - self.value
-        } else {
-            r
-        }
+        if r >= self.value { r - self.value } else { r }
     }
 
     pub fn pow(&self, base: u64, mut exp: u64) -> u64 {

@@ -73,11 +73,7 @@ impl NttPlan {
 /// Reverses the low `bits` bits of k.
 #[inline]
 pub fn bit_reverse(k: usize, bits: u32) -> usize {
-    if bits == 0 {
-        0
-    } else {
-        k.reverse_bits() >> (usize::BITS - bits)
-    }
+    if bits == 0 { 0 } else { k.reverse_bits() >> (usize::BITS - bits) }
 }
 
 #[cfg(test)]
@@ -92,11 +88,7 @@ mod tests {
             for j in 0..n {
                 let prod = q.mul(a[i], b[j]);
                 let k = i + j;
-                if k < n {
-                    out[k] = q.add(out[k], prod)
-                } else {
-                    out[k - n] = q.sub(out[k - n], prod)
-                }
+                if k < n { out[k] = q.add(out[k], prod) } else { out[k - n] = q.sub(out[k - n], prod) }
             }
         }
         out

@@ -248,7 +248,9 @@ impl Poly<Ntt> {
         a.check_same_basis(b)?;
         self.check_same_basis(a)?;
         let n = self.n();
-        for (((acc, x), y), q) in self.data.chunks_exact_mut(n).zip(a.data.chunks_exact(n)).zip(b.data.chunks_exact(n)).zip(self.basis.moduli()) {
+        for (((acc, x), y), q) in
+            self.data.chunks_exact_mut(n).zip(a.data.chunks_exact(n)).zip(b.data.chunks_exact(n)).zip(self.basis.moduli())
+        {
             for ((s, &u), &v) in acc.iter_mut().zip(x).zip(y) {
                 *s = q.reduce_u128(*s as u128 + u as u128 * v as u128);
             }

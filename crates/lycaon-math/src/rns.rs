@@ -120,11 +120,7 @@ impl RnsBasis {
     pub fn compose_centered(&self, residues: &[u64]) -> BigInt {
         let x = BigInt::from(self.compose(residues));
         let q = BigInt::from(self.product.clone());
-        if &x + &x > q {
-            x - q
-        } else {
-            x
-        }
+        if &x + &x > q { x - q } else { x }
     }
 
     /// Residues of a (possibly negative) big integer.
@@ -157,8 +153,11 @@ impl BaseConverter {
         if from.n() != to.n() {
             return Err(MathError::InvalidDegree { n: to.n() });
         }
-        let punctured_mod_to =
-            to.moduli().iter().map(|p| from.moduli().iter().map(|q| ((from.product() / q.value()) % p.value()).to_u64().unwrap_or(0)).collect()).collect();
+        let punctured_mod_to = to
+            .moduli()
+            .iter()
+            .map(|p| from.moduli().iter().map(|q| ((from.product() / q.value()) % p.value()).to_u64().unwrap_or(0)).collect())
+            .collect();
         let product_mod_to = to.moduli().iter().map(|p| (from.product() % p.value()).to_u64().unwrap_or(0)).collect();
         let inv_moduli_f64 = from.moduli().iter().map(|q| 1.0 / q.value() as f64).collect();
         Ok(Self { from, to, punctured_mod_to, product_mod_to, inv_moduli_f64 })
@@ -281,8 +280,9 @@ mod tests {
         let conv = BaseConverter::new(q.clone(), p.clone()).unwrap();
         // Coefficients spread over (-Q/2, Q/2], including values near the ends.
         let big_q = BigInt::from(q.product().clone());
-        let xs: Vec<BigInt> =
-            (0..n as i64).map(|k| (&big_q * BigInt::from(2 * k - n as i64 + 1)) / BigInt::from(2 * n as i64) + BigInt::from(k * 1000 - 7)).collect();
+        let xs: Vec<BigInt> = (0..n as i64)
+            .map(|k| (&big_q * BigInt::from(2 * k - n as i64 + 1)) / BigInt::from(2 * n as i64) + BigInt::from(k * 1000 - 7))
+            .collect();
         let mut input = vec![0u64; q.len() * n];
         for (k, x) in xs.iter().enumerate() {
             for (i, r) in q.decompose(x).into_iter().enumerate() {

@@ -111,11 +111,7 @@ impl Sampler {
                 // Constant-pattern scan of the CDT: the index is the count of thresholds below r.
                 let magnitude = self.gaussian_cdt.iter().map(|&c| (r > c) as i64).sum::<i64>();
                 let negative = self.rng.next_u64() & 1 == 1;
-                if negative {
-                    -magnitude
-                } else {
-                    magnitude
-                }
+                if negative { -magnitude } else { magnitude }
             })
             .collect()
     }

@@ -218,19 +218,7 @@ impl OpCosts {
                 Ok(())
             })?
         };
-        Ok(Self {
-            hoisted_decomposition_s,
-            rotation_s,
-            plain_mult_s,
-            lazy_scalar_mac_s,
-            lazy_scalar_mac_fanout_s,
-            addition_s,
-            mod_switch_s,
-            encrypt_s,
-            decrypt_s,
-            parallel_speedup,
-            threads,
-        })
+        Ok(Self { hoisted_decomposition_s, rotation_s, plain_mult_s, lazy_scalar_mac_s, lazy_scalar_mac_fanout_s, addition_s, mod_switch_s, encrypt_s, decrypt_s, parallel_speedup, threads })
     }
 
     /// Seconds of one lazy multiply-accumulate per output when each input feeds `fanout`

@@ -132,8 +132,7 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
     let dec = Decryptor::new(&ctx, sk)?;
     // Noise over the coefficients that carry outputs (all of them for batch encodings); the
     // compression below keeps exactly those coefficients of c_0, so it does not change them.
-    let positions: Option<Vec<Vec<usize>>> =
-        layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out).into_iter().map(|v| v.into_iter().map(|p| p as usize).collect()).collect());
+    let positions: Option<Vec<Vec<usize>>> = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out).into_iter().map(|v| v.into_iter().map(|p| p as usize).collect()).collect());
     let min_budget = |outputs: &[Ciphertext]| -> Result<f64, NnError> {
         let budgets: Vec<f64> = match &positions {
             Some(pos) => outputs.iter().zip(pos).map(|(ct, p)| dec.noise_budget_at(ct, p)).collect::<Result<_, _>>()?,

@@ -93,11 +93,7 @@ impl LayerNoise {
         let bound = log2_bound.exp2();
         // The re-randomisation (a public-key encryption of zero) adds its noise first.
         let fresh = model.fresh_public(self.level);
-        let flooded = self.profile.map(|e| NoiseEstimate {
-            variance: e.variance + fresh.variance + bound * bound / 3.0,
-            bound: e.bound + fresh.bound + bound,
-            log2_q: e.log2_q,
-        });
+        let flooded = self.profile.map(|e| NoiseEstimate { variance: e.variance + fresh.variance + bound * bound / 3.0, bound: e.bound + fresh.bound + bound, log2_q: e.log2_q });
         let switched = flooded.map(|e| model.mod_switch_to(e, self.level, 0));
         Flooding { log2_bound, practical_budget: switched.practical_budget(model, failure_probability), worst_case_budget: switched.worst_case_budget(model) }
     }

@@ -11,12 +11,7 @@ fn main() {
     let layers: Vec<LayerRequest> = shapes
         .iter()
         .enumerate()
-        .map(|(i, &(h, c_in, c_out, k, stride))| LayerRequest {
-            name: format!("l{i}"),
-            shape: ShapeSpec { h, w: h, c_in, c_out, k, stride, pad: None, groups: 1 },
-            weight_bits,
-            t_bits,
-        })
+        .map(|(i, &(h, c_in, c_out, k, stride))| LayerRequest { name: format!("l{i}"), shape: ShapeSpec { h, w: h, c_in, c_out, k, stride, pad: None, groups: 1 }, weight_bits, t_bits })
         .collect();
     let mut costs = CostTable::cached(CostTable::default_path()).unwrap();
     let began = std::time::Instant::now();
@@ -24,22 +19,7 @@ fn main() {
     costs.save().unwrap();
     println!("tuned in {:.1} s ({} cost shapes)", began.elapsed().as_secs_f64(), costs.len());
     for l in &plan.layers {
-        println!(
-            "{:<4} {:<16} {:<40} margin {:>5.1} worst {:>6.1} predicted {:.4} s (single set: {:?})",
-            l.name,
-            l.chosen.algorithm,
-            l.chosen.params.label(),
-            l.chosen.noise_margin_bits,
-            l.chosen.noise_worst_case_bits,
-            l.chosen.predicted_s,
-            l.single_set_point.as_ref().map(|p| (p.algorithm.clone(), p.predicted_s))
-        );
+        println!("{:<4} {:<16} {:<40} margin {:>5.1} worst {:>6.1} predicted {:.4} s (single set: {:?})", l.name, l.chosen.algorithm, l.chosen.params.label(), l.chosen.noise_margin_bits, l.chosen.noise_worst_case_bits, l.chosen.predicted_s, l.single_set_point.as_ref().map(|p| (p.algorithm.clone(), p.predicted_s)));
     }
-    println!(
-        "total {:.3} s; single set {:?} {:.3} s; speedup {:.2}x",
-        plan.predicted_s,
-        plan.single_set.as_ref().map(|s| s.label()),
-        plan.single_set_predicted_s,
-        plan.speedup_vs_single_set
-    );
+    println!("total {:.3} s; single set {:?} {:.3} s; speedup {:.2}x", plan.predicted_s, plan.single_set.as_ref().map(|s| s.label()), plan.single_set_predicted_s, plan.speedup_vs_single_set);
 }

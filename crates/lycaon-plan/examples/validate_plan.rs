@@ -23,10 +23,7 @@ fn main() {
     let plan: HybridPlan = serde_json::from_str(&std::fs::read_to_string(path).expect("read plan")).expect("parse plan");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let mut seen = std::collections::BTreeSet::new();
-    println!(
-        "{:<20} {:<15} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>8} {:>8}",
-        "layer", "algorithm", "server s", "predicted", "ratio", "client s", "predicted", "ratio", "budget", "margin"
-    );
+    println!("{:<20} {:<15} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>8} {:>8}", "layer", "algorithm", "server s", "predicted", "ratio", "client s", "predicted", "ratio", "budget", "margin");
     let (mut total_measured, mut total_predicted) = (0.0, 0.0);
     for layer in &plan.layers {
         let key = format!("{:?}{}{:?}", layer.shape, layer.chosen.algorithm, layer.chosen.params);

@@ -69,7 +69,14 @@ pub struct CostTable {
 /// The cache key of a parameter set on this machine (thread count included).
 pub fn shape_key(params: &Parameters) -> String {
     let lit = params.literal();
-    format!("n{}-q{}-p{}-d{}-threads{}", lit.n, lit.ciphertext_moduli.len(), lit.special_moduli.len(), lit.key_switch_digits, rayon_threads())
+    format!(
+        "n{}-q{}-p{}-d{}-threads{}",
+        lit.n,
+        lit.ciphertext_moduli.len(),
+        lit.special_moduli.len(),
+        lit.key_switch_digits,
+        rayon_threads()
+    )
 }
 
 /// The threads the layers will run on (RAYON_NUM_THREADS when set, else the cores).
@@ -81,8 +88,7 @@ impl CostTable {
     /// A table cached in `path` (read now if it exists; written by [`CostTable::save`]).
     pub fn cached(path: PathBuf) -> Result<Self, PlanError> {
         let entries = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| PlanError::Invalid(format!("cost cache {} is corrupt ({e}); delete it to recalibrate", path.display())))?,
+            Ok(text) => serde_json::from_str(&text).map_err(|e| PlanError::Invalid(format!("cost cache {} is corrupt ({e}); delete it to recalibrate", path.display())))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(PlanError::Io(format!("reading {}: {e}", path.display()))),
         };

@@ -75,12 +75,7 @@ fn bad_requests_are_refused_with_reasons() {
     let mut costs = CostTable::in_memory();
     let options = TuneOptions::default();
     assert!(tune(&[], &mut costs, &options, false).unwrap_err().to_string().contains("no linear layer"));
-    let bad = LayerRequest {
-        name: "x".into(),
-        shape: ShapeSpec { h: 8, w: 8, c_in: 2, c_out: 2, k: 3, stride: 1, pad: None, groups: 1 },
-        weight_bits: 8,
-        t_bits: 70,
-    };
+    let bad = LayerRequest { name: "x".into(), shape: ShapeSpec { h: 8, w: 8, c_in: 2, c_out: 2, k: 3, stride: 1, pad: None, groups: 1 }, weight_bits: 8, t_bits: 70 };
     assert!(tune(&[bad], &mut costs, &options, false).unwrap_err().to_string().contains("t_bits"));
     let err = lycaon_plan::hybrid::plan_json("{\"layers\": 3}").unwrap_err().to_string();
     assert!(err.contains("malformed plan request"), "{err}");
@@ -95,12 +90,7 @@ fn bad_requests_are_refused_with_reasons() {
 fn flooding_is_priced_into_the_choice() {
     let mut guard = COSTS.lock().unwrap_or_else(|e| e.into_inner());
     let costs = guard.get_or_insert_with(CostTable::in_memory);
-    let layer = LayerRequest {
-        name: "conv".into(),
-        shape: ShapeSpec { h: 8, w: 8, c_in: 4, c_out: 4, k: 3, stride: 1, pad: None, groups: 1 },
-        weight_bits: 8,
-        t_bits: 30,
-    };
+    let layer = LayerRequest { name: "conv".into(), shape: ShapeSpec { h: 8, w: 8, c_in: 4, c_out: 4, k: 3, stride: 1, pad: None, groups: 1 }, weight_bits: 8, t_bits: 30 };
     let bare = TuneOptions { link: Link::lan(), algorithms: vec!["cheetah".into()], ..TuneOptions::default() };
     let flooded = TuneOptions { flood_bits: 40.0, ..bare.clone() };
     let a = tune(std::slice::from_ref(&layer), costs, &bare, false).unwrap().layers[0].chosen.clone();

@@ -235,74 +235,50 @@ ckks_object!(CkksGaloisKeys, rlwe::GaloisKeys, "Rotation (5^k) and conjugation k
         self.inner.memory_bytes()
     }
 });
-ckks_object!(
-    CkksPlaintext,
-    lycaon_ckks::Plaintext,
-    "An encoded message at a level and scale.",
-    |p, b| lycaon_ckks::Plaintext::from_bytes(&p.ctx, b).map_err(ckks_parse_err),
-    {
-        #[getter]
-        fn level(&self) -> usize {
-            self.inner.level()
-        }
-        #[getter]
-        fn scale(&self) -> f64 {
-            self.inner.scale()
-        }
-        #[getter]
-        fn slots(&self) -> usize {
-            self.inner.slots()
-        }
+ckks_object!(CkksPlaintext, lycaon_ckks::Plaintext, "An encoded message at a level and scale.", |p, b| lycaon_ckks::Plaintext::from_bytes(&p.ctx, b).map_err(ckks_parse_err), {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
     }
-);
-ckks_object!(
-    CkksCiphertext,
-    lycaon_ckks::Ciphertext,
-    "A CKKS ciphertext with its level, scale and slot count.",
-    |p, b| lycaon_ckks::Ciphertext::from_bytes(&p.ctx, b).map_err(ckks_parse_err),
-    {
-        #[getter]
-        fn level(&self) -> usize {
-            self.inner.level()
-        }
-        #[getter]
-        fn scale(&self) -> f64 {
-            self.inner.scale()
-        }
-        #[getter]
-        fn slots(&self) -> usize {
-            self.inner.slots()
-        }
-        /// 2, or 3 after `multiply` without relinearisation.
-        #[getter]
-        fn size(&self) -> usize {
-            self.inner.len()
-        }
-        fn __repr__(&self) -> String {
-            format!(
-                "CkksCiphertext(level={}, scale=2^{:.3}, slots={}, size={})",
-                self.inner.level(),
-                self.inner.scale().log2(),
-                self.inner.slots(),
-                self.inner.len()
-            )
-        }
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
     }
-);
-ckks_object!(
-    CkksSeededCiphertext,
-    lycaon_ckks::SeededCiphertext,
-    "A fresh symmetric encryption as (c0, seed): half the bytes.",
-    |p, b| lycaon_ckks::SeededCiphertext::from_bytes(&p.ctx, b).map_err(ckks_parse_err),
-    {
-        /// The full ciphertext.
-        fn expand(&self, py: Python<'_>) -> PyResult<CkksCiphertext> {
-            let (inner, ctx) = (&self.inner, &self.params.ctx);
-            let ct = py.detach(|| inner.expand(ctx)).map_err(ckks_err)?;
-            Ok(CkksCiphertext::wrap(&self.params, ct))
-        }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.inner.slots()
     }
-);
+});
+ckks_object!(CkksCiphertext, lycaon_ckks::Ciphertext, "A CKKS ciphertext with its level, scale and slot count.", |p, b| lycaon_ckks::Ciphertext::from_bytes(&p.ctx, b).map_err(ckks_parse_err), {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.inner.slots()
+    }
+    /// 2, or 3 after `multiply` without relinearisation.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.len()
+    }
+    fn __repr__(&self) -> String {
+        format!("CkksCiphertext(level={}, scale=2^{:.3}, slots={}, size={})", self.inner.level(), self.inner.scale().log2(), self.inner.slots(), self.inner.len())
+    }
+});
+ckks_object!(CkksSeededCiphertext, lycaon_ckks::SeededCiphertext, "A fresh symmetric encryption as (c0, seed): half the bytes.", |p, b| lycaon_ckks::SeededCiphertext::from_bytes(&p.ctx, b).map_err(ckks_parse_err), {
+    /// The full ciphertext.
+    fn expand(&self, py: Python<'_>) -> PyResult<CkksCiphertext> {
+        let (inner, ctx) = (&self.inner, &self.params.ctx);
+        let ct = py.detach(|| inner.expand(ctx)).map_err(ckks_err)?;
+        Ok(CkksCiphertext::wrap(&self.params, ct))
+    }
+});
 
 /// Relinearisation and Galois keys an evaluator may use (public material).
 #[pyclass(module = "lycaon._native", frozen)]
@@ -632,8 +608,7 @@ impl CkksEvaluator {
             let lt = lt.get().lt.clone();
             return self.run(py, |ev| ev.linear_transform(&a.inner, &lt));
         }
-        let diagonals: BTreeMap<i64, Bound<'_, PyAny>> =
-            diagonals.extract().map_err(|_| LycaonError::new_err("diagonals must be a dict {index: values} or a CkksLinearTransform"))?;
+        let diagonals: BTreeMap<i64, Bound<'_, PyAny>> = diagonals.extract().map_err(|_| LycaonError::new_err("diagonals must be a dict {index: values} or a CkksLinearTransform"))?;
         let diags = diagonals.iter().map(|(&k, v)| Ok((k, complex_values(v)?))).collect::<PyResult<Vec<_>>>()?;
         let (ctx, slots) = (&self.params.ctx, a.inner.slots());
         self.run(py, |ev| {
@@ -771,14 +746,7 @@ impl CkksBootstrapParams {
     }
     fn __repr__(&self) -> String {
         let b = &self.inner;
-        format!(
-            "CkksBootstrapParams(log_n={}, slots={}, residual_levels={}, top_level={}, encapsulation_weight={:?})",
-            b.log_n,
-            b.slots(),
-            b.residual_levels,
-            b.top_level(),
-            b.encapsulation_weight
-        )
+        format!("CkksBootstrapParams(log_n={}, slots={}, residual_levels={}, top_level={}, encapsulation_weight={:?})", b.log_n, b.slots(), b.residual_levels, b.top_level(), b.encapsulation_weight)
     }
 }
 

@@ -37,12 +37,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 create_exception!(_native, LycaonError, PyValueError, "Base class of every Lycaon error (a ValueError).");
 create_exception!(_native, ParameterError, LycaonError, "Invalid encryption parameters.");
 create_exception!(_native, SecurityError, ParameterError, "Parameters below 128-bit security per the homomorphic encryption standard.");
-create_exception!(
-    _native,
-    SerializationError,
-    LycaonError,
-    "Bytes that are not a valid Lycaon object: truncated, corrupted, another version or kind, or made under other parameters."
-);
+create_exception!(_native, SerializationError, LycaonError, "Bytes that are not a valid Lycaon object: truncated, corrupted, another version or kind, or made under other parameters.");
 create_exception!(_native, MissingKeyError, LycaonError, "An evaluation key the operation needs is absent (a Galois key, or special primes for key switching), or an Encryptor lacks the key for the requested encryption.");
 
 // ---------------------------------------------------------------------------------------------
@@ -237,7 +232,9 @@ impl BfvParameters {
         py.detach(|| {
             let params = rlwe::Parameters::from_bytes(&data).map_err(parse_err)?;
             if params.literal().security != rlwe::Security::Bits128 {
-                return Err(SecurityError::new_err("these bytes describe a test-only parameter set without the 128-bit security check; Python refuses it"));
+                return Err(SecurityError::new_err(
+                    "these bytes describe a test-only parameter set without the 128-bit security check; Python refuses it",
+                ));
             }
             let ctx = BfvContext::new(&params).map_err(bfv_param_err)?;
             Ok(Self { params, ctx })
@@ -416,18 +413,13 @@ wire_object!(Plaintext, lycaon_bfv::Plaintext, "A plaintext polynomial: n coeffi
     }
 });
 
-wire_object!(
-    PreparedPlaintext,
-    lycaon_bfv::PreparedPlaintext,
-    "A plaintext lifted to the primes of one level and transformed once, for repeated products with ciphertexts at that level.",
-    {
-        /// The level the plaintext was prepared for.
-        #[getter]
-        fn level(&self) -> usize {
-            self.inner.level()
-        }
+wire_object!(PreparedPlaintext, lycaon_bfv::PreparedPlaintext, "A plaintext lifted to the primes of one level and transformed once, for repeated products with ciphertexts at that level.", {
+    /// The level the plaintext was prepared for.
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
     }
-);
+});
 
 // ---------------------------------------------------------------------------------------------
 // Keys, encryption, decryption
@@ -670,10 +662,7 @@ impl Evaluator {
     /// Switches down to `level` (a no-op at the same level; switching up is impossible).
     fn mod_switch_to(&self, py: Python<'_>, a: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
         if level > a.inner.level() {
-            return Err(LycaonError::new_err(format!(
-                "cannot switch a ciphertext at level {} up to level {level}; modulus switching only goes down",
-                a.inner.level()
-            )));
+            return Err(LycaonError::new_err(format!("cannot switch a ciphertext at level {} up to level {level}; modulus switching only goes down", a.inner.level())));
         }
         self.run(py, |ev| ev.mod_switch_to(&a.inner, level))
     }
@@ -712,10 +701,7 @@ fn values_from(values: &Bound<'_, PyAny>) -> PyResult<Values> {
         let shape = arr.shape().to_vec();
         let dtype = arr.dtype();
         if shape.len() != 1 {
-            return Err(LycaonError::new_err(format!(
-                "values must be one-dimensional; got an array of shape ({})",
-                shape.iter().map(|d| format!("{d},")).collect::<String>().trim_end_matches(',').replace(',', ", ")
-            )));
+            return Err(LycaonError::new_err(format!("values must be one-dimensional; got an array of shape ({})", shape.iter().map(|d| format!("{d},")).collect::<String>().trim_end_matches(',').replace(',', ", "))));
         }
         return match dtype.kind() {
             b'i' => {
@@ -959,12 +945,7 @@ fn linear_plan(
         pad_w: get(shape, "pad_w", Some(get(shape, "pad", Some(k / 2))?))?,
         groups: get(shape, "groups", Some(1))?,
     };
-    let opt = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
-        Ok(match options {
-            Some(o) => o.get_item(key)?,
-            None => None,
-        })
-    };
+    let opt = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(match options { Some(o) => o.get_item(key)?, None => None }) };
     let block = opt("block")?.map(|v| v.extract::<usize>()).transpose()?;
     let plan: Box<dyn lycaon_nn::LinearPlan> = match algorithm {
         "gazelle" => {
@@ -1034,13 +1015,7 @@ fn plan_dict<'py>(py: Python<'py>, plan: &dyn lycaon_nn::LinearPlan) -> PyResult
 /// "groups"}; `options`: {"block", "schedule": "IA" | "PA", "decomposition_bits"}.
 #[pyfunction]
 #[pyo3(signature = (algorithm, shape, params, options=None))]
-fn plan_linear<'py>(
-    py: Python<'py>,
-    algorithm: &str,
-    shape: &Bound<'py, PyDict>,
-    params: &BfvParameters,
-    options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyDict>> {
+fn plan_linear<'py>(py: Python<'py>, algorithm: &str, shape: &Bound<'py, PyDict>, params: &BfvParameters, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
     let plan = linear_plan(algorithm, shape, &params.params, options)?;
     plan_dict(py, plan.as_ref())
 }
@@ -1116,7 +1091,9 @@ fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usiz
         return Err(ParameterError::new_err(format!("gpu_bench needs 4 <= log_n <= 16, limbs >= 1, reps >= 1 (got {log_n}, {limbs}, {reps})")));
     }
     let backend = lycaon_runtime::device::CudaBackend::new(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
-    let report = py.detach(|| lycaon_runtime::device::bench::bench_backend(&backend, log_n, limbs, reps)).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let report = py
+        .detach(|| lycaon_runtime::device::bench::bench_backend(&backend, log_n, limbs, reps))
+        .map_err(|e| LycaonError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("backend", report.backend)?;
     d.set_item("device", backend.device_info().name.clone())?;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use lycaon_math::{rotation_galois_element, row_swap_galois_element, Automorphism, Coeff, Ntt, Poly, RnsBasis, Sampler, Seed};
 use zeroize::Zeroize;
 
-use crate::wire::ParamsId;
 use crate::{Parameters, RlweError};
+use crate::wire::ParamsId;
 
 /// The secret key s with ternary coefficients, kept in NTT form over QP. Zeroised on drop.
 pub struct SecretKey {
@@ -379,7 +379,8 @@ impl GaloisKeys {
     /// Keys for rotations by (step, level) pairs (g = 3^step mod 2n); step 0 needs no key.
     pub fn for_rotations_at(sk: &SecretKey, steps_and_levels: &[(i64, usize)], sampler: &mut Sampler) -> Result<Self, RlweError> {
         let n = sk.params.n();
-        let pairs: Vec<(u64, usize)> = steps_and_levels.iter().map(|&(s, l)| (rotation_galois_element(s, n), l)).filter(|&(g, _)| g != 1).collect();
+        let pairs: Vec<(u64, usize)> =
+            steps_and_levels.iter().map(|&(s, l)| (rotation_galois_element(s, n), l)).filter(|&(g, _)| g != 1).collect();
         Self::generate_at(sk, &pairs, sampler)
     }
 

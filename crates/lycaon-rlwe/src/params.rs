@@ -12,7 +12,8 @@ use crate::{wire::ParamsId, RlweError};
 
 /// Largest log2(QP) at 128-bit classical security for a ternary secret and sigma = 3.2, from the
 /// Homomorphic Encryption Standard (Albrecht et al. 2018, Table 1), by log2(n).
-pub const MAX_LOG_QP_128: [(usize, u32); 7] = [(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881), (65536, 1772)];
+pub const MAX_LOG_QP_128: [(usize, u32); 7] =
+    [(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881), (65536, 1772)];
 
 /// The security a parameter set must meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,7 +54,14 @@ impl ParametersLiteral {
         let ciphertext_moduli = q_bits.iter().map(|&b| pick(b)).collect::<Result<Vec<_>, _>>()?;
         let special_moduli = p_bits.iter().map(|&b| pick(b)).collect::<Result<Vec<_>, _>>()?;
         let t = ntt_primes(t_bits, n, 1, &[])?[0];
-        Ok(Self { n, key_switch_digits: ciphertext_moduli.len(), ciphertext_moduli, special_moduli, plaintext_modulus: Some(t), security: Security::Bits128 })
+        Ok(Self {
+            n,
+            key_switch_digits: ciphertext_moduli.len(),
+            ciphertext_moduli,
+            special_moduli,
+            plaintext_modulus: Some(t),
+            security: Security::Bits128,
+        })
     }
 
     /// A CKKS literal (no plaintext modulus) with primes generated from bit sizes: the largest
@@ -199,18 +207,14 @@ impl Parameters {
         let p = if pm.is_empty() { None } else { Some(RnsBasis::from_plans(qp.plans()[l..].to_vec())?) };
         let digits = lit.key_switch_digits;
         if digits == 0 || digits > l {
-            return Err(RlweError::InvalidParameters {
-                reason: format!("key_switch_digits = {digits} must be between 1 and the number of ciphertext primes ({l})"),
-            });
+            return Err(RlweError::InvalidParameters { reason: format!("key_switch_digits = {digits} must be between 1 and the number of ciphertext primes ({l})") });
         }
         let (t, t_plan) = match lit.plaintext_modulus {
             None => (None, None),
             Some(t) => {
                 let tm = Modulus::new(t)?;
                 if t < 2 || qm.iter().any(|q| q.value() <= t) {
-                    return Err(RlweError::InvalidParameters {
-                        reason: format!("plaintext modulus t = {t} must be at least 2 and smaller than every ciphertext prime"),
-                    });
+                    return Err(RlweError::InvalidParameters { reason: format!("plaintext modulus t = {t} must be at least 2 and smaller than every ciphertext prime") });
                 }
                 // Batching needs t prime and t = 1 mod 2n; coefficient encoding works for any t.
                 let plan = NttPlan::new(n, tm).ok().map(Arc::new);
@@ -411,3 +415,4 @@ mod tests {
         assert!(Parameters::new(lit).is_err());
     }
 }
+

@@ -240,7 +240,9 @@ impl KeySwitchKey {
             let mut expander = Sampler::from_seed(seed);
             (bs.into_iter().map(|b| [b, expander.uniform_poly(&basis)]).collect(), Some(seed))
         } else {
-            let digits = (0..count).map(|_| Ok([get_poly::<Ntt>(r, &basis)?, get_poly::<Ntt>(r, &basis)?])).collect::<Result<Vec<_>, RlweError>>()?;
+            let digits = (0..count)
+                .map(|_| Ok([get_poly::<Ntt>(r, &basis)?, get_poly::<Ntt>(r, &basis)?]))
+                .collect::<Result<Vec<_>, RlweError>>()?;
             (digits, None)
         };
         Ok(Self { params_id: *params.id(), level, full: level == params.max_level(), digits, seed })

@@ -402,11 +402,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    match i % 5 {
-                        0 => 0,
-                        1 => max,
-                        _ => x & max,
-                    }
+                    match i % 5 { 0 => 0, 1 => max, _ => x & max }
                 })
                 .collect();
             let mut w = WireWriter::new();

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use lycaon_math::{Automorphism, Coeff, Poly, Sampler};
 use lycaon_rlwe::keyswitch::{automorphism, relinearize};
 use lycaon_rlwe::{
-    encrypt_zero_symmetric, phase, Ciphertext, GaloisKeys, KeySwitchKey, Parameters, ParametersLiteral, RelinKey, RlweError, RotationKeyset, SecretKey,
-    Security,
+    encrypt_zero_symmetric, phase, Ciphertext, GaloisKeys, KeySwitchKey, Parameters, ParametersLiteral, RelinKey, RlweError, RotationKeyset,
+    SecretKey, Security,
 };
 
 const DELTA: i64 = 1 << 30;
@@ -162,8 +162,7 @@ fn level_limited_keys_are_smaller_by_the_limb_and_digit_ratio() {
         assert_eq!(key.serialized_len(true), key.to_bytes().len());
         assert_eq!(key.serialized_len(false), key.to_bytes_unseeded().len());
         // Residues are bit-packed at their prime's width: the payload is digits x sum of limb bits.
-        let limb_bytes: usize =
-            params.q_at(k).unwrap().moduli().iter().chain(params.p().unwrap().moduli()).map(|q| (params.n() * q.bits() as usize).div_ceil(8)).sum();
+        let limb_bytes: usize = params.q_at(k).unwrap().moduli().iter().chain(params.p().unwrap().moduli()).map(|q| (params.n() * q.bits() as usize).div_ceil(8)).sum();
         let header = lycaon_rlwe::wire::HEADER_LEN + lycaon_rlwe::wire::CHECKSUM_LEN;
         let fixed = if k == top { 4 + 32 } else { 4 + 1 + 4 + 32 };
         assert_eq!(key.serialized_len(true), header + fixed + digits * limb_bytes);

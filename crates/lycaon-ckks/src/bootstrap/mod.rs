@@ -33,9 +33,9 @@
 //! Measured (logN = 16, 2^15 slots, dense secret, two shared cores): see the `bootstrap`
 //! integration test `logn16_full_slot_bootstrap` and the commit that records its figures.
 
-pub mod bootstrapper;
 pub mod dft;
 pub mod evalmod;
 mod hoisted;
+pub mod bootstrapper;
 
 pub use bootstrapper::{spread_constant, BootstrapKeys, BootstrapParams, BootstrapRotations, Bootstrapper, EncapsulationKeys};

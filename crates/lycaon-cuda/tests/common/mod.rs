@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use lycaon_backend::{Backend, CpuBackend};
 use lycaon_math::num_bigint::BigInt;
-use lycaon_math::{ntt_moduli, rotation_galois_element, row_swap_galois_element, Automorphism, BaseConverter, Coeff, Modulus, Ntt, Poly, RnsBasis, Sampler};
+use lycaon_math::{
+    ntt_moduli, rotation_galois_element, row_swap_galois_element, Automorphism, BaseConverter, Coeff, Modulus, Ntt, Poly, RnsBasis, Sampler,
+};
 
 /// A named prime set at one ring degree.
 pub struct PrimeSet {
@@ -85,15 +87,7 @@ pub fn assert_same<R: lycaon_math::Representation>(got: &Poly<R>, want: &Poly<R>
     let n = want.n();
     let diffs: Vec<usize> = (0..want.data().len()).filter(|&i| got.data()[i] != want.data()[i]).collect();
     if let Some(&first) = diffs.first() {
-        panic!(
-            "{what}: {} of {} words differ; first at limb {} coefficient {}: got {} want {}",
-            diffs.len(),
-            want.data().len(),
-            first / n,
-            first % n,
-            got.data()[first],
-            want.data()[first]
-        );
+        panic!("{what}: {} of {} words differ; first at limb {} coefficient {}: got {} want {}", diffs.len(), want.data().len(), first / n, first % n, got.data()[first], want.data()[first]);
     }
 }
 
@@ -182,11 +176,7 @@ pub fn check_kernels(backend: &dyn Backend, set: &PrimeSet, seed: u8) {
     let keys: Vec<Vec<Poly<Ntt>>> = (0..many).map(|_| vec![extreme::<Ntt>(&qp)]).collect();
     let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
     let all: Vec<usize> = (0..qp.len()).collect();
-    assert_all_same(
-        &backend.inner_product(&digits, &refs, &all, 1).unwrap(),
-        &cpu.inner_product(&digits, &refs, &all, 1).unwrap(),
-        &ctx("inner_product of q-1"),
-    );
+    assert_all_same(&backend.inner_product(&digits, &refs, &all, 1).unwrap(), &cpu.inner_product(&digits, &refs, &all, 1).unwrap(), &ctx("inner_product of q-1"));
 }
 
 /// The argument errors must be the CPU's.

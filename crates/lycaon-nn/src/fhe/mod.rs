@@ -51,12 +51,7 @@ pub struct FheOpCounts {
 impl std::ops::Add for FheOpCounts {
     type Output = FheOpCounts;
     fn add(self, o: FheOpCounts) -> FheOpCounts {
-        FheOpCounts {
-            rotations: self.rotations + o.rotations,
-            plain_mults: self.plain_mults + o.plain_mults,
-            rescales: self.rescales + o.rescales,
-            depth: self.depth + o.depth,
-        }
+        FheOpCounts { rotations: self.rotations + o.rotations, plain_mults: self.plain_mults + o.plain_mults, rescales: self.rescales + o.rescales, depth: self.depth + o.depth }
     }
 }
 
@@ -82,12 +77,7 @@ impl FheOps {
 
     /// Counts so far (`depth` is not tracked here: compare levels instead).
     pub fn counts(&self) -> FheOpCounts {
-        FheOpCounts {
-            rotations: self.rotations.load(Ordering::Relaxed),
-            plain_mults: self.plain_mults.load(Ordering::Relaxed),
-            rescales: self.rescales.load(Ordering::Relaxed),
-            depth: 0,
-        }
+        FheOpCounts { rotations: self.rotations.load(Ordering::Relaxed), plain_mults: self.plain_mults.load(Ordering::Relaxed), rescales: self.rescales.load(Ordering::Relaxed), depth: 0 }
     }
 
     pub fn reset(&self) {

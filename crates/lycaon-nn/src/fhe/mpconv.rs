@@ -158,13 +158,7 @@ impl MpConv {
 
     /// Every rotation step the evaluation needs a key for.
     pub fn rotation_steps(&self) -> Vec<i64> {
-        let mut s: Vec<i64> = self
-            .tap_steps()
-            .into_iter()
-            .chain(self.channel_sum_steps())
-            .chain((0..self.c_out).map(|o| self.placement_step(o)))
-            .chain(self.replication_steps())
-            .collect();
+        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain((0..self.c_out).map(|o| self.placement_step(o))).chain(self.replication_steps()).collect();
         s.retain(|&x| x.rem_euclid(self.input.slots as i64) != 0);
         s.sort_unstable();
         s.dedup();

@@ -50,7 +50,10 @@ impl MultiplexedLayout {
             return Err(FheError::Invalid("a tensor needs at least one channel".into()));
         }
         if l.copy_len() > slots {
-            return Err(FheError::Invalid(format!("{channels} x {height} x {width} at gap {gap} needs {} slots, the ciphertext has {slots}", l.copy_len())));
+            return Err(FheError::Invalid(format!(
+                "{channels} x {height} x {width} at gap {gap} needs {} slots, the ciphertext has {slots}",
+                l.copy_len()
+            )));
         }
         Ok(l)
     }

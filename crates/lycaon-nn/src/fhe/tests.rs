@@ -170,13 +170,13 @@ fn fhe_mpconv_small_shapes_logn12() {
     let mut fhe = Fhe::new(12, 50, 40, 2, true);
     // (c_in, hw, gap, c_out, kernel, stride)
     let shapes = [
-        (4, 8, 1, 8, 3, 1),   // p_in = 8 copies, one group
-        (4, 8, 1, 8, 3, 2),   // stride 2: gap 1 -> 2
-        (8, 4, 2, 8, 3, 1),   // multiplexed input, stride 1
+        (4, 8, 1, 8, 3, 1),  // p_in = 8 copies, one group
+        (4, 8, 1, 8, 3, 2),  // stride 2: gap 1 -> 2
+        (8, 4, 2, 8, 3, 1),  // multiplexed input, stride 1
         (16, 8, 2, 16, 3, 2), // multiplexed input, stride 2: gap 2 -> 4, 8 groups
-        (8, 8, 1, 16, 1, 2),  // 1x1 stride-2 shortcut
-        (3, 16, 1, 4, 3, 1),  // 16 x 16 image, 3 channels
-        (5, 8, 1, 7, 5, 1),   // odd channel counts, 5x5 kernel
+        (8, 8, 1, 16, 1, 2), // 1x1 stride-2 shortcut
+        (3, 16, 1, 4, 3, 1), // 16 x 16 image, 3 channels
+        (5, 8, 1, 7, 5, 1),  // odd channel counts, 5x5 kernel
     ];
     for (i, &(c_in, hw, gap, c_out, f, s)) in shapes.iter().enumerate() {
         check_mpconv(&mut fhe, 100 + i as u64, c_in, hw, gap, c_out, f, s);
