@@ -193,13 +193,13 @@ fn check_output_ring(ring: ShareRing, to: ShareRing) -> Result<()> {
 ///
 /// As [`truncate`], party 0 adds the bias B so that y = x + B is in [0, p/2), and the wrap of
 /// y0 + y1 is w = a OR b with a = [y0 >= H] party 0's bit and b = [y1 >= H] party 1's. With
-/// y_i = 2^s h_i + l_i and p = 2^s ph + pl, floor(y / 2^s) = h0 + h1 - w ph + up - down, where
-/// the low bits' carry is up = [l0 + l1 >= 2^s + w pl] and down = w [l0 + l1 < pl]. Both are
-/// comparisons of a threshold of party 0's with party 1's l1 (s + 1 bits) whose threshold
-/// depends on w; party 0 knows w when a = 1 and otherwise w = b, so party 1's b picks the
-/// threshold inside the comparison's leaf OTs ([`less_than_switched`]) and no AND is needed.
-/// Then up, down and the product ab (w = a + b - ab) become arithmetic shares in one batch of
-/// correlated OTs. No error; rounds: the comparison's (1 + log2 of its digits) plus one.
+/// y_i = 2^s h_i + l_i and p = 2^s ph + pl, floor(y / 2^s) = h0 + h1 - w ph + c with the low
+/// bits' carry c = floor((l0 + l1 - w pl) / 2^s) in {-1, 0, 1}. Party 0, knowing l0, turns c
+/// into one comparison of a threshold of its own with party 1's l1 (s + 1 bits) plus the offset
+/// -kappa w, kappa = [l0 < pl] (cases in the body); the threshold depends on w, which party 0
+/// knows where a = 1 and which is b otherwise, so party 1's b picks it inside the comparison's
+/// leaf OTs ([`less_than_switched`]). One batch of correlated OTs then makes e, w and kappa w
+/// arithmetic. No error; one comparison, no AND round.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     truncate_exact_into(party, ring, ring, shares, shift)
 }
@@ -224,38 +224,46 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
     let low_mask = (1u64 << shift) - 1;
     let (ph, pl) = (p.value() >> shift, p.value() & low_mask);
-    // [T <= l1] = [max(T, 0) < l1 + 1]: operands below 2^(s+1). Party 0's operands for
-    // w = 0 and w = 1; where a = 1, w = 1 whatever b is.
-    // up:   T = 2^s + w pl - l0.
-    // down: NOT [pl - l0 < l1 + 1] when w = 1 (x = max(pl - l0, 0)); when w = 0 down must be 0,
-    //       so the comparison must be true: x = 0.
+    // The carry c = floor((l0 + l1 - w pl) / 2^s) is one comparison e = [T <= l1] (as
+    // [T < l1 + 1], operands below 2^(s+1)) plus a known offset, party 0 choosing T by l0:
+    //   w = 0:            T = 2^s - l0,       c = e                ([l0 + l1 >= 2^s]);
+    //   w = 1, l0 >= pl:  T = 2^s + pl - l0,  c = e                (l0 + l1 < pl cannot hold);
+    //   w = 1, l0 < pl:   T = pl - l0,        c = e - 1            (-[l0 + l1 < pl]; the upper carry cannot happen).
+    // So c = e - kappa w with kappa = [l0 < pl] party 0's bit. Where a = 1, w = 1 whatever b is.
+    let kappa: Vec<bool> = y.iter().map(|&v| (v & low_mask) < pl).collect();
     let cmp = if p0 {
-        let l0 = |i: usize| y[i] & low_mask;
-        let up = |i: usize, w: bool| (low_mask + 1 + if w { pl } else { 0 }).saturating_sub(l0(i));
-        let down = |i: usize, w: bool| if w { pl.saturating_sub(l0(i)) } else { 0 };
-        let if_clear: Vec<u64> = (0..n).map(|i| up(i, high[i])).chain((0..n).map(|i| down(i, high[i]))).collect();
-        let if_set: Vec<u64> = (0..n).map(|i| up(i, true)).chain((0..n).map(|i| down(i, true))).collect();
+        let threshold = |i: usize, w: bool| {
+            let l0 = y[i] & low_mask;
+            match (w, kappa[i]) {
+                (false, _) => low_mask + 1 - l0,
+                (true, false) => low_mask + 1 + pl - l0,
+                (true, true) => pl - l0,
+            }
+        };
+        let if_clear: Vec<u64> = (0..n).map(|i| threshold(i, high[i])).collect();
+        let if_set: Vec<u64> = (0..n).map(|i| threshold(i, true)).collect();
         less_than_switched(party, &if_clear, Switch::Alternatives(&if_set), shift + 1, DEFAULT_DIGIT_BITS)?
     } else {
         let l1: Vec<u64> = y.iter().map(|&v| (v & low_mask) + 1).collect();
-        let b: Vec<bool> = high.iter().chain(&high).copied().collect();
-        less_than_switched(party, &[&l1[..], &l1[..]].concat(), Switch::Bits(&b), shift + 1, DEFAULT_DIGIT_BITS)?
+        less_than_switched(party, &l1, Switch::Bits(&high), shift + 1, DEFAULT_DIGIT_BITS)?
     };
-    // Boolean shares of up and down (down = NOT of the second comparison: party 0 flips its
-    // share), then one batch of products with the other party's bit: up0 up1, down0 down1, ab.
-    let mine: Vec<bool> = (0..n).map(|i| cmp[i]).chain((0..n).map(|i| cmp[n + i] ^ p0)).chain(high.iter().copied()).collect();
+    // One batch of products of party 0's bit with party 1's: e0 e1 (to make e arithmetic),
+    // ab (w = a + b - ab) and kappa (1 - a) b (kappa w = kappa a + kappa (1 - a) b, the first
+    // term party 0's own).
+    let mine: Vec<bool> = if p0 {
+        cmp.iter().chain(&high).copied().chain((0..n).map(|i| kappa[i] && !high[i])).collect()
+    } else {
+        cmp.iter().chain(&high).chain(&high).copied().collect()
+    };
     let products = private_bit_product(party, to, &mine)?;
-    // An XOR-shared bit c = c0 + c1 - 2 c0 c1; each party takes its own bit minus twice its
-    // share of the product.
-    let arith = |k: usize, twice: bool| {
-        let prod = if twice { to.add(products[k], products[k]) } else { products[k] };
-        to.sub(mine[k] as u64, prod)
-    };
     let (ph, bias_shifted) = (to.reduce(ph), to.reduce(bias >> shift));
     Ok((0..n)
         .map(|i| {
-            let (up, down, w) = (arith(i, true), arith(n + i, true), arith(2 * n + i, false));
-            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), to.mul(w, ph)), to.sub(up, down));
+            // An XOR-shared bit e = e0 + e1 - 2 e0 e1: each party its own bit minus twice its product share.
+            let e = to.sub(cmp[i] as u64, to.add(products[i], products[i]));
+            let w = to.sub(high[i] as u64, products[n + i]);
+            let kappa_w = if p0 { to.add((kappa[i] && high[i]) as u64, products[2 * n + i]) } else { products[2 * n + i] };
+            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), to.mul(w, ph)), to.sub(e, kappa_w));
             if p0 {
                 out = to.sub(out, bias_shifted);
             }
