@@ -147,16 +147,10 @@ pub fn truncate(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) 
 /// `ring` itself): the formula above is an identity of integers, so its terms can be summed in
 /// any ring that holds the result. It saves the conversion to the next layer's ring.
 pub fn truncate_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
-    ring.check("truncation input share", shares)?;
-    check_output_ring(ring, to)?;
-    if shift == 0 {
+    let Some(Biased { bias, y, high }) = biased(party, ring, to, shares, shift)? else {
         return if ring == to { Ok(shares.to_vec()) } else { convert(party, ring, to, shares) };
-    }
-    let (bias, _) = truncation_range(ring, shift)?;
+    };
     let p0 = party.role() == Role::P0;
-    let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bias) } else { x }).collect();
-    let half = ring.max_positive() + 1;
-    let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
     // w = a OR b = a + b - ab on private bits a (party 0) and b (party 1). In Z_2^l only
     // w (2^l >> s) mod 2^l matters, which depends on w mod 2^s alone: the product is taken in
     // Z_2^s, so the OT carries s bits instead of l.
@@ -179,13 +173,30 @@ pub fn truncate_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: 
         .collect())
 }
 
-/// Truncations write into another ring only from a prime ring into a prime ring.
-fn check_output_ring(ring: ShareRing, to: ShareRing) -> Result<()> {
-    if ring == to || (matches!(ring, ShareRing::Prime(_)) && matches!(to, ShareRing::Prime(_))) {
-        Ok(())
-    } else {
-        Err(MpcError::InvalidArgument(format!("a truncation in {ring:?} cannot write its result in {to:?}")))
+/// What both truncations start from: party 0's bias B, each party's y_i (party 0's share plus
+/// B) and its bit [y_i >= H] (a for party 0, b for party 1).
+struct Biased {
+    bias: u64,
+    y: Vec<u64>,
+    high: Vec<bool>,
+}
+
+/// Checks a truncation's shares and rings (into another ring only from a prime ring into a
+/// prime ring) and biases the shares; None for a shift of 0, which only moves the shares to `to`.
+fn biased(party: &Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Option<Biased>> {
+    ring.check("truncation input share", shares)?;
+    if ring != to && !(matches!(ring, ShareRing::Prime(_)) && matches!(to, ShareRing::Prime(_))) {
+        return Err(MpcError::InvalidArgument(format!("a truncation in {ring:?} cannot write its result in {to:?}")));
     }
+    if shift == 0 {
+        return Ok(None);
+    }
+    let (bias, _) = truncation_range(ring, shift)?;
+    let p0 = party.role() == Role::P0;
+    let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bias) } else { x }).collect();
+    let half = ring.max_positive() + 1;
+    let high = y.iter().map(|&v| v >= half).collect();
+    Ok(Some(Biased { bias, y, high }))
 }
 
 /// Shares of floor(x / 2^shift) exactly, for signed x in the range of `truncation_range`, on a
@@ -204,24 +215,18 @@ pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift:
     truncate_exact_into(party, ring, ring, shares, shift)
 }
 
-/// [`truncate_exact`] with the result in the prime ring `to`: floor(y / 2^s) = h0 + h1 - w ph
-/// + up - down holds over the integers, so the terms (w, up and down made arithmetic in `to`)
-/// can be summed in any ring that holds the result, saving the conversion to the next layer's ring.
+/// [`truncate_exact`] with the result in the prime ring `to`: floor(y / 2^s) = h0 + h1 - w ph + c
+/// holds over the integers, so the terms (w and c made arithmetic in `to`) can be summed in any
+/// ring that holds the result, saving the conversion to the next layer's ring.
 pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
-    ring.check("truncation input share", shares)?;
-    check_output_ring(ring, to)?;
-    if shift == 0 {
+    let Some(Biased { bias, y, high }) = biased(party, ring, to, shares, shift)? else {
         return if ring == to { Ok(shares.to_vec()) } else { convert(party, ring, to, shares) };
-    }
+    };
     let ShareRing::Prime(p) = ring else {
         return Err(MpcError::InvalidArgument("exact truncation is built for prime rings; use truncate on Z_2^l".into()));
     };
-    let (bias, _) = truncation_range(ring, shift)?;
     let n = shares.len();
     let p0 = party.role() == Role::P0;
-    let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bias) } else { x }).collect();
-    let half = ring.max_positive() + 1;
-    let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
     let low_mask = (1u64 << shift) - 1;
     let (ph, pl) = (p.value() >> shift, p.value() & low_mask);
     // The carry c = floor((l0 + l1 - w pl) / 2^s) is one comparison e = [T <= l1] (as
@@ -230,7 +235,7 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     //   w = 1, l0 >= pl:  T = 2^s + pl - l0,  c = e                (l0 + l1 < pl cannot hold);
     //   w = 1, l0 < pl:   T = pl - l0,        c = e - 1            (-[l0 + l1 < pl]; the upper carry cannot happen).
     // So c = e - kappa w with kappa = [l0 < pl] party 0's bit. Where a = 1, w = 1 whatever b is.
-    let kappa: Vec<bool> = y.iter().map(|&v| (v & low_mask) < pl).collect();
+    let kappa: Vec<bool> = if p0 { y.iter().map(|&v| (v & low_mask) < pl).collect() } else { Vec::new() };
     let cmp = if p0 {
         let threshold = |i: usize, w: bool| {
             let l0 = y[i] & low_mask;
