@@ -234,7 +234,6 @@ def _two_party_work(graph, q) -> dict[str, dict]:
     "relus" (elements through ReLU, a max-pool window of k values counting k - 1 comparisons
     with their multiplexers: max(a, b) = b + ReLU(a - b), in "pool_relus"), "relu_ops" and
     "pool_levels" (ReLU ops and max-pool tournament levels in sequence)}."""
-    shapes = graph.shapes()
     work: dict[str, dict] = {}
     current = None
     for node in graph.nodes:
