@@ -400,7 +400,9 @@ def run_two_party(
     wide; the shares are then the two parties' private inputs). ``ot``: "silent" (Ferret) or
     "iknp". Returns out0 and out1 (the output shares; bits as 0/1 for drelu and less_than),
     seconds, bytes (sent by both parties) and rounds of one run (mean of ``reps`` runs in one
-    session), setup_seconds and setup_bytes (the OT setup), and per-party counters."""
+    session), amortized_bytes (bytes with silent OT's iterations priced by the COTs the run used,
+    as a long session pays them, instead of the whole iterations the run happened to trigger),
+    setup_seconds and setup_bytes (the OT setup), and per-party counters."""
 
 def simulate_json(request: str) -> str:
     """Simulates packings and dataflows of 000 (Hyena) on an accelerator model.

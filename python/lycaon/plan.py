@@ -199,10 +199,11 @@ DEFAULT_SHIFT = 12
 def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: bool = True, shifts: Sequence[int] = (DEFAULT_SHIFT,)) -> dict[str, Any]:
     """Per-element time and bytes, and rounds, of the two-party ReLU and truncation on this
     machine (silent OT, one short run each, both parties in this process), on a prime ring of
-    ``ring_bits`` bits like the layers' plaintext moduli. 2^16 elements take about one silent-OT
-    iteration (10 million COTs), so its fixed bytes and time are spread as in a large network;
-    a run of 2^13 charged a whole iteration to 8,192 elements and priced ResNet-20's two-party
-    bytes at 3.2x what a session measures. The ops are the runtime's: ReLU on values within a
+    ``ring_bits`` bits like the layers' plaintext moduli. Bytes are the runs' amortized bytes:
+    silent OT makes COTs in iterations of about 10 million (0.56 MB), one generator per
+    direction, so a short run pays for two whole iterations or none; a session pays for the
+    COTs it uses (0.056 B each). Pricing a 2^16-element ReLU with the iterations it triggered
+    charged 17 B per element too much. The ops are the runtime's: ReLU on values within a
     quarter of the ring (one comparison) and the exact truncation (or the faithful one), whose
     cost grows with the shift: one run per shift in ``shifts`` ("truncate" holds them by shift;
     the flat truncate_* keys are the first shift's)."""
@@ -217,12 +218,12 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     trunc = {}
     for shift in dict.fromkeys(int(v) for v in shifts):
         r = lycaon.run_two_party("truncate_exact" if exact_truncation else "truncate", p, s0, s1, ot="silent", shift=shift)
-        trunc[shift] = {"s": r["seconds"] / elements, "bytes": r["bytes"] / elements, "rounds": r["rounds"]}
+        trunc[shift] = {"s": r["seconds"] / elements, "bytes": r["amortized_bytes"] / elements, "rounds": r["rounds"]}
     first = trunc[int(shifts[0])]
     return {
         "ring_bits": ring_bits, "exact_truncation": exact_truncation,
-        "relu_s": relu["seconds"] / elements, "relu_bytes": relu["bytes"] / elements, "relu_rounds": relu["rounds"],
-        "pool_relu_s": pool["seconds"] / elements, "pool_relu_bytes": pool["bytes"] / elements, "pool_relu_rounds": pool["rounds"],
+        "relu_s": relu["seconds"] / elements, "relu_bytes": relu["amortized_bytes"] / elements, "relu_rounds": relu["rounds"],
+        "pool_relu_s": pool["seconds"] / elements, "pool_relu_bytes": pool["amortized_bytes"] / elements, "pool_relu_rounds": pool["rounds"],
         "truncate_s": first["s"], "truncate_bytes": first["bytes"], "truncate_rounds": first["rounds"], "truncate": trunc,
         "setup_s": relu["setup_seconds"], "setup_bytes": relu["setup_bytes"],
     }

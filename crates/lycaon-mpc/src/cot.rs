@@ -9,12 +9,27 @@ use crate::{channel::Channel, Result};
 /// A 128-bit OT block.
 pub type Block = u128;
 
+/// What a generator that makes COTs in large batches (silent OT's iterations) has spent so far,
+/// so that a short run can be priced as its share of a long one.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchCost {
+    /// Bytes (both directions) of the batches run so far, setup excluded.
+    pub bytes: u64,
+    /// Those bytes per COT served, in the long run.
+    pub bytes_per_cot: f64,
+}
+
 /// The sender's side of a random-COT generator.
 pub trait CotSender: Send {
     /// The global correlation, fixed for the generator's life.
     fn delta(&self) -> Block;
     /// `count` new correlations `q_i` (the receiver learns `q_i ^ b_i * delta`).
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>>;
+    /// Batch traffic so far; zero for a generator whose every COT costs the same (IKNP, whose
+    /// bytes show in the run that asks for them).
+    fn batch_cost(&self) -> BatchCost {
+        BatchCost::default()
+    }
 }
 
 /// The receiver's side of a random-COT generator.
@@ -29,6 +44,9 @@ impl<T: CotSender + ?Sized> CotSender for Box<T> {
     }
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
         (**self).extend(channel, count)
+    }
+    fn batch_cost(&self) -> BatchCost {
+        (**self).batch_cost()
     }
 }
 

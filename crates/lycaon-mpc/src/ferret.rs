@@ -32,7 +32,7 @@ use rayon::prelude::*;
 
 use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
-use crate::cot::{Block, CotReceiver, CotSender};
+use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::{MpcError, Result};
 use lpn::{LocalLinearCode, PackedBits, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
@@ -255,6 +255,15 @@ impl FerretSender {
 impl CotSender for FerretSender {
     fn delta(&self) -> Block {
         self.delta
+    }
+
+    /// Main iterations only (the bootstrap is setup): each sends the sender's and the
+    /// receiver's messages once and serves `yield_per_iteration` COTs.
+    fn batch_cost(&self) -> BatchCost {
+        let lpn = self.main.lpn;
+        let (to_receiver, to_sender) = lpn.iteration_bytes();
+        let per_iteration = (to_receiver + to_sender) as u64;
+        BatchCost { bytes: self.iterations * per_iteration, bytes_per_cot: per_iteration as f64 / lpn.yield_per_iteration() as f64 }
     }
 
     /// Serves `count` COTs from the buffer, running main iterations (one round trip each) as

@@ -20,7 +20,7 @@ pub mod ring;
 pub mod tcp;
 
 pub use channel::{Channel, ChannelStats, LinkModel};
-pub use cot::{Block, CotReceiver, CotSender};
+pub use cot::{BatchCost, Block, CotReceiver, CotSender};
 pub use party::{OtKind, Party, Role};
 pub use ring::ShareRing;
 

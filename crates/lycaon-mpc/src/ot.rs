@@ -144,8 +144,17 @@ impl<C: CotSender> OtSender<C> {
         &mut self.cot
     }
 
+    pub fn cot(&self) -> &C {
+        &self.cot
+    }
+
     pub fn into_inner(self) -> C {
         self.cot
+    }
+
+    /// COTs consumed through this wrapper so far.
+    pub fn cots_used(&self) -> u64 {
+        self.next_index
     }
 
     /// `n` fresh COTs and the tweak index of the first.

@@ -12,7 +12,7 @@ use rand_core::Rng;
 use crate::{
     base_ot::os_seeded_rng,
     channel::Channel,
-    cot::{CotReceiver, CotSender},
+    cot::{BatchCost, CotReceiver, CotSender},
     ot::{OtReceiver, OtSender},
     ring::ShareRing,
     Result,
@@ -72,6 +72,12 @@ impl<'c> Party<'c> {
 
     pub fn channel(&mut self) -> &mut dyn Channel {
         &mut *self.channel
+    }
+
+    /// The COT direction this party sends in: COTs consumed so far and the generator's batch
+    /// traffic. The two parties' figures together cover both directions, each once.
+    pub fn sent_cots(&self) -> (u64, BatchCost) {
+        (self.ot_sender.cots_used(), self.ot_sender.cot().batch_cost())
     }
 
     /// Fresh random bits.
