@@ -33,6 +33,24 @@ def test_relu_matches_numpy(modulus, ot):
     assert run["bytes"] > 0 and run["rounds"] > 0 and run["seconds"] > 0
 
 
+def test_amortized_bytes_price_silent_ot_by_the_cots_used():
+    rng = np.random.default_rng(4)
+    small = rng.integers(0, P, size=2000, dtype=np.uint64)
+    # IKNP pays per COT inside the run: nothing to amortise.
+    iknp = lycaon.run_two_party("relu", P, small, small, ot="iknp")
+    assert iknp["amortized_bytes"] == iknp["bytes"]
+    # A short silent run starts one iteration per direction (0.56 MB each) for a few COTs;
+    # amortised, it pays their share (0.056 B per COT, under 200 COTs per ReLU).
+    quiet = lycaon.run_two_party("relu", P, small, small, ot="silent")
+    iterations = 2 * (16 * 1295 * 27 + 2105)  # Ferret's main (t = 1295, h = 13), both directions
+    assert 0 < quiet["amortized_bytes"] - (quiet["bytes"] - iterations) < 2000 * 200 * 0.06
+    # 2^16 ReLUs trigger one 0.56 MB iteration per direction but use only part of them.
+    p37 = lycaon.ntt_primes(37, 4096, 1)[0]
+    big = rng.integers(0, p37, size=1 << 16, dtype=np.uint64)
+    loud = lycaon.run_two_party("relu_bounded", p37, big, big, ot="silent")
+    assert loud["bytes"] - loud["amortized_bytes"] > 5 * (1 << 16)
+
+
 def test_truncation_error_is_at_most_one_unit():
     rng = np.random.default_rng(2)
     x = [int(v) for v in rng.integers(-P // 4, P // 4, size=500)]
