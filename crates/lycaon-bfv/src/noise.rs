@@ -239,6 +239,15 @@ impl NoiseModel {
         }
     }
 
+    /// Rounding c_0 to a multiple of 2^c0_bits and c_1 to a multiple of 2^c1_bits (dropping low
+    /// bits before sending): the noise r_0 + r_1 s it adds, |r_i| <= 2^(bits - 1), each r uniform
+    /// (variance 4^bits / 12), at the modulus 2^log2_q.
+    pub fn rounding(&self, c0_bits: u32, c1_bits: u32, log2_q: f64) -> NoiseEstimate {
+        let error = |b: u32| if b == 0 { (0.0, 0.0) } else { (4f64.powi(b as i32) / 12.0, 2f64.powi(b as i32 - 1)) };
+        let ((v0, h0), (v1, h1)) = (error(c0_bits), error(c1_bits));
+        NoiseEstimate { variance: v0 + self.n * VAR_S * v1, bound: h0 + self.n * h1, log2_q }
+    }
+
     /// Switches from `from` down to `to` one prime at a time (as `Evaluator::mod_switch_to`).
     pub fn mod_switch_to(&self, mut a: NoiseEstimate, from: usize, to: usize) -> NoiseEstimate {
         for level in (to + 1..=from).rev() {

@@ -83,6 +83,19 @@ impl Layout {
         Ok(out)
     }
 
+    /// Bytes of the outputs sent back at the lowest level with `drop` low bits gone from each
+    /// coefficient (the hybrid runtime's response: a coefficient layout's kept coefficients of
+    /// c_0, else all of c_0, then all of c_1, in coefficient form).
+    pub fn dropped_down_bytes(&self, params: &Parameters, drop: crate::ResponseDrop) -> usize {
+        let n = params.n();
+        let per_ct = |kept: usize| dropped_ciphertext_bytes(params, kept, drop);
+        RESPONSE_HEADER_BYTES
+            + match &self.kept_coefficients {
+                None => self.num_ciphertexts * per_ct(n),
+                Some(kept) => kept.iter().map(|&k| per_ct(k)).sum(),
+            }
+    }
+
     /// Bytes of the outputs sent back at the lowest level.
     pub fn down_bytes(&self, params: &Parameters) -> usize {
         let full = ciphertext_bytes(params, 0);
@@ -127,6 +140,16 @@ pub fn ciphertext_bytes(params: &Parameters, level: usize) -> usize {
 pub fn partial_ciphertext_bytes(params: &Parameters, kept: usize) -> usize {
     let bits0 = params.q_at(0).map(|q| q.moduli()[0].bits() as usize).unwrap_or(64);
     ENVELOPE_BYTES + 8 + poly_bytes(params, 0) + (kept * bits0).div_ceil(8)
+}
+
+/// A response's header: the two drop widths.
+pub const RESPONSE_HEADER_BYTES: usize = 8;
+
+/// One response ciphertext with `drop` low bits gone: a length word, `kept` coefficients of c_0
+/// at (bits of q_0) - drop.c0 bits, n of c_1 at (bits of q_0) - drop.c1 bits.
+pub fn dropped_ciphertext_bytes(params: &Parameters, kept: usize, drop: crate::ResponseDrop) -> usize {
+    let bits0 = params.q_at(0).map(|q| q.moduli()[0].bits() as usize).unwrap_or(64);
+    4 + (kept * (bits0 - drop.c0 as usize)).div_ceil(8) + (params.n() * (bits0 - drop.c1 as usize)).div_ceil(8)
 }
 
 /// A plaintext prepared for products (lifted to Q and in NTT form) at the top level.

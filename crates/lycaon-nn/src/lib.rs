@@ -49,7 +49,7 @@ use lycaon_bfv::{BfvError, Evaluator};
 
 pub use counting::{CountingBackend, HeOps, NttCounter, OpCounts};
 pub use layout::{Encoding, Layout};
-pub use noise::{Flooding, LayerNoise, ValueBounds};
+pub use noise::{Flooding, LayerNoise, ResponseDrop, ValueBounds};
 pub use shape::{conv_reference, ConvShape};
 
 /// Errors of the network layer, each naming what is wrong.

@@ -80,6 +80,66 @@ pub struct Flooding {
     /// probability) and worst case.
     pub practical_budget: f64,
     pub worst_case_budget: f64,
+    /// The low bits the response can drop within the practical budget, and the practical budget
+    /// left after the drop.
+    pub drop: ResponseDrop,
+    pub dropped_budget: f64,
+}
+
+/// Low-order bits dropped from every coefficient of a response at level 0 before it travels
+/// (Cheetah's response compression, Huang et al. 2022): c_0's coefficients are rounded to
+/// multiples of 2^c0, c_1's to 2^c1, and only the high bits travel. Decryption needs only the top
+/// bits of c_0 + c_1 s, so the rounding is noise r_0 + r_1 s ([`NoiseModel::rounding`]); it is a
+/// function of the flooded response, so privacy is unchanged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponseDrop {
+    pub c0: u32,
+    pub c1: u32,
+}
+
+/// Practical budget (bits) a response keeps after its drop, where it had that much before.
+pub const DROP_KEEPS_BITS: f64 = 1.0;
+
+impl ResponseDrop {
+    pub const NONE: Self = Self { c0: 0, c1: 0 };
+
+    /// The drop that sends the fewest bits for `kept` coefficients of c_0 and all n of c_1 per
+    /// ciphertext, with q_0 of `q0_bits` bits, while `profile` (the outputs at level 0) keeps
+    /// [`DROP_KEEPS_BITS`] of practical budget at `failure_probability` (none where it has less).
+    /// Returns the drop and the budget left.
+    pub fn choose(model: &NoiseModel, profile: &NoiseProfile, failure_probability: f64, kept: f64, q0_bits: u32) -> (Self, f64) {
+        let log2_q = profile.classes.first().map_or(0.0, |c| c.1.log2_q);
+        let budget = |d: Self| {
+            let r = model.rounding(d.c0, d.c1, log2_q);
+            profile.map(|e| model.add(e, r)).practical_budget(model, failure_probability)
+        };
+        let before = budget(Self::NONE);
+        if before < DROP_KEEPS_BITS {
+            return (Self::NONE, before);
+        }
+        let bits_sent = |d: Self| kept * f64::from(q0_bits - d.c0) + model.n * f64::from(q0_bits - d.c1);
+        let (mut best, mut best_budget) = (Self::NONE, before);
+        for c1 in 0..q0_bits {
+            if budget(Self { c0: 0, c1 }) < DROP_KEEPS_BITS {
+                break;
+            }
+            // The budget falls as c0 grows: the largest c0 that keeps it, by bisection.
+            let (mut lo, mut hi) = (0, q0_bits);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if budget(Self { c0: mid, c1 }) >= DROP_KEEPS_BITS {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let d = Self { c0: lo, c1 };
+            if bits_sent(d) < bits_sent(best) {
+                (best, best_budget) = (d, budget(d));
+            }
+        }
+        (best, best_budget)
+    }
 }
 
 impl LayerNoise {
@@ -95,7 +155,21 @@ impl LayerNoise {
         let fresh = model.fresh_public(self.level);
         let flooded = self.profile.map(|e| NoiseEstimate { variance: e.variance + fresh.variance + bound * bound / 3.0, bound: e.bound + fresh.bound + bound, log2_q: e.log2_q });
         let switched = flooded.map(|e| model.mod_switch_to(e, self.level, 0));
-        Flooding { log2_bound, practical_budget: switched.practical_budget(model, failure_probability), worst_case_budget: switched.worst_case_budget(model) }
+        let (drop, dropped_budget) = ResponseDrop::choose(model, &switched, failure_probability, sent, model.log2_primes[0].ceil() as u32);
+        Flooding {
+            log2_bound,
+            practical_budget: switched.practical_budget(model, failure_probability),
+            worst_case_budget: switched.worst_case_budget(model),
+            drop,
+            dropped_budget,
+        }
+    }
+
+    /// The response drop for outputs without flooding (tests of the bare protocol), as
+    /// [`ResponseDrop::choose`] on the outputs at level 0.
+    pub fn unflooded_drop(&self, model: &NoiseModel, failure_probability: f64, kept: f64) -> Result<ResponseDrop, NnError> {
+        let switched = self.switched_to(model, 0)?;
+        Ok(ResponseDrop::choose(model, &switched, failure_probability, kept, model.log2_primes[0].ceil() as u32).0)
     }
 }
 
@@ -160,6 +234,29 @@ pub(crate) fn automorphism_sum_classes(n: usize, elements: &[u64]) -> Vec<(f64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn response_drop_keeps_its_bit_and_takes_the_rest() {
+        let model = NoiseModel { n: 8192.0, t: (1u64 << 37) as f64, log2_primes: vec![60.0], log2_p: 0.0, special_primes: 0, digit_size: 1 };
+        let p = 2f64.powi(-40);
+        let budget_of = |profile: &NoiseProfile, d: ResponseDrop| {
+            let r = model.rounding(d.c0, d.c1, 60.0);
+            profile.map(|e| model.add(e, r)).practical_budget(&model, p)
+        };
+        for sigma in [1e2, 1e3, 1e4, 3e4] {
+            let profile = NoiseProfile::uniform(8192.0, NoiseEstimate { variance: sigma * sigma, bound: 0.0, log2_q: 60.0 });
+            let (d, left) = ResponseDrop::choose(&model, &profile, p, 8192.0, 60);
+            assert!((budget_of(&profile, d) - left).abs() < 1e-9);
+            assert!(left >= DROP_KEEPS_BITS, "sigma {sigma}: {d:?} leaves {left}");
+            // Maximal: one more bit on either part breaks the budget.
+            assert!(budget_of(&profile, ResponseDrop { c0: d.c0 + 1, ..d }) < DROP_KEEPS_BITS, "sigma {sigma}: {d:?}");
+            assert!(budget_of(&profile, ResponseDrop { c1: d.c1 + 1, ..d }) < DROP_KEEPS_BITS, "sigma {sigma}: {d:?}");
+            assert!(d.c0 > d.c1 && d.c1 > 0, "sigma {sigma}: {d:?}");
+        }
+        // No room: nothing dropped.
+        let full = NoiseProfile::uniform(8192.0, NoiseEstimate { variance: 2f64.powi(40), bound: 0.0, log2_q: 60.0 });
+        assert_eq!(ResponseDrop::choose(&model, &full, p, 8192.0, 60).0, ResponseDrop::NONE);
+    }
 
     #[test]
     fn support_of_periodic_patterns() {

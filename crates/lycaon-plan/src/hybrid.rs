@@ -177,6 +177,10 @@ pub struct DesignPoint {
     pub predicted_s: f64,
     pub noise_margin_bits: f64,
     pub noise_worst_case_bits: f64,
+    /// Low bits the response drops from c_0's and c_1's coefficients ([`lycaon_nn::ResponseDrop`]),
+    /// already taken off `bytes_down`; `noise_margin_bits` is the budget before the drop.
+    #[serde(default)]
+    pub response_drop_bits: [u32; 2],
     pub bytes_up: usize,
     pub bytes_down: usize,
     pub key_bytes: usize,
@@ -232,18 +236,21 @@ fn price_plan(
     let model = NoiseModel::from_params(&params).ok_or_else(|| PlanError::Invalid("not a BFV parameter set".into()))?;
     let bounds = ValueBounds { weight: 1u64 << (layer.weight_bits.max(1) - 1), input: 1u64 << (layer.t_bits - 1) };
     let noise = plan.noise(&model, model.fresh_symmetric(params.max_level()), bounds)?;
-    let (practical, worst) = if options.flood_bits > 0.0 {
-        // Every coefficient of an output may travel (coefficient layouts send fewer: conservative).
-        let f = noise.flooding(&model, options.flood_bits, options.failure_probability, params.n() as f64);
-        (f.practical_budget, f.worst_case_budget)
+    // Every coefficient of an output may travel (coefficient layouts send fewer: conservative).
+    let sent = params.n() as f64;
+    let (practical, worst, drop) = if options.flood_bits > 0.0 {
+        let f = noise.flooding(&model, options.flood_bits, options.failure_probability, sent);
+        (f.practical_budget, f.worst_case_budget, f.drop)
     } else {
-        (noise.practical_budget(&model, options.failure_probability), noise.worst_case_budget(&model))
+        let drop = noise.unflooded_drop(&model, options.failure_probability, sent)?;
+        (noise.practical_budget(&model, options.failure_probability), noise.worst_case_budget(&model), drop)
     };
     let op = costs.lookup(params)?;
     let inputs = plan.input_layout().num_ciphertexts;
     let outputs = plan.output_layout().num_ciphertexts;
     let server_s = op.layer_seconds(&counts, plan.scalar_mac_fanout(), inputs, outputs);
-    let cost = plan.cost();
+    let mut cost = plan.cost();
+    cost.down_bytes = plan.output_layout().dropped_down_bytes(params, drop);
     let client_s = inputs as f64 * op.encrypt_s + outputs as f64 * op.decrypt_s;
     // The Galois keys the layer needs travel once per session; charged to every layer that needs
     // them (an upper bound where layers share a key set), so a key-hungry algorithm wins only
@@ -258,6 +265,7 @@ fn price_plan(
         predicted_s: server_s + client_s + comm_s,
         noise_margin_bits: practical,
         noise_worst_case_bits: worst,
+        response_drop_bits: [drop.c0, drop.c1],
         bytes_up: cost.up_bytes,
         bytes_down: cost.down_bytes,
         key_bytes: cost.key_bytes,

@@ -275,6 +275,7 @@ fn point(params: &ParamChoice, elements: Vec<u64>, rotations: u64) -> DesignPoin
         predicted_s: 0.0,
         noise_margin_bits: 10.0,
         noise_worst_case_bits: 5.0,
+        response_drop_bits: [0, 0],
         bytes_up: 0,
         bytes_down: 0,
         key_bytes: 0,

@@ -15,9 +15,9 @@ use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, 
 use lycaon_bfv::{BfvContext, Decryptor, Encryptor, Evaluator};
 use lycaon_math::{Coeff, Poly, Sampler};
 use lycaon_mpc::channel::{pack_words, unpack_words};
-use lycaon_nn::coeff::{kept_positions, PartialCiphertext};
+use lycaon_nn::coeff::kept_positions;
 use lycaon_nn::harness::LayoutCodec;
-use lycaon_nn::{HeOps, PreparedLayer, ValueBounds};
+use lycaon_nn::{HeOps, PreparedLayer, ResponseDrop, ValueBounds};
 
 use crate::program::LinearStep;
 use crate::wire::{Reader, Writer};
@@ -73,15 +73,14 @@ impl ClientKeySet {
         let layout = step.plan.output_layout();
         let t = step.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
         let mut r = Reader::new(response);
+        let dropped = ResponseDrop { c0: r.u32()?, c1: r.u32()? };
         let positions = layout.kept_coefficients.as_ref().map(|_| kept_positions(layout));
         let mut decoded = Vec::with_capacity(layout.num_ciphertexts);
         for k in 0..layout.num_ciphertexts {
             let blob = r.blob()?;
             let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-            let ct = match &positions {
-                Some(pos) => read_partial(&step.params, &pos[k], blob)?.to_ciphertext(&step.params)?,
-                None => Ciphertext::from_bytes(&step.params, blob)?,
-            };
+            let ct = read_response_ciphertext(&step.params, positions.as_ref().map(|p| &p[k][..]), blob, dropped)
+                .map_err(|e| RuntimeError::Protocol(format!("response ciphertext {k}: {e}")))?;
             drop(timer);
             if ct.level() != 0 || ct.len() != 2 {
                 return Err(RuntimeError::Protocol(format!(
@@ -132,6 +131,8 @@ pub struct ServerLayer {
     flood_log2: u32,
     /// The level at which the evaluation ends (before the final switch to level 0).
     eval_level: usize,
+    /// Low bits each response coefficient drops before it travels.
+    drop: ResponseDrop,
 }
 
 impl ServerLayer {
@@ -146,6 +147,7 @@ impl ServerLayer {
         let bounds = ValueBounds { weight: weight_max.next_power_of_two(), input: (t as u64).div_ceil(2) };
         let noise = step.plan.noise(&model, model.fresh_symmetric(step.params.max_level()), bounds)?;
         let mut flood_log2 = 0;
+        let mut drop = noise.unflooded_drop(&model, failure_probability, step.params.n() as f64)?;
         if flood_bits > 0.0 {
             let f = noise.flooding(&model, flood_bits, failure_probability, step.params.n() as f64);
             if f.practical_budget < 0.0 || f.log2_bound >= 120.0 {
@@ -157,12 +159,18 @@ impl ServerLayer {
                 )));
             }
             flood_log2 = f.log2_bound.ceil() as u32;
+            drop = f.drop;
         }
-        Ok(Self { prepared, bias, flood_log2, eval_level: noise.level })
+        Ok(Self { prepared, bias, flood_log2, eval_level: noise.level, drop })
     }
 
     pub fn flood_log2(&self) -> u32 {
         self.flood_log2
+    }
+
+    /// The low bits its responses drop.
+    pub fn response_drop(&self) -> ResponseDrop {
+        self.drop
     }
 
     /// Evaluates on the client's ciphertexts plus the server's share; returns the response bytes
@@ -194,6 +202,8 @@ impl ServerLayer {
         let modulus = lycaon_math::Modulus::new(t)?;
         let mut masks = Vec::with_capacity(outputs.len());
         let mut w = Writer::default();
+        w.u32(self.drop.c0);
+        w.u32(self.drop.c1);
         for (k, ct) in outputs.iter().enumerate() {
             let mask: Vec<u64> = (0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect();
             let mut ct = keys.eval.sub_plain(ct, &keys.codec.encode(layout_out.encoding, &mask)?)?;
@@ -209,10 +219,7 @@ impl ServerLayer {
             }
             let ct = keys.eval.mod_switch_to(&ct, 0)?;
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-            match &positions {
-                Some(pos) => write_partial(&mut w, params, &PartialCiphertext::from_ciphertext(params, &ct, &pos[k])?),
-                None => w.blob(&ct.to_bytes()),
-            }
+            w.blob(&response_ciphertext(params, &ct, positions.as_ref().map(|p| &p[k][..]), self.drop)?);
             masks.push(mask);
         }
         let mut share = layout_out.unpack(&masks, t)?;
@@ -254,28 +261,76 @@ fn q0_bits(params: &Parameters) -> Result<(u64, u32)> {
     Ok((q0, 64 - q0.leading_zeros()))
 }
 
-/// A compressed coefficient-layout output: the kept coefficients of c_0 and all of c_1 (NTT
-/// form), each packed at the bit width of q_0. The positions are public (the layout).
-fn write_partial(w: &mut Writer, params: &Parameters, ct: &PartialCiphertext) {
-    let (_, bits) = q0_bits(params).expect("level 0 exists");
-    let mut blob = pack_words(&ct.c0_kept, bits);
-    blob.extend(pack_words(ct.c1.limb(0), bits));
-    w.blob(&blob);
+/// One response ciphertext as it travels: c_0 (only the coefficients at `positions` for a
+/// coefficient layout, whose other coefficients carry no output) and all of c_1, both in
+/// coefficient form with `drop`'s low bits rounded away, packed at the widths left.
+fn response_ciphertext(params: &Parameters, ct: &Ciphertext, positions: Option<&[u32]>, drop: ResponseDrop) -> Result<Vec<u8>> {
+    if ct.level() != 0 || ct.len() != 2 {
+        return Err(RuntimeError::Program(format!("a response ciphertext at level {} with {} parts", ct.level(), ct.len())));
+    }
+    let (q0, bits) = q0_bits(params)?;
+    let backend = params.backend();
+    let c0: Poly<Coeff> = backend.intt(ct.parts()[0].clone());
+    let c1: Poly<Coeff> = backend.intt(ct.parts()[1].clone());
+    let (c0, c1) = (c0.limb(0), c1.limb(0));
+    let high = |v: u64, d: u32| round_away_low_bits(v, q0, d);
+    let kept: Vec<u64> = match positions {
+        Some(pos) => pos.iter().map(|&p| high(c0[p as usize], drop.c0)).collect(),
+        None => c0.iter().map(|&v| high(v, drop.c0)).collect(),
+    };
+    let mut blob = pack_words(&kept, bits - drop.c0);
+    blob.extend(pack_words(&c1.iter().map(|&v| high(v, drop.c1)).collect::<Vec<_>>(), bits - drop.c1));
+    Ok(blob)
 }
 
-fn read_partial(params: &Parameters, positions: &[u32], blob: &[u8]) -> Result<PartialCiphertext> {
+/// round(v / 2^d) for v < q0, as a value whose multiple of 2^d is below q0 (the top one wraps to
+/// 0 = q0, which is as close), so it fits in bits(q0) - d bits.
+fn round_away_low_bits(v: u64, q0: u64, d: u32) -> u64 {
+    if d == 0 {
+        return v;
+    }
+    let r = (v + (1 << (d - 1))) >> d;
+    if r << d >= q0 {
+        0
+    } else {
+        r
+    }
+}
+
+/// The ciphertext a response blob carries (zeros in c_0 where no output is).
+fn read_response_ciphertext(params: &Parameters, positions: Option<&[u32]>, blob: &[u8], drop: ResponseDrop) -> Result<Ciphertext> {
     let (q0, bits) = q0_bits(params)?;
+    if drop.c0 >= bits || drop.c1 >= bits {
+        return Err(RuntimeError::Protocol(format!("a response dropping {} and {} of the {bits} bits of q_0", drop.c0, drop.c1)));
+    }
     let n = params.n();
-    let kept_len = (positions.len() * bits as usize).div_ceil(8);
-    let c1_len = (n * bits as usize).div_ceil(8);
+    let kept = positions.map_or(n, <[u32]>::len);
+    let (w0, w1) = (bits - drop.c0, bits - drop.c1);
+    let kept_len = (kept * w0 as usize).div_ceil(8);
+    let c1_len = (n * w1 as usize).div_ceil(8);
     if blob.len() != kept_len + c1_len {
-        return Err(RuntimeError::Protocol(format!("a compressed response ciphertext of {} bytes, expected {}", blob.len(), kept_len + c1_len)));
+        return Err(RuntimeError::Protocol(format!("{} bytes, expected {}", blob.len(), kept_len + c1_len)));
     }
-    let c0_kept = unpack_words(&blob[..kept_len], positions.len(), bits);
-    let c1 = unpack_words(&blob[kept_len..], n, bits);
-    if c0_kept.iter().chain(&c1).any(|&v| v >= q0) {
-        return Err(RuntimeError::Protocol("a response coefficient is not reduced modulo q_0".into()));
-    }
-    let c1 = Poly::from_data(params.q_at(0)?, c1)?;
-    Ok(PartialCiphertext { positions: positions.to_vec(), c0_kept, c1 })
+    let lift = |words: Vec<u64>, d: u32| -> Result<Vec<u64>> {
+        let v: Vec<u64> = words.into_iter().map(|w| w << d).collect();
+        if v.iter().any(|&x| x >= q0) {
+            return Err(RuntimeError::Protocol("a coefficient is not reduced modulo q_0".into()));
+        }
+        Ok(v)
+    };
+    let c0_kept = lift(unpack_words(&blob[..kept_len], kept, w0), drop.c0)?;
+    let c1 = lift(unpack_words(&blob[kept_len..], n, w1), drop.c1)?;
+    let c0 = match positions {
+        Some(pos) => {
+            let mut c0 = vec![0u64; n];
+            for (&p, v) in pos.iter().zip(c0_kept) {
+                c0[p as usize] = v;
+            }
+            c0
+        }
+        None => c0_kept,
+    };
+    let backend = params.backend();
+    let parts = vec![backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c0)?), backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c1)?)];
+    Ok(Ciphertext::from_parts(params, parts)?)
 }

@@ -99,6 +99,11 @@ impl ServedModel {
     pub fn flooding(&self) -> Vec<(String, u32)> {
         self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.flood_log2()))).collect()
     }
+
+    /// The low bits each linear layer's responses drop.
+    pub fn response_drops(&self) -> Vec<(String, lycaon_nn::ResponseDrop)> {
+        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.response_drop()))).collect()
+    }
 }
 
 /// One op as one side saw it.

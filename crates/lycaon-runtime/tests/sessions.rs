@@ -168,6 +168,10 @@ fn flooded_layers_stay_exact() {
     weights.layers.insert("fc".into(), (random(&mut rng, 5 * 48, 100), None));
     let model = ServedModel::new(program, &weights, SessionOptions::default()).unwrap();
     assert!(model.flooding().iter().all(|(_, bits)| *bits > 40), "{:?}", model.flooding());
+    // The convolution's responses drop low bits within the budget the flooding leaves (c_0's
+    // more: its rounding is not multiplied by the secret); the matvec's budget has no room.
+    let drops = model.response_drops();
+    assert!(drops[0].1.c1 > 0 && drops[0].1.c0 > drops[0].1.c1, "{drops:?}");
     let x = random(&mut rng, 2 * 64, 100);
     let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
     let a = conv(ConvShape { stride: 2, ..ConvShape::conv(8, 2, 3, 3, 2) }, &x, &weights.layers["conv"].0, None);
