@@ -104,6 +104,52 @@ def load_script():
     return module
 
 
+def random_folded_weights(rng, depth=20):
+    """Weights of a folded AESPA ResNet under the shipped names, random."""
+    # Scaled so that 19 quadratics keep the activations of order 1.
+    w = {"conv1.weight": rng.normal(0, 0.5 / math.sqrt(27), (16, 3, 3, 3))}
+    channels = 16
+    for stage, planes in enumerate((16, 32, 64), start=1):
+        for b in range((depth - 2) // 6):
+            w[f"layer{stage}.{b}.conv1.weight"] = rng.normal(0, 0.5 / math.sqrt(9 * channels), (planes, channels, 3, 3))
+            w[f"layer{stage}.{b}.conv2.weight"] = rng.normal(0, 0.5 / math.sqrt(9 * planes), (planes, planes, 3, 3))
+            channels = planes
+    for name, c in zip(aespa.activation_names(depth), [16] + [p for p in (16, 32, 64) for _ in range(2 * ((depth - 2) // 6))]):
+        w[f"{name}.a"], w[f"{name}.b"], w[f"{name}.c"] = rng.normal(0.05, 0.02, c), rng.normal(0.7, 0.1, c), rng.normal(0, 0.1, c)
+    w["linear.weight"], w["linear.bias"] = rng.normal(0, 0.3, (10, 64)), rng.normal(0, 0.1, 10)
+    return w
+
+
+def test_model_front_graph_computes_the_folded_network():
+    from lycaon.frontend.executor import run_float
+
+    rng = np.random.default_rng(5)
+    weights = random_folded_weights(rng)
+    g = aespa.graph(weights)
+    polys = [n for n in g.nodes if n.op == "poly"]
+    assert [n.name for n in polys] == aespa.activation_names(20)
+    assert all(n.params["coefficients"].shape == (n.shape[0], 3) for n in polys)
+    x = rng.normal(0, 1, (4, 3, 32, 32))
+    expected = aespa.forward(weights, x)
+    assert np.isfinite(expected).all() and np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(run_float(g, x), expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+
+
+def test_per_channel_poly_node_is_checked_and_evaluated_per_channel():
+    from lycaon.frontend.executor import run_node
+    from lycaon.frontend.ir import Graph, ModelError, Node
+
+    g = Graph("x", (2, 3, 3))
+    coeffs = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 0.5]])
+    node = g.add(Node("poly", "q", ["x"], "y", {}, {"coefficients": coeffs}))
+    x = np.random.default_rng(6).normal(size=(5, 2, 3, 3))
+    y = run_node(node, [x])
+    np.testing.assert_allclose(y[:, 0], 1 + 2 * x[:, 0] + 3 * x[:, 0] ** 2)
+    np.testing.assert_allclose(y[:, 1], -x[:, 1] + 0.5 * x[:, 1] ** 2)
+    with pytest.raises(ModelError, match=r"\(2, degree \+ 1\) per channel"):
+        Graph("x", (2, 3, 3)).add(Node("poly", "q", ["x"], "y", {}, {"coefficients": np.ones((3, 3))}))
+
+
 @needs_torch
 def test_folded_numpy_resnet_equals_the_torch_network():
     from lycaon.frontend.torch_models import HerPN2d, ResNetCifarAespa

@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from .executor import conv2d
+from .ir import Graph, Node
 
 #: ReLU's first three coefficients in the orthonormal Hermite basis: E[relu(X) h_i(X)], X ~ N(0, 1).
 HERMITE_RELU = (1 / math.sqrt(2 * math.pi), 0.5, 1 / math.sqrt(4 * math.pi))
@@ -130,3 +131,44 @@ def forward(weights: dict, x, depth: int = 20, batch: int = 100, absmax: dict | 
                 h = act(f"{p}.act2", r + shortcut)
         outs.append(h.mean(axis=(2, 3)) @ w["linear.weight"].T + w["linear.bias"])
     return np.concatenate(outs)
+
+
+def graph(weights: dict, depth: int = 20, name: str = "resnet20-aespa") -> Graph:
+    """The folded AESPA ResNet as a model-front graph (what `forward` computes): convolutions
+    without bias, each activation a per-channel quadratic (`poly` node, coefficients (C, 3) in
+    ascending order c, b, a), option-A shortcuts as the fixed 1x1 stride-2 convolution that
+    subsamples and zero-pads channels (resnet._shortcut_weight), global average pooling and the
+    linear layer."""
+    from .resnet import _shortcut_weight  # noqa: PLC0415
+
+    w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+    blocks = (depth - 2) // 6
+    g = Graph("image", (3, 32, 32), name=name)
+
+    def conv(layer, x, stride):
+        g.add(Node("conv", layer, [x], f"{layer}:out", {"stride": (stride, stride), "pads": (1, 1, 1, 1), "groups": 1}, {"weight": w[f"{layer}.weight"], "bias": None}))
+        return f"{layer}:out"
+
+    def act(activation, x):
+        coefficients = np.stack([w[f"{activation}.c"], w[f"{activation}.b"], w[f"{activation}.a"]], axis=1)
+        g.add(Node("poly", activation, [x], f"{activation}:out", {"kind": "aespa-quadratic"}, {"coefficients": coefficients}))
+        return f"{activation}:out"
+
+    x = act("act1", conv("conv1", "image", 1))
+    channels = 16
+    for stage, planes in enumerate((16, 32, 64), start=1):
+        for b in range(blocks):
+            p = f"layer{stage}.{b}"
+            stride = 2 if stage > 1 and b == 0 else 1
+            r = conv(f"{p}.conv2", act(f"{p}.act1", conv(f"{p}.conv1", x, stride)), 1)
+            shortcut = x
+            if stride != 1 or channels != planes:
+                g.add(Node("conv", f"{p}.shortcut", [x], f"{p}.shortcut:out", {"stride": (stride, stride), "pads": (0, 0, 0, 0), "groups": 1},
+                           {"weight": _shortcut_weight(channels, planes), "bias": None}))
+                shortcut = f"{p}.shortcut:out"
+            g.add(Node("add", f"{p}.add", [r, shortcut], f"{p}.add:out"))
+            x, channels = act(f"{p}.act2", f"{p}.add:out"), planes
+    g.add(Node("global_avgpool", "avgpool", [x], "avgpool:out"))
+    g.add(Node("flatten", "flatten", ["avgpool:out"], "flatten:out"))
+    g.add(Node("linear", "linear", ["flatten:out"], "logits", {}, {"weight": w["linear.weight"], "bias": w["linear.bias"]}))
+    return g

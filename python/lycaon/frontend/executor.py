@@ -49,7 +49,15 @@ def run_node(node: Node, ins: list) -> np.ndarray:
     if node.op == "relu":
         return np.maximum(x, 0)
     if node.op == "poly":
-        return np.polynomial.polynomial.polyval(x, p["coefficients"])
+        coeffs = np.asarray(p["coefficients"])
+        if coeffs.ndim == 1:
+            return np.polynomial.polynomial.polyval(x, coeffs)
+        # One row per channel (axis 1), broadcast over the other axes; Horner from the top.
+        rows = coeffs.T.reshape((coeffs.shape[1], 1, coeffs.shape[0]) + (1,) * (x.ndim - 2))
+        y = np.broadcast_to(rows[-1], x.shape).astype(np.result_type(x, coeffs))
+        for c in rows[-2::-1]:
+            y = y * x + c
+        return y
     if node.op in ("maxpool", "avgpool"):
         k, s = a["kernel"], a.get("stride", a["kernel"])
         padded = _pad(x, a.get("pads", (0, 0, 0, 0)), -np.inf if node.op == "maxpool" else 0.0)

@@ -114,7 +114,17 @@ def _infer(node: Node, ins: Sequence[tuple]) -> tuple:
             if node.params[key].shape != (x[0],):
                 raise ModelError(f"{node.describe()}: {key} has shape {node.params[key].shape}, expected ({x[0]},)")
         return x
-    if op in ("relu", "poly"):
+    if op == "poly":
+        # Coefficients in ascending order: one vector for every value, or one row per channel
+        # (per feature on a flat input), as AESPA's folded quadratics.
+        coeffs = np.asarray(node.params.get("coefficients"))
+        if coeffs.ndim == 1 and coeffs.size >= 1:
+            return x
+        if coeffs.ndim == 2 and coeffs.shape[1] >= 1 and coeffs.shape[0] == x[0]:
+            return x
+        raise ModelError(f"{node.describe()}: coefficients of shape {coeffs.shape} do not fit input {x}: "
+                         f"give (degree + 1,) for all values or ({x[0]}, degree + 1) per channel")
+    if op == "relu":
         return x
     if op in ("maxpool", "avgpool"):
         k, s, p = a["kernel"], a.get("stride", a["kernel"]), a.get("pads", (0, 0, 0, 0))

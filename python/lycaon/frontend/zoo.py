@@ -42,6 +42,13 @@ def load_model(name_or_path: str) -> Graph:
         return resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20)
     if name_or_path == "lenet5-mnist":
         return lenet5(load_weights("lenet5-mnist"))
+    if name_or_path == "resnet20-aespa-cifar10":
+        from . import aespa  # noqa: PLC0415
+
+        try:
+            return aespa.graph(load_weights(name_or_path), 20, name=name_or_path)
+        except KeyError as e:
+            raise ModelError(f"{e.args[0]} (train it: scripts/train_resnet20_aespa.py, then --ship)") from None
 
     if name_or_path in ARCHITECTURES:
         return ARCHITECTURES[name_or_path]()
