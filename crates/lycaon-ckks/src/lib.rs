@@ -56,6 +56,7 @@ mod polynomial;
 mod precision;
 mod scheme;
 mod serialize;
+mod sign;
 
 pub use context::{scale_stable_literal, CkksContext};
 pub use encoding::{Encoder, Plaintext};
@@ -66,6 +67,7 @@ pub use parallel::RayonBackend;
 pub use polynomial::{chebyshev_coefficients, ChebyshevBasis, ChebyshevPoly};
 pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
 pub use scheme::{Ciphertext, Decryptor, Encryptor, SeededCiphertext};
+pub use sign::{odd_sign_minimax, CompositeSign, LEE_ALPHA13_DEGREES};
 
 pub use lycaon_rlwe as rlwe;
 pub use num_complex::Complex64;

@@ -88,7 +88,7 @@ impl ChebyshevPoly {
 
 /// Solves the square system a x = b by Gaussian elimination with partial pivoting (None when
 /// singular).
-fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+pub(crate) fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     let m = b.len();
     for col in 0..m {
         let pivot = (col..m).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
@@ -117,7 +117,7 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 }
 
 /// T_0(y) .. T_d(y).
-fn chebyshev_values(y: f64, d: usize) -> Vec<f64> {
+pub(crate) fn chebyshev_values(y: f64, d: usize) -> Vec<f64> {
     let mut t = Vec::with_capacity(d + 1);
     t.push(1.0);
     if d >= 1 {
