@@ -135,6 +135,27 @@ def test_model_front_graph_computes_the_folded_network():
     np.testing.assert_allclose(run_float(g, x), expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
 
 
+def test_monic_quadratics_move_every_factor_into_a_layer():
+    from lycaon.frontend import ModelError, monic_quadratics
+    from lycaon.frontend.executor import run_float
+
+    rng = np.random.default_rng(7)
+    weights = random_folded_weights(rng)
+    g = aespa.graph(weights)
+    m = monic_quadratics(g)
+    assert [n.op for n in m.nodes] == [n.op for n in g.nodes]
+    assert all(np.all(n.params["coefficients"][:, 2] == 1.0) for n in m.nodes if n.op == "poly")
+    x = rng.normal(0, 1, (3, 3, 32, 32))
+    expected = run_float(g, x)
+    np.testing.assert_allclose(run_float(m, x), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    # The caller's graph keeps its weights.
+    np.testing.assert_array_equal(g.nodes[0].params["weight"], weights["conv1.weight"])
+    # A channel without a square term cannot be made monic.
+    weights["act1.a"][3] = 0.0
+    with pytest.raises(ModelError, match=r"channel\(s\) \[3\]"):
+        monic_quadratics(aespa.graph(weights))
+
+
 def test_per_channel_poly_node_is_checked_and_evaluated_per_channel():
     from lycaon.frontend.executor import run_node
     from lycaon.frontend.ir import Graph, ModelError, Node

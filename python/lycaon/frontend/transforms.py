@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, Node
+from .ir import Graph, ModelError, Node
 
 
 def _consumers(graph: Graph, tensor: str) -> list[Node]:
@@ -100,3 +100,73 @@ def simplify(graph: Graph) -> Graph:
     """The rewrites the HE pipelines want: fold batch-norm, compose pointwise convolutions, pool
     before ReLU."""
     return pool_before_relu(compose_pointwise(fold_batchnorm(graph)))
+
+
+def monic_quadratics(graph: Graph) -> Graph:
+    """Rewrites every per-channel quadratic a x^2 + b x + c (a `poly` node of degree 2) as
+    a (x^2 + (b/a) x + c/a) and moves the factor a out of the node, so that each quadratic is
+    monic: under CKKS (x + b/2a)^2 + const is one ciphertext product (002's one level per
+    AESPA activation), the shift and the constant being free additions.
+
+    The factors travel as a pending per-channel scale S (the tensor holds values v with true
+    values S v) until a node absorbs them exactly:
+    - a conv/linear reading the tensor takes S into its input-channel weights;
+    - a quadratic reading it becomes a S^2 x^2 + b S x + c (then monic in turn);
+    - an add whose other input comes from a conv/linear used only there scales that layer's
+      output channels (and bias) by S, and the sum carries S;
+    - global average pooling and flatten pass S on (flatten: per feature).
+    Raises ModelError where a scale would have to be applied by a product of its own (a
+    quadratic with a = 0 for some channel, an add of two scaled inputs, a scale reaching the
+    output)."""
+    copies = [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), {k: (None if v is None else np.array(v, dtype=np.float64)) for k, v in n.params.items()}, n.shape)
+              for n in graph.nodes]
+    by_output = {n.output: n for n in copies}
+    pending: dict[str, np.ndarray] = {}
+
+    def scale_of(tensor: str):
+        return pending.get(tensor)
+
+    for node in copies:
+        s = scale_of(node.inputs[0]) if node.inputs else None
+        if node.op in ("conv", "linear"):
+            if s is not None:
+                w = node.params["weight"]
+                node.params["weight"] = w * s.reshape((1, -1) + (1,) * (w.ndim - 2))
+        elif node.op == "poly":
+            coeffs = node.params["coefficients"]
+            if coeffs.ndim != 2 or coeffs.shape[1] != 3:
+                if s is not None:
+                    raise ModelError(f"{node.describe()}: a pending per-channel scale reaches a polynomial that is not a per-channel quadratic")
+                continue
+            c, b, a = coeffs[:, 0], coeffs[:, 1], coeffs[:, 2]
+            if s is not None:
+                b, a = b * s, a * s * s
+            if np.any(a == 0):
+                raise ModelError(f"{node.describe()}: channel(s) {np.flatnonzero(a == 0).tolist()} have no square term; cannot make the quadratic monic")
+            node.params["coefficients"] = np.stack([c / a, b / a, np.ones_like(a)], axis=1)
+            pending[node.output] = a
+        elif node.op == "add":
+            s0, s1 = scale_of(node.inputs[0]), scale_of(node.inputs[1])
+            if s0 is not None and s1 is not None:
+                raise ModelError(f"{node.describe()}: both inputs carry a scale")
+            scaled, other = (node.inputs[0], node.inputs[1]) if s0 is not None else (node.inputs[1], node.inputs[0])
+            s = scale_of(scaled)
+            if s is not None:
+                producer = by_output.get(other)
+                if producer is None or producer.op not in ("conv", "linear") or len(_consumers(graph, other)) != 1:
+                    raise ModelError(f"{node.describe()}: its unscaled input '{other}' is not a layer of its own that could take the scale")
+                w = producer.params["weight"]
+                producer.params["weight"] = w / s.reshape((-1,) + (1,) * (w.ndim - 1))
+                if producer.params.get("bias") is not None:
+                    producer.params["bias"] = producer.params["bias"] / s
+                pending[node.output] = s
+        elif node.op in ("global_avgpool", "avgpool") and s is not None:
+            pending[node.output] = s
+        elif node.op == "flatten" and s is not None:
+            shape = graph.shapes()[node.inputs[0]]
+            pending[node.output] = np.repeat(s, int(np.prod(shape[1:])) if len(shape) == 3 else 1)
+        elif s is not None:
+            raise ModelError(f"{node.describe()}: a pending per-channel scale cannot pass a {node.op}")
+    if graph.output in pending:
+        raise ModelError(f"the output '{graph.output}' would carry a per-channel scale")
+    return _rebuild(graph, copies, {})
