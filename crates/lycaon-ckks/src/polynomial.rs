@@ -167,34 +167,41 @@ impl ChebyshevPoly {
             if measured - levelled <= 1e-6 * measured {
                 break;
             }
-            // New reference: the extremum of each run of equal sign, trimmed to m alternating points.
-            let mut extrema: Vec<usize> = Vec::new();
-            let mut k = 0;
-            while k < grid_len {
-                let sign = errors[k] >= 0.0;
-                let mut arg = k;
-                while k < grid_len && (errors[k] >= 0.0) == sign {
-                    if errors[k].abs() > errors[arg].abs() {
-                        arg = k;
-                    }
-                    k += 1;
-                }
-                extrema.push(arg);
-            }
-            if extrema.len() < m {
-                break;
-            }
-            while extrema.len() > m {
-                if errors[extrema[0]].abs() < errors[extrema[extrema.len() - 1]].abs() {
-                    extrema.remove(0);
-                } else {
-                    extrema.pop();
-                }
-            }
+            let Some(extrema) = alternating_extrema(&errors, m) else { break };
             reference = extrema.iter().map(|&i| grid[i]).collect();
         }
         Ok((best.1, best.0))
     }
+}
+
+/// A Remez exchange's next reference: the extremum of each run of equal sign of `errors` (on a
+/// grid), trimmed from the ends (the smaller end first) to `m` alternating points; None when there
+/// are fewer than `m` runs.
+pub(crate) fn alternating_extrema(errors: &[f64], m: usize) -> Option<Vec<usize>> {
+    let mut extrema: Vec<usize> = Vec::new();
+    let mut k = 0;
+    while k < errors.len() {
+        let sign = errors[k] >= 0.0;
+        let mut arg = k;
+        while k < errors.len() && (errors[k] >= 0.0) == sign {
+            if errors[k].abs() > errors[arg].abs() {
+                arg = k;
+            }
+            k += 1;
+        }
+        extrema.push(arg);
+    }
+    if extrema.len() < m {
+        return None;
+    }
+    while extrema.len() > m {
+        if errors[extrema[0]].abs() < errors[extrema[extrema.len() - 1]].abs() {
+            extrema.remove(0);
+        } else {
+            extrema.pop();
+        }
+    }
+    Some(extrema)
 }
 
 /// Whether y = alpha x + beta with alpha = 2 / (b - a) needs a rescaled constant product: not

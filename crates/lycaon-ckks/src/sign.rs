@@ -16,7 +16,7 @@
 //! the layer before); inputs in (-l_1, l_1) get an unspecified value in [0, 1] from the step, so
 //! ReLU's error there is at most l_1 B.
 
-use crate::polynomial::{chebyshev_values, solve};
+use crate::polynomial::{alternating_extrema, chebyshev_values, solve};
 use crate::{Ciphertext, ChebyshevPoly, CkksError, Evaluator};
 
 /// The degrees Lee et al. use for alpha = 13 bits (ResNet-20 to -110 on CIFAR-10, 004's MPCNN).
@@ -27,7 +27,7 @@ pub const LEE_ALPHA13_DEGREES: [usize; 3] = [15, 15, 27];
 /// grid. Remez exchange from the Chebyshev extrema mapped into [low, 1]; stops when the levelled
 /// and the measured error agree to 1e-9 relative, or after `iterations`.
 pub fn odd_sign_minimax(degree: usize, low: f64, iterations: usize) -> Result<(ChebyshevPoly, f64), CkksError> {
-    if degree % 2 == 0 || !(low > 0.0 && low < 1.0) {
+    if degree.is_multiple_of(2) || !(low > 0.0 && low < 1.0) {
         return Err(CkksError::InvalidArgument { what: format!("a sign approximation needs an odd degree and 0 < low < 1, not degree {degree}, low {low}") });
     }
     let terms = degree.div_ceil(2); // T_1, T_3, .., T_degree
@@ -64,30 +64,7 @@ pub fn odd_sign_minimax(degree: usize, low: f64, iterations: usize) -> Result<(C
         if measured - levelled <= 1e-9 * measured {
             break;
         }
-        // New reference: the extremum of each run of equal sign, trimmed to m alternating points.
-        let mut extrema: Vec<usize> = Vec::new();
-        let mut k = 0;
-        while k < grid_len {
-            let sign = errors[k] >= 0.0;
-            let mut arg = k;
-            while k < grid_len && (errors[k] >= 0.0) == sign {
-                if errors[k].abs() > errors[arg].abs() {
-                    arg = k;
-                }
-                k += 1;
-            }
-            extrema.push(arg);
-        }
-        if extrema.len() < m {
-            break;
-        }
-        while extrema.len() > m {
-            if errors[extrema[0]].abs() < errors[extrema[extrema.len() - 1]].abs() {
-                extrema.remove(0);
-            } else {
-                extrema.pop();
-            }
-        }
+        let Some(extrema) = alternating_extrema(&errors, m) else { break };
         reference = extrema.iter().map(|&i| grid[i]).collect();
     }
     let (error, odd) = best.ok_or(CkksError::Internal("the Remez system of a sign approximation is singular"))?;
