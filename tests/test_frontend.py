@@ -127,6 +127,24 @@ def test_max_pooling_moves_before_the_relu_that_feeds_it_alone():
     np.testing.assert_array_equal(run_float(out, x), run_float(g, x))
 
 
+def test_relu_inputs_scaled_into_the_unit_interval_keep_the_function():
+    from lycaon.frontend import relu_input_bound, scale_relu_inputs
+    from lycaon.frontend.zoo import load_model
+
+    g = simplify(load_model("resnet20-cifar10"))
+    x = np.random.default_rng(3).normal(0, 1, (6, 3, 32, 32))
+    bound = relu_input_bound(g, x)
+    assert bound > 1.0
+    scaled = scale_relu_inputs(g, bound)
+    expected = run_float(g, x)
+    np.testing.assert_allclose(run_float(scaled, x), expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    assert relu_input_bound(scaled, x) == pytest.approx(1.0, rel=1e-12)
+    with pytest.raises(ModelError, match="positive number"):
+        scale_relu_inputs(g, 0.0)
+    with pytest.raises(ModelError, match="fold batch-norm first"):
+        scale_relu_inputs(load_model("resnet20-cifar10"), bound)
+
+
 @needs_data
 def test_fixed_point_twin_agrees_with_the_float_model(reference):
     from lycaon.frontend.quantize import QuantConfig, quantize, run_integer

@@ -170,3 +170,50 @@ def monic_quadratics(graph: Graph) -> Graph:
     if graph.output in pending:
         raise ModelError(f"the output '{graph.output}' would carry a per-channel scale")
     return _rebuild(graph, copies, {})
+
+
+def relu_input_bound(graph: Graph, x: np.ndarray, batch: int = 64) -> float:
+    """The largest |value| entering any ReLU of `graph` on the inputs `x` (N, *input_shape), in
+    float64: what [`scale_relu_inputs`] must divide by so that a polynomial ReLU on [-1, 1] sees
+    every value (take a margin above it for unseen inputs)."""
+    from .executor import run_node  # noqa: PLC0415
+
+    x = np.asarray(x, dtype=np.float64)
+    bound = 0.0
+    for start in range(0, len(x), batch):
+        values = {graph.input_name: x[start:start + batch]}
+        for node in graph.nodes:
+            ins = [values[i] for i in node.inputs]
+            if node.op == "relu":
+                bound = max(bound, float(np.abs(ins[0]).max()))
+            values[node.output] = run_node(node, ins)
+    return bound
+
+
+def scale_relu_inputs(graph: Graph, bound: float) -> Graph:
+    """The same function with every tensor between the input and the last layer divided by
+    `bound`, so that ReLU inputs within [-bound, bound] reach the ReLUs within [-1, 1] (the
+    interval of the FHE mode's composite minimax ReLU). ReLU, max- and average pooling, additions
+    and concatenation are positively homogeneous, so it is enough to divide the first layers'
+    weights (those reading the graph's input) and every conv/linear bias by `bound`, and to
+    multiply the weights of the layers that write the output by it. Needs batch-norm folded
+    (`simplify`); raises ModelError for a polynomial activation (not homogeneous)."""
+    if not (np.isfinite(bound) and bound > 0):
+        raise ModelError(f"the bound must be a positive number, not {bound}")
+    copies = [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), {k: (None if v is None else np.array(v, dtype=np.float64)) for k, v in n.params.items()}, n.shape)
+              for n in graph.nodes]
+    # Tensors that carry the division: everything downstream of the input through homogeneous ops.
+    for node in copies:
+        if node.op in ("batchnorm", "poly"):
+            raise ModelError(f"{node.describe()}: scaling needs a graph of positively homogeneous operations (fold batch-norm first; polynomials are not homogeneous)")
+        if node.op not in ("conv", "linear"):
+            continue
+        if graph.input_name in node.inputs:
+            node.params["weight"] = node.params["weight"] / bound
+        if node.output == graph.output:
+            node.params["weight"] = node.params["weight"] * bound
+        elif node.params.get("bias") is not None:
+            node.params["bias"] = node.params["bias"] / bound
+    if not any(n.output == graph.output and n.op in ("conv", "linear") for n in copies):
+        raise ModelError("the graph's output is not written by a conv or linear layer that could take the scale back")
+    return _rebuild(graph, copies, {})
