@@ -95,3 +95,17 @@ def test_pickling_and_errors(suite):
         lycaon.CkksCiphertext.from_bytes(s.params, b"junk")
     with pytest.raises(lycaon.SecurityError):
         lycaon.CkksParameters.from_bits(1 << 13, [60, 60, 60, 60], [60], 40)
+
+
+def test_composite_relu_is_within_its_stated_error_on_the_unit_interval():
+    from lycaon.frontend.approx import composite_relu
+
+    relu = composite_relu()
+    spec = relu.spec
+    assert spec["depth"] == 14 and [len(c) for c in spec["stages"]] == [16, 16, 28]
+    assert spec["relu_error"] < 2.0**-13
+    x = np.concatenate([np.linspace(-1, 1, 20001), np.geomspace(1e-6, 1, 2000), -np.geomspace(1e-6, 1, 2000)])
+    err = np.abs(relu(x) - np.maximum(x, 0)).max()
+    assert err <= spec["relu_error"] * 1.01
+    # Odd stages: even Chebyshev coefficients vanish.
+    assert all(np.all(np.asarray(c)[0::2] == 0) for c in spec["stages"])

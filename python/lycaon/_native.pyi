@@ -822,6 +822,12 @@ def ckks_threads() -> int:
 def chebyshev_coefficients(f: "object", a: float, b: float, degree: int) -> list[float]:
     """Chebyshev interpolation coefficients of the callable f on [a, b]."""
 
+def composite_relu(degrees: Optional[list[int]] = None) -> dict[str, object]:
+    """Lee et al.'s composite minimax sign for ReLU(x) = x (1 + sgn x) / 2 on [-1, 1]: stage
+    degrees (odd; default 15, 15, 27), the gap chosen for ReLU's error. Returns "stages" (each
+    stage's Chebyshev coefficients on [-1, 1], applied in order; all but the last scaled into
+    [-1, 1]), "low", "sign_error", "relu_error" and "depth" (levels, the product with x included)."""
+
 def precision_stats(expected: npt.ArrayLike, got: npt.ArrayLike) -> dict[str, float]:
     """Bits of precision: min_bits, mean_bits, median_bits, max_bits and max_error."""
 

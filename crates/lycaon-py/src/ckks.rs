@@ -868,6 +868,23 @@ pub fn chebyshev_coefficients(f: &Bound<'_, PyAny>, a: f64, b: f64, degree: usiz
     }
 }
 
+/// The composite minimax sign for ReLU of these stage degrees (odd; gap chosen for ReLU's
+/// error): {"stages": Chebyshev coefficients on [-1, 1] per stage, "low", "sign_error",
+/// "relu_error", "depth"}. None for `degrees` gives Lee et al.'s 15, 15, 27.
+#[pyfunction]
+#[pyo3(signature = (degrees=None))]
+pub fn composite_relu<'py>(py: Python<'py>, degrees: Option<Vec<usize>>) -> PyResult<Bound<'py, PyDict>> {
+    let degrees = degrees.unwrap_or_else(|| lycaon_ckks::LEE_ALPHA13_DEGREES.to_vec());
+    let (sign, relu_error) = py.detach(|| lycaon_ckks::CompositeSign::for_relu(&degrees)).map_err(ckks_err)?;
+    let d = PyDict::new(py);
+    d.set_item("stages", sign.stages.iter().map(|p| p.coeffs.clone()).collect::<Vec<_>>())?;
+    d.set_item("low", sign.low)?;
+    d.set_item("sign_error", sign.error)?;
+    d.set_item("relu_error", relu_error)?;
+    d.set_item("depth", sign.depth() + 1)?;
+    Ok(d)
+}
+
 /// Precision in bits of `got` against `expected` (real or complex): min, mean, median, max.
 #[pyfunction]
 pub fn precision_stats<'py>(py: Python<'py>, expected: &Bound<'py, PyAny>, got: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
@@ -903,6 +920,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CkksBootstrapper>()?;
     m.add_function(wrap_pyfunction!(ckks_threads, m)?)?;
     m.add_function(wrap_pyfunction!(chebyshev_coefficients, m)?)?;
+    m.add_function(wrap_pyfunction!(composite_relu, m)?)?;
     m.add_function(wrap_pyfunction!(precision_stats, m)?)?;
     Ok(())
 }
