@@ -80,10 +80,8 @@ pub struct Flooding {
     /// probability) and worst case.
     pub practical_budget: f64,
     pub worst_case_budget: f64,
-    /// The low bits the response can drop within the practical budget, and the practical budget
-    /// left after the drop.
+    /// The low bits the response can drop within the practical budget.
     pub drop: ResponseDrop,
-    pub dropped_budget: f64,
 }
 
 /// Low-order bits dropped from every coefficient of a response at level 0 before it travels
@@ -104,10 +102,11 @@ impl ResponseDrop {
     pub const NONE: Self = Self { c0: 0, c1: 0 };
 
     /// The drop that sends the fewest bits for `kept` coefficients of c_0 and all n of c_1 per
-    /// ciphertext, with q_0 of `q0_bits` bits, while `profile` (the outputs at level 0) keeps
+    /// ciphertext (q_0 as the model has it), while `profile` (the outputs at level 0) keeps
     /// [`DROP_KEEPS_BITS`] of practical budget at `failure_probability` (none where it has less).
     /// Returns the drop and the budget left.
-    pub fn choose(model: &NoiseModel, profile: &NoiseProfile, failure_probability: f64, kept: f64, q0_bits: u32) -> (Self, f64) {
+    pub fn choose(model: &NoiseModel, profile: &NoiseProfile, failure_probability: f64, kept: f64) -> (Self, f64) {
+        let q0_bits = model.log2_primes[0].ceil() as u32;
         let log2_q = profile.classes.first().map_or(0.0, |c| c.1.log2_q);
         let budget = |d: Self| {
             let r = model.rounding(d.c0, d.c1, log2_q);
@@ -155,13 +154,11 @@ impl LayerNoise {
         let fresh = model.fresh_public(self.level);
         let flooded = self.profile.map(|e| NoiseEstimate { variance: e.variance + fresh.variance + bound * bound / 3.0, bound: e.bound + fresh.bound + bound, log2_q: e.log2_q });
         let switched = flooded.map(|e| model.mod_switch_to(e, self.level, 0));
-        let (drop, dropped_budget) = ResponseDrop::choose(model, &switched, failure_probability, sent, model.log2_primes[0].ceil() as u32);
         Flooding {
             log2_bound,
             practical_budget: switched.practical_budget(model, failure_probability),
             worst_case_budget: switched.worst_case_budget(model),
-            drop,
-            dropped_budget,
+            drop: ResponseDrop::choose(model, &switched, failure_probability, sent).0,
         }
     }
 
@@ -169,7 +166,7 @@ impl LayerNoise {
     /// [`ResponseDrop::choose`] on the outputs at level 0.
     pub fn unflooded_drop(&self, model: &NoiseModel, failure_probability: f64, kept: f64) -> Result<ResponseDrop, NnError> {
         let switched = self.switched_to(model, 0)?;
-        Ok(ResponseDrop::choose(model, &switched, failure_probability, kept, model.log2_primes[0].ceil() as u32).0)
+        Ok(ResponseDrop::choose(model, &switched, failure_probability, kept).0)
     }
 }
 
@@ -245,7 +242,7 @@ mod tests {
         };
         for sigma in [1e2, 1e3, 1e4, 3e4] {
             let profile = NoiseProfile::uniform(8192.0, NoiseEstimate { variance: sigma * sigma, bound: 0.0, log2_q: 60.0 });
-            let (d, left) = ResponseDrop::choose(&model, &profile, p, 8192.0, 60);
+            let (d, left) = ResponseDrop::choose(&model, &profile, p, 8192.0);
             assert!((budget_of(&profile, d) - left).abs() < 1e-9);
             assert!(left >= DROP_KEEPS_BITS, "sigma {sigma}: {d:?} leaves {left}");
             // Maximal: one more bit on either part breaks the budget.
@@ -255,7 +252,7 @@ mod tests {
         }
         // No room: nothing dropped.
         let full = NoiseProfile::uniform(8192.0, NoiseEstimate { variance: 2f64.powi(40), bound: 0.0, log2_q: 60.0 });
-        assert_eq!(ResponseDrop::choose(&model, &full, p, 8192.0, 60).0, ResponseDrop::NONE);
+        assert_eq!(ResponseDrop::choose(&model, &full, p, 8192.0).0, ResponseDrop::NONE);
     }
 
     #[test]

@@ -146,9 +146,7 @@ impl ServerLayer {
         let weight_max = weights.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0).max(1);
         let bounds = ValueBounds { weight: weight_max.next_power_of_two(), input: (t as u64).div_ceil(2) };
         let noise = step.plan.noise(&model, model.fresh_symmetric(step.params.max_level()), bounds)?;
-        let mut flood_log2 = 0;
-        let mut drop = noise.unflooded_drop(&model, failure_probability, step.params.n() as f64)?;
-        if flood_bits > 0.0 {
+        let (flood_log2, drop) = if flood_bits > 0.0 {
             let f = noise.flooding(&model, flood_bits, failure_probability, step.params.n() as f64);
             if f.practical_budget < 0.0 || f.log2_bound >= 120.0 {
                 return Err(RuntimeError::Program(format!(
@@ -158,9 +156,10 @@ impl ServerLayer {
                     f.practical_budget
                 )));
             }
-            flood_log2 = f.log2_bound.ceil() as u32;
-            drop = f.drop;
-        }
+            (f.log2_bound.ceil() as u32, f.drop)
+        } else {
+            (0, noise.unflooded_drop(&model, failure_probability, step.params.n() as f64)?)
+        };
         Ok(Self { prepared, bias, flood_log2, eval_level: noise.level, drop })
     }
 
