@@ -13,6 +13,13 @@ def _consumers(graph: Graph, tensor: str) -> list[Node]:
     return [n for n in graph.nodes if tensor in n.inputs]
 
 
+def _float_copies(graph: Graph) -> list[Node]:
+    """The graph's nodes with their parameters copied as float64 arrays (rewrites change the
+    copies; the caller's graph keeps its weights)."""
+    return [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), {k: (None if v is None else np.array(v, dtype=np.float64)) for k, v in n.params.items()}, n.shape)
+            for n in graph.nodes]
+
+
 def _rebuild(graph: Graph, nodes: list[Node], renames: dict[str, str]) -> Graph:
     out = Graph(graph.input_name, graph.input_shape, name=graph.name)
     for n in nodes:
@@ -118,16 +125,11 @@ def monic_quadratics(graph: Graph) -> Graph:
     Raises ModelError where a scale would have to be applied by a product of its own (a
     quadratic with a = 0 for some channel, an add of two scaled inputs, a scale reaching the
     output)."""
-    copies = [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), {k: (None if v is None else np.array(v, dtype=np.float64)) for k, v in n.params.items()}, n.shape)
-              for n in graph.nodes]
+    copies = _float_copies(graph)
     by_output = {n.output: n for n in copies}
     pending: dict[str, np.ndarray] = {}
-
-    def scale_of(tensor: str):
-        return pending.get(tensor)
-
     for node in copies:
-        s = scale_of(node.inputs[0]) if node.inputs else None
+        s = pending.get(node.inputs[0]) if node.inputs else None
         if node.op in ("conv", "linear"):
             if s is not None:
                 w = node.params["weight"]
@@ -146,11 +148,11 @@ def monic_quadratics(graph: Graph) -> Graph:
             node.params["coefficients"] = np.stack([c / a, b / a, np.ones_like(a)], axis=1)
             pending[node.output] = a
         elif node.op == "add":
-            s0, s1 = scale_of(node.inputs[0]), scale_of(node.inputs[1])
+            s0, s1 = pending.get(node.inputs[0]), pending.get(node.inputs[1])
             if s0 is not None and s1 is not None:
                 raise ModelError(f"{node.describe()}: both inputs carry a scale")
             scaled, other = (node.inputs[0], node.inputs[1]) if s0 is not None else (node.inputs[1], node.inputs[0])
-            s = scale_of(scaled)
+            s = s0 if s0 is not None else s1
             if s is not None:
                 producer = by_output.get(other)
                 if producer is None or producer.op not in ("conv", "linear") or len(_consumers(graph, other)) != 1:
@@ -176,18 +178,16 @@ def relu_input_bound(graph: Graph, x: np.ndarray, batch: int = 64) -> float:
     """The largest |value| entering any ReLU of `graph` on the inputs `x` (N, *input_shape), in
     float64: what [`scale_relu_inputs`] must divide by so that a polynomial ReLU on [-1, 1] sees
     every value (take a margin above it for unseen inputs)."""
-    from .executor import run_node  # noqa: PLC0415
+    from .executor import run_float  # noqa: PLC0415
 
-    x = np.asarray(x, dtype=np.float64)
-    bound = 0.0
-    for start in range(0, len(x), batch):
-        values = {graph.input_name: x[start:start + batch]}
-        for node in graph.nodes:
-            ins = [values[i] for i in node.inputs]
-            if node.op == "relu":
-                bound = max(bound, float(np.abs(ins[0]).max()))
-            values[node.output] = run_node(node, ins)
-    return bound
+    seen = [0.0]
+
+    def observed_relu(v: np.ndarray) -> np.ndarray:
+        seen[0] = max(seen[0], float(np.abs(v).max()))
+        return np.maximum(v, 0)
+
+    run_float(graph, x, batch=batch, relu=observed_relu)
+    return seen[0]
 
 
 def scale_relu_inputs(graph: Graph, bound: float) -> Graph:
@@ -200,8 +200,7 @@ def scale_relu_inputs(graph: Graph, bound: float) -> Graph:
     (`simplify`); raises ModelError for a polynomial activation (not homogeneous)."""
     if not (np.isfinite(bound) and bound > 0):
         raise ModelError(f"the bound must be a positive number, not {bound}")
-    copies = [Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), {k: (None if v is None else np.array(v, dtype=np.float64)) for k, v in n.params.items()}, n.shape)
-              for n in graph.nodes]
+    copies = _float_copies(graph)
     # Tensors that carry the division: everything downstream of the input through homogeneous ops.
     for node in copies:
         if node.op in ("batchnorm", "poly"):
