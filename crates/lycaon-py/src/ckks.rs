@@ -329,21 +329,39 @@ impl CkksKeyGenerator {
         let pk = py.detach(|| rlwe::PublicKey::generate(sk, s)).map_err(rlwe_err)?;
         Ok(CkksPublicKey::wrap(&self.params, pk))
     }
-    fn relin_key(&mut self, py: Python<'_>) -> PyResult<CkksRelinKey> {
+    /// The relinearisation key; with `level`, it serves ciphertexts at levels <= `level` only.
+    #[pyo3(signature = (level=None))]
+    fn relin_key(&mut self, py: Python<'_>, level: Option<usize>) -> PyResult<CkksRelinKey> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        let rk = py.detach(|| rlwe::RelinKey::generate(sk, s)).map_err(rlwe_err)?;
+        let rk = match level {
+            None => py.detach(|| rlwe::RelinKey::generate(sk, s)),
+            Some(l) => py.detach(|| rlwe::RelinKey::generate_at(sk, l, s)),
+        }
+        .map_err(rlwe_err)?;
         Ok(CkksRelinKey::wrap(&self.params, rk))
     }
     /// Keys for slot rotations by `steps` (negative: right) and, when asked, conjugation; with
-    /// `level`, each key serves ciphertexts at levels <= `level` only (fewer limbs and digits).
-    #[pyo3(signature = (steps, conjugate=false, level=None))]
-    fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, conjugate: bool, level: Option<usize>) -> PyResult<CkksGaloisKeys> {
+    /// `level`, each key serves ciphertexts at levels <= `level` only (fewer limbs and digits);
+    /// with `levels` (one per step, 004's level-aware keyset), each step's key at its own level.
+    #[pyo3(signature = (steps, conjugate=false, level=None, levels=None))]
+    fn galois_keys(&mut self, py: Python<'_>, steps: Vec<i64>, conjugate: bool, level: Option<usize>, levels: Option<Vec<usize>>) -> PyResult<CkksGaloisKeys> {
         let (sk, s) = (&self.sk, &mut self.sampler);
-        let gk = match level {
-            None => py.detach(|| lycaon_ckks::EvaluationKeys::galois_keys(sk, &steps, conjugate, s)).map_err(ckks_err)?,
-            Some(l) => {
+        if let Some(ls) = &levels {
+            if ls.len() != steps.len() {
+                return Err(LycaonError::new_err(format!("galois_keys: {} levels for {} steps (give one level per step)", ls.len(), steps.len())));
+            }
+            if level.is_some() {
+                return Err(LycaonError::new_err("galois_keys: give level (one for all) or levels (one per step), not both"));
+            }
+        }
+        let gk = match (level, levels) {
+            (None, None) => py.detach(|| lycaon_ckks::EvaluationKeys::galois_keys(sk, &steps, conjugate, s)).map_err(ckks_err)?,
+            (l, ls) => {
                 let n = self.params.params.n();
-                let mut pairs: Vec<(u64, usize)> = steps.iter().map(|&st| (lycaon_ckks::rotation_galois_element(st, n), l)).filter(|&(g, _)| g != 1).collect();
+                let top = self.params.ctx.max_level();
+                let per_step = ls.unwrap_or_else(|| vec![l.unwrap_or(top); steps.len()]);
+                let l = per_step.iter().copied().max().unwrap_or(top);
+                let mut pairs: Vec<(u64, usize)> = steps.iter().zip(&per_step).map(|(&st, &lv)| (lycaon_ckks::rotation_galois_element(st, n), lv)).filter(|&(g, _)| g != 1).collect();
                 if conjugate {
                     pairs.push((lycaon_ckks::conjugation_galois_element(n), l));
                 }
@@ -675,6 +693,19 @@ impl CkksLinearTransform {
             let ev = lycaon_ckks::Evaluator::without_keys(ctx);
             let sigma = ev.linear_transform_scale(ct, ctx.scale_at(ct.level() - 1)?)?;
             lt.prepare(ctx, ct.level(), sigma)
+        })
+        .map_err(ckks_err)
+    }
+    /// Encodes every diagonal for inputs at `level` on its canonical scale (what `prepare` does
+    /// with a ciphertext there), so a server can prepare before any ciphertext arrives.
+    fn prepare_at(&self, py: Python<'_>, level: usize) -> PyResult<()> {
+        let (ctx, lt) = (&self.params.ctx, &self.lt);
+        py.detach(|| {
+            if level == 0 || level > ctx.max_level() {
+                return Err(CkksError::InvalidArgument { what: format!("prepare_at: level {level} must be in 1..={}", ctx.max_level()) });
+            }
+            let sigma = ctx.scale_at(level - 1)? * ctx.prime_at(level)? as f64 / ctx.scale_at(level)?;
+            lt.prepare(ctx, level, sigma)
         })
         .map_err(ckks_err)
     }
