@@ -236,9 +236,10 @@ class FheModel:
         g, S = self.graph, self.slots
         shape = g.input_shape
         if len(shape) == 3:
-            c, h, w = shape
-            index = (np.arange(c)[:, None, None] * h * w + np.arange(h)[None, :, None] * w + np.arange(w)[None, None, :]).astype(np.int64)
-            packing = Packing(index, _next_pow2(c * h * w), (1, w, h * w))
+            c, h, _ = shape
+            row = _grid_row(g)
+            index = (np.arange(c)[:, None, None] * h * row + np.arange(h)[None, :, None] * row + np.arange(shape[2])[None, None, :]).astype(np.int64)
+            packing = Packing(index, _next_pow2(c * h * row), (1, row, h * row))
         else:
             packing = Packing(np.arange(shape[0], dtype=np.int64), _next_pow2(shape[0]))
         if packing.period > S:
@@ -481,6 +482,24 @@ class FheModel:
 
     def summary(self) -> list[dict]:
         return [{"step": st.name, "kind": st.kind, "level": st.level, "depth": st.depth, "rotations": len(st.rotations()), **st.stats} for st in self.steps if st.kind != "alias"]
+
+
+def _grid_row(graph: Graph) -> int:
+    """Row length of the gap packing's grid: the widest g w over the image tensors (the gap g
+    grows with each stride, and an odd width leaves a stride-2 output one column wider)."""
+    shapes = graph.shapes()
+    gaps = {graph.input_name: 1}
+    row = shapes[graph.input_name][2]
+    for node in graph.nodes:
+        gap = gaps.get(node.inputs[0], 1)
+        if node.op == "conv":
+            gap *= node.attrs.get("stride", (1, 1))[1]
+        elif node.op == "avgpool":
+            gap *= node.attrs.get("stride", node.attrs["kernel"])[1]
+        gaps[node.output] = gap
+        if len(node.shape) == 3:
+            row = max(row, gap * node.shape[2])
+    return row
 
 
 def _slots_needed(graph: Graph) -> int:

@@ -1,0 +1,126 @@
+"""FHE mode (lycaon.fhe): compiled networks decrypt to their float64 twin's logits within the
+stated precision, on random shapes (strides, paddings, odd image sizes, average pooling,
+replicated fully connected layers, monic and general quadratics, residual additions); the
+level-aware keyset is smaller than the all-required one and serves the same program; bad input
+gets a clear error."""
+
+import numpy as np
+import pytest
+
+from lycaon import LycaonError, fhe
+from lycaon.frontend.ir import Graph, ModelError, Node
+
+
+def square(g: Graph, name: str, src: str, coefficients=(0.0, 0.0, 1.0)) -> str:
+    g.add(Node("poly", name, [src], f"{name}:o", {}, {"coefficients": np.asarray(coefficients, dtype=np.float64)}))
+    return f"{name}:o"
+
+
+def conv(g: Graph, rng, name: str, src: str, c_in: int, c_out: int, k: int, stride: int, pad: int, scale: float) -> str:
+    g.add(Node("conv", name, [src], f"{name}:o", {"stride": (stride, stride), "pads": (pad,) * 4},
+               {"weight": rng.normal(0, scale, (c_out, c_in, k, k)), "bias": rng.normal(0, 0.1, c_out)}))
+    return f"{name}:o"
+
+
+def linear(g: Graph, rng, name: str, src: str, n_in: int, n_out: int, scale: float, out: str = "") -> str:
+    g.add(Node("linear", name, [src], out or f"{name}:o", {}, {"weight": rng.normal(0, scale, (n_out, n_in)), "bias": rng.normal(0, 0.1, n_out)}))
+    return out or f"{name}:o"
+
+
+def run(graph: Graph, x: np.ndarray, strategy: str = "level-aware"):
+    model = fhe.FheModel(graph)
+    client = fhe.FheClient(model.spec)
+    relin, galois = client.evaluation_keys(strategy)
+    model.attach_keys(relin, galois, client.public_key)
+    got = client.decrypt(model.infer(client.encrypt(x)))
+    return model, client, got, fhe.plaintext_reference(graph, x)
+
+
+def bits(want: np.ndarray, got: np.ndarray) -> float:
+    return float(-np.log2(np.abs(want - got).max() / np.abs(want).max()))
+
+
+@pytest.mark.parametrize("seed,size,c1,c2,k,stride,pad", [(1, 12, 3, 5, 3, 2, 1), (2, 9, 2, 4, 5, 2, 2), (3, 8, 4, 4, 3, 1, 1), (4, 10, 1, 6, 3, 2, 0)])
+def test_convolutional_networks_match_their_float_twin(seed, size, c1, c2, k, stride, pad):
+    rng = np.random.default_rng(seed)
+    g = Graph("image", (c1, size, size), name="cnn")
+    t = conv(g, rng, "conv1", "image", c1, c2, k, stride, pad, 0.3)
+    t = square(g, "act1", t, rng.normal(0, 0.2, (c2, 3)) + [0, 0, 1])  # general per-channel quadratic (two levels)
+    t = conv(g, rng, "conv2", t, c2, c2, 3, 1, 1, 0.2)
+    g.add(Node("avgpool", "pool", [t], "pool:o", {"kernel": (2, 2), "stride": (2, 2)}))
+    g.add(Node("flatten", "flat", ["pool:o"], "flat:o"))
+    n = int(np.prod(g.shapes()["flat:o"]))
+    t = square(g, "act2", "flat:o")
+    linear(g, rng, "fc", t, n, 7, 0.2, "logits")
+    x = rng.uniform(0, 1, (c1, size, size))
+    model, _, got, want = run(g, x)
+    assert got.shape == (7,)
+    assert bits(want, got) >= 12, (want, got)
+    kinds = [s["kind"] for s in model.summary()]
+    assert kinds.count("linear") == 4 and kinds.count("quadratic") == 2
+    assert model.params.max_level == 1 + 2 + 1 + 1 + 1 + 1  # conv, general quadratic, conv, pool, square, fc
+
+
+def test_mlp_with_residual_and_replication():
+    rng = np.random.default_rng(5)
+    g = Graph("x", (100,), name="mlp")
+    h = linear(g, rng, "fc1", "x", 100, 48, 0.1)
+    a = square(g, "act1", h, (0.1, 0.5, 1.0))
+    h2 = linear(g, rng, "fc2", a, 48, 48, 0.1)
+    g.add(Node("add", "res", [h2, a], "res:o"))
+    linear(g, rng, "fc3", "res:o", 48, 10, 0.2, "logits")
+    x = rng.uniform(-1, 1, 100)
+    model, _, got, want = run(g, x)
+    assert bits(want, got) >= 12
+    assert model.spec.input_period == 128
+
+
+def test_level_aware_keyset_is_smaller_and_serves_the_program():
+    rng = np.random.default_rng(6)
+    g = Graph("image", (2, 8, 8), name="small")
+    t = conv(g, rng, "conv1", "image", 2, 4, 3, 2, 1, 0.3)
+    t = square(g, "act", t)
+    g.add(Node("flatten", "flat", [t], "flat:o"))
+    linear(g, rng, "fc", "flat:o", 64, 10, 0.2, "logits")
+    x = rng.uniform(0, 1, (2, 8, 8))
+    model = fhe.FheModel(g)
+    client = fhe.FheClient(model.spec)
+    sizes = {}
+    for strategy in ("all-required", "level-aware"):
+        relin, galois = client.evaluation_keys(strategy)
+        sizes[strategy] = relin.memory_bytes + galois.memory_bytes
+        model.attach_keys(relin, galois)
+        got = client.decrypt(model.infer(client.encrypt(x)))
+        assert bits(fhe.plaintext_reference(g, x), got) >= 12
+    assert sizes["level-aware"] < sizes["all-required"]
+    levels = model.spec.keyset("level-aware")
+    level_of = dict(levels)
+    assert all(level_of[r % model.slots] >= st.level for st in model.steps for r in st.rotations() if r % model.slots)
+    assert any(lv < model.spec.top_level for lv in level_of.values())
+    assert len(model.spec.keyset("power-of-two")) == 2 * int(np.log2(model.slots))
+
+
+def test_errors_name_what_is_wrong():
+    rng = np.random.default_rng(7)
+    g = Graph("x", (16,), name="relu-mlp")
+    h = linear(g, rng, "fc1", "x", 16, 8, 0.1)
+    g.add(Node("relu", "relu", [h], "relu:o"))
+    linear(g, rng, "fc2", "relu:o", 8, 4, 0.1, "logits")
+    with pytest.raises(ModelError, match="ReLU"):
+        fhe.FheModel(g)
+    g = Graph("x", (16,), name="deep")
+    t = "x"
+    for i in range(60):
+        t = linear(g, rng, f"fc{i}", t, 16, 16, 0.1)
+    with pytest.raises(ModelError, match="bootstrapping"):
+        fhe.FheModel(g)
+    g = Graph("x", (16,), name="ok")
+    linear(g, rng, "fc", "x", 16, 4, 0.1, "logits")
+    model = fhe.FheModel(g)
+    client = fhe.FheClient(model.spec)
+    with pytest.raises(LycaonError, match="shape"):
+        client.encrypt(np.zeros(15))
+    with pytest.raises(LycaonError, match="keys"):
+        model.infer(client.encrypt(np.zeros(16)))
+    with pytest.raises(LycaonError, match="strategy"):
+        model.spec.keyset("all")
