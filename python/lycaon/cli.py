@@ -295,7 +295,7 @@ def _simulate(models: Sequence[str], packing: str, arch: str, batch: int, json_p
     return 0
 
 
-DEMO_MODELS = {"lenet5": "lenet5-mnist", "resnet20": "resnet20-cifar10"}
+DEMO_MODELS = {"lenet5": "lenet5-mnist", "resnet20": "resnet20-cifar10", "cnn-square": "cnn-square-cifar10"}
 
 
 def _bundled(dataset: Optional[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -438,10 +438,91 @@ def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_la
     return 0
 
 
-def _demo(mode: str, model: str, images: int, link: str, json_path: Optional[str], flood_bits: float, exact_truncation: bool = True) -> int:
+def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
+    """FHE mode on this machine: the server compiles the network, the client generates the
+    level-aware keyset and uploads it (seeded), then each image goes up encrypted and its logits
+    come back encrypted; printed next to the float model."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import Progress  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+    from lycaon.frontend import resnet, run_float, zoo  # noqa: PLC0415
+
+    name = DEMO_MODELS.get(model, model)
+    graph = zoo.load_model(name)
+    if tuple(graph.input_shape) != (3, 32, 32):
+        raise lycaon.LycaonError(f"demo --mode fhe classifies bundled CIFAR-10 images; {name} takes input of shape {graph.input_shape}")
+    raw, y = _bundled("cifar10")
+    if images < 1 or images > len(raw):
+        raise lycaon.LycaonError(f"--images must be 1..{len(raw)} (the bundled CIFAR-10 test images)")
+    x, y = resnet.preprocess(raw[:images]), y[:images].astype(np.int64)
+    t0 = time.perf_counter()
+    with Console(stderr=True).status(f"{name}: compiling for CKKS (packings, diagonals, level plan)"):
+        server = fhe.FheModel(graph)
+    compile_s = time.perf_counter() - t0
+    client = fhe.FheClient(server.spec)
+    with Progress(transient=True) as bar:
+        task = bar.add_task("key generation (level-aware keyset)", total=None)
+        t0 = time.perf_counter()
+        relin, galois = client.evaluation_keys("level-aware")
+        keygen_s = time.perf_counter() - t0
+        bar.update(task, total=1, completed=1)
+    upload = {"relin": relin.to_bytes(), "galois": galois.to_bytes(), "public": client.public_key.to_bytes()}
+    params = server.params
+    server.attach_keys(lycaon.CkksRelinKey.from_bytes(params, upload["relin"]), lycaon.CkksGaloisKeys.from_bytes(params, upload["galois"]),
+                       lycaon.CkksPublicKey.from_bytes(params, upload["public"]))
+    results = []
+    with Progress(transient=True) as bar:
+        task = bar.add_task("encrypted inference", total=images)
+        layer_task = bar.add_task("", total=len(server.steps))
+        for i in range(images):
+            t0 = time.perf_counter()
+            query = client.encrypt(x[i])
+            up = query.to_bytes()
+            t1 = time.perf_counter()
+
+            def progress(done, total, step, i=i):
+                bar.update(layer_task, completed=done, total=total, description=f"image {i + 1}: {step}")
+
+            answer = server.infer(lycaon.CkksCiphertext.from_bytes(params, up), progress=progress)
+            down = answer.to_bytes()
+            t2 = time.perf_counter()
+            logits = client.decrypt(lycaon.CkksCiphertext.from_bytes(params, down))
+            t3 = time.perf_counter()
+            results.append({"logits": logits, "client_s": (t1 - t0) + (t3 - t2), "server_s": t2 - t1, "up_bytes": len(up), "down_bytes": len(down)})
+            bar.update(task, completed=i + 1)
+    plain = run_float(graph, x)
+    enc = np.array([r["logits"] for r in results])
+    bits = [float(-np.log2(np.abs(e - p).max() / np.abs(p).max())) for e, p in zip(enc, plain)]
+    fl, pr = plain.argmax(1), enc.argmax(1)
+    key_bytes = relin.memory_bytes + galois.memory_bytes
+    summary = {
+        "model": name, "mode": "fhe", "images": images, "log_n": int(np.log2(params.n)), "levels": params.max_level, "log2_qp": params.log2_qp,
+        "compile_s": compile_s, "keygen_s": keygen_s, "key_bytes": key_bytes, "key_upload_bytes": len(upload["relin"]) + len(upload["galois"]) + len(upload["public"]),
+        "float": {"accuracy": float((fl == y).mean())},
+        "fhe": {"accuracy": float((pr == y).mean()), "top1_agreement_float": float((pr == fl).mean()), "min_bits": min(bits),
+                "server_s": float(np.mean([r["server_s"] for r in results])), "client_s": float(np.mean([r["client_s"] for r in results])),
+                "up_bytes": results[0]["up_bytes"], "down_bytes": results[0]["down_bytes"]},
+        "per_image": [{"label": int(p), "true_label": int(t), "bits": b, "server_s": r["server_s"]} for p, t, b, r in zip(pr, y, bits, results)],
+        "layers": server.summary(),
+    }
+    h = summary["fhe"]
+    _table(f"{name}: {images} bundled CIFAR-10 test images, FHE private inference (CKKS logN {summary['log_n']}, {params.max_level} levels, no bootstrapping)",
+           ["", "accuracy", "top-1 = float", "precision", "server / image", "client / image", "up / image", "down / image"],
+           [["plaintext float", summary["float"]["accuracy"], "-", "-", "", "", "", ""],
+            ["FHE (private)", h["accuracy"], h["top1_agreement_float"], f"{h['min_bits']:.1f} bits", _si(h["server_s"], "s"), _si(h["client_s"], "s"),
+             _si(h["up_bytes"], "B"), _si(h["down_bytes"], "B")]])
+    print(f"once per session: compile {_si(compile_s, 's')} (server), key generation {_si(keygen_s, 's')} (client), "
+          f"keys {_si(key_bytes, 'B')} in memory, {_si(summary['key_upload_bytes'], 'B')} uploaded (seeded)")
+    _table("Program", ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in summary["layers"]])
+    _write_json(json_path, summary)
+    return 0
+
+
+def _demo(mode: str, model: Optional[str], images: int, link: str, json_path: Optional[str], flood_bits: float, exact_truncation: bool = True) -> int:
     if mode == "fhe":
-        print("lycaon demo --mode fhe: not built yet (issue 10: FHE-mode private inference); use --mode hybrid", file=sys.stderr)
-        return 2
+        return _demo_fhe(model or "cnn-square", images, json_path)
+    model = model or "lenet5"
     from rich.console import Console  # noqa: PLC0415
     from rich.progress import Progress  # noqa: PLC0415
 
@@ -561,6 +642,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mpc.add_argument("--no-peer", action="store_true", help="skip SPU")
     mpc.add_argument("--bandwidth", type=float, metavar="MB_S", help="model Lycaon's link at this many MB/s (e.g. 9, 384); no SPU ratios then")
     mpc.add_argument("--latency-ms", type=float, default=0.0, help="one-way delay of the modelled link (e.g. 50, 0.3)")
+    fhe_b = bench_sub.add_parser("fhe", help="FHE-mode private inference: Orion's MLP and LeNet-5 through Lycaon and Orion in one run, key memory per keyset strategy, ResNet-20's status")
+    fhe_b.add_argument("--json", metavar="FILE", help="write the records as JSON")
+    fhe_b.add_argument("--images", type=int, default=2, help="bundled MNIST test images per network (default 2)")
+    fhe_b.add_argument("--models", nargs="+", default=["mlp", "lenet5", "resnet20"], choices=["mlp", "lenet5", "resnet20"])
+    fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
+    fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
                                "where the time goes, concurrent sessions, ResNet-50's bytes")
     e2e.add_argument("--json", metavar="FILE", help="write the records, settings and every part as JSON")
@@ -624,8 +711,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     infer.add_argument("--link", default="none", metavar="none|lan|wan|BW,DELAY", help="emulate this link on what the client sends and price the network time (default none)")
     infer.add_argument("--json", metavar="FILE", help="write the results as JSON")
     demo = sub.add_parser("demo", help="private inference end to end on this machine: a server in-process, bundled test images, next to the plaintext model")
-    demo.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default); fhe is not built yet")
-    demo.add_argument("--model", default="lenet5", metavar="lenet5|resnet20", help="lenet5 (MNIST, default), resnet20 (CIFAR-10) or a model name")
+    demo.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default: BFV + two-party ReLU) or fhe (the whole network under CKKS)")
+    demo.add_argument("--model", default=None, metavar="NAME", help="hybrid: lenet5 (MNIST, default), resnet20 (CIFAR-10) or a model name; "
+                      "fhe: cnn-square (CIFAR-10, default) or a model with quadratic activations")
     demo.add_argument("--images", type=int, default=10, help="bundled test images to classify (default 10)")
     demo.add_argument("--link", choices=("lan", "wan"), default="lan", help="link to plan for and emulate (default lan)")
     demo.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
@@ -678,6 +766,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             layers = {"all": None, "paper": bench_linear.PAPER_LAYERS, "resnet20": bench_linear.RESNET20_LAYERS}[args.layers]
             bench_linear.run(layers, args.reps, args.json, peer=not args.no_peer)
+            return 0
+        if args.command == "bench" and args.suite == "fhe":
+            from lycaon.bench import fhe as bench_fhe  # noqa: PLC0415
+
+            if args.images < 1:
+                raise ValueError("--images must be at least 1")
+            bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python)
             return 0
         if args.command == "bench" and args.suite == "e2e":
             from lycaon.bench import e2e as bench_e2e  # noqa: PLC0415

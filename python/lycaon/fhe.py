@@ -54,6 +54,7 @@ from ._native import (
     CkksPublicKey,
     CkksRelinKey,
     LycaonError,
+    SecurityError,
 )
 from .frontend.ir import Graph, ModelError, Node
 from .frontend.transforms import fold_batchnorm
@@ -190,12 +191,16 @@ class FheClient:
 class FheModel:
     """Server side of the FHE mode: the compiled program of a graph (weights stay here)."""
 
-    def __init__(self, graph: Graph, log_scale: int = 36, log_q0: int = 56, log_n: Optional[int] = None, prepare: bool = True):
+    def __init__(self, graph: Graph, log_scale: int = 36, log_q0: int = 56, p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None, prepare: bool = True):
+        """Compiles `graph` (batch-norm folded) with canonical scale 2^log_scale, q_0 of log_q0
+        bits (the logits must stay below 2^(log_q0 - log_scale - 1)) and special primes of
+        p_bits (default: `special_primes`), in the smallest ring from 2^13 that holds the depth (or 2^log_n); with
+        `prepare`, encodes every diagonal now (the server's compile step), not at the first call."""
         self.graph = fold_batchnorm(graph)
         self.log_scale = log_scale
         t0 = time.perf_counter()
         depth = self._depth()
-        self.params = _choose_parameters(depth, _slots_needed(self.graph), log_scale, log_q0, log_n)
+        self.params = _choose_parameters(depth, _slots_needed(self.graph), log_scale, log_q0, list(p_bits) if p_bits else None, log_n)
         self.slots = self.params.max_slots
         self.steps, self.spec = self._compile(depth)
         self.compile_seconds = time.perf_counter() - t0
@@ -507,17 +512,42 @@ def _slots_needed(graph: Graph) -> int:
     return max(_next_pow2(int(np.prod(s))) for s in shapes.values())
 
 
-def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: int, log_n: Optional[int]) -> CkksParameters:
-    """The smallest ring (from 2^14) whose 128-bit bound holds q_0, `depth` scale primes and two
-    special primes, with enough slots."""
-    p_bits = [60, 60]
-    need = log_q0 + depth * log_scale + sum(p_bits)
-    for ln in ([log_n] if log_n else (14, 15, 16)):
+def special_primes(log_q: Sequence[int], budget: int) -> Optional[list[int]]:
+    """Special primes for hybrid key switching within `budget` bits: the count k and size
+    (up to 60 bits) minimising dnum (L + 1 + k), the size of a key and the NTTs of a key
+    switch, where dnum = ceil((L + 1) / alpha) digits of alpha = floor(log P / max log q_i)
+    primes each (rlwe's rule; primes sit just below their bit size, hence the one-bit margin)."""
+    best = None
+    for k in range(1, 7):
+        p = min(60, budget // k)
+        if p < 20:
+            break
+        alpha = max(1, int((k * (p - 1)) // max(log_q)))
+        dnum = -(-len(log_q) // alpha)
+        cost = (dnum * (len(log_q) + k), k * p)
+        if best is None or cost < best[0]:
+            best = (cost, [p] * k)
+    return None if best is None else best[1]
+
+
+def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: int, p_bits: Optional[list], log_n: Optional[int]) -> CkksParameters:
+    """The smallest ring whose 128-bit bound holds q_0, `depth` scale primes and special primes
+    (given, or chosen by `special_primes` for the fewest key-switching digits), with enough slots."""
+    log_q = [log_q0] + [log_scale] * depth
+    for ln in ([log_n] if log_n else (13, 14, 15, 16)):
         if (1 << (ln - 1)) < slots_needed:
             continue
-        if need <= MAX_LOG_QP.get(ln, 0):
-            return CkksParameters.scale_stable(1 << ln, log_q0, log_scale, depth, p_bits)
-    raise ModelError(f"depth {depth} at scale 2^{log_scale} needs log2(QP) = {need} bits (2^16 holds {MAX_LOG_QP[16]} at 128-bit security): "
+        # The scale-stable primes may sit a little above 2^scale: retry with a margin.
+        for margin in ([0] if p_bits else [0, 1, 2, 3]):
+            p = list(p_bits) if p_bits else special_primes(log_q, MAX_LOG_QP.get(ln, 0) - sum(log_q) - margin)
+            if not p or sum(log_q) + sum(p) > MAX_LOG_QP.get(ln, 0):
+                break
+            try:
+                return CkksParameters.scale_stable(1 << ln, log_q0, log_scale, depth, p)
+            except SecurityError:
+                if p_bits:
+                    raise
+    raise ModelError(f"depth {depth} at scale 2^{log_scale} needs more than log2(QP) = {MAX_LOG_QP[16]} bits, what 2^16 holds at 128-bit security: "
                      "bootstrapping placement is not built into the FHE compiler yet")
 
 

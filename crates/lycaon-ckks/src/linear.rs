@@ -183,8 +183,20 @@ impl LinearTransform {
         Ok(())
     }
 
-    fn prepared_for(&self, level: usize, scale: f64) -> Option<Prepared> {
-        self.prepared.lock().ok().and_then(|m| m.get(&(level, scale.to_bits(), self.double_hoisting)).cloned())
+    /// The diagonals prepared at `level` for a plaintext scale within 2^-30 (relative) of
+    /// `scale`, with the scale they were encoded at. Ciphertexts that went through products
+    /// carry scales a few ulps off the canonical one the server prepared for; re-encoding
+    /// every diagonal for that would cost more than the whole transform, and the result's
+    /// scale is set from the scale used, so nothing is approximated.
+    fn prepared_for(&self, level: usize, scale: f64) -> Option<(f64, Prepared)> {
+        let m = self.prepared.lock().ok()?;
+        if let Some(p) = m.get(&(level, scale.to_bits(), self.double_hoisting)) {
+            return Some((scale, p.clone()));
+        }
+        m.iter()
+            .filter(|((l, bits, dh), _)| *l == level && *dh == self.double_hoisting && (f64::from_bits(*bits) / scale - 1.0).abs() < 2f64.powi(-30))
+            .map(|((_, bits, _), p)| (f64::from_bits(*bits), p.clone()))
+            .next()
     }
 }
 
@@ -255,7 +267,11 @@ impl Evaluator {
         }
         let rotated = self.rotate_hoisted(ct, &babies.iter().map(|&b| b as i64).collect::<Vec<_>>())?;
         let index: HashMap<usize, usize> = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
-        let prepared = lt.prepared_for(level, sigma);
+        let (sigma_used, prepared) = match lt.prepared_for(level, sigma) {
+            Some((s, p)) => (s, Some(p)),
+            None => (sigma, None),
+        };
+        let (sigma, target) = (sigma_used, target * sigma_used / sigma);
         let encoder = Encoder::new(self.context());
         let giants: Vec<(&usize, &Vec<(usize, usize)>)> = plan.iter().collect();
         let partials = giants
@@ -330,7 +346,11 @@ impl Evaluator {
             })
             .collect::<Result<_, _>>()?;
         let index: HashMap<usize, usize> = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
-        let prepared = lt.prepared_for(level, sigma);
+        let (sigma_used, prepared) = match lt.prepared_for(level, sigma) {
+            Some((s, p)) => (s, Some(p)),
+            None => (sigma, None),
+        };
+        let (sigma, target) = (sigma_used, target * sigma_used / sigma);
         let encoder = Encoder::new(self.context());
         let giants: Vec<(&usize, &Vec<(usize, usize)>)> = plan.iter().collect();
         let partials = giants

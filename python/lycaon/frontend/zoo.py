@@ -42,6 +42,13 @@ def load_model(name_or_path: str) -> Graph:
         return resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20)
     if name_or_path == "lenet5-mnist":
         return lenet5(load_weights("lenet5-mnist"))
+    if name_or_path == "cnn-square-cifar10":
+        from .lenet import cnn_square  # noqa: PLC0415
+
+        try:
+            return cnn_square(load_weights(name_or_path))
+        except KeyError as e:
+            raise ModelError(f"{e.args[0]} (train it: scripts/train_cnn_square.py)") from None
     if name_or_path == "resnet20-aespa-cifar10":
         from . import aespa  # noqa: PLC0415
 
@@ -57,7 +64,7 @@ def load_model(name_or_path: str) -> Graph:
         return resnet.resnet_cifar(resnet.reference_state_dict(depth, data_dir() / "models"), depth)
     path = Path(name_or_path)
     if not path.is_file():
-        known = ", ".join(["lenet5-mnist", "resnet20-cifar10", *REFERENCE_MODELS, *ARCHITECTURES])
+        known = ", ".join(["lenet5-mnist", "resnet20-cifar10", "cnn-square-cifar10", "resnet20-aespa-cifar10", *REFERENCE_MODELS, *ARCHITECTURES])
         raise ModelError(f"'{name_or_path}' is neither a model file nor a built-in model ({known})")
     return load_onnx(str(path))
 

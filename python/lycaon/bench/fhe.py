@@ -1,0 +1,223 @@
+"""`lycaon bench fhe`: FHE-mode private inference, Lycaon against Orion (Lattigo CKKS) in one run.
+
+For Orion's MLP and LeNet-5 (x^2 activations; lycaon.frontend.lenet.mlp_square / lenet5_square)
+both systems run the same network with the same seeded weights (orion_peer.draw_weights) on the
+same bundled MNIST test images, each in a process of its own so that peak memory is the
+process's own (ru_maxrss). Lycaon uses Orion's own CKKS bit sizes for each network (its
+configs: scale, q_0 and special primes), so the precision is of one class; Lycaon's ring is the
+standard one with 128-bit ternary secrets (Orion's LeNet config uses a sparse secret and the
+conjugate-invariant ring, twice the real slots).
+
+Records: {"model", "lycaon_s", "lycaon_peak_bytes", "lycaon_key_bytes", "peer", "peer_s",
+"peer_peak_bytes", "peer_key_bytes", "time_ratio", "memory_ratio"} plus compile and key
+generation times, precision (bits of the logits against the float64 twin), top-1 agreement,
+and per keyset strategy (004 Table 3) key memory and latency.
+
+ResNet-20 needs bootstrapping between its activations, which the FHE compiler does not place yet:
+its record says so and carries the published figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+# Lycaon's CKKS bit sizes per network (log q_0, log scale): the MLP's are Orion's own (mlp.yml:
+# q_0 29, scale 26); for LeNet-5 a scale of 2^32 (Orion's lenet.yaml: 2^35) already gives more
+# bits than Orion gets, so the precision is of one class. Special primes: fhe.special_primes.
+LYCAON_BITS = {"mlp": (29, 26), "lenet5": (42, 32)}
+PUBLISHED_RESNET20 = [
+    {"system": "FHE-MP-CNN (Lee et al. 2022, 004's baseline)", "latency_s": 2271.0, "hardware": "one CPU thread"},
+    {"system": "AESPA + HyPHEN (002)", "latency_s": 1.4, "hardware": "NVIDIA A100"},
+    {"system": "Orion (ASPLOS 2025, its paper)", "latency_s": None, "hardware": "see the Orion paper; not reproduced here (its ResNet-20 does not fit 24 GiB)"},
+]
+KEYSET_STRATEGIES = ("level-aware", "all-required", "power-of-two")
+
+
+def _graph(model: str, weights: dict):
+    from lycaon.frontend.lenet import lenet5_square, mlp_square  # noqa: PLC0415
+
+    return {"mlp": mlp_square, "lenet5": lenet5_square}[model](weights)
+
+
+def _inputs(images: int) -> tuple[np.ndarray, np.ndarray]:
+    from lycaon.data.mnist import mnist_test_subset  # noqa: PLC0415
+
+    x, y = mnist_test_subset()
+    return (x[:images].astype(np.float64) / 255.0)[:, None], y[:images]
+
+
+def _peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = "run") -> dict:
+    """Lycaon's side, run in a process of its own. phase 'run': compile, the level-aware keyset,
+    inference on every image (the peak memory reported is this process's). phase 'keysets':
+    each keyset strategy in turn (key memory, upload bytes, generation time, and the latency of
+    two inferences for the strategies the evaluator can use directly)."""
+    from lycaon import fhe  # noqa: PLC0415
+
+    weights = dict(np.load(weights_path))
+    x = np.load(inputs_path)
+    graph = _graph(model, weights)
+    log_q0, log_scale = LYCAON_BITS[model]
+    t0 = time.perf_counter()
+    server = fhe.FheModel(graph, log_scale=log_scale, log_q0=log_q0)
+    compile_s = time.perf_counter() - t0
+    client = fhe.FheClient(server.spec)
+    result = {"model": model, "log_n": int(np.log2(server.params.n)), "levels": server.params.max_level, "log_scale": log_scale, "log_q0": log_q0,
+              "digits": server.params.key_switch_digits, "log2_qp": server.params.log2_qp, "compile_s": compile_s, "prepare_s": server.prepare_seconds,
+              "layers": server.summary()}
+    strategies = KEYSET_STRATEGIES if phase == "keysets" else ("level-aware",)
+    keysets: dict = {}
+    keys: dict = {}
+    for strategy in strategies:
+        t0 = time.perf_counter()
+        relin, galois = client.evaluation_keys(strategy)
+        keygen_s = time.perf_counter() - t0
+        keysets[strategy] = {"keys": len(server.spec.keyset(strategy)) + (relin is not None), "keygen_s": keygen_s,
+                             "key_bytes": (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0),
+                             "upload_bytes": (len(relin.to_bytes()) if relin else 0) + (len(galois.to_bytes()) if galois else 0), "latency_s": None}
+        # The power-of-two keyset needs every rotation split into +-2^i rotations, which the
+        # evaluator's linear transforms do not do: memory only.
+        if strategy != "power-of-two":
+            keys[strategy] = (relin, galois)
+        del relin, galois
+    per_image = []
+    times: dict = {s: [] for s in keys}
+    # Interleaved, so that a noisy machine slows both keysets alike.
+    for i in range(len(x) if phase == "run" else 5):
+        for strategy, (relin, galois) in keys.items():
+            server.attach_keys(relin, galois, client.public_key)
+            xi = x[i % len(x)].reshape(graph.input_shape)
+            ct = client.encrypt(xi)
+            t0 = time.perf_counter()
+            out = server.infer(ct)
+            times[strategy].append(time.perf_counter() - t0)
+            if phase == "run":
+                got = client.decrypt(out)
+                want = fhe.plaintext_reference(graph, xi)
+                err = float(np.abs(got - want).max())
+                per_image.append({"latency_s": times[strategy][-1], "max_abs_err": err, "bits": float(-np.log2(max(err, 1e-300) / np.abs(want).max())),
+                                  "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "logits": got.tolist()})
+    for strategy, t in times.items():
+        keysets[strategy]["latency_s"] = float(np.median(t))
+        keysets[strategy]["latencies_s"] = t
+    result.update(keysets=keysets, images=per_image, peak_bytes=_peak_bytes())
+    if phase == "run":
+        result.update(inference_s=float(np.median([r["latency_s"] for r in per_image])), key_bytes=keysets["level-aware"]["key_bytes"],
+                      keygen_s=keysets["level-aware"]["keygen_s"])
+    return result
+
+
+def _run_json(cmd: Sequence[str], out: Path, env: Optional[dict] = None, timeout: float = 1800) -> tuple[Optional[dict], str]:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0 or not out.is_file():
+        return None, (proc.stderr or proc.stdout)[-2000:]
+    return json.loads(out.read_text()), ""
+
+
+def orion_python(explicit: Optional[str] = None) -> Optional[str]:
+    """The interpreter that has `orion` (orion-fhe): --peer-python, $LYCAON_ORION_PYTHON, or this one."""
+    for cand in (explicit, os.environ.get("LYCAON_ORION_PYTHON"), sys.executable):
+        if cand and subprocess.run([cand, "-c", "import orion"], capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
+def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
+        peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout) -> list[dict]:
+    from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    py = orion_python(peer_python) if peer else None
+    records = []
+    with tempfile.TemporaryDirectory(prefix="lycaon-bench-fhe-") as tmp:
+        tmp = Path(tmp)
+        x, labels = _inputs(images)
+        np.save(tmp / "x.npy", x)
+        for model in models:
+            if model == "resnet20":
+                records.append({"model": "resnet20", "lycaon_s": None, "lycaon_peak_bytes": None, "lycaon_key_bytes": None, "peer": "orion", "peer_s": None,
+                                "peer_peak_bytes": None, "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
+                                "status": "not run: ResNet-20 needs bootstrapping between activations, which the FHE compiler does not place yet; "
+                                          "Orion's ResNet-20 does not fit 24 GiB here", "published": PUBLISHED_RESNET20})
+                continue
+            weights = orion_peer.draw_weights(model, seed, x)
+            np.savez(tmp / f"{model}_w.npz", **weights)
+            def worker(phase: str) -> dict:
+                path = tmp / f"{model}_lycaon_{phase}.json"
+                res, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--phase", phase, "--weights", str(tmp / f"{model}_w.npz"),
+                                      "--inputs", str(tmp / "x.npy"), "--worker-out", str(path)], path, env)
+                if res is None:
+                    raise RuntimeError(f"Lycaon's FHE worker ({phase}) failed on {model}: {err}")
+                return res
+
+            ours = worker("run")
+            ours["keysets"] = worker("keysets")["keysets"]
+            theirs, peer_err = (None, "orion-fhe is not installed (pip install orion-fhe, or --peer-python PATH)") if py is None else \
+                _run_json([py, "-m", "lycaon.bench.orion_peer", "--model", model, "--weights", str(tmp / f"{model}_w.npz"), "--inputs", str(tmp / "x.npy"),
+                           "--out", str(tmp / f"{model}_orion.json")], tmp / f"{model}_orion.json", env)
+            rec = {"model": model, "lycaon_s": ours["inference_s"], "lycaon_peak_bytes": ours["peak_bytes"], "lycaon_key_bytes": ours["key_bytes"], "peer": "orion"}
+            if theirs is not None:
+                s = theirs["summary"]
+                rec.update(peer_s=s["inference_s"]["median"], peer_peak_bytes=s["peak_rss_bytes"], peer_key_bytes=s["evaluation_key_bytes"],
+                           time_ratio=ours["inference_s"] / s["inference_s"]["median"], memory_ratio=ours["peak_bytes"] / s["peak_rss_bytes"],
+                           peer_compile_s=s["compile_s"], peer_keygen_s=s["keygen_s"], peer_bits=s["bits_rel_min"], peer_top1_agreement=s["top1_agreement"],
+                           peer_params=theirs.get("ckks"))
+            else:
+                rec.update(peer_s=None, peer_peak_bytes=None, peer_key_bytes=None, time_ratio=None, memory_ratio=None, peer_status=peer_err)
+            agree = [r["top1"] == r["plain_top1"] for r in ours["images"]]
+            rec.update(images=len(ours["images"]), lycaon_compile_s=ours["compile_s"], lycaon_keygen_s=ours["keygen_s"],
+                       lycaon_bits=min(r["bits"] for r in ours["images"]), lycaon_top1_agreement=float(np.mean(agree)), keysets=ours["keysets"],
+                       lycaon_params={k: ours[k] for k in ("log_n", "levels", "log_scale", "log_q0", "digits", "log2_qp")}, layers=ours["layers"])
+            records.append(rec)
+            _print(rec, out)
+    if json_path:
+        Path(json_path).write_text(json.dumps(records, indent=2))
+    return records
+
+
+def _fmt(v, unit="", scale=1.0, digits=2):
+    return "-" if v is None else f"{v / scale:.{digits}f}{unit}"
+
+
+def _print(r: dict, out) -> None:
+    print(f"\n{r['model']}: {r['images']} images, Lycaon logN {r['lycaon_params']['log_n']} ({r['lycaon_params']['levels']} levels, scale 2^{r['lycaon_params']['log_scale']})", file=out)
+    print(f"  inference  Lycaon {_fmt(r['lycaon_s'], ' s', digits=3)}   Orion {_fmt(r['peer_s'], ' s', digits=3)}   time_ratio {_fmt(r['time_ratio'], digits=3)}", file=out)
+    print(f"  peak RSS   Lycaon {_fmt(r['lycaon_peak_bytes'], ' GB', 1e9)}   Orion {_fmt(r['peer_peak_bytes'], ' GB', 1e9)}   memory_ratio {_fmt(r['memory_ratio'], digits=3)}", file=out)
+    print(f"  keys       Lycaon {_fmt(r['lycaon_key_bytes'], ' MB', 1e6, 1)}   Orion {_fmt(r['peer_key_bytes'], ' MB', 1e6, 1)}", file=out)
+    print(f"  compile    Lycaon {_fmt(r['lycaon_compile_s'], ' s')}   Orion {_fmt(r.get('peer_compile_s'), ' s')};  key generation Lycaon {_fmt(r['lycaon_keygen_s'], ' s')}   Orion {_fmt(r.get('peer_keygen_s'), ' s')}", file=out)
+    print(f"  precision  Lycaon {r['lycaon_bits']:.1f} bits (top-1 = plaintext on {r['lycaon_top1_agreement']:.0%})   Orion {_fmt(r.get('peer_bits'), ' bits', digits=1)}", file=out)
+    for name, k in r["keysets"].items():
+        print(f"  keyset {name:13s} {k['keys']:4d} keys  {k['key_bytes'] / 1e6:8.1f} MB  upload {k['upload_bytes'] / 1e6:7.1f} MB  latency {_fmt(k.get('latency_s'), ' s', digits=3)}", file=out)
+    if r.get("peer_status"):
+        print(f"  Orion: {r['peer_status']}", file=out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="worker of lycaon bench fhe (one network through Lycaon's FHE mode, JSON out)")
+    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS))
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--worker-out", required=True)
+    ap.add_argument("--phase", choices=("run", "keysets"), default="run")
+    a = ap.parse_args(argv)
+    Path(a.worker_out).write_text(json.dumps(lycaon_worker(a.worker, a.weights, a.inputs, a.phase)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
