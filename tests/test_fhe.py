@@ -124,3 +124,35 @@ def test_errors_name_what_is_wrong():
         model.infer(client.encrypt(np.zeros(16)))
     with pytest.raises(LycaonError, match="strategy"):
         model.spec.keyset("all")
+
+
+def test_service_over_tcp_survives_a_bad_client():
+    import socket
+
+    from lycaon.fhe_service import FheRemoteClient, FheServer
+
+    rng = np.random.default_rng(8)
+    g = Graph("image", (1, 8, 8), name="tiny")
+    t = conv(g, rng, "conv1", "image", 1, 2, 3, 2, 1, 0.3)
+    t = square(g, "act", t)
+    g.add(Node("flatten", "flat", [t], "flat:o"))
+    linear(g, rng, "fc", "flat:o", 32, 5, 0.2, "logits")
+    logs = []
+    server = FheServer(g, max_sessions=2, log=logs.append)
+    address = server.start(0)
+    try:
+        host, port = address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as bad:  # garbage, then a query without keys
+            bad.sendall(b"\x00" * 8 + b"junk")
+            bad.settimeout(10)
+            assert b"frame" in bad.recv(4096)
+        client = FheRemoteClient(address)
+        x = rng.uniform(0, 1, (1, 8, 8))
+        res = client.infer(x)
+        want = fhe.plaintext_reference(g, x)
+        assert bits(want, res["logits"]) >= 12 and res["label"] == int(np.argmax(want))
+        assert client.key_upload_bytes < 2 * client.key_bytes  # seeded: about half the memory size
+        client.close()
+        assert any("error" in r for r in logs) and any(r.get("event") == "query" for r in logs)
+    finally:
+        server.stop()

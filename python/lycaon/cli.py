@@ -344,6 +344,62 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     return 0
 
 
+def _serve_fhe(model: str, port: int, host: str, max_sessions: int) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from lycaon.fhe_service import FheServer  # noqa: PLC0415
+
+    model = DEMO_MODELS.get(model, model)
+    with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, diagonals, level plan)"):
+        server = FheServer(model, max_sessions=max_sessions, log=lambda r: print(_log_line(r), file=sys.stderr if "error" in r else sys.stdout, flush=True))
+    p = server.model.params
+    _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
+           ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in server.model.summary()])
+    address = server.start(port, host)
+    print(f"serving {model} in the FHE mode on {address} (up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
+
+
+def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> int:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import Progress  # noqa: PLC0415
+
+    from lycaon.fhe_service import FheRemoteClient  # noqa: PLC0415
+
+    with Console(stderr=True).status(f"{server}: connecting") as status:
+        client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"))
+    names = client.labels or []
+    inputs = [item for spec in images for item in _read_images(spec, client)]
+    p = client.params
+    print(f"{server}: {client.program['name']} in the FHE mode (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
+          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded")
+    records = []
+    with Progress(transient=True) as bar:
+        task = bar.add_task("encrypted inference", total=len(inputs))
+        for name, x, truth in inputs:
+            bar.update(task, description=f"{name}: encrypted inference")
+            res = client.infer(x)
+            label = res["label"]
+            title = f"{name}: label {label}" + (f" ({names[label]})" if label < len(names) and names[label] != str(label) else "")
+            if truth is not None:
+                title += f"; true label {truth} ({'correct' if truth == label else 'wrong'})"
+            bar.console.print(f"{title}; {_si(res['total_s'], 's')} (client {_si(res['client_s'], 's')}, server {_si(res['server_s'], 's')}), "
+                              f"{_si(res['up_bytes'], 'B')} up, {_si(res['down_bytes'], 'B')} down")
+            records.append({"image": name, "label": label, "true_label": truth, "logits": res["logits"].tolist(),
+                            **{k: res[k] for k in ("total_s", "client_s", "server_s", "comm_s", "up_bytes", "down_bytes")}})
+            bar.advance(task)
+    client.close()
+    _write_json(json_path, {"server": server, "mode": "fhe", "program": client.program["name"], "key_upload_bytes": client.key_upload_bytes, "results": records})
+    return 0
+
+
 def _read_images(spec: str, client) -> list[tuple[str, np.ndarray, Optional[int]]]:
     """(name, model-ready float image (C, H, W), true label or None) for each image an IMAGE
     argument holds: bundled:K, a .npy/.npz array (one image or a batch; uint8 raw images or
@@ -695,7 +751,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts")
     serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
     serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file")
-    serve.add_argument("--port", type=int, default=7451, help="TCP port (default 7451; 0: any free port)")
+    serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS; quadratic activations)")
+    serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451 hybrid, 7452 fhe; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
     serve.add_argument("--reveal", choices=("logits", "label"), default="logits", help="what clients learn: the logits (default) or only the label")
@@ -705,6 +762,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
     infer = sub.add_parser("infer", help="private inference of images on a lycaon server")
     infer.add_argument("--server", required=True, metavar="HOST:PORT", help="the server's address (lycaon serve prints it)")
+    infer.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="the server's mode (default hybrid)")
     infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (uint8 raw images or float model inputs, one or a batch), PNG files, "
                        "or bundled:K for the K-th bundled test image of the server's data set")
     infer.add_argument("--no-layers", action="store_true", help="skip the per-layer tables")
@@ -737,8 +795,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _quantize(args.model, args.calib, args.eval, args.plaintext_bits, args.json)
         if args.command == "plan":
             return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm, args.flood_bits)
+        if args.command == "serve" and args.mode == "fhe":
+            return _serve_fhe(args.model, 7452 if args.port is None else args.port, args.host, args.max_sessions)
+        if args.command == "infer" and args.mode == "fhe":
+            return _infer_fhe(args.server, args.images, args.json)
         if args.command == "serve":
-            return _serve(args.model, args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
+            return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
         if args.command == "infer":
             return _infer(args.server, args.images, args.json, not args.no_layers, args.link)
         if args.command == "demo":

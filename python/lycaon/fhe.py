@@ -212,8 +212,7 @@ class FheModel:
                     step.transform.prepare_at(step.level)
             self.prepare_seconds = time.perf_counter() - t0
         self._encoder = CkksEncoder(self.params)
-        self._evaluator: Optional[CkksEvaluator] = None
-        self._public_key: Optional[CkksPublicKey] = None
+        self._session: Optional[FheSession] = None
 
     # ------------------------------------------------------------------ compile
     def _node_depth(self, node: Node) -> int:
@@ -427,22 +426,43 @@ class FheModel:
                     b=per_slot(b) if np.any(b) else None, c=per_slot(c) if np.any(c) else None)
 
     # ------------------------------------------------------------------ run
+    def session(self, relin: Optional[CkksRelinKey], galois: Optional[CkksGaloisKeys], public_key: Optional[CkksPublicKey] = None) -> "FheSession":
+        """A client's session: its evaluation keys (and public key, to re-randomise responses)
+        over this compiled program. Sessions share the program and are independent otherwise."""
+        return FheSession(self, CkksEvaluator(self.params, CkksEvaluationKeys(relin, galois)), public_key)
+
     def attach_keys(self, relin: Optional[CkksRelinKey], galois: Optional[CkksGaloisKeys], public_key: Optional[CkksPublicKey] = None) -> None:
-        """Takes a client's evaluation keys (and its public key, to re-randomise responses)."""
-        self._evaluator = CkksEvaluator(self.params, CkksEvaluationKeys(relin, galois))
-        self._public_key = public_key
+        """Makes `infer` use these keys (one session held by the model)."""
+        self._session = self.session(relin, galois, public_key)
+
+    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
+        """`FheSession.infer` with the keys of `attach_keys`."""
+        if self._session is None:
+            raise LycaonError("no evaluation keys: call attach_keys with the client's keys first")
+        return self._session.infer(ct, progress)
+
+    def summary(self) -> list[dict]:
+        return [{"step": st.name, "kind": st.kind, "level": st.level, "depth": st.depth, "rotations": len(st.rotations()), **st.stats} for st in self.steps if st.kind != "alias"]
+
+
+class FheSession:
+    """One client's keys over a compiled program (server side: public keys only)."""
+
+    def __init__(self, model: FheModel, evaluator: CkksEvaluator, public_key: Optional[CkksPublicKey]):
+        self.model = model
+        self._ev = evaluator
+        self._encoder = CkksEncoder(model.params)
+        self._rerandomiser = CkksEncryptor(model.params, public_key, None) if public_key is not None else None
 
     def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
         """Runs the program on an encrypted input; the result holds the logits at
-        `spec.output_slots`. Re-randomised with a fresh encryption of zero when the client's
-        public key is attached."""
-        ev = self._evaluator
-        if ev is None:
-            raise LycaonError("no evaluation keys: call attach_keys with the client's keys first")
-        if ct.slots != self.slots or ct.level != self.spec.top_level:
-            raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the model takes {self.slots} slots at level {self.spec.top_level}")
-        values = {self.graph.input_name: ct}
-        for n, st in enumerate(self.steps):
+        `spec.output_slots`, re-randomised with a fresh encryption of zero when the client's
+        public key is known."""
+        m, ev = self.model, self._ev
+        if ct.slots != m.slots or ct.level != m.spec.top_level:
+            raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the model takes {m.slots} slots at level {m.spec.top_level}")
+        values = {m.graph.input_name: ct}
+        for n, st in enumerate(m.steps):
             x = values[st.inputs[0]]
             if st.kind == "replicate":
                 for r in st.sum_steps:
@@ -458,35 +478,33 @@ class FheModel:
                 if st.bias is not None:
                     y = ev.add_plain(y, self._encoder.encode(st.bias, level=y.level, scale=y.scale))
             elif st.kind == "quadratic":
-                y = self._quadratic_eval(ev, x, st)
+                y = self._quadratic(x, st)
             elif st.kind == "add":
                 y = ev.add(x, values[st.inputs[1]])
             else:
                 raise LycaonError(f"unknown step kind {st.kind}")
             values[st.output] = y
             if progress is not None:
-                progress(n + 1, len(self.steps), st.name)
-        out = values[self.graph.output]
-        if self._public_key is not None:
-            zero = self._encoder.encode(np.zeros(self.slots), level=out.level, scale=out.scale)
-            out = ev.add(out, CkksEncryptor(self.params, self._public_key, None).encrypt(zero))
+                progress(n + 1, len(m.steps), st.name)
+        out = values[m.graph.output]
+        if self._rerandomiser is not None:
+            zero = self._encoder.encode(np.zeros(m.slots), level=out.level, scale=out.scale)
+            out = ev.add(out, self._rerandomiser.encrypt(zero))
         return out
 
-    def _quadratic_eval(self, ev: CkksEvaluator, x: CkksCiphertext, st: Step) -> CkksCiphertext:
+    def _quadratic(self, x: CkksCiphertext, st: Step) -> CkksCiphertext:
+        ev, enc = self._ev, self._encoder
         if st.a is None:
             y = ev.rescale(ev.mul_relin(x, x))
         else:
-            ax = ev.rescale(ev.mul_plain(x, self._encoder.encode(st.a, level=x.level, scale=ev.plaintext_scale_for(x))))
+            ax = ev.rescale(ev.mul_plain(x, enc.encode(st.a, level=x.level, scale=ev.plaintext_scale_for(x))))
             y = ev.rescale(ev.mul_relin(ax, x))
         if st.b is not None:
-            bx = ev.rescale(ev.mul_plain(x, self._encoder.encode(st.b, level=x.level, scale=ev.plaintext_scale_for(x))))
+            bx = ev.rescale(ev.mul_plain(x, enc.encode(st.b, level=x.level, scale=ev.plaintext_scale_for(x))))
             y = ev.add(y, bx)
         if st.c is not None:
-            y = ev.add_plain(y, self._encoder.encode(st.c, level=y.level, scale=y.scale))
+            y = ev.add_plain(y, enc.encode(st.c, level=y.level, scale=y.scale))
         return y
-
-    def summary(self) -> list[dict]:
-        return [{"step": st.name, "kind": st.kind, "level": st.level, "depth": st.depth, "rotations": len(st.rotations()), **st.stats} for st in self.steps if st.kind != "alias"]
 
 
 def _grid_row(graph: Graph) -> int:
