@@ -58,7 +58,20 @@ def test_convolutional_networks_match_their_float_twin(seed, size, c1, c2, k, st
     assert bits(want, got) >= 12, (want, got)
     kinds = [s["kind"] for s in model.summary()]
     assert kinds.count("linear") == 4 and kinds.count("quadratic") == 2
-    assert model.params.max_level == 1 + 2 + 1 + 1 + 1 + 1  # conv, general quadratic, conv, pool, square, fc
+    # conv, quadratic (made monic: its factors go into conv2), conv, pool, square, fc
+    assert model.params.max_level == 6
+    assert all(s.a is None for s in model.steps if s.kind == "quadratic")
+
+
+def test_a_quadratic_that_cannot_be_made_monic_takes_two_levels():
+    rng = np.random.default_rng(9)
+    g = Graph("x", (12,), name="output-quadratic")
+    h = linear(g, rng, "fc", "x", 12, 6, 0.3)
+    square(g, "act", h, rng.normal(0, 0.2, (6, 3)) + [0, 0, 1])  # its factor would reach the output
+    g.output = "act:o"
+    x = rng.uniform(-1, 1, 12)
+    model, _, got, want = run(g, x)
+    assert model.params.max_level == 3 and bits(want, got) >= 12
 
 
 def test_mlp_with_residual_and_replication():

@@ -196,7 +196,7 @@ class FheModel:
         bits (the logits must stay below 2^(log_q0 - log_scale - 1)) and special primes of
         p_bits (default: `special_primes`), in the smallest ring from 2^13 that holds the depth (or 2^log_n); with
         `prepare`, encodes every diagonal now (the server's compile step), not at the first call."""
-        self.graph = fold_batchnorm(graph)
+        self.graph = _monic(fold_batchnorm(graph))
         self.log_scale = log_scale
         t0 = time.perf_counter()
         depth = self._depth()
@@ -505,6 +505,21 @@ class FheSession:
         if st.c is not None:
             y = ev.add_plain(y, enc.encode(st.c, level=y.level, scale=y.scale))
         return y
+
+
+def _monic(graph: Graph) -> Graph:
+    """The graph with every per-channel quadratic made monic (`monic_quadratics`: each factor a
+    moved into the next linear layer), one level per activation instead of two; unchanged where
+    a factor cannot be absorbed (the compiler then evaluates a x^2 in two levels)."""
+    from .frontend.transforms import monic_quadratics  # noqa: PLC0415
+
+    if not any(n.op == "poly" and np.ndim(n.params["coefficients"]) == 2 and np.shape(n.params["coefficients"])[1] == 3
+               and not np.all(np.asarray(n.params["coefficients"])[:, 2] == 1.0) for n in graph.nodes):
+        return graph
+    try:
+        return monic_quadratics(graph)
+    except ModelError:
+        return graph
 
 
 def _grid_row(graph: Graph) -> int:

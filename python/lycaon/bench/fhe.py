@@ -153,7 +153,9 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                 records.append({"model": "resnet20", "lycaon_s": None, "lycaon_peak_bytes": None, "lycaon_key_bytes": None, "peer": "orion", "peer_s": None,
                                 "peer_peak_bytes": None, "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
                                 "status": "not run: ResNet-20 needs bootstrapping between activations, which the FHE compiler does not place yet; "
-                                          "Orion's ResNet-20 does not fit 24 GiB here", "published": PUBLISHED_RESNET20})
+                                          "Orion's ResNet-20 does not fit 24 GiB here", "published": PUBLISHED_RESNET20,
+                                "planned": _planned_resnet20()})
+                _print_resnet20(records[-1], out)
                 continue
             weights = orion_peer.draw_weights(model, seed, x)
             np.savez(tmp / f"{model}_w.npz", **weights)
@@ -188,6 +190,30 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
     if json_path:
         Path(json_path).write_text(json.dumps(records, indent=2))
     return records
+
+
+def _planned_resnet20() -> Optional[dict]:
+    """The planner's figures for ResNet-20 in the FHE mode (004's three keysets, levels,
+    bootstraps): planned from the cost model, not measured."""
+    from lycaon import plan  # noqa: PLC0415
+
+    try:
+        r = plan.plan_fhe("resnet20-cifar10")
+    except Exception as e:  # noqa: BLE001  the planner's own error, reported in the record
+        return {"error": str(e)}
+    return {"source": "lycaon.plan.plan_fhe (cost model; not a measurement)", "log_n": r["log_n"], "bootstraps": r["bootstraps"], "rotations": r["rotations"],
+            "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
+
+
+def _print_resnet20(r: dict, out) -> None:
+    print(f"\nresnet20: {r['status']}", file=out)
+    for p in r["published"]:
+        print(f"  published: {p['system']}: {_fmt(p['latency_s'], ' s', digits=1)} ({p['hardware']})", file=out)
+    planned = r.get("planned") or {}
+    for k in planned.get("keysets", []):
+        print(f"  planned keyset {k['strategy']:13s} {k['keys']:4d} keys  {k['memory_bytes'] / 1e9:6.2f} GB  rotations {k['rotation_s']:.0f} s (model)", file=out)
+    for c in planned.get("comparison_004", []):
+        print(f"  vs 004 Table 3: {c['quantity']}: paper {c['paper']:.2f}, planned {c['ours']:.2f}", file=out)
 
 
 def _fmt(v, unit="", scale=1.0, digits=2):
