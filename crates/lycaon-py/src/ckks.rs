@@ -955,3 +955,107 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(precision_stats, m)?)?;
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// FHE-mode network layers (lycaon-nn's fhe module): multiplexed packing, MPConv, pool + fc
+
+fn fhe_err(e: lycaon_nn::fhe::FheError) -> PyErr {
+    match e {
+        lycaon_nn::fhe::FheError::Ckks(c) => ckks_err(c),
+        other => LycaonError::new_err(other.to_string()),
+    }
+}
+
+fn layout(channels: usize, height: usize, width: usize, gap: usize, slots: usize) -> PyResult<lycaon_nn::fhe::MultiplexedLayout> {
+    lycaon_nn::fhe::MultiplexedLayout::new(channels, height, width, gap, slots).map_err(fhe_err)
+}
+
+fn layout_tuple(l: &lycaon_nn::fhe::MultiplexedLayout) -> (usize, usize, usize, usize, usize) {
+    (l.channels, l.height, l.width, l.gap, l.slots)
+}
+
+/// The multiplexed packing of a (C, h, w) tensor at gap k into `slots` slots, every copy filled
+/// (h, w, k, slots powers of two): the slot vector, ready to encode.
+#[pyfunction]
+pub fn multiplexed_pack<'py>(py: Python<'py>, channels: usize, height: usize, width: usize, gap: usize, slots: usize, tensor: PyReadonlyArray1<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let l = layout(channels, height, width, gap, slots)?;
+    Ok(PyArray1::from_vec(py, l.pack(tensor.as_slice()?).map_err(fhe_err)?))
+}
+
+/// The (C, h, w) tensor (flattened) read back from copy 0 of decoded slots.
+#[pyfunction]
+pub fn multiplexed_unpack<'py>(py: Python<'py>, channels: usize, height: usize, width: usize, gap: usize, slots: usize, values: PyReadonlyArray1<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let l = layout(channels, height, width, gap, slots)?;
+    Ok(PyArray1::from_vec(py, l.unpack(values.as_slice()?).map_err(fhe_err)?))
+}
+
+/// Multiplexed parallel convolution (Lee et al. 2022) on one ciphertext: padding f/2, stride 1
+/// or 2, two levels; the output is in the layout `output_layout` (gap times the stride).
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct FheMpConv {
+    conv: lycaon_nn::fhe::MpConv,
+}
+
+#[pymethods]
+impl FheMpConv {
+    /// `input` = (C, h, w, gap, slots); `weights` = [C_out][C][f][f] flattened.
+    #[new]
+    fn new(input: (usize, usize, usize, usize, usize), c_out: usize, kernel: usize, stride: usize, weights: PyReadonlyArray1<'_, f64>) -> PyResult<Self> {
+        let l = layout(input.0, input.1, input.2, input.3, input.4)?;
+        Ok(Self { conv: lycaon_nn::fhe::MpConv::new(l, c_out, kernel, stride, weights.as_slice()?).map_err(fhe_err)? })
+    }
+    #[getter]
+    fn output_layout(&self) -> (usize, usize, usize, usize, usize) {
+        layout_tuple(self.conv.output_layout())
+    }
+    fn rotation_steps(&self) -> Vec<i64> {
+        self.conv.rotation_steps()
+    }
+    /// (rotations, plaintext products, rescales, depth) from the algorithm's structure.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let c = self.conv.counts();
+        (c.rotations, c.plain_mults, c.rescales, c.depth)
+    }
+    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
+        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
+        let (conv, ct) = (&self.conv, &ciphertext.inner);
+        let out = py.detach(|| conv.evaluate(&ops, ct)).map_err(fhe_err)?;
+        Ok(CkksCiphertext::wrap(&evaluator.params, out))
+    }
+}
+
+/// Global average pooling into a fully connected layer on a multiplexed packing (one level);
+/// the logits land in slots 0..n_out.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct FheAvgPoolFc {
+    layer: lycaon_nn::fhe::AvgPoolFc,
+}
+
+#[pymethods]
+impl FheAvgPoolFc {
+    /// `input` = (C, h, w, gap, slots); `weights` = [n_out][C] flattened; `bias` n_out values.
+    #[new]
+    fn new(py: Python<'_>, params: &CkksParameters, input: (usize, usize, usize, usize, usize), n_out: usize, weights: PyReadonlyArray1<'_, f64>, bias: PyReadonlyArray1<'_, f64>) -> PyResult<Self> {
+        let l = layout(input.0, input.1, input.2, input.3, input.4)?;
+        let (w, b) = (weights.as_slice()?.to_vec(), bias.as_slice()?.to_vec());
+        let ctx = &params.ctx;
+        Ok(Self { layer: py.detach(|| lycaon_nn::fhe::AvgPoolFc::new(ctx, l, n_out, &w, &b)).map_err(fhe_err)? })
+    }
+    fn rotation_steps(&self) -> Vec<i64> {
+        self.layer.rotation_steps()
+    }
+    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
+        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
+        let (layer, ct) = (&self.layer, &ciphertext.inner);
+        let out = py.detach(|| layer.evaluate(&ops, ct)).map_err(fhe_err)?;
+        Ok(CkksCiphertext::wrap(&evaluator.params, out))
+    }
+}
+
+pub fn register_fhe(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<FheMpConv>()?;
+    m.add_class::<FheAvgPoolFc>()?;
+    m.add_function(wrap_pyfunction!(multiplexed_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(multiplexed_unpack, m)?)?;
+    Ok(())
+}

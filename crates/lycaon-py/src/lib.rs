@@ -1172,5 +1172,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(planner::plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(planner::keyset_json, m)?)?;
     ckks::register(m)?;
+    ckks::register_fhe(m)?;
     Ok(())
 }

@@ -1,0 +1,252 @@
+"""CIFAR ResNets in the FHE mode: multiplexed parallel convolutions (lycaon-nn's MPConv, Lee et
+al. 2022), per-channel quadratic activations (AESPA: a x^2 + b x + c, two levels), residual
+additions, global average pooling with the fully connected layer, and bootstrapping placed by the
+level plan, all at logN = 16 (2^15 slots) on the bootstrappable parameter set.
+
+Bootstrapping placement (002 Fig. 1): every tensor carries its level; before a step that needs d
+levels, an input with fewer than d + 1 levels left is refreshed first, so that one level always
+remains for the refresh's own scaling. A refresh multiplies the tensor by 1/B (B a power of two
+above the largest |value| the calibration run saw for it, so the bootstrapper sees messages in
+[-1, 1]: one level), bootstraps it back to the top residual level and multiplies by the integer
+B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
+shortcut) is refreshed once, for both.
+
+Server (`FheResNet`): weights, layers, the plan; the client (`FheClient`-like methods here)
+holds the secret key and generates the level-aware rotation keys of the convolutions and the
+bootstrapping keys.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ._native import (
+    CkksBootstrapParams,
+    CkksBootstrapper,
+    CkksDecryptor,
+    CkksEncoder,
+    CkksEncryptor,
+    CkksEvaluationKeys,
+    CkksEvaluator,
+    CkksKeyGenerator,
+    FheAvgPoolFc,
+    FheMpConv,
+    LycaonError,
+    multiplexed_pack,
+    multiplexed_unpack,
+)
+from .frontend.executor import run_node
+from .frontend.ir import Graph, ModelError
+from .frontend.transforms import fold_batchnorm
+
+
+@dataclass
+class _Op:
+    kind: str  # conv, quadratic, add, pool_fc
+    node: str
+    inputs: list
+    output: str
+    depth: int
+    layer: object = None
+    layout: tuple = ()
+    a: Optional[np.ndarray] = None
+    b: Optional[np.ndarray] = None
+    c: Optional[np.ndarray] = None
+    bias: Optional[np.ndarray] = None
+
+
+class FheResNet:
+    """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
+
+    def __init__(self, graph: Graph, calibration: np.ndarray):
+        # Not made monic: along the residual stream each act2's pending factor enters the next
+        # act2 squared (S' = a S^2), which overflows float64 within a few blocks; a x^2 + b x + c
+        # costs two levels here instead (a x first, then times x).
+        self.graph = fold_batchnorm(graph)
+        self.shape = CkksBootstrapParams.logn16_full_slots()
+        self.params = self.shape.parameters()
+        self.slots = self.params.max_slots
+        self.top = self.shape.residual_levels
+        self.bounds = self._calibrate(calibration)
+        self.ops, self.input_layout = self._compile()
+
+    def _calibrate(self, x: np.ndarray) -> dict:
+        """Largest |value| of every tensor over the calibration images, as a power of two."""
+        values = {self.graph.input_name: np.asarray(x, dtype=np.float64)}
+        bound = {}
+        for node in self.graph.nodes:
+            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        for name, v in values.items():
+            bound[name] = float(2.0 ** math.ceil(math.log2(max(1.5 * float(np.abs(v).max()), 1e-3))))
+        return bound
+
+    def _compile(self) -> tuple[list[_Op], tuple]:
+        g, S = self.graph, self.slots
+        c, h, w = g.input_shape
+        layouts = {g.input_name: (c, h, w, 1, S)}
+        ops: list[_Op] = []
+        nodes = list(g.nodes)
+        i = 0
+        while i < len(nodes):
+            node = nodes[i]
+            src = layouts[node.inputs[0]]
+            if node.op == "conv":
+                wgt = np.asarray(node.params["weight"], dtype=np.float64)
+                k = wgt.shape[2]
+                stride = node.attrs.get("stride", (1, 1))[0]
+                pads = node.attrs.get("pads", (0, 0, 0, 0))
+                if wgt.shape[2] != wgt.shape[3] or any(p != k // 2 for p in pads) or node.attrs.get("groups", 1) != 1:
+                    raise ModelError(f"{node.describe()}: MPConv takes square odd kernels padded by f/2, no groups")
+                layer = FheMpConv(src, wgt.shape[0], k, stride, wgt.ravel())
+                out = layer.output_layout
+                bias = node.params.get("bias")
+                bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
+                ops.append(_Op("conv", node.name, list(node.inputs), node.output, 2, layer, out, bias=bias_vec))
+            elif node.op == "poly":
+                coeffs = np.asarray(node.params["coefficients"], dtype=np.float64)
+                if coeffs.ndim != 2 or coeffs.shape[1] != 3:
+                    raise ModelError(f"{node.describe()}: expected a per-channel quadratic (C, 3)")
+                area = src[1] * src[2]
+                a, b, cst = (multiplexed_pack(*src, np.repeat(coeffs[:, j], area)) for j in (2, 1, 0))
+                out = src
+                ops.append(_Op("quadratic", node.name, list(node.inputs), node.output, 2, layout=out, a=a, b=b, c=cst))
+            elif node.op == "add":
+                if layouts[node.inputs[1]] != src:
+                    raise ModelError(f"{node.describe()}: the two inputs are packed differently")
+                out = src
+                ops.append(_Op("add", node.name, list(node.inputs), node.output, 0, layout=out))
+            elif node.op == "global_avgpool":
+                flat, lin = nodes[i + 1], nodes[i + 2] if i + 2 < len(nodes) else None
+                if flat.op != "flatten" or lin is None or lin.op != "linear":
+                    raise ModelError(f"{node.describe()}: expected global average pooling, flatten, linear")
+                wgt = np.asarray(lin.params["weight"], dtype=np.float64)
+                bias = np.asarray(lin.params.get("bias") if lin.params.get("bias") is not None else np.zeros(wgt.shape[0]), dtype=np.float64)
+                layer = FheAvgPoolFc(self.params, src, wgt.shape[0], wgt.ravel(), bias)
+                ops.append(_Op("pool_fc", node.name, list(node.inputs), lin.output, 1, layer))
+                out = (wgt.shape[0],)
+                layouts[flat.output] = out
+                i += 2
+                node = lin
+            else:
+                raise ModelError(f"{node.describe()}: the FHE ResNet compiler does not take '{node.op}'")
+            layouts[node.output] = out
+            i += 1
+        return ops, layouts[g.input_name]
+
+    def rotation_levels(self) -> dict:
+        """Every rotation step with the highest level it is used at, from a dry run of the level
+        plan (the same refresh rule as `infer`)."""
+        levels = {self.graph.input_name: self.top}
+        need: dict = {}
+        for op in self.ops:
+            for name in op.inputs:
+                if levels[name] < op.depth + 1:
+                    levels[name] = self.top
+            lvl = min(levels[n] for n in op.inputs)
+            if op.layer is not None:
+                for s in op.layer.rotation_steps():
+                    s = int(s) % self.slots
+                    if s:
+                        need[s] = max(need.get(s, 0), lvl)
+            levels[op.output] = lvl - op.depth
+        return need
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        """The float64 logits of the compiled (monic) graph."""
+        values = {self.graph.input_name: np.asarray(x, dtype=np.float64)[None]}
+        for node in self.graph.nodes:
+            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        return values[self.graph.output][0]
+
+
+class FheResNetClient:
+    """Client side: secret key, keys (level-aware rotations, relinearisation, bootstrapping), input, output."""
+
+    def __init__(self, net: FheResNet):
+        self.net = net
+        self._keygen = CkksKeyGenerator(net.params)
+        self._sk = self._keygen.secret_key()
+        self._encoder = CkksEncoder(net.params)
+        self._encryptor = CkksEncryptor(net.params, None, self._sk)
+        self._decryptor = CkksDecryptor(net.params, self._sk)
+
+    def keys(self, progress: Optional[Callable[[str], None]] = None):
+        """(network evaluation keys, bootstrapping keys) and their bytes."""
+        need = self.net.rotation_levels()
+        if progress:
+            progress(f"{len(need)} rotation keys by level")
+        relin = self._keygen.relin_key(level=self.net.top)
+        galois = self._keygen.galois_keys(list(need), levels=list(need.values()))
+        if progress:
+            progress("bootstrapping keys")
+        boot = CkksBootstrapper(self.net.params, self.net.shape)
+        boot_keys = boot.generate_keys(self._keygen)
+        boot.attach_keys(boot_keys)
+        return relin, galois, boot, boot_keys
+
+    def encrypt(self, x: np.ndarray):
+        v = multiplexed_pack(*self.net.input_layout, np.asarray(x, dtype=np.float64).ravel())
+        return self._encryptor.encrypt_symmetric(self._encoder.encode(v, level=self.net.top)).expand()
+
+    def decrypt(self, ct, n_out: int = 10) -> np.ndarray:
+        return np.asarray(self._encoder.decode_real(self._decryptor.decrypt(ct)))[:n_out]
+
+
+def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
+    """Runs the network; returns (logits ciphertext, {bootstraps, seconds per kind})."""
+    ev = CkksEvaluator(net.params, CkksEvaluationKeys(relin, galois))
+    boot_ev = CkksEvaluator(net.params, boot_keys.evaluation_keys)
+    encoder = CkksEncoder(net.params)
+    values = {net.graph.input_name: ct}
+    stats = {"bootstraps": 0, "bootstrap_s": 0.0, "conv_s": 0.0, "quadratic_s": 0.0, "other_s": 0.0}
+
+    def refresh(name: str):
+        x = values[name]
+        b = net.bounds[name]
+        t0 = time.perf_counter()
+        x = ev.rescale(ev.mul_const(x, 1.0 / b))
+        x = boot.bootstrap(boot_ev, x)
+        x = ev.mul_integer(x, int(b)) if b >= 1 else ev.rescale(ev.mul_const(x, b))
+        stats["bootstraps"] += 1
+        stats["bootstrap_s"] += time.perf_counter() - t0
+        values[name] = x
+
+    for n, op in enumerate(net.ops):
+        for name in op.inputs:
+            if values[name].level < op.depth + 1:
+                refresh(name)
+        t0 = time.perf_counter()
+        x = values[op.inputs[0]]
+        if op.kind == "conv":
+            y = op.layer.evaluate(ev, x)
+            if op.bias is not None:
+                y = ev.add_plain(y, encoder.encode(op.bias, level=y.level, scale=y.scale))
+            stats["conv_s"] += time.perf_counter() - t0
+        elif op.kind == "quadratic":
+            ax = ev.rescale(ev.mul_plain(x, encoder.encode(op.a, level=x.level, scale=ev.plaintext_scale_for(x))))
+            sq = ev.rescale(ev.mul_relin(ax, x))
+            bx = ev.rescale(ev.mul_plain(x, encoder.encode(op.b, level=x.level, scale=ev.plaintext_scale_for(x))))
+            y = ev.add_plain(ev.add(sq, bx), encoder.encode(op.c, level=sq.level, scale=sq.scale))
+            stats["quadratic_s"] += time.perf_counter() - t0
+        elif op.kind == "add":
+            y = ev.add(x, values[op.inputs[1]])
+        elif op.kind == "pool_fc":
+            y = op.layer.evaluate(ev, x)
+            stats["other_s"] += time.perf_counter() - t0
+        else:
+            raise LycaonError(f"unknown op {op.kind}")
+        values[op.output] = y
+        if progress is not None:
+            progress(n + 1, len(net.ops), op.node)
+    return values[net.graph.output], stats
+
+
+def unpack_check(net: FheResNet, client: FheResNetClient, ct, name: str) -> np.ndarray:
+    """Debugging aid: a tensor decrypted and read back from its packing."""
+    lay = next(op.layout for op in net.ops if op.output == name)
+    return multiplexed_unpack(*lay, np.asarray(client._encoder.decode_real(client._decryptor.decrypt(ct))))
