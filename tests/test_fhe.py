@@ -169,3 +169,41 @@ def test_service_over_tcp_survives_a_bad_client():
         assert any("error" in r for r in logs) and any(r.get("event") == "query" for r in logs)
     finally:
         server.stop()
+
+
+def test_mpconv_binding_matches_the_float_convolution():
+    from lycaon import CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters
+    from lycaon._native import FheMpConv, multiplexed_pack, multiplexed_unpack
+    from lycaon.frontend.executor import conv2d
+
+    rng = np.random.default_rng(10)
+    params = CkksParameters.scale_stable(8192, 48, 36, 3, [56])
+    c, h, w, k_out = 4, 8, 8, 8
+    weights = rng.normal(0, 0.3, (k_out, c, 3, 3))
+    x = rng.uniform(-1, 1, (c, h, w))
+    layer = FheMpConv((c, h, w, 1, params.max_slots), k_out, 3, 2, weights.ravel())
+    kg = CkksKeyGenerator(params)
+    ev = CkksEvaluator(params, CkksEvaluationKeys(None, kg.galois_keys(layer.rotation_steps())))
+    enc = CkksEncoder(params)
+    ct = CkksEncryptor(params, None, kg.secret_key()).encrypt_symmetric(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
+    out = layer.evaluate(ev, ct)
+    got = multiplexed_unpack(*layer.output_layout, np.asarray(enc.decode_real(CkksDecryptor(params, kg.secret_key()).decrypt(out))))
+    want = conv2d(x[None], weights, None, (2, 2), (1, 1, 1, 1), 1)[0].ravel()
+    assert layer.output_layout == (k_out, 4, 4, 2, params.max_slots)
+    assert bits(want, got) >= 14
+
+
+def test_resnet20_compiles_with_bootstrapping_planned():
+    from lycaon import fhe_resnet
+    from lycaon.frontend import aespa
+
+    rng = np.random.default_rng(11)
+    calibration = rng.normal(0, 1, (4, 3, 32, 32))
+    net = fhe_resnet.FheResNet(aespa.graph(aespa.synthetic_weights(calibration)), calibration)
+    kinds = [op.kind for op in net.ops]
+    assert kinds.count("conv") == 21 and kinds.count("quadratic") == 19 and kinds.count("add") == 9 and kinds[-1] == "pool_fc"
+    levels = net.rotation_levels()
+    assert levels and max(levels.values()) <= net.top
+    assert all(float(np.log2(b)).is_integer() for b in net.bounds.values())
+    want = aespa.forward(aespa.synthetic_weights(calibration), calibration[:1])[0]
+    assert np.allclose(net.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)

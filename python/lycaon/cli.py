@@ -702,6 +702,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     fhe_b.add_argument("--json", metavar="FILE", help="write the records as JSON")
     fhe_b.add_argument("--images", type=int, default=2, help="bundled MNIST test images per network (default 2)")
     fhe_b.add_argument("--models", nargs="+", default=["mlp", "lenet5", "resnet20"], choices=["mlp", "lenet5", "resnet20"])
+    fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; a run takes about 10 minutes and 21 GB: keys, then 8 minutes an image)")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
     fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
@@ -834,7 +835,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             if args.images < 1:
                 raise ValueError("--images must be at least 1")
-            bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python)
+            bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images)
             return 0
         if args.command == "bench" and args.suite == "e2e":
             from lycaon.bench import e2e as bench_e2e  # noqa: PLC0415

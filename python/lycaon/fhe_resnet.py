@@ -82,7 +82,8 @@ class FheResNet:
         for node in self.graph.nodes:
             values[node.output] = run_node(node, [values[i] for i in node.inputs])
         for name, v in values.items():
-            bound[name] = float(2.0 ** math.ceil(math.log2(max(1.5 * float(np.abs(v).max()), 1e-3))))
+            # Twice the calibration maximum: images beyond it still land inside [-1, 1].
+            bound[name] = float(2.0 ** math.ceil(math.log2(max(2.0 * float(np.abs(v).max()), 1e-3))))
         return bound
 
     def _compile(self) -> tuple[list[_Op], tuple]:

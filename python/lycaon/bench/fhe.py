@@ -137,7 +137,7 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
-        peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout) -> list[dict]:
+        peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1) -> list[dict]:
     from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
 
     root = Path(__file__).resolve().parents[2]
@@ -150,12 +150,16 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
         np.save(tmp / "x.npy", x)
         for model in models:
             if model == "resnet20":
-                records.append({"model": "resnet20", "lycaon_s": None, "lycaon_peak_bytes": None, "lycaon_key_bytes": None, "peer": "orion", "peer_s": None,
-                                "peer_peak_bytes": None, "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
-                                "status": "not run: ResNet-20 needs bootstrapping between activations, which the FHE compiler does not place yet; "
-                                          "Orion's ResNet-20 does not fit 24 GiB here", "published": PUBLISHED_RESNET20,
-                                "planned": _planned_resnet20()})
-                _print_resnet20(records[-1], out)
+                path = tmp / "resnet20_lycaon.json"
+                ours, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", "resnet20", "--images", str(resnet20_images), "--worker-out", str(path)],
+                                      path, env, timeout=3600)
+                rec = {"model": "resnet20", "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
+                       "lycaon_key_bytes": None if ours is None else ours["key_bytes"], "peer": "orion", "peer_s": None, "peer_peak_bytes": None,
+                       "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
+                       "peer_status": "not run: Orion's ResNet-20 does not fit 24 GiB here (its packing of the last layer was killed for memory)",
+                       "published": PUBLISHED_RESNET20, "planned": _planned_resnet20(), "lycaon": ours if ours is not None else {"error": err}}
+                records.append(rec)
+                _print_resnet20(rec, out)
                 continue
             weights = orion_peer.draw_weights(model, seed, x)
             np.savez(tmp / f"{model}_w.npz", **weights)
@@ -205,8 +209,62 @@ def _planned_resnet20() -> Optional[dict]:
             "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
 
 
+def resnet20_worker(images: int) -> dict:
+    """ResNet-20 with AESPA activations under CKKS with bootstrapping (fhe_resnet), in a process
+    of its own: the shipped AESPA weights when they exist, else `aespa.synthetic_weights` (said
+    in the record); CIFAR-10 test images from ../shared/data (or the bundled ones)."""
+    from lycaon import fhe_resnet  # noqa: PLC0415
+    from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
+    from lycaon.models import load_weights  # noqa: PLC0415
+
+    try:
+        raw, labels = zoo.cifar10("test")
+    except OSError:
+        raw, labels = __import__("lycaon.data", fromlist=["demo_images"]).demo_images("cifar10")
+    x = resnet.preprocess(raw[:images])
+    try:  # calibration (value bounds for bootstrapping) on training images, never the test images run
+        calibration = resnet.preprocess(zoo.cifar10("train")[0][:64])
+    except OSError:
+        calibration = resnet.preprocess(raw[-64:])
+    try:
+        weights, source = load_weights("resnet20-aespa-cifar10"), "shipped resnet20-aespa-cifar10"
+    except KeyError:
+        weights, source = aespa.synthetic_weights(calibration), "aespa.synthetic_weights (untrained: the AESPA training has not finished; accuracy is chance)"
+    t0 = time.perf_counter()
+    net = fhe_resnet.FheResNet(aespa.graph(weights), calibration)
+    compile_s = time.perf_counter() - t0
+    client = fhe_resnet.FheResNetClient(net)
+    t0 = time.perf_counter()
+    relin, galois, boot, boot_keys = client.keys()
+    keygen_s = time.perf_counter() - t0
+    per_image = []
+    for i in range(images):
+        ct = client.encrypt(x[i])
+        t0 = time.perf_counter()
+        out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct)
+        latency = time.perf_counter() - t0
+        got, want = client.decrypt(out), net.reference(x[i])
+        err = float(np.abs(got - want).max())
+        per_image.append({"latency_s": latency, "bits": float(-np.log2(max(err, 1e-300) / np.abs(want).max())), "top1": int(np.argmax(got)),
+                          "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats})
+    network_keys = relin.memory_bytes + galois.memory_bytes
+    return {"weights": source, "log_n": 16, "compile_s": compile_s, "keygen_s": keygen_s, "network_key_bytes": network_keys,
+            "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(net.rotation_levels()),
+            "inference_s": float(np.median([r["latency_s"] for r in per_image])), "images": per_image, "peak_bytes": _peak_bytes()}
+
+
 def _print_resnet20(r: dict, out) -> None:
-    print(f"\nresnet20: {r['status']}", file=out)
+    ours = r.get("lycaon") or {}
+    if "error" in ours:
+        print(f"\nresnet20: Lycaon's run failed: {ours['error']}", file=out)
+    else:
+        agree = sum(i["top1"] == i["plain_top1"] for i in ours["images"])
+        print(f"\nresnet20 (AESPA, logN 16, bootstrapping; weights: {ours['weights']}): {len(ours['images'])} images", file=out)
+        print(f"  inference {_fmt(ours['inference_s'], ' s', digits=1)} on this machine's 2 cores ({ours['images'][0]['bootstraps']} bootstraps, "
+              f"{_fmt(ours['images'][0]['bootstrap_s'], ' s', digits=1)} of them), peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)} "
+              f"({ours['peak_bytes'] / 2**30:.2f} GiB), keys {_fmt(ours['network_key_bytes'], ' GB', 1e9)} network + {_fmt(ours['bootstrap_key_bytes'], ' GB', 1e9)} bootstrapping, "
+              f"precision {min(i['bits'] for i in ours['images']):.1f} bits, top-1 = plaintext on {agree}/{len(ours['images'])}", file=out)
+    print(f"  Orion: {r['peer_status']}", file=out)
     for p in r["published"]:
         print(f"  published: {p['system']}: {_fmt(p['latency_s'], ' s', digits=1)} ({p['hardware']})", file=out)
     planned = r.get("planned") or {}
@@ -235,13 +293,15 @@ def _print(r: dict, out) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="worker of lycaon bench fhe (one network through Lycaon's FHE mode, JSON out)")
-    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS))
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS) + ["resnet20"])
+    ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
+    ap.add_argument("--weights")
+    ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     a = ap.parse_args(argv)
-    Path(a.worker_out).write_text(json.dumps(lycaon_worker(a.worker, a.weights, a.inputs, a.phase)))
+    result = resnet20_worker(a.images) if a.worker == "resnet20" else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    Path(a.worker_out).write_text(json.dumps(result))
     return 0
 
 

@@ -172,3 +172,40 @@ def graph(weights: dict, depth: int = 20, name: str = "resnet20-aespa") -> Graph
     g.add(Node("flatten", "flatten", ["avgpool:out"], "flatten:out"))
     g.add(Node("linear", "linear", ["flatten:out"], "logits", {}, {"weight": w["linear.weight"], "bias": w["linear.bias"]}))
     return g
+
+
+def synthetic_weights(x: np.ndarray, depth: int = 20, seed: int = 0) -> dict:
+    """Untrained folded-AESPA weights whose activations stay in range on the images `x`, for
+    exercising the FHE path (latency, memory, precision, top-1 agreement with the plaintext twin)
+    before trained weights exist: random convolutions scaled layer by layer to unit output RMS,
+    each quadratic 0.05 (x/r)^2 + 0.7 (x/r) per channel with r its input's RMS, a random linear
+    layer. Their accuracy is chance; never report it as the model's."""
+    rng = np.random.default_rng(seed)
+    blocks = (depth - 2) // 6
+    shapes = {"conv1.weight": (16, 3, 3, 3)}
+    planes_in = 16
+    for s, planes in enumerate((16, 32, 64), start=1):
+        for b in range(blocks):
+            shapes[f"layer{s}.{b}.conv1.weight"] = (planes, planes_in, 3, 3)
+            shapes[f"layer{s}.{b}.conv2.weight"] = (planes, planes, 3, 3)
+            planes_in = planes
+    w = {k: rng.standard_normal(v) / np.sqrt(np.prod(v[1:])) for k, v in shapes.items()}
+    for name in activation_names(depth):
+        c = 16 if name == "act1" or name.startswith("layer1") else (32 if name.startswith("layer2") else 64)
+        w[f"{name}.a"], w[f"{name}.b"], w[f"{name}.c"] = np.zeros(c), np.ones(c), np.zeros(c)
+    w["linear.weight"] = rng.standard_normal((10, 64)) / 8
+    w["linear.bias"] = rng.standard_normal(10) * 0.1
+    from .executor import run_node  # noqa: PLC0415
+
+    values = {"image": np.asarray(x, dtype=np.float64)}
+    for node in graph(w, depth).nodes:
+        ins = [values[i] for i in node.inputs]
+        if node.op == "conv" and not node.name.endswith("shortcut"):
+            out = run_node(node, ins)
+            w[f"{node.name}.weight"] = w[f"{node.name}.weight"] / np.sqrt(np.mean(out ** 2))
+        elif node.op == "poly":
+            r = np.sqrt(np.mean(ins[0] ** 2, axis=(0, 2, 3))) + 1e-6
+            w[f"{node.name}.a"], w[f"{node.name}.b"], w[f"{node.name}.c"] = 0.05 / r ** 2, 0.7 / r, np.zeros_like(r)
+        node = next(m for m in graph(w, depth).nodes if m.name == node.name)
+        values[node.output] = run_node(node, ins)
+    return w
