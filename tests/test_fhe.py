@@ -27,6 +27,15 @@ def linear(g: Graph, rng, name: str, src: str, n_in: int, n_out: int, scale: flo
     return out or f"{name}:o"
 
 
+def small_cnn(rng, c_in: int, c_mid: int, n_out: int) -> Graph:
+    """conv 3x3 stride 2 on 8x8, x^2, flatten, fully connected."""
+    g = Graph("image", (c_in, 8, 8), name="small")
+    t = square(g, "act", conv(g, rng, "conv1", "image", c_in, c_mid, 3, 2, 1, 0.3))
+    g.add(Node("flatten", "flat", [t], "flat:o"))
+    linear(g, rng, "fc", "flat:o", c_mid * 16, n_out, 0.2, "logits")
+    return g
+
+
 def run(graph: Graph, x: np.ndarray, strategy: str = "level-aware"):
     model = fhe.FheModel(graph)
     client = fhe.FheClient(model.spec)
@@ -90,11 +99,7 @@ def test_mlp_with_residual_and_replication():
 
 def test_level_aware_keyset_is_smaller_and_serves_the_program():
     rng = np.random.default_rng(6)
-    g = Graph("image", (2, 8, 8), name="small")
-    t = conv(g, rng, "conv1", "image", 2, 4, 3, 2, 1, 0.3)
-    t = square(g, "act", t)
-    g.add(Node("flatten", "flat", [t], "flat:o"))
-    linear(g, rng, "fc", "flat:o", 64, 10, 0.2, "logits")
+    g = small_cnn(rng, 2, 4, 10)
     x = rng.uniform(0, 1, (2, 8, 8))
     model = fhe.FheModel(g)
     client = fhe.FheClient(model.spec)
@@ -145,11 +150,7 @@ def test_service_over_tcp_survives_a_bad_client():
     from lycaon.fhe_service import FheRemoteClient, FheServer
 
     rng = np.random.default_rng(8)
-    g = Graph("image", (1, 8, 8), name="tiny")
-    t = conv(g, rng, "conv1", "image", 1, 2, 3, 2, 1, 0.3)
-    t = square(g, "act", t)
-    g.add(Node("flatten", "flat", [t], "flat:o"))
-    linear(g, rng, "fc", "flat:o", 32, 5, 0.2, "logits")
+    g = small_cnn(rng, 1, 2, 5)
     logs = []
     server = FheServer(g, max_sessions=2, log=logs.append)
     address = server.start(0)
