@@ -96,9 +96,10 @@ def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = 
         del relin, galois
     per_image = []
     times: dict = {s: [] for s in keys}
-    # Interleaved, so that a noisy machine slows both keysets alike.
-    for i in range(len(x) if phase == "run" else 5):
-        for strategy, (relin, galois) in keys.items():
+    # Interleaved, first one then the other first, so that a noisy machine (and whatever the
+    # first run after a key change pays) falls on both keysets alike.
+    for i in range(len(x) if phase == "run" else 6):
+        for strategy, (relin, galois) in (list(keys.items()) if i % 2 == 0 else list(keys.items())[::-1]):
             server.attach_keys(relin, galois, client.public_key)
             xi = x[i % len(x)].reshape(graph.input_shape)
             ct = client.encrypt(xi)
