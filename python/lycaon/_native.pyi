@@ -591,11 +591,12 @@ class CkksKeyGenerator:
         """The secret key (the same one on every call)."""
     def public_key(self) -> CkksPublicKey:
         """A fresh public key for the secret key."""
-    def relin_key(self) -> CkksRelinKey:
-        """A fresh relinearisation key."""
-    def galois_keys(self, steps: Sequence[int], conjugate: bool = False, level: Optional[int] = None) -> CkksGaloisKeys:
+    def relin_key(self, level: Optional[int] = None) -> CkksRelinKey:
+        """A fresh relinearisation key; with ``level``, it serves ciphertexts at levels <= ``level`` only."""
+    def galois_keys(self, steps: Sequence[int], conjugate: bool = False, level: Optional[int] = None, levels: Optional[Sequence[int]] = None) -> CkksGaloisKeys:
         """Keys for rotations by each step (slot j receives slot j + step) and conjugation; with
-        ``level``, each key serves ciphertexts at levels <= ``level`` only (smaller keys)."""
+        ``level``, each key serves ciphertexts at levels <= ``level`` only (smaller keys); with
+        ``levels`` (one per step, 004's level-aware keyset), each step's key at its own level."""
     def evaluation_keys(self, steps: Sequence[int] = ..., conjugate: bool = False) -> CkksEvaluationKeys:
         """A relinearisation key and Galois keys, bundled for ``CkksEvaluator``."""
 
@@ -752,6 +753,9 @@ class CkksLinearTransform:
     def prepare(self, ciphertext: CkksCiphertext) -> None:
         """Encodes every diagonal for inputs at ``ciphertext``'s level and scale and keeps them
         (memory: one plaintext over Q_l P per diagonal)."""
+    def prepare_at(self, level: int) -> None:
+        """Encodes every diagonal for inputs at ``level`` on its canonical scale (a server can
+        prepare before any ciphertext arrives)."""
     def apply_plain(self, values: npt.ArrayLike) -> npt.NDArray[np.complex128]:
         """M v in the clear, the reference the encrypted result approximates."""
 
@@ -830,6 +834,41 @@ def composite_relu(degrees: Optional[list[int]] = None) -> dict[str, object]:
 
 def precision_stats(expected: npt.ArrayLike, got: npt.ArrayLike) -> dict[str, float]:
     """Bits of precision: min_bits, mean_bits, median_bits, max_bits and max_error."""
+
+# FHE-mode layers (crates/lycaon-nn/src/fhe): lycaon.fhe_resnet uses these.
+
+Layout = tuple[int, int, int, int, int]
+
+def multiplexed_pack(channels: int, height: int, width: int, gap: int, slots: int, tensor: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The multiplexed packing of a (C, h, w) tensor (flattened) at gap k into ``slots`` slots,
+    every copy filled (h, w, k, slots powers of two)."""
+
+def multiplexed_unpack(channels: int, height: int, width: int, gap: int, slots: int, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The (C, h, w) tensor (flattened) read back from copy 0 of decoded slots."""
+
+class FheMpConv:
+    """Multiplexed parallel convolution (Lee et al. 2022) on one ciphertext: padding f/2,
+    stride 1 or 2, two levels."""
+    def __init__(self, input: Layout, c_out: int, kernel: int, stride: int, weights: npt.NDArray[np.float64]) -> None:
+        """``input`` = (C, h, w, gap, slots); ``weights`` = [C_out][C][f][f] flattened."""
+    @property
+    def output_layout(self) -> Layout:
+        """(C_out, h / s, w / s, gap s, slots)."""
+    def rotation_steps(self) -> list[int]:
+        """Every rotation step the evaluation needs a key for."""
+    def counts(self) -> tuple[int, int, int, int]:
+        """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
+    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
+        """The convolution of a ciphertext in the input layout, two levels lower."""
+
+class FheAvgPoolFc:
+    """Global average pooling into a fully connected layer on a multiplexed packing (one level)."""
+    def __init__(self, params: CkksParameters, input: Layout, n_out: int, weights: npt.NDArray[np.float64], bias: npt.NDArray[np.float64]) -> None:
+        """``weights`` = [n_out][C] flattened; ``bias`` has n_out values."""
+    def rotation_steps(self) -> list[int]:
+        """Every rotation step the evaluation needs a key for."""
+    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
+        """The logits in slots 0..n_out, one level lower."""
 
 # Hybrid runtime (crates/lycaon-runtime): lycaon.hybrid wraps these.
 
