@@ -211,7 +211,6 @@ class FheModel:
                 if step.transform is not None:
                     step.transform.prepare_at(step.level)
             self.prepare_seconds = time.perf_counter() - t0
-        self._encoder = CkksEncoder(self.params)
         self._session: Optional[FheSession] = None
 
     # ------------------------------------------------------------------ compile
@@ -493,18 +492,24 @@ class FheSession:
         return out
 
     def _quadratic(self, x: CkksCiphertext, st: Step) -> CkksCiphertext:
-        ev, enc = self._ev, self._encoder
-        if st.a is None:
-            y = ev.rescale(ev.mul_relin(x, x))
-        else:
-            ax = ev.rescale(ev.mul_plain(x, enc.encode(st.a, level=x.level, scale=ev.plaintext_scale_for(x))))
-            y = ev.rescale(ev.mul_relin(ax, x))
-        if st.b is not None:
-            bx = ev.rescale(ev.mul_plain(x, enc.encode(st.b, level=x.level, scale=ev.plaintext_scale_for(x))))
-            y = ev.add(y, bx)
-        if st.c is not None:
-            y = ev.add_plain(y, enc.encode(st.c, level=y.level, scale=y.scale))
-        return y
+        return evaluate_quadratic(self._ev, self._encoder, x, st.a, st.b, st.c)
+
+
+def evaluate_quadratic(ev: CkksEvaluator, encoder: CkksEncoder, x: CkksCiphertext, a: Optional[np.ndarray], b: Optional[np.ndarray],
+                       c: Optional[np.ndarray]) -> CkksCiphertext:
+    """a x^2 + b x + c slot-wise (per-slot coefficient vectors; None: a = 1, b = 0, c = 0): one
+    level when a is None (x times x), two otherwise (a x first, then times x)."""
+    if a is None:
+        y = ev.rescale(ev.mul_relin(x, x))
+    else:
+        ax = ev.rescale(ev.mul_plain(x, encoder.encode(a, level=x.level, scale=ev.plaintext_scale_for(x))))
+        y = ev.rescale(ev.mul_relin(ax, x))
+    if b is not None:
+        bx = ev.rescale(ev.mul_plain(x, encoder.encode(b, level=x.level, scale=ev.plaintext_scale_for(x))))
+        y = ev.add(y, bx)
+    if c is not None:
+        y = ev.add_plain(y, encoder.encode(c, level=y.level, scale=y.scale))
+    return y
 
 
 def _monic(graph: Graph) -> Graph:

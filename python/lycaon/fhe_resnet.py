@@ -38,8 +38,8 @@ from ._native import (
     FheMpConv,
     LycaonError,
     multiplexed_pack,
-    multiplexed_unpack,
 )
+from .fhe import evaluate_quadratic
 from .frontend.executor import run_node
 from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm
@@ -230,10 +230,7 @@ def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, 
                 y = ev.add_plain(y, encoder.encode(op.bias, level=y.level, scale=y.scale))
             stats["conv_s"] += time.perf_counter() - t0
         elif op.kind == "quadratic":
-            ax = ev.rescale(ev.mul_plain(x, encoder.encode(op.a, level=x.level, scale=ev.plaintext_scale_for(x))))
-            sq = ev.rescale(ev.mul_relin(ax, x))
-            bx = ev.rescale(ev.mul_plain(x, encoder.encode(op.b, level=x.level, scale=ev.plaintext_scale_for(x))))
-            y = ev.add_plain(ev.add(sq, bx), encoder.encode(op.c, level=sq.level, scale=sq.scale))
+            y = evaluate_quadratic(ev, encoder, x, op.a, op.b, op.c)
             stats["quadratic_s"] += time.perf_counter() - t0
         elif op.kind == "add":
             y = ev.add(x, values[op.inputs[1]])
@@ -247,8 +244,3 @@ def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, 
             progress(n + 1, len(net.ops), op.node)
     return values[net.graph.output], stats
 
-
-def unpack_check(net: FheResNet, client: FheResNetClient, ct, name: str) -> np.ndarray:
-    """Debugging aid: a tensor decrypted and read back from its packing."""
-    lay = next(op.layout for op in net.ops if op.output == name)
-    return multiplexed_unpack(*lay, np.asarray(client._encoder.decode_real(client._decryptor.decrypt(ct))))

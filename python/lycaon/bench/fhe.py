@@ -13,8 +13,9 @@ Records: {"model", "lycaon_s", "lycaon_peak_bytes", "lycaon_key_bytes", "peer", 
 generation times, precision (bits of the logits against the float64 twin), top-1 agreement,
 and per keyset strategy (004 Table 3) key memory and latency.
 
-ResNet-20 needs bootstrapping between its activations, which the FHE compiler does not place yet:
-its record says so and carries the published figures only.
+ResNet-20 (AESPA activations, MPConv, bootstrapping: lycaon.fhe_resnet) runs in a worker of its
+own; Orion's does not fit 24 GiB here, so its record sits beside the published figures and the
+planner's keysets next to 004's Table 3.
 """
 
 from __future__ import annotations
