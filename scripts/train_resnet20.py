@@ -6,7 +6,10 @@ Uses a GPU when one is present; checkpoints every epoch and resumes from the che
 run (about 1.5-2.5 minutes an epoch on 2 cores) can span sessions. Needs torch:
 pip install 'lycaon[train]'.
 
-    python scripts/train_resnet20.py [--epochs 30] [--checkpoint ~/.cache/lycaon/resnet20.pt]
+    python scripts/train_resnet20.py [--epochs 30] [--checkpoint ~/.cache/lycaon/resnet20.pt] [--threads 1] [--ship]
+
+The ReLU twin of the AESPA network (002's comparison: same schedule, only the activation differs)
+is this script under scripts/train_resnet20_aespa.py's options, without --ship.
 
 The shipped model (88.18%): 38 epochs (--epochs 38), warm restarts of 8 and 24 epochs at peaks
 0.02 and 0.04 (87.88% after 62 epochs), then from those weights one more warm restart:
@@ -49,12 +52,17 @@ def main() -> None:
     ap.add_argument("--swa-epochs", type=int, default=0, help="at the end, this many epochs at constant --swa-lr whose weights are averaged "
                     "(stochastic weight averaging, Izmailov et al. 2018), batch-norm statistics recomputed")
     ap.add_argument("--swa-lr", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: torch's default)")
+    ap.add_argument("--ship", action="store_true", help="write the weights and the registry entry into python/lycaon/models "
+                    "(without it the run only reports its accuracy: a twin trained for comparison must not replace the shipped model)")
     args = ap.parse_args()
     restarts = [int(e) for e in args.restart_epochs.split(",") if int(e) > 0]
     restart_lrs = [float(v) for v in args.restart_lr.split(",")]
     restart_lrs = (restart_lrs * len(restarts))[:len(restarts)] if len(restart_lrs) == 1 else restart_lrs
     if len(restart_lrs) != len(restarts):
         ap.error("--restart-lr needs one value or one per warm restart")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_x, train_y = zoo.cifar10("train")
@@ -147,6 +155,8 @@ def main() -> None:
     graph = resnet.resnet_cifar({k: v.astype(np.float64) for k, v in weights.items()}, 20)
     accuracy = float((run_float(graph, resnet.preprocess(test_x)).argmax(1) == test_y).mean())
     print(f"test accuracy (Lycaon float executor, 10,000 images): {accuracy:.4f}", flush=True)
+    if not args.ship:
+        return
     ship(OUT, "resnet20-cifar10", "cifar10", weights, accuracy, len(test_y), "scripts/train_resnet20.py", epochs=args.init_epochs + total_epochs,
          **({"swa_epochs": args.swa_epochs} if args.swa_epochs else {}))
 

@@ -208,3 +208,88 @@ def test_resnet20_compiles_with_bootstrapping_planned():
     assert all(float(np.log2(b)).is_integer() for b in net.bounds.values())
     want = aespa.forward(aespa.synthetic_weights(calibration), calibration[:1])[0]
     assert np.allclose(net.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)
+
+
+def test_composite_relu_schedule_places_the_fewest_bootstraps():
+    from lycaon.fhe_resnet import composite_relu_schedule
+
+    # Lee et al.'s 15, 15, 27 (depths 4, 4, 5) between bootstraps that leave 10 levels: an input
+    # at the top needs one bootstrap (before the last stage), one arriving low needs two.
+    assert composite_relu_schedule([4, 4, 5], 10, 10) == ((False, False, True), 4)
+    assert composite_relu_schedule([4, 4, 5], 2, 10) == ((True, False, True), 4)
+    # With room for everything: none.
+    assert composite_relu_schedule([4, 4, 5], 17, 20) == ((False, False, False), 2)
+    for level in range(1, 11):
+        flags, out = composite_relu_schedule([4, 4, 5], level, 10)
+        assert 1 <= out and sum(flags) <= 2
+    with pytest.raises(ModelError, match="does not fit"):
+        composite_relu_schedule([4, 4, 5], 3, 5)
+    with pytest.raises(ModelError, match="level 1"):
+        composite_relu_schedule([4, 4, 5], 0, 10)
+
+
+def test_composite_relu_split_around_refreshes_matches_its_float_twin():
+    """The encrypted composite ReLU, split where the schedule says, against the same stages in
+    float64 and against max(x, 0). The refresh here is the client's decrypt-and-re-encrypt at the
+    top level (bootstrapping itself is tested in lycaon-ckks): what is tested is the split and
+    the folding of the bound into the step."""
+    from lycaon import (CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator,
+                        CkksParameters, composite_relu)
+    from lycaon.fhe_resnet import composite_relu_schedule, evaluate_composite_relu
+
+    top = 10
+    params = CkksParameters.scale_stable(1 << 14, 40, 30, top, [50])
+    kg = CkksKeyGenerator(params)
+    enc, encryptor = CkksEncoder(params), CkksEncryptor(params, None, kg.secret_key())
+    dec = CkksDecryptor(params, kg.secret_key())
+    ev = CkksEvaluator(params, CkksEvaluationKeys(kg.relin_key(), None))
+    refreshes = []
+
+    def refresh(ct):
+        v = np.asarray(enc.decode_real(dec.decrypt(ct)))
+        assert np.abs(v).max() <= 1.0 + 2.0**-8  # the schedule only refreshes values in [-1, 1] (to rounding)
+        refreshes.append(ct.level)
+        return encryptor.encrypt_symmetric(enc.encode(v, level=top)).expand()
+
+    spec = composite_relu()
+    stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
+    depths = [int(np.ceil(np.log2(len(c)))) for c in stages]
+    bound = 8.0
+    step = stages[:-1] + [stages[-1] * bound / 2]
+    step[-1][0] += bound / 2
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-bound, bound, params.max_slots)
+    x[:64] = np.linspace(-0.05, 0.05, 64)  # near the gap
+    for level in (top, 2):
+        ct = encryptor.encrypt_symmetric(enc.encode(x, level=level)).expand()
+        refreshes.clear()
+        out = evaluate_composite_relu(ev, ct, bound, step, depths, top, refresh)
+        flags, out_level = composite_relu_schedule(depths, level, top)
+        assert len(refreshes) == sum(flags) and out.level == out_level
+        got = np.asarray(enc.decode_real(dec.decrypt(out)))
+        p = x / bound
+        for c in stages:
+            p = np.polynomial.chebyshev.chebval(p, c)
+        twin = x * (1 + p) / 2
+        assert np.abs(got - twin).max() <= 2.0**-12 * bound
+        assert np.abs(got - np.maximum(x, 0)).max() <= spec["relu_error"] * bound + 2.0**-12 * bound
+
+
+def test_reference_relu_resnet20_plans_composite_relus():
+    from lycaon import fhe_resnet
+    from lycaon.frontend import resnet
+
+    rng = np.random.default_rng(12)
+    calibration = rng.normal(0, 1, (2, 3, 32, 32))
+    try:
+        sd = resnet.reference_state_dict(20)
+    except OSError:
+        pytest.skip("the reference ResNet-20 is not in ../shared/data/models")
+    net = fhe_resnet.FheResNet(resnet.resnet_cifar(sd, 20), calibration)
+    kinds = [op.kind for op in net.ops]
+    assert kinds.count("relu") == 19 and kinds.count("conv") == 21 and "quadratic" not in kinds
+    assert net.relu["depths"] == [4, 4, 5]
+    # The float twin with the composite ReLU agrees with exact ReLU to the composite's error.
+    exact, approx = net.reference(calibration[0]), net.reference(calibration[0], approximate=True)
+    assert np.argmax(exact) == np.argmax(approx) and np.abs(exact - approx).max() <= 0.05 * np.abs(exact).max()
+    assert max(net.rotation_levels().values()) <= net.top

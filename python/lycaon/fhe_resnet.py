@@ -1,7 +1,9 @@
 """CIFAR ResNets in the FHE mode: multiplexed parallel convolutions (lycaon-nn's MPConv, Lee et
-al. 2022), per-channel quadratic activations (AESPA: a x^2 + b x + c, two levels), residual
-additions, global average pooling with the fully connected layer, and bootstrapping placed by the
-level plan, all at logN = 16 (2^15 slots) on the bootstrappable parameter set.
+al. 2022), per-channel quadratic activations (AESPA: a x^2 + b x + c, two levels) or, for networks
+trained with ReLU, Lee et al.'s composite minimax ReLU (degrees 15, 15, 27: 13 levels and one for
+the product, more than the 10 a bootstrap leaves, so the composite is split around bootstraps),
+residual additions, global average pooling with the fully connected layer, and bootstrapping
+placed by the level plan, all at logN = 16 (2^15 slots) on the bootstrappable parameter set.
 
 Bootstrapping placement (002 Fig. 1): every tensor carries its level; before a step that needs d
 levels, an input with fewer than d + 1 levels left is refreshed first, so that one level always
@@ -10,6 +12,13 @@ above the largest |value| the calibration run saw for it, so the bootstrapper se
 [-1, 1]: one level), bootstraps it back to the top residual level and multiplies by the integer
 B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
 shortcut) is refreshed once, for both.
+
+Composite ReLU (`composite_relu_schedule`): u = x / B (one level; B the calibrated bound of the
+ReLU's input), then the sign stages p_1 .. p_k on u, the last one folded into the step
+B (1 + p_k) / 2, and ReLU(x) = u * step (one level). Bootstraps go where the levels run out: on u
+itself and/or on a stage's input (always in [-1, 1], so no scaling), placed to use the fewest
+bootstraps and then to leave the most levels (two per ReLU in ResNet-20, where a ReLU's input
+arrives with one or two levels).
 
 Server (`FheResNet`): weights, layers, the plan; the client (`FheClient`-like methods here)
 holds the secret key and generates the level-aware rotation keys of the convolutions and the
@@ -21,7 +30,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from itertools import product
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -37,6 +47,7 @@ from ._native import (
     FheAvgPoolFc,
     FheMpConv,
     LycaonError,
+    composite_relu,
     multiplexed_pack,
 )
 from .fhe import evaluate_quadratic
@@ -45,9 +56,51 @@ from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm
 
 
+def composite_relu_schedule(stage_depths: Sequence[int], level: int, top: int) -> tuple[tuple[bool, ...], int]:
+    """Where a composite ReLU whose input is at `level` bootstraps: flags (bootstrap u = x / B,
+    then one flag per stage after the first: bootstrap that stage's input) and the output level.
+    Fewest bootstraps first, then the highest output level; the output keeps at least one level
+    (a later refresh spends it on its own scaling). ModelError when no placement fits."""
+    if level < 1:
+        raise ModelError(f"a composite ReLU needs its input at level 1 or above (for x / B), not {level}")
+    best: Optional[tuple[int, int, tuple[bool, ...]]] = None
+    for flags in product((False, True), repeat=len(stage_depths)):
+        lu = top if flags[0] else level - 1
+        lc, fits = lu, True
+        for i, d in enumerate(stage_depths):
+            if i and flags[i]:
+                lc = top
+            fits &= lc >= d
+            lc -= d
+        out = min(lu, lc) - 1
+        if fits and out >= 1:
+            key = (sum(flags), -out, flags)
+            if best is None or key < best:
+                best = key
+    if best is None:
+        raise ModelError(f"a composite ReLU of stage depths {list(stage_depths)} does not fit {top} levels between bootstraps")
+    return best[2], -best[1]
+
+
+def evaluate_composite_relu(ev: CkksEvaluator, x, bound: float, steps: Sequence[np.ndarray], depths: Sequence[int], top: int, bootstrap: Callable):
+    """ReLU of the encrypted `x` (|x| <= `bound`): u = x / bound, the stages `steps` (the last one
+    the step bound (1 + p) / 2, `FheResNet.relu_step`), u * step; `bootstrap` (ciphertext in
+    [-1, 1] -> the same at level `top`) where `composite_relu_schedule` puts it."""
+    flags, _ = composite_relu_schedule(depths, x.level, top)
+    u = ev.rescale(ev.mul_const(x, 1.0 / bound))
+    if flags[0]:
+        u = bootstrap(u)
+    y = u
+    for i, coeffs in enumerate(steps):
+        if i and flags[i]:
+            y = bootstrap(y)
+        y = ev.evaluate_chebyshev(y, list(coeffs))
+    return ev.rescale(ev.mul_relin(u, y))
+
+
 @dataclass
 class _Op:
-    kind: str  # conv, quadratic, add, pool_fc
+    kind: str  # conv, quadratic, relu, add, pool_fc
     node: str
     inputs: list
     output: str
@@ -63,7 +116,7 @@ class _Op:
 class FheResNet:
     """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
 
-    def __init__(self, graph: Graph, calibration: np.ndarray):
+    def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None):
         # Not made monic: along the residual stream each act2's pending factor enters the next
         # act2 squared (S' = a S^2), which overflows float64 within a few blocks; a x^2 + b x + c
         # costs two levels here instead (a x first, then times x).
@@ -73,6 +126,12 @@ class FheResNet:
         self.slots = self.params.max_slots
         self.top = self.shape.residual_levels
         self.bounds = self._calibrate(calibration)
+        # ReLU nodes (a network trained with ReLU) run as Lee et al.'s composite minimax ReLU.
+        self.relu = None
+        if any(n.op == "relu" for n in self.graph.nodes):
+            spec = composite_relu(list(relu_degrees) if relu_degrees is not None else None)
+            stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
+            self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages], "spec": spec}
         self.ops, self.input_layout = self._compile()
 
     def _calibrate(self, x: np.ndarray) -> dict:
@@ -117,6 +176,9 @@ class FheResNet:
                 a, b, cst = (multiplexed_pack(*src, np.repeat(coeffs[:, j], area)) for j in (2, 1, 0))
                 out = src
                 ops.append(_Op("quadratic", node.name, list(node.inputs), node.output, 2, layout=out, a=a, b=b, c=cst))
+            elif node.op == "relu":
+                out = src
+                ops.append(_Op("relu", node.name, list(node.inputs), node.output, 0, layout=out))
             elif node.op == "add":
                 if layouts[node.inputs[1]] != src:
                     raise ModelError(f"{node.describe()}: the two inputs are packed differently")
@@ -155,14 +217,42 @@ class FheResNet:
                     s = int(s) % self.slots
                     if s:
                         need[s] = max(need.get(s, 0), lvl)
-            levels[op.output] = lvl - op.depth
+            levels[op.output] = self.output_level(op, lvl)
         return need
 
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        """The float64 logits of the compiled (monic) graph."""
+    def output_level(self, op: _Op, level: int) -> int:
+        """The level `op` leaves its output at, from its input's."""
+        if op.kind == "relu":
+            return composite_relu_schedule(self.relu["depths"], level, self.top)[1]
+        return level - op.depth
+
+    def _float_relu(self, name: str) -> Callable[[np.ndarray], np.ndarray]:
+        stages = self.relu_step(name)
+
+        def relu(v: np.ndarray) -> np.ndarray:
+            u = p = v / self.bounds[name]
+            for c in stages:
+                p = np.polynomial.chebyshev.chebval(p, c)
+            return u * p
+        return relu
+
+    def relu_step(self, name: str) -> list[np.ndarray]:
+        """The composite's stages for the ReLU whose input is `name`, the last folded into the
+        step B (1 + p_k) / 2 (B the input's bound, so that u * step = ReLU(x) for u = x / B)."""
+        stages = list(self.relu["stages"])
+        b = self.bounds[name]
+        last = stages[-1] * (b / 2.0)
+        last[0] += b / 2.0
+        return stages[:-1] + [last]
+
+    def reference(self, x: np.ndarray, approximate: bool = False) -> np.ndarray:
+        """The float64 logits of the graph (batch-norm folded), with exact ReLU (the plaintext
+        twin) or, `approximate`, with the composite ReLU the encrypted run evaluates (each
+        ReLU's input divided by its bound first, as there)."""
         values = {self.graph.input_name: np.asarray(x, dtype=np.float64)[None]}
         for node in self.graph.nodes:
-            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+            relu = self._float_relu(node.inputs[0]) if approximate and node.op == "relu" else None
+            values[node.output] = run_node(node, [values[i] for i in node.inputs], relu=relu)
         return values[self.graph.output][0]
 
 
@@ -205,18 +295,19 @@ def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, 
     boot_ev = CkksEvaluator(net.params, boot_keys.evaluation_keys)
     encoder = CkksEncoder(net.params)
     values = {net.graph.input_name: ct}
-    stats = {"bootstraps": 0, "bootstrap_s": 0.0, "conv_s": 0.0, "quadratic_s": 0.0, "other_s": 0.0}
+    stats = {"bootstraps": 0, "bootstrap_s": 0.0, "conv_s": 0.0, "quadratic_s": 0.0, "relu_s": 0.0, "other_s": 0.0}
 
-    def refresh(name: str):
-        x = values[name]
-        b = net.bounds[name]
+    def bootstrap(x):
         t0 = time.perf_counter()
-        x = ev.rescale(ev.mul_const(x, 1.0 / b))
         x = boot.bootstrap(boot_ev, x)
-        x = ev.mul_integer(x, int(b)) if b >= 1 else ev.rescale(ev.mul_const(x, b))
         stats["bootstraps"] += 1
         stats["bootstrap_s"] += time.perf_counter() - t0
-        values[name] = x
+        return x
+
+    def refresh(name: str):
+        x, b = values[name], net.bounds[name]
+        x = bootstrap(ev.rescale(ev.mul_const(x, 1.0 / b)))
+        values[name] = ev.mul_integer(x, int(b)) if b >= 1 else ev.rescale(ev.mul_const(x, b))
 
     for n, op in enumerate(net.ops):
         for name in op.inputs:
@@ -232,6 +323,10 @@ def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, 
         elif op.kind == "quadratic":
             y = evaluate_quadratic(ev, encoder, x, op.a, op.b, op.c)
             stats["quadratic_s"] += time.perf_counter() - t0
+        elif op.kind == "relu":
+            b0 = stats["bootstrap_s"]
+            y = evaluate_composite_relu(ev, x, net.bounds[op.inputs[0]], net.relu_step(op.inputs[0]), net.relu["depths"], net.top, bootstrap)
+            stats["relu_s"] += time.perf_counter() - t0 - (stats["bootstrap_s"] - b0)
         elif op.kind == "add":
             y = ev.add(x, values[op.inputs[1]])
         elif op.kind == "pool_fc":

@@ -15,7 +15,9 @@ and per keyset strategy (004 Table 3) key memory and latency.
 
 ResNet-20 (AESPA activations, MPConv, bootstrapping: lycaon.fhe_resnet) runs in a worker of its
 own; Orion's does not fit 24 GiB here, so its record sits beside the published figures and the
-planner's keysets next to 004's Table 3.
+planner's keysets next to 004's Table 3. `resnet20-relu` is the reference ReLU ResNet-20
+(../shared/data/models, trained with ReLU, not retrained) through the composite minimax ReLU:
+the network FHE-MP-CNN's published 2,271 s is for.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ PUBLISHED_RESNET20 = [
     {"system": "Orion (ASPLOS 2025, its paper)", "latency_s": None, "hardware": "see the Orion paper; not reproduced here (its ResNet-20 does not fit 24 GiB)"},
 ]
 KEYSET_STRATEGIES = ("level-aware", "all-required", "power-of-two")
+RESNET20_NETWORKS = ("resnet20", "resnet20-relu")
 
 
 def _graph(model: str, weights: dict):
@@ -164,11 +167,11 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
         x, labels = _inputs(images)
         np.save(tmp / "x.npy", x)
         for model in models:
-            if model == "resnet20":
-                path = tmp / "resnet20_lycaon.json"
-                ours, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", "resnet20", "--images", str(resnet20_images), "--worker-out", str(path)],
-                                      path, env, timeout=3600)
-                rec = {"model": "resnet20", "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
+            if model in RESNET20_NETWORKS:
+                path = tmp / f"{model}_lycaon.json"
+                ours, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--worker-out", str(path)],
+                                      path, env, timeout=3600 * max(1, resnet20_images))
+                rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
                        "lycaon_key_bytes": None if ours is None else ours["key_bytes"], "peer": "orion", "peer_s": None, "peer_peak_bytes": None,
                        "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
                        "peer_status": "not run: Orion's ResNet-20 does not fit 24 GiB here (its packing of the last layer was killed for memory)",
@@ -224,10 +227,12 @@ def _planned_resnet20() -> Optional[dict]:
             "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
 
 
-def resnet20_worker(images: int) -> dict:
-    """ResNet-20 with AESPA activations under CKKS with bootstrapping (fhe_resnet), in a process
-    of its own: the shipped AESPA weights when they exist, else `aespa.synthetic_weights` (said
-    in the record); CIFAR-10 test images from ../shared/data (or the bundled ones)."""
+def resnet20_worker(images: int, network: str = "resnet20") -> dict:
+    """ResNet-20 under CKKS with bootstrapping (fhe_resnet), in a process of its own. `resnet20`:
+    AESPA activations, the shipped AESPA weights when they exist, else `aespa.synthetic_weights`
+    (said in the record); `resnet20-relu`: the reference ReLU ResNet-20 of ../shared/data/models
+    (else the shipped ReLU ResNet-20) through the composite minimax ReLU. CIFAR-10 test images
+    from ../shared/data (or the bundled ones)."""
     from lycaon import fhe_resnet  # noqa: PLC0415
     from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
     from lycaon.models import load_weights  # noqa: PLC0415
@@ -243,12 +248,18 @@ def resnet20_worker(images: int) -> dict:
         calibration = resnet.preprocess(raw[-64:])
     x, labels = x.copy(), labels[:images].copy()
     del raw
-    try:
-        weights, source = load_weights("resnet20-aespa-cifar10"), "shipped resnet20-aespa-cifar10"
-    except KeyError:
-        weights, source = aespa.synthetic_weights(calibration[:16]), "aespa.synthetic_weights (untrained: the AESPA training has not finished; accuracy is chance)"
+    if network == "resnet20-relu":
+        try:
+            graph, source = resnet.resnet_cifar(resnet.reference_state_dict(20), 20), "reference ReLU ResNet-20 (../shared/data/models/resnet20-12fca82f.th), composite minimax ReLU 15-15-27"
+        except OSError:
+            graph, source = resnet.resnet_cifar(load_weights("resnet20-cifar10"), 20), "shipped resnet20-cifar10 (ReLU), composite minimax ReLU 15-15-27"
+    else:
+        try:
+            graph, source = aespa.graph(load_weights("resnet20-aespa-cifar10")), "shipped resnet20-aespa-cifar10"
+        except KeyError:
+            graph, source = aespa.graph(aespa.synthetic_weights(calibration[:16])), "aespa.synthetic_weights (untrained: the AESPA training has not finished; accuracy is chance)"
     t0 = time.perf_counter()
-    net = fhe_resnet.FheResNet(aespa.graph(weights), calibration)
+    net = fhe_resnet.FheResNet(graph, calibration)
     compile_s = time.perf_counter() - t0
     _return_freed_memory()  # the data sets and calibration temporaries, before the keys
     client = fhe_resnet.FheResNetClient(net)
@@ -262,13 +273,19 @@ def resnet20_worker(images: int) -> dict:
         out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct)
         latency = time.perf_counter() - t0
         got, want = client.decrypt(out), net.reference(x[i])
-        err = float(np.abs(got - want).max())
-        per_image.append({"latency_s": latency, "bits": float(-np.log2(max(err, 1e-300) / np.abs(want).max())), "top1": int(np.argmax(got)),
-                          "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats})
+        record = {"latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
+        if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
+            twin = net.reference(x[i], approximate=True)
+            record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
+        per_image.append(record)
     network_keys = relin.memory_bytes + galois.memory_bytes
     return {"weights": source, "log_n": 16, "compile_s": compile_s, "keygen_s": keygen_s, "network_key_bytes": network_keys,
             "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(net.rotation_levels()),
             "inference_s": float(np.median([r["latency_s"] for r in per_image])), "images": per_image, "peak_bytes": _peak_bytes()}
+
+
+def _bits(got: np.ndarray, want: np.ndarray) -> float:
+    return float(-np.log2(max(float(np.abs(got - want).max()), 1e-300) / np.abs(want).max()))
 
 
 def _print_resnet20(r: dict, out) -> None:
@@ -277,11 +294,17 @@ def _print_resnet20(r: dict, out) -> None:
         print(f"\nresnet20: Lycaon's run failed: {ours['error']}", file=out)
     else:
         agree = sum(i["top1"] == i["plain_top1"] for i in ours["images"])
-        print(f"\nresnet20 (AESPA, logN 16, bootstrapping; weights: {ours['weights']}): {len(ours['images'])} images", file=out)
+        kind = "composite ReLU" if r["model"] == "resnet20-relu" else "AESPA"
+        correct = sum(i["top1"] == i["label"] for i in ours["images"])
+        print(f"\n{r['model']} ({kind}, logN 16, bootstrapping; weights: {ours['weights']}): {len(ours['images'])} images, "
+              f"{correct} classified correctly", file=out)
         print(f"  inference {_fmt(ours['inference_s'], ' s', digits=1)} on this machine's 2 cores ({ours['images'][0]['bootstraps']} bootstraps, "
               f"{_fmt(ours['images'][0]['bootstrap_s'], ' s', digits=1)} of them), peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)} "
               f"({ours['peak_bytes'] / 2**30:.2f} GiB), keys {_fmt(ours['network_key_bytes'], ' GB', 1e9)} network + {_fmt(ours['bootstrap_key_bytes'], ' GB', 1e9)} bootstrapping, "
               f"precision {min(i['bits'] for i in ours['images']):.1f} bits, top-1 = plaintext on {agree}/{len(ours['images'])}", file=out)
+        if any("bits_vs_composite" in i for i in ours["images"]):
+            print(f"  against the float twin with the same composite ReLU: {min(i['bits_vs_composite'] for i in ours['images']):.1f} bits "
+                  f"(the rest is the composite's own approximation of ReLU)", file=out)
     print(f"  Orion: {r['peer_status']}", file=out)
     for p in r["published"]:
         print(f"  published: {p['system']}: {_fmt(p['latency_s'], ' s', digits=1)} ({p['hardware']})", file=out)
@@ -311,14 +334,14 @@ def _print(r: dict, out) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="worker of lycaon bench fhe (one network through Lycaon's FHE mode, JSON out)")
-    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS) + ["resnet20"])
+    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS) + list(RESNET20_NETWORKS))
     ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
     ap.add_argument("--weights")
     ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     a = ap.parse_args(argv)
-    result = resnet20_worker(a.images) if a.worker == "resnet20" else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    result = resnet20_worker(a.images, a.worker) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
     Path(a.worker_out).write_text(json.dumps(result))
     return 0
 
