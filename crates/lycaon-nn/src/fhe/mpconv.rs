@@ -19,7 +19,13 @@
 //!    slots at pixels (s y', s x') (this also does the stride-2 downsampling), and rotate them to
 //!    the slots of channel o in the output packing (gap k_o); the offset is the same for every
 //!    pixel, so one rotation per output channel. All masked terms share a scale: summed, then one
-//!    rescale.
+//!    rescale. Placement by baby and giant steps (ours, to cut rotation keys): with
+//!    o = u g + v and g a multiple of p_i and k_o^2, the offset of o is a baby offset that
+//!    depends on v only plus a giant offset -u (g / k_o^2) (block length) that depends on u
+//!    only; so channel o is rotated by its baby offset into the accumulator of u, and each
+//!    accumulator once by its giant offset: g + C_out / g distinct steps instead of C_out, for
+//!    C_out / g - 1 more rotations. g minimises the distinct steps (g = C_out is the plain
+//!    one-rotation-per-channel placement).
 //! 5. Replicate the output copy p_o times by log2 p_o rotate-and-adds.
 //!
 //! Depth 2 (weights, masks). Operation counts: [`MpConv::counts`].
@@ -40,6 +46,9 @@ pub struct MpConv {
     weight_vectors: Vec<Vec<Vec<f64>>>,
     /// masks[r]: the step-4 mask of copy r.
     masks: Vec<Vec<f64>>,
+    /// g: output channels per giant step of the placement (a power of two, multiple of p_i and
+    /// k_o^2).
+    placement_group: usize,
 }
 
 impl MpConv {
@@ -109,7 +118,50 @@ impl MpConv {
                 m
             })
             .collect();
-        Ok(Self { input, output, c_out, kernel, stride, weight_vectors, masks })
+        let mut conv = Self { input, output, c_out, kernel, stride, weight_vectors, masks, placement_group: 0 };
+        conv.placement_group = conv.best_placement_group();
+        Ok(conv)
+    }
+
+    /// g: output channels per giant step of the placement (C_out rounded up to a power of two:
+    /// one rotation per channel, no giant steps).
+    pub fn placement_group(&self) -> usize {
+        self.placement_group
+    }
+
+    /// The same layer with output group size g (a power of two, multiple of p_i and k_o^2, at
+    /// most C_out rounded up): for comparisons.
+    pub fn with_placement_group(mut self, g: usize) -> Result<Self, FheError> {
+        let unit = self.input.copies().max(self.output.gap * self.output.gap);
+        if !(g.is_power_of_two() && g >= unit && g <= self.c_out.next_power_of_two().max(unit)) {
+            return Err(FheError::Invalid(format!("placement group {g}: a power of two from {unit} to {}", self.c_out.next_power_of_two().max(unit))));
+        }
+        self.placement_group = g;
+        Ok(self)
+    }
+
+    /// The g with the fewest distinct placement steps (ties: the larger g, fewer rotations).
+    fn best_placement_group(&self) -> usize {
+        let unit = self.input.copies().max(self.output.gap * self.output.gap);
+        let top = self.c_out.next_power_of_two().max(unit);
+        let mut best = (usize::MAX, top);
+        let mut g = top;
+        while g >= unit {
+            let distinct = self.placement_steps_for(g).len();
+            if distinct < best.0 {
+                best = (distinct, g);
+            }
+            g /= 2;
+        }
+        best.1
+    }
+
+    /// Distinct non-zero placement steps (baby and giant) under output group size g.
+    fn placement_steps_for(&self, g: usize) -> Vec<i64> {
+        let mut s: Vec<i64> = (0..self.c_out).map(|o| self.baby_step(o % g)).chain((0..self.c_out.div_ceil(g)).map(|u| self.giant_step(u, g))).filter(|&x| x != 0).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
     }
 
     pub fn input_layout(&self) -> &MultiplexedLayout {
@@ -142,13 +194,20 @@ impl MpConv {
         doubling(1, l.gap).chain(doubling(l.row_len(), l.gap)).chain(doubling(l.block_len(), l.padded_blocks())).collect()
     }
 
-    /// Step 4: the rotation moving output channel o (computed in copy r = o mod p_i) from
-    /// channel 0's slots of that copy to its own slots in the output packing.
-    fn placement_step(&self, o: usize) -> i64 {
-        let r = o % self.input.copies();
+    /// Step 4, baby part: the rotation moving output channel v < g (computed in copy
+    /// r = v mod p_i) from channel 0's slots of that copy to v's own slots in the output packing;
+    /// channel u g + v needs this and the giant step of u.
+    fn baby_step(&self, v: usize) -> i64 {
+        let r = v % self.input.copies();
         let src = r * self.input.copy_len();
-        let dst = self.output.slot(o, 0, 0);
+        let dst = self.output.slot(v, 0, 0);
         (src as i64 - dst as i64).rem_euclid(self.input.slots as i64)
+    }
+
+    /// Step 4, giant part: channel u g + v sits u g / k_o^2 blocks after channel v.
+    fn giant_step(&self, u: usize, g: usize) -> i64 {
+        let k2 = self.output.gap * self.output.gap;
+        (-((u * (g / k2) * self.output.block_len()) as i64)).rem_euclid(self.input.slots as i64)
     }
 
     /// Step 5: rotate-and-add steps filling the p_o output copies.
@@ -158,7 +217,7 @@ impl MpConv {
 
     /// Every rotation step the evaluation needs a key for.
     pub fn rotation_steps(&self) -> Vec<i64> {
-        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain((0..self.c_out).map(|o| self.placement_step(o))).chain(self.replication_steps()).collect();
+        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain(self.placement_steps_for(self.placement_group)).chain(self.replication_steps()).collect();
         s.retain(|&x| x.rem_euclid(self.input.slots as i64) != 0);
         s.sort_unstable();
         s.dedup();
@@ -166,13 +225,15 @@ impl MpConv {
     }
 
     /// Operations of one evaluation, from the algorithm's structure (not from running it):
-    /// rotations (f^2 - 1) + q (2 log k_i + log T_i) + #{o : placement offset != 0} + log p_o;
+    /// rotations (f^2 - 1) + q (2 log k_i + log T_i) + #{o : baby offset != 0}
+    /// + #{u : giant offset != 0} + log p_o;
     /// plaintext products q f^2 + C_out; rescales q + 1; depth 2.
     pub fn counts(&self) -> FheOpCounts {
         let f2 = (self.kernel * self.kernel) as u64;
         let q = self.groups() as u64;
         let sum_rot = self.channel_sum_steps().len() as u64;
-        let placements = (0..self.c_out).filter(|&o| self.placement_step(o) != 0).count() as u64;
+        let g = self.placement_group;
+        let placements = ((0..self.c_out).filter(|&o| self.baby_step(o % g) != 0).count() + (0..self.c_out.div_ceil(g)).filter(|&u| self.giant_step(u, g) != 0).count()) as u64;
         let replication = self.replication_steps().len() as u64;
         FheOpCounts { rotations: (f2 - 1) + q * sum_rot + placements + replication, plain_mults: q * f2 + self.c_out as u64, rescales: q + 1, depth: 2 }
     }
@@ -189,7 +250,9 @@ impl MpConv {
         // Step 1: one hoisted batch of tap rotations, reused by every group.
         let rotated = ops.rotate_hoisted(ct, &self.tap_steps())?;
         let p_in = self.input.copies();
-        let mut out: Option<Ciphertext> = None;
+        let group = self.placement_group;
+        // One accumulator per giant step u, holding channels u g .. u g + g - 1 at baby offsets.
+        let mut giants: Vec<Option<Ciphertext>> = vec![None; self.c_out.div_ceil(group)];
         for (g, taps) in self.weight_vectors.iter().enumerate() {
             // Step 2: weighted sum over taps.
             let mut acc: Option<Ciphertext> = None;
@@ -213,13 +276,24 @@ impl MpConv {
                     break;
                 }
                 let masked = ops.mul_values(&acc, mask)?;
-                let step = self.placement_step(o);
+                let step = self.baby_step(o % group);
                 let placed = if step == 0 { masked } else { ops.rotate(&masked, step)? };
-                out = Some(match out {
+                let slot = &mut giants[o / group];
+                *slot = Some(match slot.take() {
                     Some(a) => ops.add(&a, &placed)?,
                     None => placed,
                 });
             }
+        }
+        let mut out: Option<Ciphertext> = None;
+        for (u, part) in giants.into_iter().enumerate() {
+            let Some(part) = part else { continue };
+            let step = self.giant_step(u, group);
+            let placed = if step == 0 { part } else { ops.rotate(&part, step)? };
+            out = Some(match out {
+                Some(a) => ops.add(&a, &placed)?,
+                None => placed,
+            });
         }
         let mut out = ops.rescale(&out.ok_or(FheError::Invalid("no output channel".into()))?)?;
         // Step 5: fill the output copies.

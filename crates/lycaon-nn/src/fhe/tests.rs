@@ -192,6 +192,33 @@ fn fhe_mpconv_16x16_logn13_secure() {
 }
 
 #[test]
+fn fhe_mpconv_placement_by_baby_and_giant_steps_cuts_keys() {
+    // ResNet-20's layers at 2^15 slots: (c_in, hw, gap, c_out, stride). The plain placement needs
+    // one key per output channel (less the zero offset); baby and giant steps about 2 sqrt(C_out).
+    let slots = 1 << 15;
+    for &(c_in, hw, gap, c_out, s) in &[(16, 32, 1, 16, 1), (16, 32, 1, 32, 2), (32, 16, 2, 32, 1), (32, 16, 2, 64, 2), (64, 8, 4, 64, 1)] {
+        let input = MultiplexedLayout::new(c_in, hw, hw, gap, slots).unwrap();
+        let conv = MpConv::new(input, c_out, 3, s, &vec![0.0; c_out * c_in * 9]).unwrap();
+        let plain = MpConv::new(input, c_out, 3, s, &vec![0.0; c_out * c_in * 9]).unwrap().with_placement_group(c_out.next_power_of_two()).unwrap();
+        let (keys, plain_keys) = (conv.rotation_steps().len(), plain.rotation_steps().len());
+        assert!(conv.placement_group() < c_out, "{c_in}x{hw} gap {gap} -> {c_out}: g = {}", conv.placement_group());
+        assert!(keys < plain_keys, "{c_in}x{hw} gap {gap} -> {c_out}: {keys} keys, plain {plain_keys}");
+        // At most C_out / g - 1 more rotations.
+        let extra = conv.counts().rotations as i64 - plain.counts().rotations as i64;
+        assert!(extra >= 0 && extra < (c_out / conv.placement_group()) as i64, "{extra} extra rotations");
+    }
+}
+
+#[test]
+fn fhe_mpconv_giant_steps_evaluate_exactly_logn13() {
+    // 128-bit secure set; p_in = 1, so g = 4 of 16 output channels: 4 giant steps.
+    let mut fhe = Fhe::new(13, 50, 40, 2, false);
+    let input = MultiplexedLayout::new(16, 16, 16, 1, fhe.ctx.max_slots()).unwrap();
+    assert!(MpConv::new(input, 16, 3, 1, &vec![0.0; 16 * 16 * 9]).unwrap().placement_group() < 16);
+    check_mpconv(&mut fhe, 9, 16, 16, 1, 16, 3, 1);
+}
+
+#[test]
 fn fhe_block_conv_residual_pool_fc_logn12() {
     // TEST ONLY, insecure: logN = 12 with 5 levels of 40 bits.
     let mut fhe = Fhe::new(12, 50, 40, 5, true);
