@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, LinearTransform, Plaintext};
 
-pub use mpconv::MpConv;
+pub use mpconv::{MpConv, Placement};
 pub use multiplexed::MultiplexedLayout;
 pub use pool_fc::AvgPoolFc;
 

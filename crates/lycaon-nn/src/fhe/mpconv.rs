@@ -46,9 +46,75 @@ pub struct MpConv {
     weight_vectors: Vec<Vec<Vec<f64>>>,
     /// masks[r]: the step-4 mask of copy r.
     masks: Vec<Vec<f64>>,
-    /// g: output channels per giant step of the placement (a power of two, multiple of p_i and
-    /// k_o^2).
-    placement_group: usize,
+    /// Step 4's rotations.
+    placement: Placement,
+}
+
+/// Step 4's rotations for C_out output channels from an input packing to an output packing:
+/// channel o = u g + v is rotated by `baby[v]` into the accumulator of u, and accumulator u by
+/// `giant[u]` (module docs). Shared with the planner's rotation table (lycaon-plan).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// g: output channels per giant step (a power of two, a multiple of p_i and k_o^2).
+    pub group: usize,
+    /// Baby offsets, v < min(g, C_out).
+    pub baby: Vec<i64>,
+    /// Giant offsets, u < ceil(C_out / g).
+    pub giant: Vec<i64>,
+}
+
+impl Placement {
+    /// The placement with output group size g. Errors unless g is a power of two from
+    /// max(p_i, k_o^2) to C_out rounded up (or that minimum).
+    pub fn with_group(input: &MultiplexedLayout, output: &MultiplexedLayout, c_out: usize, g: usize) -> Result<Self, FheError> {
+        let unit = input.copies().max(output.gap * output.gap);
+        let top = c_out.next_power_of_two().max(unit);
+        if !(g.is_power_of_two() && g >= unit && g <= top) {
+            return Err(FheError::Invalid(format!("placement group {g}: a power of two from {unit} to {top}")));
+        }
+        let slots = input.slots as i64;
+        let baby = (0..g.min(c_out))
+            .map(|v| ((v % input.copies() * input.copy_len()) as i64 - output.slot(v, 0, 0) as i64).rem_euclid(slots))
+            .collect();
+        // Channel u g + v sits u g / k_o^2 blocks after channel v.
+        let k2 = output.gap * output.gap;
+        let giant = (0..c_out.div_ceil(g)).map(|u| (-((u * (g / k2) * output.block_len()) as i64)).rem_euclid(slots)).collect();
+        Ok(Self { group: g, baby, giant })
+    }
+
+    /// The g with the fewest distinct steps (ties: the larger g, fewer rotations); g = C_out is
+    /// the plain one-rotation-per-channel placement.
+    pub fn fewest_keys(input: &MultiplexedLayout, output: &MultiplexedLayout, c_out: usize) -> Result<Self, FheError> {
+        let unit = input.copies().max(output.gap * output.gap);
+        let mut g = c_out.next_power_of_two().max(unit);
+        let mut best = Self::with_group(input, output, c_out, g)?;
+        while g > unit {
+            g /= 2;
+            let p = Self::with_group(input, output, c_out, g)?;
+            if p.distinct_steps().len() < best.distinct_steps().len() {
+                best = p;
+            }
+        }
+        Ok(best)
+    }
+
+    /// The baby offset of output channel o.
+    pub fn baby_of(&self, o: usize) -> i64 {
+        self.baby[o % self.group]
+    }
+
+    /// Distinct non-zero steps.
+    pub fn distinct_steps(&self) -> Vec<i64> {
+        let mut s: Vec<i64> = self.baby.iter().chain(&self.giant).copied().filter(|&x| x != 0).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// Rotations of one evaluation over `c_out` channels.
+    pub fn rotations(&self, c_out: usize) -> usize {
+        (0..c_out).filter(|&o| self.baby_of(o) != 0).count() + self.giant.iter().filter(|&&x| x != 0).count()
+    }
 }
 
 impl MpConv {
@@ -118,50 +184,20 @@ impl MpConv {
                 m
             })
             .collect();
-        let mut conv = Self { input, output, c_out, kernel, stride, weight_vectors, masks, placement_group: 0 };
-        conv.placement_group = conv.best_placement_group();
-        Ok(conv)
+        let placement = Placement::fewest_keys(&input, &output, c_out)?;
+        Ok(Self { input, output, c_out, kernel, stride, weight_vectors, masks, placement })
     }
 
     /// g: output channels per giant step of the placement (C_out rounded up to a power of two:
     /// one rotation per channel, no giant steps).
     pub fn placement_group(&self) -> usize {
-        self.placement_group
+        self.placement.group
     }
 
-    /// The same layer with output group size g (a power of two, multiple of p_i and k_o^2, at
-    /// most C_out rounded up): for comparisons.
+    /// The same layer with output group size g (for comparisons; [`Placement::with_group`]).
     pub fn with_placement_group(mut self, g: usize) -> Result<Self, FheError> {
-        let unit = self.input.copies().max(self.output.gap * self.output.gap);
-        if !(g.is_power_of_two() && g >= unit && g <= self.c_out.next_power_of_two().max(unit)) {
-            return Err(FheError::Invalid(format!("placement group {g}: a power of two from {unit} to {}", self.c_out.next_power_of_two().max(unit))));
-        }
-        self.placement_group = g;
+        self.placement = Placement::with_group(&self.input, &self.output, self.c_out, g)?;
         Ok(self)
-    }
-
-    /// The g with the fewest distinct placement steps (ties: the larger g, fewer rotations).
-    fn best_placement_group(&self) -> usize {
-        let unit = self.input.copies().max(self.output.gap * self.output.gap);
-        let top = self.c_out.next_power_of_two().max(unit);
-        let mut best = (usize::MAX, top);
-        let mut g = top;
-        while g >= unit {
-            let distinct = self.placement_steps_for(g).len();
-            if distinct < best.0 {
-                best = (distinct, g);
-            }
-            g /= 2;
-        }
-        best.1
-    }
-
-    /// Distinct non-zero placement steps (baby and giant) under output group size g.
-    fn placement_steps_for(&self, g: usize) -> Vec<i64> {
-        let mut s: Vec<i64> = (0..self.c_out).map(|o| self.baby_step(o % g)).chain((0..self.c_out.div_ceil(g)).map(|u| self.giant_step(u, g))).filter(|&x| x != 0).collect();
-        s.sort_unstable();
-        s.dedup();
-        s
     }
 
     pub fn input_layout(&self) -> &MultiplexedLayout {
@@ -194,22 +230,6 @@ impl MpConv {
         doubling(1, l.gap).chain(doubling(l.row_len(), l.gap)).chain(doubling(l.block_len(), l.padded_blocks())).collect()
     }
 
-    /// Step 4, baby part: the rotation moving output channel v < g (computed in copy
-    /// r = v mod p_i) from channel 0's slots of that copy to v's own slots in the output packing;
-    /// channel u g + v needs this and the giant step of u.
-    fn baby_step(&self, v: usize) -> i64 {
-        let r = v % self.input.copies();
-        let src = r * self.input.copy_len();
-        let dst = self.output.slot(v, 0, 0);
-        (src as i64 - dst as i64).rem_euclid(self.input.slots as i64)
-    }
-
-    /// Step 4, giant part: channel u g + v sits u g / k_o^2 blocks after channel v.
-    fn giant_step(&self, u: usize, g: usize) -> i64 {
-        let k2 = self.output.gap * self.output.gap;
-        (-((u * (g / k2) * self.output.block_len()) as i64)).rem_euclid(self.input.slots as i64)
-    }
-
     /// Step 5: rotate-and-add steps filling the p_o output copies.
     fn replication_steps(&self) -> Vec<i64> {
         (0..self.output.copies().trailing_zeros()).map(|j| -((self.output.copy_len() << j) as i64)).collect()
@@ -217,7 +237,7 @@ impl MpConv {
 
     /// Every rotation step the evaluation needs a key for.
     pub fn rotation_steps(&self) -> Vec<i64> {
-        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain(self.placement_steps_for(self.placement_group)).chain(self.replication_steps()).collect();
+        let mut s: Vec<i64> = self.tap_steps().into_iter().chain(self.channel_sum_steps()).chain(self.placement.distinct_steps()).chain(self.replication_steps()).collect();
         s.retain(|&x| x.rem_euclid(self.input.slots as i64) != 0);
         s.sort_unstable();
         s.dedup();
@@ -232,8 +252,7 @@ impl MpConv {
         let f2 = (self.kernel * self.kernel) as u64;
         let q = self.groups() as u64;
         let sum_rot = self.channel_sum_steps().len() as u64;
-        let g = self.placement_group;
-        let placements = ((0..self.c_out).filter(|&o| self.baby_step(o % g) != 0).count() + (0..self.c_out.div_ceil(g)).filter(|&u| self.giant_step(u, g) != 0).count()) as u64;
+        let placements = self.placement.rotations(self.c_out) as u64;
         let replication = self.replication_steps().len() as u64;
         FheOpCounts { rotations: (f2 - 1) + q * sum_rot + placements + replication, plain_mults: q * f2 + self.c_out as u64, rescales: q + 1, depth: 2 }
     }
@@ -250,7 +269,7 @@ impl MpConv {
         // Step 1: one hoisted batch of tap rotations, reused by every group.
         let rotated = ops.rotate_hoisted(ct, &self.tap_steps())?;
         let p_in = self.input.copies();
-        let group = self.placement_group;
+        let group = self.placement.group;
         // One accumulator per giant step u, holding channels u g .. u g + g - 1 at baby offsets.
         let mut giants: Vec<Option<Ciphertext>> = vec![None; self.c_out.div_ceil(group)];
         for (g, taps) in self.weight_vectors.iter().enumerate() {
@@ -276,7 +295,7 @@ impl MpConv {
                     break;
                 }
                 let masked = ops.mul_values(&acc, mask)?;
-                let step = self.baby_step(o % group);
+                let step = self.placement.baby_of(o);
                 let placed = if step == 0 { masked } else { ops.rotate(&masked, step)? };
                 let slot = &mut giants[o / group];
                 *slot = Some(match slot.take() {
@@ -286,9 +305,8 @@ impl MpConv {
             }
         }
         let mut out: Option<Ciphertext> = None;
-        for (u, part) in giants.into_iter().enumerate() {
+        for (part, &step) in giants.into_iter().zip(&self.placement.giant) {
             let Some(part) = part else { continue };
-            let step = self.giant_step(u, group);
             let placed = if step == 0 { part } else { ops.rotate(&part, step)? };
             out = Some(match out {
                 Some(a) => ops.add(&a, &placed)?,
