@@ -23,9 +23,11 @@
 //!    o = u g + v and g a multiple of p_i and k_o^2, the offset of o is a baby offset that
 //!    depends on v only plus a giant offset -u (g / k_o^2) (block length) that depends on u
 //!    only; so channel o is rotated by its baby offset into the accumulator of u, and each
-//!    accumulator once by its giant offset: g + C_out / g distinct steps instead of C_out, for
-//!    C_out / g - 1 more rotations. g minimises the distinct steps (g = C_out is the plain
-//!    one-rotation-per-channel placement).
+//!    accumulator once by its giant offset: g + C_out / g distinct steps instead of C_out, and
+//!    no more rotations (channel u g's own offset is 0, its rotation is u's giant step). g
+//!    minimises the distinct steps (g = C_out is the plain one-rotation-per-channel placement).
+//!    `cargo run --release -p lycaon-nn --example mpconv_placement` measures both on ResNet-20's
+//!    layers.
 //! 5. Replicate the output copy p_o times by log2 p_o rotate-and-adds.
 //!
 //! Depth 2 (weights, masks). Operation counts: [`MpConv::counts`].
