@@ -703,7 +703,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     fhe_b.add_argument("--images", type=int, default=2, help="bundled MNIST test images per network (default 2)")
     fhe_b.add_argument("--models", nargs="+", default=["mlp", "lenet5", "resnet20"], choices=["mlp", "lenet5", "resnet20", "resnet20-relu"],
                        help="resnet20: AESPA activations; resnet20-relu: the reference ReLU ResNet-20 through the composite minimax ReLU (~20 min an image)")
-    fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; a run takes about 10 minutes and 21 GB: keys, then 8 minutes an image)")
+    fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; AESPA: about 17 GB, keys in 1 minute, then 8 minutes an image; resnet20-relu: 19 minutes an image)")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
     fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
