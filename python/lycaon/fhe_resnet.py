@@ -131,7 +131,7 @@ class FheResNet:
         if any(n.op == "relu" for n in self.graph.nodes):
             spec = composite_relu(list(relu_degrees) if relu_degrees is not None else None)
             stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
-            self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages], "spec": spec}
+            self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages]}
         self.ops, self.input_layout = self._compile()
 
     def _calibrate(self, x: np.ndarray) -> dict:
