@@ -30,7 +30,7 @@ import torch
 from torch.nn import functional as F
 
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate
+from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint
 from lycaon.frontend import resnet, run_float, zoo
 from lycaon.frontend.torch_models import ResNetCifar
 
@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: torch's default)")
     ap.add_argument("--ship", action="store_true", help="write the weights and the registry entry into python/lycaon/models "
                     "(without it the run only reports its accuracy: a twin trained for comparison must not replace the shipped model)")
+    ap.add_argument("--train-only", action="store_true", help="stop after the last epoch's checkpoint; rerun without it (on any machine) to evaluate")
     args = ap.parse_args()
     restarts = [int(e) for e in args.restart_epochs.split(",") if int(e) > 0]
     restart_lrs = [float(v) for v in args.restart_lr.split(",")]
@@ -71,6 +72,11 @@ def main() -> None:
     yt = torch.tensor(train_y, dtype=torch.long)
     xv = torch.tensor(resnet.preprocess(test_x), dtype=torch.float32)
     yv = torch.tensor(test_y, dtype=torch.long)
+    if device == "cuda":
+        # The whole training set lives on the GPU (600 MB) and is augmented there: the steps of
+        # so small a network are bound by launches, not by the arithmetic.
+        xt, yt = xt.to(device), yt.to(device)
+        torch.backends.cudnn.benchmark = True
     net = ResNetCifar(20).to(device)
     if args.init is not None:
         with np.load(args.init) as init:
@@ -116,7 +122,7 @@ def main() -> None:
         opt.load_state_dict(state["opt"])
         if start < total_epochs and start not in boundaries:
             sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["rng"])
+        torch.set_rng_state(state["rng"].cpu())
         if swa is not None and "swa" in state:
             swa.load_state_dict(state["swa"])
         print(f"resuming after epoch {start}", flush=True)
@@ -125,8 +131,8 @@ def main() -> None:
             sched = scheduler(phase_of(epoch))
         net.train()
         began = time.time()
-        perm = torch.randperm(len(xt))
-        total = 0.0
+        perm = torch.randperm(len(xt), device=xt.device)
+        total = torch.zeros((), device=device)
         for k in range(0, len(xt), args.batch):
             idx = perm[k:k + args.batch]
             loss = F.cross_entropy(net(augment(xt[idx]).to(device)), yt[idx].to(device))
@@ -134,16 +140,18 @@ def main() -> None:
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss.detach()) * len(idx)
-        args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            total += loss.detach() * len(idx)
+        total = float(total)  # one synchronisation an epoch, not one a step
         if swa is not None and epoch >= swa_start:
             swa.update_parameters(net)
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1, "rng": torch.get_rng_state(),
-                    **({"swa": swa.state_dict()} if swa is not None else {})}, args.checkpoint)
+        save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1, "rng": torch.get_rng_state(),
+                         **({"swa": swa.state_dict()} if swa is not None else {})}, args.checkpoint)
         msg = f"epoch {epoch + 1}/{total_epochs}: loss {total / len(xt):.4f}, {time.time() - began:.0f} s"
         if (epoch + 1) % 5 == 0 or epoch + 1 in boundaries:
             msg += f", test accuracy {evaluate(net, xv, yv, device):.4f}"
         print(msg, flush=True)
+    if args.train_only:
+        return
     if swa is not None:
         # The averaged weights need batch-norm statistics of their own: one pass over the
         # (augmented) training set in train mode.
@@ -154,7 +162,7 @@ def main() -> None:
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
     graph = resnet.resnet_cifar({k: v.astype(np.float64) for k, v in weights.items()}, 20)
     accuracy = float((run_float(graph, resnet.preprocess(test_x)).argmax(1) == test_y).mean())
-    print(f"test accuracy (Lycaon float executor, 10,000 images): {accuracy:.4f}", flush=True)
+    print(f"test accuracy (Lycaon float executor, {len(test_y)} images): {accuracy:.4f}", flush=True)
     if not args.ship:
         return
     ship(OUT, "resnet20-cifar10", "cifar10", weights, accuracy, len(test_y), "scripts/train_resnet20.py", epochs=args.init_epochs + total_epochs,

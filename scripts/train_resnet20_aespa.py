@@ -36,7 +36,7 @@ from torch.nn import functional as F
 from lycaon.frontend import aespa, resnet, zoo
 from lycaon.frontend.torch_models import HerPN2d, ResNetCifarAespa
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate
+from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "python" / "lycaon" / "models"
@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads for torch (the machine is shared)")
     ap.add_argument("--check-images", type=int, default=200, help="test images on which the folded network must match the trained one")
     ap.add_argument("--ship", action="store_true", help="write the folded weights and the registry entry into python/lycaon/models")
+    ap.add_argument("--train-only", action="store_true", help="stop after the last epoch's checkpoint; rerun without it (on any machine) to evaluate, fold and ship")
     args = ap.parse_args()
     restarts = [int(e) for e in args.restart_epochs.split(",") if int(e) > 0]
     restart_lrs = [float(v) for v in args.restart_lr.split(",")]
@@ -94,6 +95,11 @@ def main() -> None:
     yt = torch.tensor(train_y, dtype=torch.long)
     xv = torch.tensor(resnet.preprocess(test_x), dtype=torch.float32)
     yv = torch.tensor(test_y, dtype=torch.long)
+    if device == "cuda":
+        # The whole training set lives on the GPU (600 MB) and is augmented there: the steps of
+        # so small a network are bound by launches, not by the arithmetic.
+        xt, yt = xt.to(device), yt.to(device)
+        torch.backends.cudnn.benchmark = True
     net = ResNetCifarAespa(20).to(device)
     per_epoch = (len(xt) + args.batch - 1) // args.batch
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -133,7 +139,7 @@ def main() -> None:
         opt.load_state_dict(state["opt"])
         if start < total_epochs and start not in boundaries:
             sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["rng"])
+        torch.set_rng_state(state["rng"].cpu())
         print(f"resuming after epoch {start}", flush=True)
     print(f"{len(xt)} training and {len(xv)} test images, {total_epochs} epochs, {device}, {torch.get_num_threads()} threads", flush=True)
     for epoch in range(start, total_epochs):
@@ -141,8 +147,8 @@ def main() -> None:
             sched = scheduler(phase_of(epoch))
         net.train()
         began = time.time()
-        perm = torch.randperm(len(xt))
-        total = 0.0
+        perm = torch.randperm(len(xt), device=xt.device)
+        total = torch.zeros((), device=device)
         for k in range(0, len(xt), args.batch):
             idx = perm[k:k + args.batch]
             loss = F.cross_entropy(net(augment(xt[idx]).to(device)), yt[idx].to(device))
@@ -150,18 +156,20 @@ def main() -> None:
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss.detach()) * len(idx)
+            total += loss.detach() * len(idx)
+        total = float(total)  # one synchronisation an epoch, not one a step
         if not np.isfinite(total):
             # x^2 terms can blow up; never let a diverged model overwrite a good checkpoint.
             sys.exit(f"epoch {epoch + 1}: the loss is not finite; the checkpoint of epoch {epoch} is kept")
-        args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1,
-                    "rng": torch.get_rng_state(), "schedule": schedule}, args.checkpoint)
+        save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "epoch": epoch + 1,
+                         "rng": torch.get_rng_state(), "schedule": schedule}, args.checkpoint)
         msg = f"epoch {epoch + 1}/{total_epochs}: loss {total / len(xt):.4f}, lr {opt.param_groups[0]['lr']:.4f}, {time.time() - began:.0f} s"
         if (epoch + 1) % 5 == 0 or epoch + 1 in boundaries:
             msg += f", test accuracy {evaluate(net, xv, yv, device):.4f}"
         print(msg, flush=True)
 
+    if args.train_only:
+        return
     # Fold, then check the folded network against the trained one in float64, so that only the
     # folding (not float32 rounding) is measured.
     net.eval()

@@ -8,14 +8,15 @@ from torch.nn import functional as F
 
 
 def augment(x: torch.Tensor) -> torch.Tensor:
-    """Random 32x32 crops of the 4-pixel zero-padded images and random horizontal flips."""
-    b = x.shape[0]
+    """Random 32x32 crops of the 4-pixel zero-padded images and random horizontal flips, on the
+    device the images are on (a GPU run keeps the whole training set there)."""
+    b, dev = x.shape[0], x.device
     padded = F.pad(x, (4, 4, 4, 4))
-    i, j = torch.randint(0, 9, (b,)), torch.randint(0, 9, (b,))
-    rows = (i[:, None] + torch.arange(32))[:, None, :, None]
-    cols = (j[:, None] + torch.arange(32))[:, None, None, :]
-    out = padded[torch.arange(b)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
-    flip = torch.rand(b) < 0.5
+    i, j = torch.randint(0, 9, (b,), device=dev), torch.randint(0, 9, (b,), device=dev)
+    rows = (i[:, None] + torch.arange(32, device=dev))[:, None, :, None]
+    cols = (j[:, None] + torch.arange(32, device=dev))[:, None, None, :]
+    out = padded[torch.arange(b, device=dev)[:, None, None, None], torch.arange(3, device=dev)[None, :, None, None], rows, cols]
+    flip = torch.rand(b, device=dev) < 0.5
     out[flip] = out[flip].flip(3)
     return out
 
@@ -27,3 +28,11 @@ def evaluate(net, x, y, device) -> float:
         for k in range(0, len(x), 500):
             correct += int((net(x[k:k + 500].to(device)).argmax(1).cpu() == y[k:k + 500]).sum())
     return correct / len(x)
+
+
+def save_checkpoint(state: dict, path) -> None:
+    """torch.save through a temporary file, so that a run killed mid-write keeps the last epoch."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
