@@ -704,6 +704,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     fhe_b.add_argument("--models", nargs="+", default=["mlp", "lenet5", "resnet20"], choices=["mlp", "lenet5", "resnet20", "resnet20-relu"],
                        help="resnet20: AESPA activations; resnet20-relu: the reference ReLU ResNet-20 through the composite minimax ReLU (~20 min an image)")
     fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; AESPA: about 17 GB, keys in 1 minute, then 8 minutes an image; resnet20-relu: 19 minutes an image)")
+    fhe_b.add_argument("--resnet20-first", type=int, default=0, metavar="K", help="skip the first K images of ResNet-20's seeded test sample (runs on several machines or sessions add up)")
+    fhe_b.add_argument("--resnet20-log", metavar="FILE", help="append each ResNet-20 image's record to FILE as one JSON line as soon as it is decrypted")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
     fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
@@ -836,7 +838,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             if args.images < 1:
                 raise ValueError("--images must be at least 1")
-            bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images)
+            bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images,
+                          resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log)
             return 0
         if args.command == "bench" and args.suite == "e2e":
             from lycaon.bench import e2e as bench_e2e  # noqa: PLC0415

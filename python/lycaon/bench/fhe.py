@@ -158,7 +158,8 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
-        peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1) -> list[dict]:
+        peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
+        resnet20_log: Optional[str] = None) -> list[dict]:
     from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
 
     root = Path(__file__).resolve().parents[2]
@@ -172,8 +173,9 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
         for model in models:
             if model in RESNET20_NETWORKS:
                 path = tmp / f"{model}_lycaon.json"
-                ours, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--worker-out", str(path)],
-                                      path, env, timeout=3600 * max(1, resnet20_images))
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
+                       "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
+                ours, err = _run_json(cmd, path, env, timeout=3600 * max(1, resnet20_images))
                 rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
                        "lycaon_key_bytes": None if ours is None else ours["key_bytes"], "peer": "orion", "peer_s": None, "peer_peak_bytes": None,
                        "peer_key_bytes": None, "time_ratio": None, "memory_ratio": None,
@@ -230,12 +232,14 @@ def _planned_resnet20() -> Optional[dict]:
             "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
 
 
-def resnet20_worker(images: int, network: str = "resnet20") -> dict:
+def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log: Optional[str] = None) -> dict:
     """ResNet-20 under CKKS with bootstrapping (fhe_resnet), in a process of its own. `resnet20`:
     AESPA activations, the shipped AESPA weights when they exist, else `aespa.synthetic_weights`
     (said in the record); `resnet20-relu`: the reference ReLU ResNet-20 of ../shared/data/models
     (else the shipped ReLU ResNet-20) through the composite minimax ReLU. CIFAR-10 test images
-    from ../shared/data (or the bundled ones)."""
+    from ../shared/data (or the bundled ones): `images` of a fixed seeded sample, after its
+    `first`, so that runs on several machines or sessions add up to one sample; with `log`, each
+    image's record is appended to that file as one JSON line as soon as it is decrypted."""
     from lycaon import fhe_resnet  # noqa: PLC0415
     from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
     from lycaon.models import load_weights  # noqa: PLC0415
@@ -247,7 +251,9 @@ def resnet20_worker(images: int, network: str = "resnet20") -> dict:
     # A seeded sample (the test set is sorted by class), never from the last 64 images, which
     # calibrate when the training set is absent.
     pool = np.random.default_rng(1).permutation(len(raw) - 64)
-    picked = np.sort(pool[:images])
+    if first < 0 or images < 1 or first + images > len(pool):
+        raise ValueError(f"test images {first}..{first + images - 1} of the sample: the sample has {len(pool)}")
+    picked = np.sort(pool[first:first + images])
     x, labels = resnet.preprocess(raw[picked]), labels[picked].copy()
     float_check = resnet.preprocess(raw[np.sort(pool[:FLOAT_CHECK_IMAGES])])
     try:  # calibration (value bounds for bootstrapping) on training images, never the test images run
@@ -287,15 +293,24 @@ def resnet20_worker(images: int, network: str = "resnet20") -> dict:
         out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct)
         latency = time.perf_counter() - t0
         got, want = client.decrypt(out), net.reference(x[i])
-        record = {"latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
+        record = {"test_row": int(picked[i]), "latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
         if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
             twin = net.reference(x[i], approximate=True)
             record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
         per_image.append(record)
+        if log:
+            with open(log, "a") as f:
+                f.write(json.dumps({"network": network, "weights": source, "threads": _threads(), **record}) + "\n")
     network_keys = relin.memory_bytes + galois.memory_bytes
     return {"weights": source, "log_n": 16, "compile_s": compile_s, "composite_float_check": composite_check, "keygen_s": keygen_s, "network_key_bytes": network_keys,
             "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(net.rotation_levels()),
             "inference_s": float(np.median([r["latency_s"] for r in per_image])), "images": per_image, "peak_bytes": _peak_bytes()}
+
+
+def _threads() -> int:
+    from lycaon import ckks_threads  # noqa: PLC0415
+
+    return ckks_threads()
 
 
 def _bits(got: np.ndarray, want: np.ndarray) -> float:
@@ -354,12 +369,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="worker of lycaon bench fhe (one network through Lycaon's FHE mode, JSON out)")
     ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS) + list(RESNET20_NETWORKS))
     ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
+    ap.add_argument("--first", type=int, default=0, help="resnet20: skip this many images of the seeded sample")
+    ap.add_argument("--log", help="resnet20: append each image's record to this file as a JSON line")
     ap.add_argument("--weights")
     ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     a = ap.parse_args(argv)
-    result = resnet20_worker(a.images, a.worker) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    result = resnet20_worker(a.images, a.worker, a.first, a.log) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
     Path(a.worker_out).write_text(json.dumps(result))
     return 0
 
