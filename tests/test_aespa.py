@@ -202,11 +202,28 @@ def test_training_smoke_run(tmp_path):
     env = dict(os.environ)  # the installed package: the source tree has no native module unless built in place
     cmd = [sys.executable, str(SCRIPT), "--limit", "32", "--epochs", "1", "--restart-epochs", "0", "--batch", "32",
            "--check-images", "16", "--checkpoint", str(tmp_path / "smoke.pt")]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    # --train-only (a lent GPU machine): train and checkpoint, fold nothing.
+    run = subprocess.run(cmd + ["--train-only"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "epoch 1/1" in run.stdout and "folded vs trained network" in run.stdout and "test accuracy (folded" in run.stdout
-    assert (tmp_path / "smoke.pt").is_file()
-    # A second run resumes from the checkpoint instead of training again.
+    assert "epoch 1/1" in run.stdout and "folded vs trained network" not in run.stdout
+    assert [f.name for f in tmp_path.iterdir()] == ["smoke.pt"]  # written through a temporary file, none left behind
+    # A second run resumes from the checkpoint instead of training again, then folds and tests.
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert again.returncode == 0 and "resuming after epoch 1" in again.stdout and "epoch 1/1" not in again.stdout
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming after epoch 1" in again.stdout and "epoch 1/1" not in again.stdout
+    assert "folded vs trained network" in again.stdout and "test accuracy (folded" in again.stdout
     assert (ROOT / "python" / "lycaon" / "models" / "registry.json").read_text() == registry  # nothing shipped without --ship
+
+
+@needs_cifar
+def test_shipped_weights_classify_as_registered():
+    from lycaon.frontend import resnet, zoo
+    from lycaon.models import load_weights, registry
+
+    entry = registry()["resnet20-aespa-cifar10"]
+    assert entry["test_images"] == 10000 and entry["activation"] == "aespa-quadratic"
+    x, y = zoo.cifar10("test")
+    rows = np.random.default_rng(3).permutation(len(x))[:300]
+    logits = aespa.forward(load_weights("resnet20-aespa-cifar10"), resnet.preprocess(x[rows]))
+    # 300 of the 10,000 images the registry's accuracy was measured on: within 4 standard errors.
+    assert abs(float((logits.argmax(1) == y[rows]).mean()) - entry["accuracy"]) <= 4 * math.sqrt(0.25 / 300)

@@ -206,6 +206,10 @@ def test_resnet20_compiles_with_bootstrapping_planned():
     levels = net.rotation_levels()
     assert levels and max(levels.values()) <= net.top
     assert all(float(np.log2(b)).is_integer() for b in net.bounds.values())
+    # Bounds are twice the calibration maxima: the calibration images sit at half their range or
+    # below; an input scaled 8 times leaves it (its own bound is at most 4 times its maximum).
+    assert (net.range_ratio(calibration) <= 0.5).all()
+    assert net.range_ratio(8 * calibration[:1])[0] > 1
     want = aespa.forward(aespa.synthetic_weights(calibration), calibration[:1])[0]
     assert np.allclose(net.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)
 

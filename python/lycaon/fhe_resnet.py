@@ -134,15 +134,20 @@ class FheResNet:
             self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages]}
         self.ops, self.input_layout = self._compile()
 
-    def _calibrate(self, x: np.ndarray) -> dict:
-        """Largest |value| of every tensor over the calibration images, as a power of two."""
-        largest: dict = {}
+    def _maxima(self, x: np.ndarray):
+        """Per chunk of images, the largest |value| of every tensor of each image (float64)."""
         for k in range(0, len(x), 8):  # in chunks: the server's peak memory is the keys', not this
             values = {self.graph.input_name: np.asarray(x[k:k + 8], dtype=np.float64)}
             for node in self.graph.nodes:
                 values[node.output] = run_node(node, [values[i] for i in node.inputs])
-            for name, v in values.items():
-                largest[name] = max(largest.get(name, 0.0), float(np.abs(v).max()))
+            yield {name: np.abs(v).reshape(len(v), -1).max(1) for name, v in values.items()}
+
+    def _calibrate(self, x: np.ndarray) -> dict:
+        """Largest |value| of every tensor over the calibration images, as a power of two."""
+        largest: dict = {}
+        for chunk in self._maxima(x):
+            for name, m in chunk.items():
+                largest[name] = max(largest.get(name, 0.0), float(m.max()))
         # Twice the calibration maximum: images beyond it still land inside [-1, 1].
         return {name: float(2.0 ** math.ceil(math.log2(max(2.0 * m, 1e-3)))) for name, m in largest.items()}
 
@@ -244,6 +249,15 @@ class FheResNet:
         last = stages[-1] * (b / 2.0)
         last[0] += b / 2.0
         return stages[:-1] + [last]
+
+    def range_ratio(self, x: np.ndarray) -> np.ndarray:
+        """Per image of the batch `x`, the largest |value| / calibrated bound over all tensors
+        (float64). Above 1 the image leaves the range the bootstraps were planned for (a refreshed
+        tensor divided by its bound falls outside [-1, 1]), and its encrypted result is undefined;
+        conservative, since not every tensor is refreshed."""
+        with np.errstate(over="ignore", invalid="ignore"):  # quadratics can overflow far outside the range
+            ratios = [np.max([m / self.bounds[name] for name, m in chunk.items()], axis=0) for chunk in self._maxima(x)]
+        return np.nan_to_num(np.concatenate(ratios), nan=np.inf) if ratios else np.zeros(0)
 
     def reference(self, x: np.ndarray, approximate: bool = False) -> np.ndarray:
         """The float64 logits of the graph (batch-norm folded), with exact ReLU (the plaintext
