@@ -297,3 +297,12 @@ def test_reference_relu_resnet20_plans_composite_relus():
     exact, approx = net.reference(calibration[0]), net.reference(calibration[0], approximate=True)
     assert np.argmax(exact) == np.argmax(approx) and np.abs(exact - approx).max() <= 0.05 * np.abs(exact).max()
     assert max(net.rotation_levels().values()) <= net.top
+
+
+def test_resnet20_fhe_demo_checks_its_arguments_before_the_keys(capsys):
+    # The whole run needs ~16 GiB and minutes an image (bench fhe measures it); the argument
+    # check must come before any of that.
+    from lycaon.cli import main
+
+    assert main(["demo", "--mode", "fhe", "--model", "resnet20", "--images", "0"]) != 0
+    assert "--images must be 1.." in capsys.readouterr().err
