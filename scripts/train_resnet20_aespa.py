@@ -14,8 +14,12 @@ The default schedule is the one the shipped ReLU ResNet-20 (88.18%, 74 epochs) h
 the two accuracies compare: one cycle of 30 epochs at peak 0.1, then warm restarts (cosine to 0)
 of 8, 24 and 12 epochs at peaks 0.02, 0.04, 0.02; SGD with Nesterov momentum 0.9, weight decay
 5e-4, batches of 128, random crops and flips. Checkpoints every epoch and resumes from the
-checkpoint (rerun the same command), so a CPU run can span sessions. Needs torch:
-pip install 'lycaon[train]'.
+checkpoint (rerun the same command), so a CPU run can span sessions; on a GPU the training set
+is kept and augmented there (about 5 s an epoch on an H200), and --train-only stops after the last
+checkpoint so that another machine folds, tests and ships. Needs torch: pip install 'lycaon[train]'.
+
+The shipped weights (87.45%): --epochs 50 --restart-epochs 0 on an H200, --train-only, then
+--ship here. Their ReLU twin, scripts/train_resnet20.py under the same options: 87.92%.
 
     python scripts/train_resnet20_aespa.py [--checkpoint ~/.cache/lycaon/resnet20_aespa.pt] [--threads 1] [--ship]
     python scripts/train_resnet20_aespa.py --limit 64 --epochs 1 --restart-epochs 0 --checkpoint /tmp/smoke.pt   # smoke test
