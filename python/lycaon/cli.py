@@ -922,6 +922,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             if args.images < 1:
                 raise ValueError("--images must be at least 1")
+            if args.resnet20_images < 1 or args.resnet20_first < 0:
+                raise ValueError("--resnet20-images must be at least 1 and --resnet20-first at least 0")
             bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images,
                           resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log)
             return 0

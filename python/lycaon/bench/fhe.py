@@ -293,7 +293,8 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
         out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct)
         latency = time.perf_counter() - t0
         got, want = client.decrypt(out), net.reference(x[i])
-        record = {"test_row": int(picked[i]), "range_ratio": float(net.range_ratio(x[i:i + 1])[0]), "latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
+        record = {"test_row": int(picked[i]), "range_ratio": float(net.range_ratio(x[i:i + 1])[0]), "latency_s": latency, "bits": _bits(got, want),
+                  "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
         if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
             twin = net.reference(x[i], approximate=True)
             record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
