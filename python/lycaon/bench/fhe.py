@@ -253,7 +253,7 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
     pool = np.random.default_rng(1).permutation(len(raw) - 64)
     if first < 0 or images < 1 or first + images > len(pool):
         raise ValueError(f"test images {first}..{first + images - 1} of the sample: the sample has {len(pool)}")
-    picked = np.sort(pool[first:first + images])
+    picked = pool[first:first + images]  # in sample order: a run cut short has covered a prefix
     x, labels = resnet.preprocess(raw[picked]), labels[picked].copy()
     float_check = resnet.preprocess(raw[np.sort(pool[:FLOAT_CHECK_IMAGES])])
     try:  # calibration (value bounds for bootstrapping) on training images, never the test images run
