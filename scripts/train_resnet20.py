@@ -30,7 +30,7 @@ import torch
 from torch.nn import functional as F
 
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint
+from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint, training_tensors
 from lycaon.frontend import resnet, run_float, zoo
 from lycaon.frontend.torch_models import ResNetCifar
 
@@ -68,15 +68,9 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_x, train_y = zoo.cifar10("train")
     test_x, test_y = zoo.cifar10("test")
-    xt = torch.tensor(resnet.preprocess(train_x), dtype=torch.float32)
-    yt = torch.tensor(train_y, dtype=torch.long)
+    xt, yt = training_tensors(resnet.preprocess(train_x), train_y, device)
     xv = torch.tensor(resnet.preprocess(test_x), dtype=torch.float32)
     yv = torch.tensor(test_y, dtype=torch.long)
-    if device == "cuda":
-        # The whole training set lives on the GPU (600 MB) and is augmented there: the steps of
-        # so small a network are bound by launches, not by the arithmetic.
-        xt, yt = xt.to(device), yt.to(device)
-        torch.backends.cudnn.benchmark = True
     net = ResNetCifar(20).to(device)
     if args.init is not None:
         with np.load(args.init) as init:

@@ -40,7 +40,7 @@ from torch.nn import functional as F
 from lycaon.frontend import aespa, resnet, zoo
 from lycaon.frontend.torch_models import HerPN2d, ResNetCifarAespa
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint
+from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint, training_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "python" / "lycaon" / "models"
@@ -95,15 +95,9 @@ def main() -> None:
     train_x, train_y = train_x[keep], train_y[keep]
     keep = subset(len(test_x), args.limit, args.seed + 1)
     test_x, test_y = test_x[keep], test_y[keep]
-    xt = torch.tensor(resnet.preprocess(train_x), dtype=torch.float32)
-    yt = torch.tensor(train_y, dtype=torch.long)
+    xt, yt = training_tensors(resnet.preprocess(train_x), train_y, device)
     xv = torch.tensor(resnet.preprocess(test_x), dtype=torch.float32)
     yv = torch.tensor(test_y, dtype=torch.long)
-    if device == "cuda":
-        # The whole training set lives on the GPU (600 MB) and is augmented there: the steps of
-        # so small a network are bound by launches, not by the arithmetic.
-        xt, yt = xt.to(device), yt.to(device)
-        torch.backends.cudnn.benchmark = True
     net = ResNetCifarAespa(20).to(device)
     per_epoch = (len(xt) + args.batch - 1) // args.batch
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)

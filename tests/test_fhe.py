@@ -160,11 +160,14 @@ def test_service_over_tcp_survives_a_bad_client():
             bad.sendall(b"\x00" * 8 + b"junk")
             bad.settimeout(10)
             assert b"frame" in bad.recv(4096)
-        client = FheRemoteClient(address)
+        steps = []
+        client = FheRemoteClient(address, on_progress=lambda done, total, name: steps.append((done, total, name)))
         x = rng.uniform(0, 1, (1, 8, 8))
         res = client.infer(x)
         want = fhe.plaintext_reference(g, x)
         assert bits(want, res["logits"]) >= 12 and res["label"] == int(np.argmax(want))
+        # The server reported its progress through the query, step by step, up to the last.
+        assert steps and steps[-1][0] == steps[-1][1] and [d for d, _, _ in steps] == sorted(d for d, _, _ in steps)
         assert client.key_upload_bytes < 2 * client.key_bytes  # seeded: about half the memory size
         client.close()
         assert any("error" in r for r in logs) and any(r.get("event") == "query" for r in logs)
@@ -306,3 +309,50 @@ def test_resnet20_fhe_demo_checks_its_arguments_before_the_keys(capsys):
 
     assert main(["demo", "--mode", "fhe", "--model", "resnet20", "--images", "0"]) != 0
     assert "--images must be 1.." in capsys.readouterr().err
+
+
+def test_resnet20_service_sends_its_spec_and_refuses_uploads_without_bootstrapping_keys():
+    """`serve resnet20 --mode fhe` without running it (keys are ~10 GB): the spec a client builds
+    its keys from, and the refusals a bad client gets, after which the server serves on."""
+    import json
+    import socket
+
+    from lycaon.fhe_resnet import FheResNetClient, ResNetSpec
+    from lycaon.fhe_service import FheServer, _recv, _send
+
+    logs = []
+    server = FheServer("resnet20", log=logs.append)
+    assert server.max_sessions == 1 and server.resnet is not None
+    address = server.start(0)
+    host, port = address.rsplit(":", 1)
+
+    def connect():
+        sock = socket.create_connection((host, int(port)), timeout=60)
+        _send(sock, b"H", json.dumps({"protocol": "lycaon-fhe/1"}).encode())
+        kind, parts = _recv(sock)
+        assert kind == b"S"
+        return sock, json.loads(parts[0]), parts[1]
+
+    try:
+        sock, d, params_bytes = connect()
+        assert d["kind"] == "resnet-bootstrapped" and d["bootstrap_shape"] == "logn16_full_slots" and d["outputs"] == 10
+        spec = ResNetSpec.from_json(d, server.params)
+        assert spec == server.resnet.spec and len(spec.rotation_levels) == 106
+        assert ResNetSpec.from_json(json.loads(json.dumps(spec.to_json())), server.params) == spec
+        with pytest.raises(LycaonError, match="shape"):
+            ResNetSpec.from_json({**d, "bootstrap_shape": "logn15"}, server.params)
+        client = FheResNetClient(spec)
+        with pytest.raises(LycaonError, match="shape"):
+            client.encrypt(np.zeros((3, 16, 16)))
+        _send(sock, b"K", b"", b"", client.public_key.to_bytes())  # no bootstrapping keys
+        kind, parts = _recv(sock)
+        assert kind == b"E" and b"4 parts" in parts[0] and b"bootstrapping" in parts[0]
+        sock.close()
+        sock, _, _ = connect()  # the server serves on; a query before the keys is refused
+        _send(sock, b"Q", client.encrypt(np.zeros((3, 32, 32))).to_bytes())
+        kind, parts = _recv(sock)
+        assert kind == b"E" and b"keys" in parts[0]
+        sock.close()
+        assert sum("error" in r for r in logs) == 2
+    finally:
+        server.stop()

@@ -802,6 +802,13 @@ class CkksBootstrapKeys:
     @property
     def galois_key_count(self) -> int:
         """Number of Galois keys (each generated only up to the level it is used at)."""
+    @property
+    def params(self) -> CkksParameters: ...
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed bytes, every key seeded (about half the memory); pickling uses them."""
+    @staticmethod
+    def from_bytes(params: CkksParameters, data: bytes) -> "CkksBootstrapKeys":
+        """Parses bytes made by ``to_bytes`` under the same parameters (LycaonError otherwise)."""
 
 class CkksBootstrapper:
     """ModRaise, CoeffsToSlots, EvalMod and SlotsToCoeffs for one parameter set and shape."""
@@ -816,9 +823,11 @@ class CkksBootstrapper:
     @property
     def rotation_count(self) -> int:
         """Number of (rotation, level) pairs the circuit uses."""
-    def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
+    def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext, keys: Optional[CkksBootstrapKeys] = None) -> CkksCiphertext:
         """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
-        ``evaluator`` holds ``keys.evaluation_keys``. The first call also encodes the transforms."""
+        ``evaluator`` holds ``keys.evaluation_keys``; ``keys`` supplies the encapsulation keys in
+        place of attached ones (one bootstrapper serves many sessions). The first call also
+        encodes the transforms."""
 
 def ckks_threads() -> int:
     """Threads of the pool CKKS evaluation runs on (RAYON_NUM_THREADS when the pool starts)."""

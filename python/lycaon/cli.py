@@ -344,19 +344,28 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     return 0
 
 
-def _serve_fhe(model: str, port: int, host: str, max_sessions: int) -> int:
+def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) -> int:
     from rich.console import Console  # noqa: PLC0415
 
+    from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
     from lycaon.fhe_service import FheServer  # noqa: PLC0415
 
-    model = DEMO_MODELS.get(model, model)
+    if model not in RESNET20_MODELS:
+        model = DEMO_MODELS.get(model, model)
     with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, diagonals, level plan)"):
         server = FheServer(model, max_sessions=max_sessions, log=lambda r: print(_log_line(r), file=sys.stderr if "error" in r else sys.stdout, flush=True))
-    p = server.model.params
-    _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
-           ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in server.model.summary()])
+    p = server.params
+    if server.resnet is not None:
+        net = server.resnet
+        kinds = [op.kind for op in net.ops]
+        print(f"{model}: FHE program with bootstrapping (CKKS logN {int(np.log2(p.n))}, 2^{int(np.log2(net.slots))} slots, {net.top} levels between bootstraps, "
+              f"{kinds.count('conv')} multiplexed convolutions, {kinds.count('quadratic')} quadratic and {kinds.count('relu')} composite-ReLU activations, "
+              f"{len(net.spec.rotation_levels)} rotation keys by level); a session holds about 10 GB of the client's keys")
+    else:
+        _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
+               ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in server.model.summary()])
     address = server.start(port, host)
-    print(f"serving {model} in the FHE mode on {address} (up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    print(f"serving {model} in the FHE mode on {address} (up to {server.max_sessions} sessions at once); Ctrl-C stops", flush=True)
     try:
         while True:
             time.sleep(0.5)
@@ -373,18 +382,26 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
 
     from lycaon.fhe_service import FheRemoteClient  # noqa: PLC0415
 
-    with Console(stderr=True).status(f"{server}: connecting") as status:
-        client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"))
-    names = client.labels or []
-    inputs = [item for spec in images for item in _read_images(spec, client)]
-    p = client.params
-    print(f"{server}: {client.program['name']} in the FHE mode (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
-          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded")
-    records = []
     with Progress(transient=True) as bar:
+        step = bar.add_task("", total=None, visible=False)
+
+        def on_progress(done: int, total: int, name: str) -> None:
+            bar.update(step, completed=done, total=total, description=f"server: {name}", visible=True)
+
+        with Console(stderr=True).status(f"{server}: connecting") as status:
+            client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"), on_progress=on_progress)
+        names = client.labels or []
+        inputs = [item for spec in images for item in _read_images(spec, client)]
+        p = client.params
+        boot = " with bootstrapping" if client.program["bootstrapping"] else ""
+        bar.console.print(f"{server}: {client.program['name']} in the FHE mode{boot} (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
+                          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded "
+                          f"in {_si(client.upload_s, 's')}")
+        records = []
         task = bar.add_task("encrypted inference", total=len(inputs))
         for name, x, truth in inputs:
             bar.update(task, description=f"{name}: encrypted inference")
+            bar.reset(step, visible=False)
             res = client.infer(x)
             label = res["label"]
             title = f"{name}: label {label}" + (f" ({names[label]})" if label < len(names) and names[label] != str(label) else "")
@@ -393,10 +410,12 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
             bar.console.print(f"{title}; {_si(res['total_s'], 's')} (client {_si(res['client_s'], 's')}, server {_si(res['server_s'], 's')}), "
                               f"{_si(res['up_bytes'], 'B')} up, {_si(res['down_bytes'], 'B')} down")
             records.append({"image": name, "label": label, "true_label": truth, "logits": res["logits"].tolist(),
-                            **{k: res[k] for k in ("total_s", "client_s", "server_s", "comm_s", "up_bytes", "down_bytes")}})
+                            **{k: res[k] for k in ("total_s", "client_s", "server_s", "comm_s", "up_bytes", "down_bytes", "server")}})
             bar.advance(task)
     client.close()
-    _write_json(json_path, {"server": server, "mode": "fhe", "program": client.program["name"], "key_upload_bytes": client.key_upload_bytes, "results": records})
+    _write_json(json_path, {"server": server, "mode": "fhe", "program": client.program["name"], "bootstrapping": client.program["bootstrapping"],
+                            "keygen_s": client.keygen_s, "key_upload_bytes": client.key_upload_bytes, "upload_s": client.upload_s,
+                            "server_key_bytes": client.key_bytes, "results": records})
     return 0
 
 
@@ -549,7 +568,7 @@ def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
             bar.update(task, completed=i + 1)
     plain = run_float(graph, x)
     enc = np.array([r["logits"] for r in results])
-    bits = [float(-np.log2(np.abs(e - p).max() / np.abs(p).max())) for e, p in zip(enc, plain)]
+    bits = [fhe.precision_bits(e, p) for e, p in zip(enc, plain)]
     fl, pr = plain.argmax(1), enc.argmax(1)
     key_bytes = relin.memory_bytes + galois.memory_bytes
     summary = {
@@ -575,10 +594,6 @@ def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
     return 0
 
 
-FHE_RESNET20 = {"resnet20": "resnet20-aespa-cifar10", "resnet20-aespa-cifar10": "resnet20-aespa-cifar10",
-                "resnet20-relu": "resnet20-cifar10", "resnet20-cifar10": "resnet20-cifar10"}
-
-
 def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int:
     """ResNet-20 in the FHE mode with bootstrapping (fhe_resnet): AESPA quadratics (the shipped
     trained weights) or, for the ReLU network, the composite minimax ReLU. The client generates
@@ -587,11 +602,10 @@ def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int
     8 minutes an image (AESPA) or 20 (ReLU)."""
     from rich.progress import Progress  # noqa: PLC0415
 
-    from lycaon import fhe_resnet  # noqa: PLC0415
-    from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
-    from lycaon.models import load_weights  # noqa: PLC0415
+    from lycaon import fhe, fhe_resnet  # noqa: PLC0415
+    from lycaon.frontend import resnet, zoo  # noqa: PLC0415
 
-    name = FHE_RESNET20[model]
+    name = fhe_resnet.RESNET20_MODELS[model]
     raw, y = _bundled("cifar10")
     try:  # value bounds for the bootstraps: training images, else the bundled images not classified
         calibration, spare = zoo.cifar10("train")[0][:64], len(raw)
@@ -601,15 +615,14 @@ def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int
         raise lycaon.LycaonError(f"--images must be 1..{spare} (the bundled CIFAR-10 test images)")
     x, y = resnet.preprocess(raw[:images]), y[:images].astype(np.int64)
     t0 = time.perf_counter()
-    graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
-    net = fhe_resnet.FheResNet(graph, resnet.preprocess(calibration))
+    net = fhe_resnet.load_resnet20(model, calibration)
     compile_s = time.perf_counter() - t0
-    client = fhe_resnet.FheResNetClient(net)
+    client = fhe_resnet.FheResNetClient(net.spec)
     with Progress(transient=True) as bar:
         task = bar.add_task("key generation", total=2)
         steps = iter(range(3))
         t0 = time.perf_counter()
-        relin, galois, boot, boot_keys = client.keys(progress=lambda what: bar.update(task, completed=next(steps), description=f"key generation: {what}"))
+        relin, galois, boot_keys = client.keys(progress=lambda what: bar.update(task, completed=next(steps), description=f"key generation: {what}"))
         keygen_s = time.perf_counter() - t0
     results = []
     with Progress(transient=True) as bar:
@@ -622,12 +635,12 @@ def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int
                 bar.update(op_task, completed=done, total=total, description=f"image {i + 1}: {step}")
 
             t0 = time.perf_counter()
-            out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct, progress=progress)
+            out, stats = fhe_resnet.infer(net, relin, galois, boot_keys, ct, progress=progress)
             results.append({"logits": client.decrypt(out), "server_s": time.perf_counter() - t0, **stats})
             bar.update(task, completed=i + 1)
     plain = np.array([net.reference(v) for v in x])
     enc = np.array([r["logits"] for r in results])
-    bits = [float(-np.log2(np.abs(e - p).max() / np.abs(p).max())) for e, p in zip(enc, plain)]
+    bits = [fhe.precision_bits(e, p) for e, p in zip(enc, plain)]
     fl, pr = plain.argmax(1), enc.argmax(1)
     ratio = net.range_ratio(x)
     summary = {
@@ -657,7 +670,9 @@ def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int
 
 
 def _demo(mode: str, model: Optional[str], images: int, link: str, json_path: Optional[str], flood_bits: float, exact_truncation: bool = True) -> int:
-    if mode == "fhe" and model in FHE_RESNET20:
+    from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
+
+    if mode == "fhe" and model in RESNET20_MODELS:
         return _demo_fhe_resnet20(model, images, json_path)
     if mode == "fhe":
         return _demo_fhe(model or "cnn-square", images, json_path)
@@ -837,13 +852,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.add_argument("--json", metavar="FILE", help="write the plan as JSON (what lycaon serve executes)")
     plan.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts")
     serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
-    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file")
+    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file; with --mode fhe also cnn-square, "
+                       "resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu (composite minimax ReLU)")
     serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS; quadratic activations)")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451 hybrid, 7452 fhe; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
     serve.add_argument("--reveal", choices=("logits", "label"), default="logits", help="what clients learn: the logits (default) or only the label")
-    serve.add_argument("--max-sessions", type=int, default=4, help="clients served at once (default 4)")
+    serve.add_argument("--max-sessions", type=int, default=None, help="clients served at once (default 4; fhe ResNet-20: 1, ~10 GB of keys a session)")
     serve.add_argument("--link", default="lan", metavar="lan|wan|BW,DELAY", help="link the plan is tuned for (default lan)")
     serve.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the noise flooding the server's ciphertexts (default 40)")
     serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
@@ -888,7 +904,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "infer" and args.mode == "fhe":
             return _infer_fhe(args.server, args.images, args.json)
         if args.command == "serve":
-            return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
+            return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
         if args.command == "infer":
             return _infer(args.server, args.images, args.json, not args.no_layers, args.link)
         if args.command == "demo":

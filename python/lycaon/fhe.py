@@ -589,6 +589,12 @@ def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: in
                      "bootstrapping placement is not built into the FHE compiler yet")
 
 
+def precision_bits(got: np.ndarray, want: np.ndarray) -> float:
+    """-log2 of the largest error relative to the largest |value| of `want` (CKKS precision)."""
+    err = max(float(np.abs(np.asarray(got) - np.asarray(want)).max()), 1e-300)
+    return float(-np.log2(err / np.abs(want).max()))
+
+
 def plaintext_reference(graph: Graph, x: np.ndarray) -> np.ndarray:
     """The float64 logits the FHE program approximates (the model front's executor)."""
     from .frontend import run_float  # noqa: PLC0415

@@ -20,9 +20,11 @@ itself and/or on a stage's input (always in [-1, 1], so no scaling), placed to u
 bootstraps and then to leave the most levels (two per ReLU in ResNet-20, where a ReLU's input
 arrives with one or two levels).
 
-Server (`FheResNet`): weights, layers, the plan; the client (`FheClient`-like methods here)
-holds the secret key and generates the level-aware rotation keys of the convolutions and the
-bootstrapping keys.
+Server (`FheResNet`): weights, layers, the plan, one bootstrapper that every session shares;
+`FheResNetSession`: one client's public keys. The client (`FheResNetClient`, from the public
+`ResNetSpec` alone) holds the secret key and generates the level-aware rotation keys of the
+convolutions and the bootstrapping keys; `lycaon serve/infer --mode fhe` carry them over TCP
+(fhe_service).
 """
 
 from __future__ import annotations
@@ -36,14 +38,18 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ._native import (
+    CkksBootstrapKeys,
     CkksBootstrapParams,
     CkksBootstrapper,
+    CkksCiphertext,
     CkksDecryptor,
     CkksEncoder,
     CkksEncryptor,
     CkksEvaluationKeys,
     CkksEvaluator,
     CkksKeyGenerator,
+    CkksParameters,
+    CkksPublicKey,
     FheAvgPoolFc,
     FheMpConv,
     LycaonError,
@@ -98,6 +104,48 @@ def evaluate_composite_relu(ev: CkksEvaluator, x, bound: float, steps: Sequence[
     return ev.rescale(ev.mul_relin(u, y))
 
 
+#: Model names this path serves: the shipped AESPA ResNet-20 (quadratics) and the shipped ReLU
+#: ResNet-20 (composite minimax ReLU), each under the name of its weights too.
+RESNET20_MODELS = {"resnet20": "resnet20-aespa-cifar10", "resnet20-aespa-cifar10": "resnet20-aespa-cifar10",
+                   "resnet20-relu": "resnet20-cifar10", "resnet20-cifar10": "resnet20-cifar10"}
+
+#: The one bootstrappable shape (logN = 16, 2^15 slots), by the name the wire spec uses.
+BOOTSTRAP_SHAPES = {"logn16_full_slots": CkksBootstrapParams.logn16_full_slots}
+
+
+@dataclass(frozen=True)
+class ResNetSpec:
+    """What a client needs (public): the parameters and bootstrapping shape, the input's
+    multiplexed layout, every rotation step with the highest level it is used at, the logits."""
+
+    params: CkksParameters
+    shape_name: str
+    input_shape: tuple
+    input_layout: tuple
+    rotation_levels: dict
+    top: int
+    outputs: int
+
+    def to_json(self) -> dict:
+        return {"kind": "resnet-bootstrapped", "bootstrap_shape": self.shape_name, "input_shape": list(self.input_shape),
+                "input_layout": list(self.input_layout), "rotation_levels": {str(k): v for k, v in self.rotation_levels.items()},
+                "top_level": self.top, "outputs": self.outputs}
+
+    @staticmethod
+    def from_json(d: dict, params: CkksParameters) -> "ResNetSpec":
+        name = d.get("bootstrap_shape")
+        if name not in BOOTSTRAP_SHAPES:
+            raise LycaonError(f"unknown bootstrapping shape {name!r} (this client knows {', '.join(BOOTSTRAP_SHAPES)})")
+        if BOOTSTRAP_SHAPES[name]().parameters().to_bytes() != params.to_bytes():
+            raise LycaonError(f"the parameters sent are not those of the bootstrapping shape {name}")
+        return ResNetSpec(params, name, tuple(d["input_shape"]), tuple(int(v) for v in d["input_layout"]),
+                          {int(k): int(v) for k, v in d["rotation_levels"].items()}, int(d["top_level"]), int(d["outputs"]))
+
+    @property
+    def shape(self) -> CkksBootstrapParams:
+        return BOOTSTRAP_SHAPES[self.shape_name]()
+
+
 @dataclass
 class _Op:
     kind: str  # conv, quadratic, relu, add, pool_fc
@@ -121,7 +169,8 @@ class FheResNet:
         # act2 squared (S' = a S^2), which overflows float64 within a few blocks; a x^2 + b x + c
         # costs two levels here instead (a x first, then times x).
         self.graph = fold_batchnorm(graph)
-        self.shape = CkksBootstrapParams.logn16_full_slots()
+        self.shape_name = "logn16_full_slots"
+        self.shape = BOOTSTRAP_SHAPES[self.shape_name]()
         self.params = self.shape.parameters()
         self.slots = self.params.max_slots
         self.top = self.shape.residual_levels
@@ -133,6 +182,21 @@ class FheResNet:
             stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
             self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages]}
         self.ops, self.input_layout = self._compile()
+        self._bootstrapper: Optional[CkksBootstrapper] = None
+
+    @property
+    def spec(self) -> ResNetSpec:
+        """The public part a client needs (no weights)."""
+        return ResNetSpec(self.params, self.shape_name, tuple(self.graph.input_shape), tuple(self.input_layout), self.rotation_levels(),
+                          self.top, self.ops[-1].layout[0])
+
+    @property
+    def bootstrapper(self) -> CkksBootstrapper:
+        """The circuit, built on first use and shared by every session (it keeps the transforms'
+        encoded diagonals, 3.1 GB, after the first bootstrap); each call brings its keys."""
+        if self._bootstrapper is None:
+            self._bootstrapper = CkksBootstrapper(self.params, self.shape)
+        return self._bootstrapper
 
     def _maxima(self, x: np.ndarray):
         """Per chunk of images, the largest |value| of every tensor of each image (float64)."""
@@ -196,8 +260,8 @@ class FheResNet:
                 wgt = np.asarray(lin.params["weight"], dtype=np.float64)
                 bias = np.asarray(lin.params.get("bias") if lin.params.get("bias") is not None else np.zeros(wgt.shape[0]), dtype=np.float64)
                 layer = FheAvgPoolFc(self.params, src, wgt.shape[0], wgt.ravel(), bias)
-                ops.append(_Op("pool_fc", node.name, list(node.inputs), lin.output, 1, layer))
                 out = (wgt.shape[0],)
+                ops.append(_Op("pool_fc", node.name, list(node.inputs), lin.output, 1, layer, out))
                 layouts[flat.output] = out
                 i += 2
                 node = lin
@@ -205,6 +269,8 @@ class FheResNet:
                 raise ModelError(f"{node.describe()}: the FHE ResNet compiler does not take '{node.op}'")
             layouts[node.output] = out
             i += 1
+        if not ops or ops[-1].kind != "pool_fc":
+            raise ModelError(f"{g.name}: the FHE ResNet compiler expects the network to end in global average pooling and a linear layer")
         return ops, layouts[g.input_name]
 
     def rotation_levels(self) -> dict:
@@ -271,49 +337,107 @@ class FheResNet:
 
 
 class FheResNetClient:
-    """Client side: secret key, keys (level-aware rotations, relinearisation, bootstrapping), input, output."""
+    """Client side, from the public `ResNetSpec`: secret key (never leaves), public key (for the
+    server's re-randomisation), keys (level-aware rotations, relinearisation, bootstrapping),
+    packing, encryption, decryption."""
 
-    def __init__(self, net: FheResNet):
-        self.net = net
-        self._keygen = CkksKeyGenerator(net.params)
+    def __init__(self, spec: ResNetSpec):
+        self.spec = spec
+        self._keygen = CkksKeyGenerator(spec.params)
         self._sk = self._keygen.secret_key()
-        self._encoder = CkksEncoder(net.params)
-        self._encryptor = CkksEncryptor(net.params, None, self._sk)
-        self._decryptor = CkksDecryptor(net.params, self._sk)
+        self.public_key: CkksPublicKey = self._keygen.public_key()
+        self._encoder = CkksEncoder(spec.params)
+        self._encryptor = CkksEncryptor(spec.params, None, self._sk)
+        self._decryptor = CkksDecryptor(spec.params, self._sk)
+
+    def network_keys(self):
+        """(relinearisation key, Galois keys): every rotation step of the convolutions at the
+        highest level it is used at (level-aware)."""
+        need = self.spec.rotation_levels
+        relin = self._keygen.relin_key(level=self.spec.top)
+        return relin, self._keygen.galois_keys(list(need), levels=list(need.values()))
+
+    def bootstrap_keys(self) -> CkksBootstrapKeys:
+        """Every key of the bootstrapping circuit, each only up to the level where it is used."""
+        return CkksBootstrapper(self.spec.params, self.spec.shape).generate_keys(self._keygen)
 
     def keys(self, progress: Optional[Callable[[str], None]] = None):
-        """(network evaluation keys, bootstrapping keys) and their bytes."""
-        need = self.net.rotation_levels()
+        """(relinearisation key, Galois keys, bootstrapping keys) in one call."""
         if progress:
-            progress(f"{len(need)} rotation keys by level")
-        relin = self._keygen.relin_key(level=self.net.top)
-        galois = self._keygen.galois_keys(list(need), levels=list(need.values()))
+            progress(f"{len(self.spec.rotation_levels)} rotation keys by level")
+        relin, galois = self.network_keys()
         if progress:
             progress("bootstrapping keys")
-        boot = CkksBootstrapper(self.net.params, self.net.shape)
-        boot_keys = boot.generate_keys(self._keygen)
-        boot.attach_keys(boot_keys)
-        return relin, galois, boot, boot_keys
+        return relin, galois, self.bootstrap_keys()
 
-    def encrypt(self, x: np.ndarray):
-        v = multiplexed_pack(*self.net.input_layout, np.asarray(x, dtype=np.float64).ravel())
-        return self._encryptor.encrypt_symmetric(self._encoder.encode(v, level=self.net.top)).expand()
+    def encrypt(self, x: np.ndarray) -> CkksCiphertext:
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != tuple(self.spec.input_shape):
+            raise LycaonError(f"the model takes input of shape {tuple(self.spec.input_shape)}, got {x.shape}")
+        v = multiplexed_pack(*self.spec.input_layout, x.ravel())
+        return self._encryptor.encrypt_symmetric(self._encoder.encode(v, level=self.spec.top)).expand()
 
-    def decrypt(self, ct, n_out: int = 10) -> np.ndarray:
-        return np.asarray(self._encoder.decode_real(self._decryptor.decrypt(ct)))[:n_out]
+    def decrypt(self, ct: CkksCiphertext) -> np.ndarray:
+        return np.asarray(self._encoder.decode_real(self._decryptor.decrypt(ct)))[:self.spec.outputs]
 
 
-def infer(net: FheResNet, relin, galois, boot: CkksBootstrapper, boot_keys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
-    """Runs the network; returns (logits ciphertext, {bootstraps, seconds per kind})."""
+class FheResNetSession:
+    """One client's public keys over a compiled network (server side). `infer` re-randomises
+    its result with a fresh encryption of zero under the client's public key, when given."""
+
+    def __init__(self, net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, public_key: Optional[CkksPublicKey] = None):
+        self.net, self.relin, self.galois, self.boot_keys = net, relin, galois, boot_keys
+        self._rerandomiser = CkksEncryptor(net.params, public_key, None) if public_key is not None else None
+
+    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
+        """(logits ciphertext, {bootstraps, seconds per kind}); LycaonError for an input of
+        another slot count or level."""
+        net = self.net
+        if ct.slots != net.slots or ct.level != net.top:
+            raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the network takes {net.slots} slots at level {net.top}")
+        out, stats = infer(net, self.relin, self.galois, self.boot_keys, ct, progress)
+        if self._rerandomiser is not None:
+            encoder = CkksEncoder(net.params)
+            zero = encoder.encode(np.zeros(net.slots), level=out.level, scale=out.scale)
+            out = CkksEvaluator(net.params, CkksEvaluationKeys(None, None)).add(out, self._rerandomiser.encrypt(zero))
+        return out, stats
+
+
+def load_resnet20(model: str, calibration: Optional[np.ndarray] = None) -> FheResNet:
+    """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS.
+    `calibration`: raw uint8 CIFAR-10 images for the value bounds; default 64 training images
+    from ../shared/data, else the last 64 bundled test images."""
+    from .frontend import aespa, resnet, zoo  # noqa: PLC0415
+    from .models import load_weights  # noqa: PLC0415
+
+    if model not in RESNET20_MODELS:
+        raise LycaonError(f"unknown FHE ResNet-20 model '{model}' (one of {', '.join(RESNET20_MODELS)})")
+    name = RESNET20_MODELS[model]
+    if calibration is None:
+        try:
+            calibration = zoo.cifar10("train")[0][:64]
+        except OSError:
+            from .data import demo_images  # noqa: PLC0415
+
+            calibration = demo_images("cifar10")[0][-64:]
+    graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
+    graph.name = name
+    return FheResNet(graph, resnet.preprocess(calibration))
+
+
+def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
+    """Runs the network on `net.bootstrapper` with one client's keys; returns (logits
+    ciphertext, {bootstraps, seconds per kind})."""
     ev = CkksEvaluator(net.params, CkksEvaluationKeys(relin, galois))
     boot_ev = CkksEvaluator(net.params, boot_keys.evaluation_keys)
     encoder = CkksEncoder(net.params)
+    boot = net.bootstrapper
     values = {net.graph.input_name: ct}
     stats = {"bootstraps": 0, "bootstrap_s": 0.0, "conv_s": 0.0, "quadratic_s": 0.0, "relu_s": 0.0, "other_s": 0.0}
 
     def bootstrap(x):
         t0 = time.perf_counter()
-        x = boot.bootstrap(boot_ev, x)
+        x = boot.bootstrap(boot_ev, x, boot_keys)
         stats["bootstraps"] += 1
         stats["bootstrap_s"] += time.perf_counter() - t0
         return x

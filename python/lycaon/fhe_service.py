@@ -1,16 +1,20 @@
 """FHE mode over TCP: `lycaon serve MODEL --mode fhe` and `lycaon infer --mode fhe`.
 
 One session: the client says hello and receives the public program (CKKS parameters, input
-packing, where the logits come out, the rotation steps with their levels); it generates the
-level-aware keyset and uploads it once, seeded; then each query is one ciphertext up and one
-ciphertext (re-randomised with the client's public key) down. The server holds the weights and
-the session's public keys only.
+packing, where the logits come out, the rotation steps with their levels; for ResNet-20 also the
+bootstrapping shape); it generates the level-aware keyset (and the bootstrapping keys) and
+uploads it once, seeded; then each query is one ciphertext up and one ciphertext (re-randomised
+with the client's public key) down. The server holds the weights and the session's public keys
+only.
 
-Frames: 4-byte big-endian length, one kind byte, payload. A payload of several binary parts is a
-4-byte count, then each part as 4-byte length and bytes. Kinds: H hello (JSON), S spec (JSON,
-parameter bytes), K keys (relinearisation, Galois, public), k keys accepted (JSON), Q query
-(ciphertext), R result (JSON, ciphertext), E error (UTF-8 message). A malformed frame or object
-gets an E and closes that connection; the server goes on serving the others.
+Frames: 8-byte big-endian length, one kind byte, payload. A payload of several binary parts is a
+4-byte count, then each part as 8-byte length and bytes; parts are written and read one at a
+time (a ResNet-20 key upload is about 5 GB: no copy of the whole frame is made). Kinds: H hello
+(JSON), S spec (JSON, parameter bytes), K keys (relinearisation, Galois, public; ResNet-20 adds
+the bootstrapping keys), k keys accepted (JSON), Q query (ciphertext), P progress (JSON: steps
+done, of how many, which; sent during a query when the hello asked for it), R result (JSON,
+ciphertext), E error (UTF-8 message). A malformed frame or object gets an E and closes that
+connection; the server goes on serving the others.
 """
 
 from __future__ import annotations
@@ -25,19 +29,24 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ._native import CkksCiphertext, CkksGaloisKeys, CkksParameters, CkksPublicKey, CkksRelinKey, LycaonError
+from ._native import CkksBootstrapKeys, CkksCiphertext, CkksGaloisKeys, CkksParameters, CkksPublicKey, CkksRelinKey, LycaonError
 from .fhe import FheClient, FheModel, FheSpec
+from .fhe_resnet import RESNET20_MODELS, FheResNetClient, FheResNetSession, ResNetSpec, load_resnet20
 
 PROTOCOL = "lycaon-fhe/1"
 DEFAULT_PORT = 7452
-#: Largest frame accepted (key uploads of the networks this mode runs take a few hundred MB).
+#: Largest frame accepted (a ResNet-20 key upload with bootstrapping keys is about 5 GB).
 MAX_FRAME = 8 << 30
 
 
 def _send(sock: socket.socket, kind: bytes, *parts: bytes) -> int:
-    body = struct.pack(">I", len(parts)) + b"".join(struct.pack(">Q", len(p)) + p for p in parts)
-    sock.sendall(struct.pack(">Q", len(body) + 1) + kind + body)
-    return len(body) + 9
+    """Sends one frame part by part; returns its bytes."""
+    body = 4 + sum(8 + len(p) for p in parts)
+    sock.sendall(struct.pack(">Q", body + 1) + kind + struct.pack(">I", len(parts)))
+    for p in parts:
+        sock.sendall(struct.pack(">Q", len(p)))
+        sock.sendall(p)
+    return body + 9
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -56,21 +65,24 @@ def _recv(sock: socket.socket) -> tuple[bytes, list[bytes]]:
     (length,) = struct.unpack(">Q", _recv_exact(sock, 8))
     if not 1 <= length <= MAX_FRAME:
         raise LycaonError(f"frame of {length} bytes (the limit is {MAX_FRAME})")
-    frame = _recv_exact(sock, length)
-    kind, body = frame[:1], frame[1:]
-    if len(body) < 4:
+    kind = _recv_exact(sock, 1)
+    left = length - 1
+    if left < 4:
         raise LycaonError("a frame without its part count")
-    (count,) = struct.unpack(">I", body[:4])
-    parts, at = [], 4
+    (count,) = struct.unpack(">I", _recv_exact(sock, 4))
+    left -= 4
+    parts = []
     for _ in range(count):
-        if at + 8 > len(body):
+        if left < 8:
             raise LycaonError("a frame cut short")
-        (n,) = struct.unpack(">Q", body[at:at + 8])
-        at += 8
-        if at + n > len(body):
+        (n,) = struct.unpack(">Q", _recv_exact(sock, 8))
+        left -= 8
+        if n > left:
             raise LycaonError("a frame part runs past the frame")
-        parts.append(body[at:at + n])
-        at += n
+        parts.append(_recv_exact(sock, n))
+        left -= n
+    if left:
+        raise LycaonError(f"a frame with {left} bytes after its last part")
     return kind, parts
 
 
@@ -88,32 +100,71 @@ def spec_from_json(d: dict, params: CkksParameters) -> FheSpec:
 
 
 class FheServer:
-    """Serves one compiled network in the FHE mode; `start` listens, `stop` ends."""
+    """Serves one compiled network in the FHE mode; `start` listens, `stop` ends. The ResNet-20
+    models (`fhe_resnet.RESNET20_MODELS`) run with bootstrapping: each session then holds about
+    10 GB of the client's keys, beside one bootstrapper all sessions share."""
 
-    def __init__(self, model, max_sessions: int = 4, log: Optional[Callable[[dict], None]] = None, **compile_options):
-        """`model`: a zoo name, a model file, or a model-front Graph; `compile_options` go to FheModel."""
+    def __init__(self, model, max_sessions: Optional[int] = None, log: Optional[Callable[[dict], None]] = None, **compile_options):
+        """`model`: a zoo name, a model file, a model-front Graph, or a ResNet-20 name;
+        `compile_options` go to FheModel. `max_sessions`: default 4, or 1 with bootstrapping."""
         from lycaon.frontend import zoo  # noqa: PLC0415
         from lycaon.frontend.ir import Graph  # noqa: PLC0415
         from lycaon.hybrid import LABELS  # noqa: PLC0415
-        from lycaon.plan import dataset_of  # noqa: PLC0415
 
-        graph = model if isinstance(model, Graph) else zoo.load_model(model)
-        model = graph.name if isinstance(model, Graph) else model
-        self.model = FheModel(graph, **compile_options)
-        dataset = dataset_of(self.model.graph)
-        self.metadata = {"model": str(model), "preprocess": dataset, "labels": LABELS.get(dataset)}
-        self.spec_json = spec_to_json(self.model.spec, str(model), self.metadata, self.model.summary())
-        self._params_bytes = self.model.params.to_bytes()
-        self._slots = threading.BoundedSemaphore(max_sessions)
+        self.resnet = None
+        if isinstance(model, str) and model in RESNET20_MODELS:
+            self.resnet = load_resnet20(model)
+            self.model = None
+            spec = self.resnet.spec
+            self.params = spec.params
+            metadata = {"model": model, "preprocess": "cifar10", "labels": LABELS.get("cifar10")}
+            steps = [{"step": op.node, "kind": op.kind} for op in self.resnet.ops]
+            self.spec_json = {"protocol": PROTOCOL, "model": model, "metadata": metadata, "steps": steps, **spec.to_json()}
+        else:
+            from lycaon.plan import dataset_of  # noqa: PLC0415
+
+            graph = model if isinstance(model, Graph) else zoo.load_model(model)
+            model = graph.name if isinstance(model, Graph) else model
+            self.model = FheModel(graph, **compile_options)
+            self.params = self.model.params
+            dataset = dataset_of(self.model.graph)
+            metadata = {"model": str(model), "preprocess": dataset, "labels": LABELS.get(dataset)}
+            self.spec_json = spec_to_json(self.model.spec, str(model), metadata, self.model.summary())
+        self.metadata = metadata
+        self._params_bytes = self.params.to_bytes()
+        self.max_sessions = max_sessions if max_sessions is not None else (1 if self.resnet is not None else 4)
+        if self.max_sessions < 1:
+            raise LycaonError(f"max_sessions must be at least 1, not {self.max_sessions}")
+        self._slots = threading.BoundedSemaphore(self.max_sessions)
         self._log = log or (lambda record: None)
         self._server: Optional[socketserver.ThreadingTCPServer] = None
         self._thread: Optional[threading.Thread] = None
+
+    def _session(self, parts: list[bytes]):
+        """A session from an upload: (session, bytes of the keys in memory)."""
+        p, boots = self.params, self.resnet is not None
+        want = 4 if boots else 3
+        if len(parts) != want:
+            names = "relinearisation, Galois, public key" + (", bootstrapping keys" if boots else "")
+            raise LycaonError(f"a key upload for this model has {want} parts ({names}), got {len(parts)}")
+        relin = CkksRelinKey.from_bytes(p, parts[0]) if parts[0] else None
+        galois = CkksGaloisKeys.from_bytes(p, parts[1]) if parts[1] else None
+        public = CkksPublicKey.from_bytes(p, parts[2])
+        key_bytes = (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0)
+        if not boots:
+            return self.model.session(relin, galois, public), key_bytes
+        parts[:3] = [b"", b"", b""]  # parsed: free their bytes before the largest key is read
+        boot_keys = CkksBootstrapKeys.from_bytes(p, parts[3])
+        parts[3] = b""
+        if relin is None or galois is None:
+            raise LycaonError("ResNet-20 needs the relinearisation and Galois keys")
+        return FheResNetSession(self.resnet, relin, galois, boot_keys, public), key_bytes + boot_keys.memory_bytes
 
     def _handle(self, sock: socket.socket, peer: str) -> None:
         if not self._slots.acquire(blocking=False):
             _send(sock, b"E", b"the server is serving its maximum of sessions; try again later")
             return
-        session = None
+        session, progress = None, False
         try:
             while True:
                 try:
@@ -122,26 +173,35 @@ class FheServer:
                     return
                 t0 = time.perf_counter()
                 if kind == b"H":
+                    try:
+                        hello = json.loads(parts[0]) if parts else {}
+                    except ValueError:
+                        raise LycaonError("the hello is not JSON") from None
+                    progress = bool(hello.get("progress")) if isinstance(hello, dict) else False
                     _send(sock, b"S", json.dumps(self.spec_json).encode(), self._params_bytes)
                 elif kind == b"K":
-                    if len(parts) != 3:
-                        raise LycaonError(f"a key upload has 3 parts (relinearisation, Galois, public key), got {len(parts)}")
-                    p = self.model.params
-                    relin = CkksRelinKey.from_bytes(p, parts[0]) if parts[0] else None
-                    galois = CkksGaloisKeys.from_bytes(p, parts[1]) if parts[1] else None
-                    session = self.model.session(relin, galois, CkksPublicKey.from_bytes(p, parts[2]))
-                    key_bytes = (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0)
+                    up = sum(map(len, parts))
+                    session, key_bytes = self._session(parts)
+                    del parts
                     _send(sock, b"k", json.dumps({"key_bytes": key_bytes}).encode())
-                    self._log({"peer": peer, "event": "keys", "bytes": sum(map(len, parts)), "seconds": time.perf_counter() - t0})
+                    self._log({"peer": peer, "event": "keys", "bytes": up, "seconds": time.perf_counter() - t0})
                 elif kind == b"Q":
                     if session is None:
                         raise LycaonError("a query before the keys: upload the evaluation keys first")
                     if len(parts) != 1:
                         raise LycaonError("a query holds one ciphertext")
-                    out = session.infer(CkksCiphertext.from_bytes(self.model.params, parts[0]))
+                    ct = CkksCiphertext.from_bytes(self.params, parts[0])
+
+                    def report(done, total, step):
+                        _send(sock, b"P", json.dumps({"done": done, "total": total, "step": step}).encode())
+
+                    out = session.infer(ct, report if progress else None)
+                    stats = {}
+                    if isinstance(out, tuple):
+                        out, stats = out
                     server_s = time.perf_counter() - t0
                     down = out.to_bytes()
-                    _send(sock, b"R", json.dumps({"server_s": server_s}).encode(), down)
+                    _send(sock, b"R", json.dumps({"server_s": server_s, **stats}).encode(), down)
                     self._log({"peer": peer, "event": "query", "up": len(parts[0]), "down": len(down), "seconds": server_s})
                 else:
                     raise LycaonError(f"unknown message kind {kind!r}")
@@ -179,38 +239,76 @@ class FheServer:
 
 
 class FheRemoteClient:
-    """Client of an FheServer: the secret key stays here. `infer(x)` returns the logits."""
+    """Client of an FheServer: the secret key stays here. `infer(x)` returns the logits.
+    `on_keys(what)` hears the key-generation stages, `on_progress(done, total, step)` the
+    server's progress through a query."""
 
-    def __init__(self, address: str, strategy: str = "level-aware", timeout_s: float = 600.0,
-                 on_keys: Optional[Callable[[str], None]] = None):
+    def __init__(self, address: str, strategy: str = "level-aware", timeout_s: float = 3600.0,
+                 on_keys: Optional[Callable[[str], None]] = None, on_progress: Optional[Callable[[int, int, str], None]] = None):
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise LycaonError(f"server address '{address}': write HOST:PORT")
+        self._on_progress = on_progress
         self._sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.bytes_sent = _send(self._sock, b"H", json.dumps({"protocol": PROTOCOL}).encode())
+        self.bytes_sent = _send(self._sock, b"H", json.dumps({"protocol": PROTOCOL, "progress": on_progress is not None}).encode())
         kind, parts = self._expect(b"S")
         d = json.loads(parts[0])
         if d.get("protocol") != PROTOCOL:
             raise LycaonError(f"the server speaks {d.get('protocol')!r}, this client {PROTOCOL}")
         self.params = CkksParameters.from_bytes(parts[1])
-        self.spec = spec_from_json(d, self.params)
-        self.program = {"name": d["model"], "input_shape": d["input_shape"], "metadata": d["metadata"], "steps": d["steps"]}
-        self._client = FheClient(self.spec)
+        self.program = {"name": d["model"], "input_shape": d["input_shape"], "metadata": d["metadata"], "steps": d["steps"],
+                        "bootstrapping": d.get("kind") == "resnet-bootstrapped"}
         t0 = time.perf_counter()
-        if on_keys:
-            on_keys("generating the level-aware keyset" if strategy == "level-aware" else f"generating the {strategy} keyset")
-        relin, galois = self._client.evaluation_keys(strategy)
+        if d.get("kind") == "resnet-bootstrapped":
+            if strategy != "level-aware":
+                raise LycaonError(f"ResNet-20 takes the level-aware keyset only, not '{strategy}' (the others do not fit beside the bootstrapping keys)")
+            self.spec = ResNetSpec.from_json(d, self.params)
+            self._client = FheResNetClient(self.spec)
+            up = self._resnet_keys(on_keys)
+        else:
+            self.spec = spec_from_json(d, self.params)
+            self._client = FheClient(self.spec)
+            if on_keys:
+                on_keys("generating the level-aware keyset" if strategy == "level-aware" else f"generating the {strategy} keyset")
+            relin, galois = self._client.evaluation_keys(strategy)
+            up = [relin.to_bytes() if relin else b"", galois.to_bytes() if galois else b"", self._client.public_key.to_bytes()]
+            self.key_memory_bytes = (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0)
         self.keygen_s = time.perf_counter() - t0
         if on_keys:
-            on_keys("uploading the keys (seeded)")
-        up = [relin.to_bytes() if relin else b"", galois.to_bytes() if galois else b"", self._client.public_key.to_bytes()]
+            on_keys(f"uploading the keys (seeded, {sum(map(len, up)) / 1e9:.2f} GB)")
+        t0 = time.perf_counter()
         self.key_upload_bytes = _send(self._sock, b"K", *up)
+        del up
         self.bytes_sent += self.key_upload_bytes
         _, parts = self._expect(b"k")
+        self.upload_s = time.perf_counter() - t0
         self.key_bytes = json.loads(parts[0])["key_bytes"]
 
+    def _resnet_keys(self, on_keys: Optional[Callable[[str], None]]) -> list[bytes]:
+        """The ResNet-20 upload: each key serialised as soon as it is made and its objects freed
+        (the client never holds the keys and their bytes all at once)."""
+        client = self._client
+        if on_keys:
+            on_keys(f"generating {len(self.spec.rotation_levels)} rotation keys by level and the relinearisation key")
+        relin, galois = client.network_keys()
+        up = [relin.to_bytes(), galois.to_bytes(), client.public_key.to_bytes()]
+        self.key_memory_bytes = relin.memory_bytes + galois.memory_bytes
+        del relin, galois
+        if on_keys:
+            on_keys("generating the bootstrapping keys")
+        boot_keys = client.bootstrap_keys()
+        self.key_memory_bytes += boot_keys.memory_bytes
+        up.append(boot_keys.to_bytes())
+        return up
+
     def _expect(self, kind: bytes) -> tuple[bytes, list[bytes]]:
-        got, parts = _recv(self._sock)
+        while True:
+            got, parts = _recv(self._sock)
+            if got != b"P":
+                break
+            if self._on_progress is not None and parts:
+                p = json.loads(parts[0])
+                self._on_progress(int(p["done"]), int(p["total"]), str(p["step"]))
         if got == b"E":
             raise LycaonError(f"server: {parts[0].decode(errors='replace') if parts else 'error'}")
         if got != kind:
@@ -231,7 +329,8 @@ class FheRemoteClient:
         return Client.preprocess(self, x)
 
     def infer(self, x: np.ndarray) -> dict:
-        """Encrypts one model-ready input, sends it, decrypts the answer: logits, label, timings, bytes."""
+        """Encrypts one model-ready input, sends it, decrypts the answer: logits, label, timings,
+        bytes (and, with bootstrapping, the server's bootstraps and seconds per kind)."""
         t0 = time.perf_counter()
         up = self._client.encrypt(np.asarray(x, dtype=np.float64).reshape(self.spec.input_shape)).to_bytes()
         t1 = time.perf_counter()
@@ -240,9 +339,10 @@ class FheRemoteClient:
         t2 = time.perf_counter()
         logits = self._client.decrypt(CkksCiphertext.from_bytes(self.params, parts[1]))
         t3 = time.perf_counter()
-        server_s = json.loads(parts[0])["server_s"]
+        info = json.loads(parts[0])
+        server_s = info.pop("server_s")
         return {"logits": logits, "label": int(np.argmax(logits)), "total_s": t3 - t0, "client_s": (t1 - t0) + (t3 - t2), "server_s": server_s,
-                "comm_s": max(0.0, (t2 - t1) - server_s), "up_bytes": sent, "down_bytes": sum(map(len, parts)) + 9}
+                "comm_s": max(0.0, (t2 - t1) - server_s), "up_bytes": sent, "down_bytes": sum(map(len, parts)) + 9, "server": info}
 
     def close(self) -> None:
         try:

@@ -1,12 +1,16 @@
 //! Wire encodings of CKKS objects inside Lycaon's versioned envelope: the scale (f64) and the
 //! log2 of the slot count, then the RLWE object's own envelope (ciphertexts, seeded ones for the
-//! upstream direction) or the bit-packed residues (plaintexts).
+//! upstream direction) or the bit-packed residues (plaintexts); bootstrapping keys as the RLWE
+//! envelopes of each key.
 
-use lycaon_rlwe::wire::{open_expected, seal_envelope, ObjectKind, WireReader, WireWriter, MAX_PAYLOAD};
-use lycaon_rlwe::RlweError;
+use std::sync::Arc;
 
+use lycaon_rlwe::wire::{open_expected, reserve_header, seal_envelope, seal_reserved, ObjectKind, WireReader, WireWriter, MAX_PAYLOAD};
+use lycaon_rlwe::{GaloisKeys, KeySwitchKey, Parameters, RelinKey, RlweError};
+
+use crate::bootstrap::{BootstrapKeys, EncapsulationKeys};
 use crate::encoding::{check_scale, check_slots};
-use crate::{Ciphertext, CkksContext, CkksError, Plaintext, SeededCiphertext};
+use crate::{Ciphertext, CkksContext, CkksError, EvaluationKeys, Plaintext, SeededCiphertext};
 
 fn malformed(what: impl Into<String>) -> CkksError {
     CkksError::Rlwe(RlweError::Wire(lycaon_rlwe::wire::WireError::Malformed { what: what.into() }))
@@ -79,5 +83,62 @@ impl Plaintext {
         let poly = lycaon_rlwe::get_poly(&mut r, ctx.params.q_at(level)?)?;
         r.finish()?;
         Ok(Self { params_id: *ctx.params.id(), poly, scale, log_slots })
+    }
+}
+
+/// Flags of a serialised [`BootstrapKeys`]: which keys follow, in this order.
+const HAS_RELIN: u8 = 1;
+const HAS_GALOIS: u8 = 2;
+const HAS_ENCAPSULATION: u8 = 4;
+
+impl BootstrapKeys {
+    /// One envelope of kind [`ObjectKind::CkksBootstrapKeys`]: a flags byte, then each key
+    /// present (relinearisation, Galois, the two encapsulation keys) in its own seeded envelope,
+    /// length-prefixed. Written key by key into one buffer (gigabytes at logN = 16: no copy of
+    /// the whole). Errors when a key belongs to other parameters than `params`.
+    pub fn to_bytes(&self, params: &Parameters) -> Result<Vec<u8>, CkksError> {
+        let id = params.id();
+        let relin = self.evaluation.relin.as_deref();
+        let galois = self.evaluation.galois.as_deref();
+        let enc = self.encapsulation.as_ref();
+        let ids = relin.map(|k| k.key().params_id()).into_iter().chain(galois.map(|g| g.params_id()));
+        let ids = ids.chain(enc.into_iter().flat_map(|e| [e.dense_to_sparse.params_id(), e.sparse_to_dense.params_id()]));
+        if ids.into_iter().any(|k| k != id) {
+            return Err(CkksError::InvalidArgument { what: "these bootstrapping keys were made under other parameters".into() });
+        }
+        let flags = relin.map_or(0, |_| HAS_RELIN) | galois.map_or(0, |_| HAS_GALOIS) | enc.map_or(0, |_| HAS_ENCAPSULATION);
+        let mut buf = reserve_header(1 + 4 * 8 + self.serialized_len(true));
+        buf.push(flags);
+        let mut put = |bytes: Vec<u8>| {
+            buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            buf.extend_from_slice(&bytes);
+        };
+        relin.into_iter().for_each(|k| put(k.to_bytes()));
+        galois.into_iter().for_each(|g| put(g.to_bytes()));
+        if let Some(e) = enc {
+            put(e.dense_to_sparse.to_bytes());
+            put(e.sparse_to_dense.to_bytes());
+        }
+        Ok(seal_reserved(ObjectKind::CkksBootstrapKeys, id, buf))
+    }
+
+    /// Parses and validates keys made by [`BootstrapKeys::to_bytes`] under these parameters.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self, CkksError> {
+        let mut r = WireReader::new(open_expected(bytes, ObjectKind::CkksBootstrapKeys, Some(params.id()))?);
+        let flags = r.get_u8()?;
+        if flags & !(HAS_RELIN | HAS_GALOIS | HAS_ENCAPSULATION) != 0 {
+            return Err(malformed(format!("bootstrapping-key flags {flags:#04x} name keys that do not exist")));
+        }
+        let relin = if flags & HAS_RELIN != 0 { Some(Arc::new(RelinKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?)) } else { None };
+        let galois = if flags & HAS_GALOIS != 0 { Some(Arc::new(GaloisKeys::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?)) } else { None };
+        let encapsulation = if flags & HAS_ENCAPSULATION != 0 {
+            let dense_to_sparse = Arc::new(KeySwitchKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?);
+            let sparse_to_dense = Arc::new(KeySwitchKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?);
+            Some(EncapsulationKeys { dense_to_sparse, sparse_to_dense })
+        } else {
+            None
+        };
+        r.finish()?;
+        Ok(Self { evaluation: EvaluationKeys { relin, galois }, encapsulation })
     }
 }

@@ -18,6 +18,7 @@ struct Setup {
     pk: PublicKey,
     key_bytes: usize,
     key_bytes_seeded: usize,
+    keys: BootstrapKeys,
 }
 
 /// Parameters, a dense uniform ternary secret (the scheme's key), the bootstrapping keys.
@@ -40,7 +41,7 @@ fn setup(bp: BootstrapParams, secure: bool) -> Setup {
     let all = BootstrapKeys { evaluation: evaluation.clone(), encapsulation: encapsulation.clone() };
     let boot = boot.with_encapsulation_keys(encapsulation);
     let eval = Evaluator::new(&ctx, evaluation);
-    Setup { ctx, boot, eval, sk, pk, key_bytes: all.memory_bytes(), key_bytes_seeded: all.serialized_len(true) }
+    Setup { ctx, boot, eval, sk, pk, key_bytes: all.memory_bytes(), key_bytes_seeded: all.serialized_len(true), keys: all }
 }
 
 fn random_values(count: usize, seed: u64) -> Vec<f64> {
@@ -208,6 +209,45 @@ fn toy_bootstrap_full_slots_and_a_chain_of_three_keep_precision() {
         eprintln!("chain round {round}: {p}");
         assert!(p.mean_bits >= 20.0, "round {round}: {p}");
     }
+}
+
+#[test]
+fn toy_bootstrap_keys_round_trip_through_bytes_and_serve_a_shared_bootstrapper() {
+    // The client serialises every bootstrapping key; the server parses them and bootstraps with
+    // a bootstrapper that holds no keys of its own (bootstrap_with): the same ciphertext, bit for
+    // bit, as with the client's key objects.
+    let st = setup(BootstrapParams::toy(10, 4, 1), false);
+    let params = st.ctx.params();
+    let bytes = st.keys.to_bytes(params).unwrap();
+    assert!(bytes.len() <= st.key_bytes_seeded + 200, "{} bytes for {} of seeded keys", bytes.len(), st.key_bytes_seeded);
+    assert!(bytes.len() < st.key_bytes / 2 + 200, "seeded: about half the memory ({} of {})", bytes.len(), st.key_bytes);
+    let parsed = BootstrapKeys::from_bytes(params, &bytes).unwrap();
+    assert_eq!(parsed.memory_bytes(), st.key_bytes);
+    assert_eq!(parsed.to_bytes(params).unwrap(), bytes, "parsing and writing again gives the same bytes");
+
+    let shared = Bootstrapper::new(&st.ctx, st.boot.params().clone()).unwrap();
+    let eval = Evaluator::new(&st.ctx, parsed.evaluation.clone());
+    let values = random_values(st.boot.params().slots(), 5);
+    let ct = encrypt_at_level_0(&st, &values);
+    let want = st.boot.bootstrap(&st.eval, &ct).unwrap();
+    let got = shared.bootstrap_with(&eval, &ct, parsed.encapsulation.as_ref()).unwrap();
+    assert_eq!(got.to_bytes(), want.to_bytes());
+    let err = shared.bootstrap(&eval, &ct).unwrap_err().to_string();
+    assert!(err.contains("encapsulation keys"), "{err}");
+
+    // Corruption, truncation, other parameters and unknown flags are refused with a reason.
+    let mut bad = bytes.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 1;
+    assert!(BootstrapKeys::from_bytes(params, &bad).unwrap_err().to_string().contains("checksum"));
+    assert!(BootstrapKeys::from_bytes(params, &bytes[..bytes.len() - 1]).is_err());
+    let other = setup(BootstrapParams::toy(10, 4, 2), false);
+    assert!(BootstrapKeys::from_bytes(other.ctx.params(), &bytes).is_err());
+    assert!(st.keys.to_bytes(other.ctx.params()).unwrap_err().to_string().contains("other parameters"));
+    let mut flags = lycaon_ckks::rlwe::wire::open_envelope(&bytes).unwrap().payload.to_vec();
+    flags[0] |= 8;
+    let resealed = lycaon_ckks::rlwe::wire::seal_envelope(lycaon_ckks::rlwe::wire::ObjectKind::CkksBootstrapKeys, params.id(), &flags);
+    assert!(BootstrapKeys::from_bytes(params, &resealed).unwrap_err().to_string().contains("flags"));
 }
 
 #[test]

@@ -786,10 +786,32 @@ impl CkksBootstrapParams {
 #[pyclass(module = "lycaon._native", frozen)]
 pub struct CkksBootstrapKeys {
     keys: lycaon_ckks::bootstrap::BootstrapKeys,
+    params: CkksParameters,
 }
 
 #[pymethods]
 impl CkksBootstrapKeys {
+    /// Versioned, checksummed bytes, every key seeded (about half the memory; pickling uses them
+    /// too). What a client uploads once per session.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let (keys, params) = (&self.keys, &self.params.params);
+        let bytes = py.detach(|| keys.to_bytes(params)).map_err(ckks_err)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+    /// Parses bytes made by `to_bytes` under the same parameters.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &CkksParameters, data: Cow<'_, [u8]>) -> PyResult<Self> {
+        let (p, b) = (&params.params, &*data);
+        let keys = py.detach(|| lycaon_ckks::bootstrap::BootstrapKeys::from_bytes(p, b)).map_err(ckks_err)?;
+        Ok(Self { keys, params: params.clone() })
+    }
+    #[getter]
+    fn params(&self) -> CkksParameters {
+        self.params.clone()
+    }
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (CkksParameters, Bound<'py, PyBytes>))> {
+        Ok((py.get_type::<CkksBootstrapKeys>().getattr("from_bytes")?, (self.params.clone(), self.to_bytes(py)?)))
+    }
     /// Bytes of all keys in memory (8 bytes per residue).
     #[getter]
     fn memory_bytes(&self) -> usize {
@@ -842,7 +864,7 @@ impl CkksBootstrapper {
         keygen.params.same(self.params.params.id(), "the key generator was")?;
         let (sk, s) = (&keygen.sk, &mut keygen.sampler);
         let keys = py.detach(|| self.with(|b| b.generate_keys(sk, s)))?;
-        Ok(CkksBootstrapKeys { keys })
+        Ok(CkksBootstrapKeys { keys, params: self.params.clone() })
     }
     /// Attaches the encapsulation keys of `keys` (needed before `bootstrap`).
     fn attach_keys(&self, keys: &CkksBootstrapKeys) -> PyResult<()> {
@@ -861,11 +883,21 @@ impl CkksBootstrapper {
         self.with(|b| Ok(b.rotations().rotations.len()))
     }
     /// Refreshes `ciphertext` (the shape's slot count, any level) to the top residual level at
-    /// its canonical scale; `evaluator` must hold the keys' `evaluation_keys`. The first call
-    /// also encodes the transforms' diagonals and keeps them.
-    fn bootstrap(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
+    /// its canonical scale; `evaluator` must hold the keys' `evaluation_keys`. `keys`: their
+    /// encapsulation keys, in place of attached ones (a server's one bootstrapper serves every
+    /// client's session). The first call also encodes the transforms' diagonals and keeps them.
+    #[pyo3(signature = (evaluator, ciphertext, keys=None))]
+    fn bootstrap(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext, keys: Option<&CkksBootstrapKeys>) -> PyResult<CkksCiphertext> {
+        if let Some(k) = keys {
+            k.params.same(self.params.params.id(), "the bootstrapping keys were")?;
+        }
         let (ev, ct) = (&evaluator.ev, &ciphertext.inner);
-        let out = py.detach(|| self.with(|b| b.bootstrap(ev, ct)))?;
+        let out = py.detach(|| {
+            self.with(|b| match keys {
+                Some(k) => b.bootstrap_with(ev, ct, k.keys.encapsulation.as_ref()),
+                None => b.bootstrap(ev, ct),
+            })
+        })?;
         Ok(CkksCiphertext::wrap(&self.params, out))
     }
 }

@@ -45,6 +45,8 @@ pub enum ObjectKind {
     CkksCiphertext = 20,
     CkksSeededCiphertext = 21,
     CkksPlaintext = 22,
+    /// Every key a CKKS bootstrapping circuit uses (each inside its own envelope).
+    CkksBootstrapKeys = 23,
 }
 
 impl TryFrom<u8> for ObjectKind {
@@ -68,6 +70,7 @@ impl TryFrom<u8> for ObjectKind {
             20 => CkksCiphertext,
             21 => CkksSeededCiphertext,
             22 => CkksPlaintext,
+            23 => CkksBootstrapKeys,
             found => return Err(WireError::UnknownKind { found }),
         })
     }
@@ -93,6 +96,7 @@ impl std::fmt::Display for ObjectKind {
             CkksCiphertext => "CKKS ciphertext",
             CkksSeededCiphertext => "seeded CKKS ciphertext",
             CkksPlaintext => "CKKS plaintext",
+            CkksBootstrapKeys => "CKKS bootstrapping keys",
         })
     }
 }
@@ -136,17 +140,35 @@ fn checksum(bytes: &[u8]) -> [u8; CHECKSUM_LEN] {
 
 /// Wraps a payload in the envelope.
 pub fn seal_envelope(kind: ObjectKind, params_id: &ParamsId, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + CHECKSUM_LEN);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.push(kind as u8);
-    out.push(0);
-    out.extend_from_slice(params_id);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut out = reserve_header(payload.len());
     out.extend_from_slice(payload);
-    let sum = checksum(&out);
-    out.extend_from_slice(&sum);
+    seal_reserved(kind, params_id, out)
+}
+
+/// A buffer that starts with room for the envelope's header, for payloads too large to copy
+/// (gigabytes of keys): write the payload after it, then [`seal_reserved`].
+pub fn reserve_header(payload_capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload_capacity + CHECKSUM_LEN);
+    out.resize(HEADER_LEN, 0);
     out
+}
+
+/// Fills in the header of a buffer from [`reserve_header`] and appends the checksum: the same
+/// bytes as [`seal_envelope`] of the payload after the header, which is not copied.
+pub fn seal_reserved(kind: ObjectKind, params_id: &ParamsId, mut buf: Vec<u8>) -> Vec<u8> {
+    assert!(buf.len() >= HEADER_LEN, "seal_reserved takes a buffer from reserve_header");
+    let payload_len = (buf.len() - HEADER_LEN) as u64;
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    header.extend_from_slice(&MAGIC);
+    header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header.push(kind as u8);
+    header.push(0);
+    header.extend_from_slice(params_id);
+    header.extend_from_slice(&payload_len.to_le_bytes());
+    buf[..HEADER_LEN].copy_from_slice(&header);
+    let sum = checksum(&buf);
+    buf.extend_from_slice(&sum);
+    buf
 }
 
 /// A parsed envelope.

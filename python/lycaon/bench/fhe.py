@@ -282,15 +282,15 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
                            "bits": _bits(approx, exact)}
     del float_check
     _return_freed_memory()  # the data sets and calibration temporaries, before the keys
-    client = fhe_resnet.FheResNetClient(net)
+    client = fhe_resnet.FheResNetClient(net.spec)
     t0 = time.perf_counter()
-    relin, galois, boot, boot_keys = client.keys()
+    relin, galois, boot_keys = client.keys()
     keygen_s = time.perf_counter() - t0
     per_image = []
     for i in range(images):
         ct = client.encrypt(x[i])
         t0 = time.perf_counter()
-        out, stats = fhe_resnet.infer(net, relin, galois, boot, boot_keys, ct)
+        out, stats = fhe_resnet.infer(net, relin, galois, boot_keys, ct)
         latency = time.perf_counter() - t0
         got, want = client.decrypt(out), net.reference(x[i])
         record = {"test_row": int(picked[i]), "range_ratio": float(net.range_ratio(x[i:i + 1])[0]), "latency_s": latency, "bits": _bits(got, want),
@@ -315,7 +315,9 @@ def _threads() -> int:
 
 
 def _bits(got: np.ndarray, want: np.ndarray) -> float:
-    return float(-np.log2(max(float(np.abs(got - want).max()), 1e-300) / np.abs(want).max()))
+    from lycaon.fhe import precision_bits  # noqa: PLC0415
+
+    return precision_bits(got, want)
 
 
 def _print_resnet20(r: dict, out) -> None:

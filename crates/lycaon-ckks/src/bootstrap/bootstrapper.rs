@@ -496,6 +496,11 @@ impl Bootstrapper {
     /// Errors: `InvalidArgument` for another slot count or missing encapsulation keys,
     /// `WrongSize` unless 2 parts, and the key errors of rotations.
     pub fn mod_raise(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<(Ciphertext, f64), CkksError> {
+        self.mod_raise_with(eval, ct, self.encapsulation.as_ref())
+    }
+
+    /// [`Self::mod_raise`] with these encapsulation keys in place of the attached ones.
+    fn mod_raise_with(&self, eval: &Evaluator, ct: &Ciphertext, keys: Option<&EncapsulationKeys>) -> Result<(Ciphertext, f64), CkksError> {
         if ct.slots() != self.params.slots() {
             return Err(CkksError::InvalidArgument {
                 what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), ct.slots()),
@@ -510,13 +515,13 @@ impl Bootstrapper {
         let message_scale = low.scale() * k;
         low.set_scale_metadata(message_scale)?;
         let params = self.ctx.params();
-        let encapsulation = match (self.params.encapsulation_weight, &self.encapsulation) {
+        let encapsulation = match (self.params.encapsulation_weight, keys) {
             (None, _) => None,
             (Some(_), Some(keys)) => Some(keys),
             (Some(h), None) => {
                 return Err(CkksError::InvalidArgument {
                     what: format!(
-                        "this shape raises under a sparse secret of weight {h}: attach the encapsulation keys with Bootstrapper::with_encapsulation_keys"
+                        "this shape raises under a sparse secret of weight {h}: attach the encapsulation keys with Bootstrapper::with_encapsulation_keys or pass them to bootstrap_with"
                     ),
                 });
             }
@@ -654,7 +659,14 @@ impl Bootstrapper {
     /// [`Self::generate_keys`] in `eval` and, for an encapsulating shape, its encapsulation keys
     /// attached with [`Self::with_encapsulation_keys`]. Errors as the stages.
     pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
-        let (raised, message_scale) = self.mod_raise(eval, ct)?;
+        self.bootstrap_with(eval, ct, self.encapsulation.as_ref())
+    }
+
+    /// [`Self::bootstrap`] with these encapsulation keys in place of the attached ones: one
+    /// bootstrapper (its transforms and the diagonals it keeps, 3.1 GB at logN = 16) serves the
+    /// sessions of many clients, each with its own keys.
+    pub fn bootstrap_with(&self, eval: &Evaluator, ct: &Ciphertext, keys: Option<&EncapsulationKeys>) -> Result<Ciphertext, CkksError> {
+        let (raised, message_scale) = self.mod_raise_with(eval, ct, keys)?;
         let x = self.coeffs_to_slots(eval, &raised)?;
         let v = self.eval_mod(eval, &x)?;
         self.slots_to_coeffs(eval, &v, message_scale)
