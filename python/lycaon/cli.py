@@ -608,7 +608,7 @@ def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int
     name = fhe_resnet.RESNET20_MODELS[model]
     raw, y = _bundled("cifar10")
     try:  # value bounds for the bootstraps: training images, else the bundled images not classified
-        calibration, spare = zoo.cifar10("train")[0][:64], len(raw)
+        calibration, spare = zoo.cifar10("train")[0][:64].copy(), len(raw)
     except OSError:
         calibration, spare = raw[-64:], len(raw) - 64
     if images < 1 or images > spare:

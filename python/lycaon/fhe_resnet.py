@@ -415,7 +415,7 @@ def load_resnet20(model: str, calibration: Optional[np.ndarray] = None) -> FheRe
     name = RESNET20_MODELS[model]
     if calibration is None:
         try:
-            calibration = zoo.cifar10("train")[0][:64]
+            calibration = zoo.cifar10("train")[0][:64].copy()  # a copy: the view would keep the whole set alive
         except OSError:
             from .data import demo_images  # noqa: PLC0415
 
