@@ -175,6 +175,29 @@ def test_service_over_tcp_survives_a_bad_client():
         server.stop()
 
 
+def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsys):
+    import json
+
+    from lycaon.cli import main
+    from lycaon.fhe_service import FheServer
+
+    rng = np.random.default_rng(12)
+    g = small_cnn(rng, 1, 2, 5)
+    server = FheServer(g)
+    address = server.start(0)
+    try:
+        x = rng.uniform(0, 1, (2, 1, 8, 8))
+        np.save(tmp_path / "x.npy", x)
+        assert main(["infer", "--mode", "fhe", "--server", address, str(tmp_path / "x.npy"), "--json", str(tmp_path / "r.json")]) == 0
+    finally:
+        server.stop()
+    r = json.loads((tmp_path / "r.json").read_text())
+    want = [int(np.argmax(fhe.plaintext_reference(g, v))) for v in x]
+    assert [res["label"] for res in r["results"]] == want
+    assert r["bootstrapping"] is False and r["key_upload_bytes"] > 0 and r["server_key_bytes"] > 0
+    assert "in the FHE mode" in capsys.readouterr().out
+
+
 def test_mpconv_binding_matches_the_float_convolution():
     from lycaon import CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters
     from lycaon._native import FheMpConv, multiplexed_pack, multiplexed_unpack

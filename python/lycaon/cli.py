@@ -365,7 +365,8 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) ->
         _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
                ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in server.model.summary()])
     address = server.start(port, host)
-    print(f"serving {model} in the FHE mode on {address} (up to {server.max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    sessions = f"{server.max_sessions} session{'s' if server.max_sessions != 1 else ''}"
+    print(f"serving {model} in the FHE mode on {address} (up to {sessions} at once); Ctrl-C stops", flush=True)
     try:
         while True:
             time.sleep(0.5)
@@ -382,26 +383,28 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
 
     from lycaon.fhe_service import FheRemoteClient  # noqa: PLC0415
 
+    shown: dict = {}  # the inference bar, once it exists (the key generation shows a spinner first)
+
+    def on_progress(done: int, total: int, name: str) -> None:
+        if shown:
+            shown["bar"].update(shown["step"], completed=done, total=total, description=f"server: {name}", visible=True)
+
+    with Console(stderr=True).status(f"{server}: connecting") as status:
+        client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"), on_progress=on_progress)
+    names = client.labels or []
+    inputs = [item for spec in images for item in _read_images(spec, client)]
+    p = client.params
+    boot = " with bootstrapping" if client.program["bootstrapping"] else ""
+    print(f"{server}: {client.program['name']} in the FHE mode{boot} (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
+          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded "
+          f"in {_si(client.upload_s, 's')}")
+    records = []
     with Progress(transient=True) as bar:
-        step = bar.add_task("", total=None, visible=False)
-
-        def on_progress(done: int, total: int, name: str) -> None:
-            bar.update(step, completed=done, total=total, description=f"server: {name}", visible=True)
-
-        with Console(stderr=True).status(f"{server}: connecting") as status:
-            client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"), on_progress=on_progress)
-        names = client.labels or []
-        inputs = [item for spec in images for item in _read_images(spec, client)]
-        p = client.params
-        boot = " with bootstrapping" if client.program["bootstrapping"] else ""
-        bar.console.print(f"{server}: {client.program['name']} in the FHE mode{boot} (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
-                          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded "
-                          f"in {_si(client.upload_s, 's')}")
-        records = []
         task = bar.add_task("encrypted inference", total=len(inputs))
+        shown.update(bar=bar, step=bar.add_task("", total=None, visible=False))
         for name, x, truth in inputs:
             bar.update(task, description=f"{name}: encrypted inference")
-            bar.reset(step, visible=False)
+            bar.reset(shown["step"], visible=False)
             res = client.infer(x)
             label = res["label"]
             title = f"{name}: label {label}" + (f" ({names[label]})" if label < len(names) and names[label] != str(label) else "")
