@@ -823,6 +823,9 @@ class CkksBootstrapper:
     @property
     def rotation_count(self) -> int:
         """Number of (rotation, level) pairs the circuit uses."""
+    def generate_keys_bytes(self, keygen: CkksKeyGenerator) -> bytes:
+        """The bytes ``generate_keys(keygen).to_bytes()`` would give, made without holding the keys
+        (each written and dropped before the next): what a client uploads."""
     def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext, keys: Optional[CkksBootstrapKeys] = None) -> CkksCiphertext:
         """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
         ``evaluator`` holds ``keys.evaluation_keys``; ``keys`` supplies the encapsulation keys in

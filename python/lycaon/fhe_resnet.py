@@ -361,6 +361,11 @@ class FheResNetClient:
         """Every key of the bootstrapping circuit, each only up to the level where it is used."""
         return CkksBootstrapper(self.spec.params, self.spec.shape).generate_keys(self._keygen)
 
+    def bootstrap_key_bytes(self) -> bytes:
+        """The same keys, serialised (seeded) as they are made, never all held at once: what a
+        remote client uploads (`CkksBootstrapKeys.from_bytes` reads them)."""
+        return CkksBootstrapper(self.spec.params, self.spec.shape).generate_keys_bytes(self._keygen)
+
     def keys(self, progress: Optional[Callable[[str], None]] = None):
         """(relinearisation key, Galois keys, bootstrapping keys) in one call."""
         if progress:

@@ -272,7 +272,6 @@ class FheRemoteClient:
                 on_keys("generating the level-aware keyset" if strategy == "level-aware" else f"generating the {strategy} keyset")
             relin, galois = self._client.evaluation_keys(strategy)
             up = [relin.to_bytes() if relin else b"", galois.to_bytes() if galois else b"", self._client.public_key.to_bytes()]
-            self.key_memory_bytes = (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0)
         self.keygen_s = time.perf_counter() - t0
         if on_keys:
             on_keys(f"uploading the keys (seeded, {sum(map(len, up)) / 1e9:.2f} GB)")
@@ -285,20 +284,17 @@ class FheRemoteClient:
         self.key_bytes = json.loads(parts[0])["key_bytes"]
 
     def _resnet_keys(self, on_keys: Optional[Callable[[str], None]]) -> list[bytes]:
-        """The ResNet-20 upload: each key serialised as soon as it is made and its objects freed
-        (the client never holds the keys and their bytes all at once)."""
+        """The ResNet-20 upload: the network's keys serialised and their objects freed, then the
+        bootstrapping keys serialised as they are made (the client never holds them as keys)."""
         client = self._client
         if on_keys:
             on_keys(f"generating {len(self.spec.rotation_levels)} rotation keys by level and the relinearisation key")
         relin, galois = client.network_keys()
         up = [relin.to_bytes(), galois.to_bytes(), client.public_key.to_bytes()]
-        self.key_memory_bytes = relin.memory_bytes + galois.memory_bytes
         del relin, galois
         if on_keys:
             on_keys("generating the bootstrapping keys")
-        boot_keys = client.bootstrap_keys()
-        self.key_memory_bytes += boot_keys.memory_bytes
-        up.append(boot_keys.to_bytes())
+        up.append(client.bootstrap_key_bytes())
         return up
 
     def _expect(self, kind: bytes) -> tuple[bytes, list[bytes]]:

@@ -86,14 +86,36 @@ impl Plaintext {
     }
 }
 
-/// Flags of a serialised [`BootstrapKeys`]: which keys follow, in this order.
-const HAS_RELIN: u8 = 1;
-const HAS_GALOIS: u8 = 2;
+/// Flags of a serialised [`BootstrapKeys`]: which keys follow, in this order (Galois first:
+/// the order [`Bootstrapper::generate_keys`] makes them in).
+const HAS_GALOIS: u8 = 1;
+const HAS_RELIN: u8 = 2;
 const HAS_ENCAPSULATION: u8 = 4;
+
+/// Appends one length-prefixed part that `write` appends to the buffer (in place, no copy).
+pub(crate) fn put_part<E>(buf: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<(), E> {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 8]);
+    write(buf)?;
+    let len = (buf.len() - at - 8) as u64;
+    buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
+    Ok(())
+}
+
+/// Appends `bytes` as one length-prefixed part.
+pub(crate) fn put_part_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    buf.extend_from_slice(bytes);
+}
+
+/// The flags byte of a [`BootstrapKeys`] envelope.
+pub(crate) fn bootstrap_key_flags(galois: bool, relin: bool, encapsulation: bool) -> u8 {
+    (galois as u8 * HAS_GALOIS) | (relin as u8 * HAS_RELIN) | (encapsulation as u8 * HAS_ENCAPSULATION)
+}
 
 impl BootstrapKeys {
     /// One envelope of kind [`ObjectKind::CkksBootstrapKeys`]: a flags byte, then each key
-    /// present (relinearisation, Galois, the two encapsulation keys) in its own seeded envelope,
+    /// present (Galois, relinearisation, the two encapsulation keys) in its own seeded envelope,
     /// length-prefixed. Written key by key into one buffer (gigabytes at logN = 16: no copy of
     /// the whole). Errors when a key belongs to other parameters than `params`.
     pub fn to_bytes(&self, params: &Parameters) -> Result<Vec<u8>, CkksError> {
@@ -106,31 +128,31 @@ impl BootstrapKeys {
         if ids.into_iter().any(|k| k != id) {
             return Err(CkksError::InvalidArgument { what: "these bootstrapping keys were made under other parameters".into() });
         }
-        let flags = relin.map_or(0, |_| HAS_RELIN) | galois.map_or(0, |_| HAS_GALOIS) | enc.map_or(0, |_| HAS_ENCAPSULATION);
         let mut buf = reserve_header(1 + 4 * 8 + self.serialized_len(true));
-        buf.push(flags);
-        let mut put = |bytes: Vec<u8>| {
-            buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            buf.extend_from_slice(&bytes);
-        };
-        relin.into_iter().for_each(|k| put(k.to_bytes()));
-        galois.into_iter().for_each(|g| put(g.to_bytes()));
+        buf.push(bootstrap_key_flags(galois.is_some(), relin.is_some(), enc.is_some()));
+        if let Some(g) = galois {
+            put_part_bytes(&mut buf, &g.to_bytes());
+        }
+        if let Some(k) = relin {
+            put_part_bytes(&mut buf, &k.to_bytes());
+        }
         if let Some(e) = enc {
-            put(e.dense_to_sparse.to_bytes());
-            put(e.sparse_to_dense.to_bytes());
+            put_part_bytes(&mut buf, &e.dense_to_sparse.to_bytes());
+            put_part_bytes(&mut buf, &e.sparse_to_dense.to_bytes());
         }
         Ok(seal_reserved(ObjectKind::CkksBootstrapKeys, id, buf))
     }
 
-    /// Parses and validates keys made by [`BootstrapKeys::to_bytes`] under these parameters.
+    /// Parses and validates keys made by [`BootstrapKeys::to_bytes`] (or
+    /// [`crate::bootstrap::Bootstrapper::generate_keys_bytes`]) under these parameters.
     pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self, CkksError> {
         let mut r = WireReader::new(open_expected(bytes, ObjectKind::CkksBootstrapKeys, Some(params.id()))?);
         let flags = r.get_u8()?;
         if flags & !(HAS_RELIN | HAS_GALOIS | HAS_ENCAPSULATION) != 0 {
             return Err(malformed(format!("bootstrapping-key flags {flags:#04x} name keys that do not exist")));
         }
-        let relin = if flags & HAS_RELIN != 0 { Some(Arc::new(RelinKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?)) } else { None };
         let galois = if flags & HAS_GALOIS != 0 { Some(Arc::new(GaloisKeys::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?)) } else { None };
+        let relin = if flags & HAS_RELIN != 0 { Some(Arc::new(RelinKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?)) } else { None };
         let encapsulation = if flags & HAS_ENCAPSULATION != 0 {
             let dense_to_sparse = Arc::new(KeySwitchKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?);
             let sparse_to_dense = Arc::new(KeySwitchKey::from_bytes(params, r.get_len_prefixed(MAX_PAYLOAD)?)?);

@@ -235,6 +235,13 @@ fn toy_bootstrap_keys_round_trip_through_bytes_and_serve_a_shared_bootstrapper()
     let err = shared.bootstrap(&eval, &ct).unwrap_err().to_string();
     assert!(err.contains("encapsulation keys"), "{err}");
 
+    // A client can make the bytes without holding the keys: the same keys for the same sampler.
+    let seeded = || Sampler::from_seed([3; 32]);
+    let want = shared.generate_keys(&st.sk, &mut seeded()).unwrap().to_bytes(params).unwrap();
+    let streamed = shared.generate_keys_bytes(&st.sk, &mut seeded()).unwrap();
+    assert_eq!(streamed.len(), want.len());
+    assert_eq!(BootstrapKeys::from_bytes(params, &streamed).unwrap().to_bytes(params).unwrap(), want);
+
     // Corruption, truncation, other parameters and unknown flags are refused with a reason.
     let mut bad = bytes.clone();
     let mid = bad.len() / 2;
@@ -244,6 +251,7 @@ fn toy_bootstrap_keys_round_trip_through_bytes_and_serve_a_shared_bootstrapper()
     let other = setup(BootstrapParams::toy(10, 4, 2), false);
     assert!(BootstrapKeys::from_bytes(other.ctx.params(), &bytes).is_err());
     assert!(st.keys.to_bytes(other.ctx.params()).unwrap_err().to_string().contains("other parameters"));
+    assert!(shared.generate_keys_bytes(&other.sk, &mut seeded()).unwrap_err().to_string().contains("other parameters"));
     let mut flags = lycaon_ckks::rlwe::wire::open_envelope(&bytes).unwrap().payload.to_vec();
     flags[0] |= 8;
     let resealed = lycaon_ckks::rlwe::wire::seal_envelope(lycaon_ckks::rlwe::wire::ObjectKind::CkksBootstrapKeys, params.id(), &flags);

@@ -336,6 +336,16 @@ impl GaloisKeys {
     /// of its levels. Errors: [`RlweError::LevelOutOfRange`], an invalid element, or
     /// [`RlweError::NoSpecialPrimes`].
     pub fn generate_at(sk: &SecretKey, elements_and_levels: &[(u64, usize)], sampler: &mut Sampler) -> Result<Self, RlweError> {
+        let mut out = Self { params_id: *sk.params.id(), keys: BTreeMap::new() };
+        for (g, level) in Self::generation_order(sk, elements_and_levels)? {
+            out.keys.insert(g, Self::generate_one(sk, g, level, sampler)?);
+        }
+        Ok(out)
+    }
+
+    /// Each element once, at the highest of its levels, in the order the elements were first
+    /// listed (so seeds follow the caller's order), after checking every pair.
+    pub(crate) fn generation_order(sk: &SecretKey, elements_and_levels: &[(u64, usize)]) -> Result<Vec<(u64, usize)>, RlweError> {
         let mut wanted: BTreeMap<u64, usize> = BTreeMap::new();
         for &(g, level) in elements_and_levels {
             sk.params.level(level)?;
@@ -343,19 +353,16 @@ impl GaloisKeys {
             let e = wanted.entry(g).or_insert(level);
             *e = (*e).max(level);
         }
-        // Generate in the order the elements were first listed, so seeds follow the caller's order.
-        let mut out = Self { params_id: *sk.params.id(), keys: BTreeMap::new() };
+        let mut order = Vec::with_capacity(wanted.len());
         for &(g, _) in elements_and_levels {
-            if out.keys.contains_key(&g) {
-                continue;
+            if let Some(level) = wanted.remove(&g) {
+                order.push((g, level));
             }
-            let level = wanted[&g];
-            out.keys.insert(g, Self::generate_one(sk, g, level, sampler)?);
         }
-        Ok(out)
+        Ok(order)
     }
 
-    fn generate_one(sk: &SecretKey, g: u64, level: usize, sampler: &mut Sampler) -> Result<KeySwitchKey, RlweError> {
+    pub(crate) fn generate_one(sk: &SecretKey, g: u64, level: usize, sampler: &mut Sampler) -> Result<KeySwitchKey, RlweError> {
         let params = &sk.params;
         let q = params.q_at(level)?.clone();
         let s = sk.ntt_on(&q)?;

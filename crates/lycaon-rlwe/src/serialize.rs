@@ -339,6 +339,31 @@ impl GaloisKeys {
         seal_envelope(kind, &self.params_id, &w.into_bytes())
     }
 
+    /// The keys of [`GaloisKeys::generate_at`] (the same keys for the same sampler), appended to
+    /// `out` as one seeded envelope while they are made: each key is written and dropped before
+    /// the next, so the memory is that of the bytes and one key (gigabytes of keys at logN 16).
+    /// Keys are written in the order made; [`GaloisKeys::from_bytes`] reads any order.
+    pub fn generate_serialized_into(sk: &SecretKey, elements_and_levels: &[(u64, usize)], sampler: &mut Sampler, out: &mut Vec<u8>) -> Result<(), RlweError> {
+        let order = Self::generation_order(sk, elements_and_levels)?;
+        let v1 = order.iter().all(|&(_, level)| level == sk.params.max_level());
+        let start = out.len();
+        out.resize(start + crate::wire::HEADER_LEN, 0);
+        let mut w = WireWriter::appending_to(std::mem::take(out));
+        w.put_u32(order.len() as u32);
+        for (g, level) in order {
+            let key = Self::generate_one(sk, g, level, sampler)?;
+            w.put_u64(g);
+            match key.seed {
+                Some(seed) if v1 => key.write_v1(&mut w, &seed),
+                _ => key.write_v2(&mut w, true),
+            }
+        }
+        *out = w.into_bytes();
+        let kind = if v1 { ObjectKind::GaloisKeys } else { ObjectKind::GaloisKeysV2 };
+        crate::wire::seal_reserved_at(kind, sk.params.id(), out, start);
+        Ok(())
+    }
+
     /// The exact length of [`GaloisKeys::to_bytes`] (seeded) or [`GaloisKeys::to_bytes_unseeded`].
     pub fn serialized_len(&self, seeded: bool) -> usize {
         let v1 = self.set_is_v1(seeded);

@@ -156,8 +156,15 @@ pub fn reserve_header(payload_capacity: usize) -> Vec<u8> {
 /// Fills in the header of a buffer from [`reserve_header`] and appends the checksum: the same
 /// bytes as [`seal_envelope`] of the payload after the header, which is not copied.
 pub fn seal_reserved(kind: ObjectKind, params_id: &ParamsId, mut buf: Vec<u8>) -> Vec<u8> {
-    assert!(buf.len() >= HEADER_LEN, "seal_reserved takes a buffer from reserve_header");
-    let payload_len = (buf.len() - HEADER_LEN) as u64;
+    seal_reserved_at(kind, params_id, &mut buf, 0);
+    buf
+}
+
+/// [`seal_reserved`] for an envelope that starts at `start` of `buf` (HEADER_LEN bytes reserved
+/// there, the payload after them up to the end): one object written in place inside another.
+pub fn seal_reserved_at(kind: ObjectKind, params_id: &ParamsId, buf: &mut Vec<u8>, start: usize) {
+    assert!(buf.len() >= start + HEADER_LEN, "seal_reserved_at takes a buffer with a header reserved at start");
+    let payload_len = (buf.len() - start - HEADER_LEN) as u64;
     let mut header = Vec::with_capacity(HEADER_LEN);
     header.extend_from_slice(&MAGIC);
     header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -165,10 +172,9 @@ pub fn seal_reserved(kind: ObjectKind, params_id: &ParamsId, mut buf: Vec<u8>) -
     header.push(0);
     header.extend_from_slice(params_id);
     header.extend_from_slice(&payload_len.to_le_bytes());
-    buf[..HEADER_LEN].copy_from_slice(&header);
-    let sum = checksum(&buf);
+    buf[start..start + HEADER_LEN].copy_from_slice(&header);
+    let sum = checksum(&buf[start..]);
     buf.extend_from_slice(&sum);
-    buf
 }
 
 /// A parsed envelope.
@@ -242,6 +248,11 @@ pub struct WireWriter {
 impl WireWriter {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A writer that appends to `buf` (give it back with [`WireWriter::into_bytes`]).
+    pub fn appending_to(buf: Vec<u8>) -> Self {
+        Self { buf }
     }
 
     pub fn put_u8(&mut self, v: u8) {

@@ -265,3 +265,28 @@ fn composed_rotations_match_direct_keys_and_respect_levels() {
     assert!(worst <= (half.trailing_zeros() as usize) / 2 + 1, "worst {worst}");
     assert_eq!(p2.byte_sizes().len(), p2.galois_keys().len());
 }
+
+#[test]
+fn keys_generated_straight_into_bytes_are_the_keys_generate_at_makes() {
+    // Streaming (each key written and dropped before the next) gives the same keys for the same
+    // sampler, in both layouts (mixed levels: version 2; all full: version 1), inside a buffer
+    // that already holds other bytes; an invalid element is refused before anything is written.
+    let params = params();
+    let mut s = Sampler::from_seed([15; 32]);
+    let sk = SecretKey::generate(&params, &mut s).unwrap();
+    let n = params.n();
+    let (g1, g2, g3) = (lycaon_math::rotation_galois_element(1, n), lycaon_math::rotation_galois_element(3, n), lycaon_math::rotation_galois_element(-2, n));
+    let top = params.max_level();
+    for pairs in [vec![(g2, 1), (g1, top), (g3, 2), (g2, 3)], vec![(g3, top), (g1, top)]] {
+        let made = GaloisKeys::generate_at(&sk, &pairs, &mut Sampler::from_seed([16; 32])).unwrap();
+        let mut out = b"prefix".to_vec();
+        GaloisKeys::generate_serialized_into(&sk, &pairs, &mut Sampler::from_seed([16; 32]), &mut out).unwrap();
+        assert_eq!(&out[..6], b"prefix");
+        let back = GaloisKeys::from_bytes(&params, &out[6..]).unwrap();
+        assert_eq!(back.to_bytes(), made.to_bytes());
+        assert_eq!(out.len() - 6, made.serialized_len(true));
+    }
+    let mut out = Vec::new();
+    assert!(GaloisKeys::generate_serialized_into(&sk, &[(g1, top), (2, top)], &mut s, &mut out).is_err());
+    assert!(out.is_empty());
+}

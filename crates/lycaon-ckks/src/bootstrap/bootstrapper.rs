@@ -39,11 +39,13 @@ use std::sync::{Arc, Mutex};
 
 use lycaon_math::{Coeff, Poly, Sampler};
 use lycaon_rlwe::{keyswitch, GaloisKeys, KeySwitchKey, ParametersLiteral, RelinKey, SecretKey};
+use lycaon_rlwe::wire::{reserve_header, seal_reserved, ObjectKind};
 use num_complex::Complex64;
 
 use super::dft::{coeffs_to_slots_factors, slots_to_coeffs_factors, DiagonalMatrix};
 use super::evalmod::{chebyshev_evaluate, EvalMod, EvalModParams};
 use super::hoisted::{self, ExtendedDiagonals};
+use crate::serialize::{bootstrap_key_flags, put_part, put_part_bytes};
 use crate::{
     conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform,
 };
@@ -455,22 +457,51 @@ impl Bootstrapper {
     /// shape encapsulates) a fresh sparse secret's two encapsulation keys; the sparse secret
     /// itself is dropped (zeroised) here. Client side: needs the secret key.
     pub fn generate_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<BootstrapKeys, CkksError> {
+        let (pairs, relin_level) = self.galois_pairs();
+        let galois = GaloisKeys::generate_at(sk, &pairs, sampler)?;
+        let relin = RelinKey::generate_at(sk, relin_level, sampler)?;
+        let encapsulation = self.generate_encapsulation_keys(sk, sampler)?;
+        Ok(BootstrapKeys { evaluation: EvaluationKeys { relin: Some(Arc::new(relin)), galois: Some(Arc::new(galois)) }, encapsulation })
+    }
+
+    /// The bytes of [`Self::generate_keys`]'s keys as [`BootstrapKeys::to_bytes`] writes them
+    /// (the same keys for the same sampler), made without holding the keys: each Galois key is
+    /// written and dropped before the next, so a client needs about the memory of the bytes
+    /// (2.5 GB at logN = 16, against 6.9 GB of keys plus their bytes).
+    pub fn generate_keys_bytes(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<Vec<u8>, CkksError> {
+        let params = self.ctx.params();
+        if sk.params().id() != params.id() {
+            return Err(CkksError::InvalidArgument { what: "the secret key was made under other parameters than the bootstrapper's".into() });
+        }
+        let (pairs, relin_level) = self.galois_pairs();
+        let encapsulate = self.params.encapsulation_weight.is_some();
+        let mut buf = reserve_header(self.key_memory_estimate()? / 2 + 64);
+        buf.push(bootstrap_key_flags(true, true, encapsulate));
+        put_part(&mut buf, |b| GaloisKeys::generate_serialized_into(sk, &pairs, sampler, b))?;
+        put_part_bytes(&mut buf, &RelinKey::generate_at(sk, relin_level, sampler)?.to_bytes());
+        if let Some(keys) = self.generate_encapsulation_keys(sk, sampler)? {
+            put_part_bytes(&mut buf, &keys.dense_to_sparse.to_bytes());
+            put_part_bytes(&mut buf, &keys.sparse_to_dense.to_bytes());
+        }
+        Ok(seal_reserved(ObjectKind::CkksBootstrapKeys, params.id(), buf))
+    }
+
+    /// (Galois element, level) of every rotation and the conjugation, and the relinearisation level.
+    fn galois_pairs(&self) -> (Vec<(u64, usize)>, usize) {
         let r = self.rotations();
         let n = self.params.n();
         let mut pairs: Vec<(u64, usize)> = r.rotations.iter().map(|&(s, l)| (rotation_galois_element(s, n), l)).filter(|&(g, _)| g != 1).collect();
         pairs.push((conjugation_galois_element(n), r.conjugation_level));
-        let galois = GaloisKeys::generate_at(sk, &pairs, sampler)?;
-        let relin = RelinKey::generate_at(sk, r.relin_level, sampler)?;
-        let encapsulation = match self.params.encapsulation_weight {
-            Some(h) => {
-                let sparse = SecretKey::generate_sparse(sk.params(), h, sampler)?;
-                let dense_to_sparse = KeySwitchKey::generate_switch(sk, &sparse, 0, sampler)?;
-                let sparse_to_dense = KeySwitchKey::generate_switch(&sparse, sk, self.params.top_level(), sampler)?;
-                Some(EncapsulationKeys { dense_to_sparse: Arc::new(dense_to_sparse), sparse_to_dense: Arc::new(sparse_to_dense) })
-            }
-            None => None,
-        };
-        Ok(BootstrapKeys { evaluation: EvaluationKeys { relin: Some(Arc::new(relin)), galois: Some(Arc::new(galois)) }, encapsulation })
+        (pairs, r.relin_level)
+    }
+
+    /// A fresh sparse secret's two encapsulation keys, when the shape encapsulates.
+    fn generate_encapsulation_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<Option<EncapsulationKeys>, CkksError> {
+        let Some(h) = self.params.encapsulation_weight else { return Ok(None) };
+        let sparse = SecretKey::generate_sparse(sk.params(), h, sampler)?;
+        let dense_to_sparse = KeySwitchKey::generate_switch(sk, &sparse, 0, sampler)?;
+        let sparse_to_dense = KeySwitchKey::generate_switch(&sparse, sk, self.params.top_level(), sampler)?;
+        Ok(Some(EncapsulationKeys { dense_to_sparse: Arc::new(dense_to_sparse), sparse_to_dense: Arc::new(sparse_to_dense) }))
     }
 
     /// The level-0 ciphertext's residues, centred mod q_0, as integers mod Q_top.
