@@ -147,7 +147,7 @@ def test_errors_name_what_is_wrong():
 def test_service_over_tcp_survives_a_bad_client():
     import socket
 
-    from lycaon.fhe_service import FheRemoteClient, FheServer
+    from lycaon.fhe_service import FheRemoteClient, FheServer, _recv
 
     rng = np.random.default_rng(8)
     g = small_cnn(rng, 1, 2, 5)
@@ -159,7 +159,8 @@ def test_service_over_tcp_survives_a_bad_client():
         with socket.create_connection((host, int(port))) as bad:  # garbage, then a query without keys
             bad.sendall(b"\x00" * 8 + b"junk")
             bad.settimeout(10)
-            assert b"frame" in bad.recv(4096)
+            kind, parts = _recv(bad)
+            assert kind == b"E" and b"frame" in parts[0]
         steps = []
         client = FheRemoteClient(address, on_progress=lambda done, total, name: steps.append((done, total, name)))
         x = rng.uniform(0, 1, (1, 8, 8))
@@ -226,9 +227,19 @@ def test_resnet20_compiles_with_bootstrapping_planned():
 
     rng = np.random.default_rng(11)
     calibration = rng.normal(0, 1, (4, 3, 32, 32))
-    net = fhe_resnet.FheResNet(aespa.graph(aespa.synthetic_weights(calibration)), calibration)
+    weights = aespa.synthetic_weights(calibration)
+    for name in aespa.activation_names(20):  # a square term in every channel (synthetic ones have none)
+        weights[f"{name}.a"] = rng.uniform(0.005, 0.02, len(weights[f"{name}.a"]))
+    net = fhe_resnet.FheResNet(aespa.graph(weights), calibration)
     kinds = [op.kind for op in net.ops]
     assert kinds.count("conv") == 21 and kinds.count("quadratic") == 19 and kinds.count("add") == 9 and kinds[-1] == "pool_fc"
+    # Monic quadratics (one level each); the factor of each block's output applied on the 7
+    # identity shortcuts by a per-channel product (the 2 downsampling shortcuts are convolutions
+    # and take it in their weights). Fewer bootstraps than with two-level quadratics.
+    assert all(op.depth == 1 and op.a is None for op in net.ops if op.kind == "quadratic") and kinds.count("linear") == 7
+    two_level = fhe_resnet.FheResNet(aespa.graph(weights), calibration, monic=False)
+    assert "linear" not in [op.kind for op in two_level.ops]
+    assert net.planned_bootstraps < two_level.planned_bootstraps, (net.planned_bootstraps, two_level.planned_bootstraps)
     levels = net.rotation_levels()
     assert levels and max(levels.values()) <= net.top
     assert all(float(np.log2(b)).is_integer() for b in net.bounds.values())
@@ -236,8 +247,9 @@ def test_resnet20_compiles_with_bootstrapping_planned():
     # below; an input scaled 8 times leaves it (its own bound is at most 4 times its maximum).
     assert (net.range_ratio(calibration) <= 0.5).all()
     assert net.range_ratio(8 * calibration[:1])[0] > 1
-    want = aespa.forward(aespa.synthetic_weights(calibration), calibration[:1])[0]
+    want = aespa.forward(weights, calibration[:1])[0]
     assert np.allclose(net.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)
+    assert np.allclose(two_level.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)
 
 
 def test_composite_relu_schedule_places_the_fewest_bootstraps():

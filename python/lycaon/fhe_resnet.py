@@ -59,7 +59,7 @@ from ._native import (
 from .fhe import evaluate_quadratic
 from .frontend.executor import run_node
 from .frontend.ir import Graph, ModelError
-from .frontend.transforms import fold_batchnorm
+from .frontend.transforms import fold_batchnorm, monic_quadratics
 
 
 def composite_relu_schedule(stage_depths: Sequence[int], level: int, top: int) -> tuple[tuple[bool, ...], int]:
@@ -148,7 +148,7 @@ class ResNetSpec:
 
 @dataclass
 class _Op:
-    kind: str  # conv, quadratic, relu, add, pool_fc
+    kind: str  # conv, quadratic, linear (per-channel b x + c), relu, add, pool_fc
     node: str
     inputs: list
     output: str
@@ -164,11 +164,19 @@ class _Op:
 class FheResNet:
     """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
 
-    def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None):
-        # Not made monic: along the residual stream each act2's pending factor enters the next
-        # act2 squared (S' = a S^2), which overflows float64 within a few blocks; a x^2 + b x + c
-        # costs two levels here instead (a x first, then times x).
+    def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None, monic: bool = True):
+        # Monic quadratics (002 Fig. 1: one level per AESPA activation instead of two): a x^2 +
+        # b x + c as a (x^2 + (b/a) x + c/a), each factor a taken by the convolutions and the
+        # linear layer reading the activation, and applied by a per-channel product on the
+        # identity shortcuts (one level on a branch with levels to spare; carried along the
+        # residual stream instead, it compounds until float64 overflows). Left as they are when
+        # some channel has no square term (then two levels: a x first, then times x).
         self.graph = fold_batchnorm(graph)
+        if monic and any(n.op == "poly" for n in self.graph.nodes):
+            try:
+                self.graph = monic_quadratics(self.graph, scale_at_adds=True)
+            except ModelError:
+                pass
         self.shape_name = "logn16_full_slots"
         self.shape = BOOTSTRAP_SHAPES[self.shape_name]()
         self.params = self.shape.parameters()
@@ -242,9 +250,16 @@ class FheResNet:
                 if coeffs.ndim != 2 or coeffs.shape[1] != 3:
                     raise ModelError(f"{node.describe()}: expected a per-channel quadratic (C, 3)")
                 area = src[1] * src[2]
-                a, b, cst = (multiplexed_pack(*src, np.repeat(coeffs[:, j], area)) for j in (2, 1, 0))
+
+                def packed(j: int) -> Optional[np.ndarray]:  # None for a coefficient that is 0 in every channel
+                    return None if not coeffs[:, j].any() else multiplexed_pack(*src, np.repeat(coeffs[:, j], area))
                 out = src
-                ops.append(_Op("quadratic", node.name, list(node.inputs), node.output, 2, layout=out, a=a, b=b, c=cst))
+                if not coeffs[:, 2].any():  # b x + c (a per-channel scale): one level
+                    ops.append(_Op("linear", node.name, list(node.inputs), node.output, 1, layout=out, b=packed(1), c=packed(0)))
+                else:  # monic (x times x): one level; else a x first, then times x: two
+                    monic = bool(np.all(coeffs[:, 2] == 1.0))
+                    ops.append(_Op("quadratic", node.name, list(node.inputs), node.output, 1 if monic else 2, layout=out,
+                                   a=None if monic else packed(2), b=packed(1), c=packed(0)))
             elif node.op == "relu":
                 out = src
                 ops.append(_Op("relu", node.name, list(node.inputs), node.output, 0, layout=out))
@@ -276,12 +291,22 @@ class FheResNet:
     def rotation_levels(self) -> dict:
         """Every rotation step with the highest level it is used at, from a dry run of the level
         plan (the same refresh rule as `infer`)."""
+        return self._level_plan()[0]
+
+    @property
+    def planned_bootstraps(self) -> int:
+        """Refreshes an image costs (those inside composite ReLUs not counted), from the same dry run."""
+        return self._level_plan()[1]
+
+    def _level_plan(self) -> tuple[dict, int]:
         levels = {self.graph.input_name: self.top}
         need: dict = {}
+        refreshes = 0
         for op in self.ops:
             for name in op.inputs:
                 if levels[name] < op.depth + 1:
                     levels[name] = self.top
+                    refreshes += 1
             lvl = min(levels[n] for n in op.inputs)
             if op.layer is not None:
                 for s in op.layer.rotation_steps():
@@ -289,7 +314,7 @@ class FheResNet:
                     if s:
                         need[s] = max(need.get(s, 0), lvl)
             levels[op.output] = self.output_level(op, lvl)
-        return need
+        return need, refreshes
 
     def output_level(self, op: _Op, level: int) -> int:
         """The level `op` leaves its output at, from its input's."""
@@ -466,6 +491,11 @@ def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progr
         elif op.kind == "quadratic":
             y = evaluate_quadratic(ev, encoder, x, op.a, op.b, op.c)
             stats["quadratic_s"] += time.perf_counter() - t0
+        elif op.kind == "linear":
+            y = ev.rescale(ev.mul_plain(x, encoder.encode(op.b if op.b is not None else np.zeros(net.slots), level=x.level, scale=ev.plaintext_scale_for(x))))
+            if op.c is not None:
+                y = ev.add_plain(y, encoder.encode(op.c, level=y.level, scale=y.scale))
+            stats["other_s"] += time.perf_counter() - t0
         elif op.kind == "relu":
             b0 = stats["bootstrap_s"]
             y = evaluate_composite_relu(ev, x, net.bounds[op.inputs[0]], net.relu_step(op.inputs[0]), net.relu["depths"], net.top, bootstrap)

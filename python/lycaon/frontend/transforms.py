@@ -109,7 +109,7 @@ def simplify(graph: Graph) -> Graph:
     return pool_before_relu(compose_pointwise(fold_batchnorm(graph)))
 
 
-def monic_quadratics(graph: Graph) -> Graph:
+def monic_quadratics(graph: Graph, scale_at_adds: bool = False) -> Graph:
     """Rewrites every per-channel quadratic a x^2 + b x + c (a `poly` node of degree 2) as
     a (x^2 + (b/a) x + c/a) and moves the factor a out of the node, so that each quadratic is
     monic: under CKKS (x + b/2a)^2 + const is one ciphertext product (002's one level per
@@ -124,11 +124,31 @@ def monic_quadratics(graph: Graph) -> Graph:
     - global average pooling and flatten pass S on (flatten: per feature).
     Raises ModelError where a scale would have to be applied by a product of its own (a
     quadratic with a = 0 for some channel, an add of two scaled inputs, a scale reaching the
-    output)."""
+    output).
+
+    `scale_at_adds`: an add applies the scales of its inputs itself, each by a per-channel product
+    of its own (a linear `poly` node, coefficients (0, S, 0): one level under CKKS), and its sum
+    carries none. Along a residual stream the carried scale otherwise compounds (the next
+    quadratic's a takes S^2, block after block, until float64 overflows); on a ResNet's identity
+    shortcut the product costs no level that matters, the residual branch beside it spending
+    five."""
     copies = _float_copies(graph)
     by_output = {n.output: n for n in copies}
     pending: dict[str, np.ndarray] = {}
+    nodes: list[Node] = []
     for node in copies:
+        if node.op == "add" and scale_at_adds:
+            for k, name in enumerate(node.inputs):
+                if name in pending:
+                    factor = pending[name]
+                    zero = np.zeros_like(factor)
+                    scale = Node("poly", f"{node.name}.scale{k}", [name], f"{node.name}.scale{k}:out", {"kind": "channel-scale"},
+                                 {"coefficients": np.stack([zero, factor, zero], axis=1)})
+                    nodes.append(scale)
+                    node.inputs[k] = scale.output
+            nodes.append(node)
+            continue
+        nodes.append(node)
         s = pending.get(node.inputs[0]) if node.inputs else None
         if node.op in ("conv", "linear"):
             if s is not None:
@@ -171,7 +191,7 @@ def monic_quadratics(graph: Graph) -> Graph:
             raise ModelError(f"{node.describe()}: a pending per-channel scale cannot pass a {node.op}")
     if graph.output in pending:
         raise ModelError(f"the output '{graph.output}' would carry a per-channel scale")
-    return _rebuild(graph, copies, {})
+    return _rebuild(graph, nodes, {})
 
 
 def relu_input_bound(graph: Graph, x: np.ndarray, batch: int = 64) -> float:
