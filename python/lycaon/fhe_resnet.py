@@ -30,6 +30,7 @@ convolutions and the bootstrapping keys; `lycaon serve/infer --mode fhe` carry t
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from itertools import product
@@ -138,8 +139,11 @@ class ResNetSpec:
             raise LycaonError(f"unknown bootstrapping shape {name!r} (this client knows {', '.join(BOOTSTRAP_SHAPES)})")
         if BOOTSTRAP_SHAPES[name]().parameters().to_bytes() != params.to_bytes():
             raise LycaonError(f"the parameters sent are not those of the bootstrapping shape {name}")
-        return ResNetSpec(params, name, tuple(d["input_shape"]), tuple(int(v) for v in d["input_layout"]),
-                          {int(k): int(v) for k, v in d["rotation_levels"].items()}, int(d["top_level"]), int(d["outputs"]))
+        try:
+            return ResNetSpec(params, name, tuple(int(v) for v in d["input_shape"]), tuple(int(v) for v in d["input_layout"]),
+                              {int(k): int(v) for k, v in d["rotation_levels"].items()}, int(d["top_level"]), int(d["outputs"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise LycaonError(f"a malformed ResNet spec: {type(e).__name__} {e}") from None
 
     @property
     def shape(self) -> CkksBootstrapParams:
@@ -191,6 +195,7 @@ class FheResNet:
             self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages]}
         self.ops, self.input_layout = self._compile()
         self._bootstrapper: Optional[CkksBootstrapper] = None
+        self._bootstrapper_lock = threading.Lock()
 
     @property
     def spec(self) -> ResNetSpec:
@@ -202,8 +207,9 @@ class FheResNet:
     def bootstrapper(self) -> CkksBootstrapper:
         """The circuit, built on first use and shared by every session (it keeps the transforms'
         encoded diagonals, 3.1 GB, after the first bootstrap); each call brings its keys."""
-        if self._bootstrapper is None:
-            self._bootstrapper = CkksBootstrapper(self.params, self.shape)
+        with self._bootstrapper_lock:  # sessions start in threads of their own: build it once
+            if self._bootstrapper is None:
+                self._bootstrapper = CkksBootstrapper(self.params, self.shape)
         return self._bootstrapper
 
     def _maxima(self, x: np.ndarray):

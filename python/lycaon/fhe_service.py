@@ -172,7 +172,7 @@ class FheServer:
         if not self._slots.acquire(blocking=False):
             _send(sock, b"E", b"the server is serving its maximum of sessions; try again later")
             return
-        session, progress = None, False
+        session, progress, released = None, False, False
         try:
             while True:
                 try:
@@ -215,12 +215,16 @@ class FheServer:
                     raise LycaonError(f"unknown message kind {kind!r}")
         except Exception as e:  # noqa: BLE001  a bad client must not take the server down
             self._log({"peer": peer, "error": str(e)})
+            session = None  # its keys go before the error does, and so does its slot:
+            self._slots.release()  # a client told of its error may reconnect at once
+            released = True
             try:
                 _send(sock, b"E", str(e).encode())
             except OSError:
                 pass
         finally:
-            self._slots.release()
+            if not released:
+                self._slots.release()
 
     def start(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> str:
         outer = self
