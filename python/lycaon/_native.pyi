@@ -803,7 +803,8 @@ class CkksBootstrapKeys:
     def galois_key_count(self) -> int:
         """Number of Galois keys (each generated only up to the level it is used at)."""
     @property
-    def params(self) -> CkksParameters: ...
+    def params(self) -> CkksParameters:
+        """The parameters the keys were made under."""
     def to_bytes(self) -> bytes:
         """Versioned, checksummed bytes, every key seeded (about half the memory); pickling uses them."""
     @staticmethod
