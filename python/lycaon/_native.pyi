@@ -874,6 +874,33 @@ class FheMpConv:
     def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
         """The convolution of a ciphertext in the input layout, two levels lower."""
 
+class FheCaConv:
+    """HyPHEN's CAConv: from the gap-1 multiplexed packing (CA, one ciphertext) to the RA
+    packing (one ciphertext per output channel, replicated), stride 1, one level."""
+    def __init__(self, input: Layout, c_out: int, kernel: int, weights: npt.NDArray[np.float64]) -> None:
+        """``input`` = (C, h, w, 1, slots); ``weights`` = [C_out][C][f][f] flattened."""
+    def rotation_steps(self) -> list[int]:
+        """Every rotation step the evaluation needs a key for."""
+    def counts(self) -> tuple[int, int, int, int]:
+        """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
+    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> list[CkksCiphertext]:
+        """The C_out RA ciphertexts, one level lower."""
+
+class FheRaConv:
+    """HyPHEN's RAConv: from the RA packing (one ciphertext per input channel) to the gap-1
+    multiplexed packing (CA), stride 1, one level."""
+    def __init__(self, c_in: int, height: int, width: int, slots: int, c_out: int, kernel: int, weights: npt.NDArray[np.float64]) -> None:
+        """``c_in`` RA channels of ``height`` x ``width``; ``weights`` = [C_out][C_in][f][f] flattened."""
+    @property
+    def output_layout(self) -> Layout:
+        """(C_out, h, w, 1, slots)."""
+    def rotation_steps(self) -> list[int]:
+        """Every rotation step the evaluation needs a key for."""
+    def counts(self) -> tuple[int, int, int, int]:
+        """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
+    def evaluate(self, evaluator: CkksEvaluator, ciphertexts: list[CkksCiphertext]) -> CkksCiphertext:
+        """The CA ciphertext of the output channels, one level below the inputs."""
+
 class FheAvgPoolFc:
     """Global average pooling into a fully connected layer on a multiplexed packing (one level)."""
     def __init__(self, params: CkksParameters, input: Layout, n_out: int, weights: npt.NDArray[np.float64], bias: npt.NDArray[np.float64]) -> None:

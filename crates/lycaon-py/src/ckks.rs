@@ -1065,6 +1065,74 @@ impl FheMpConv {
     }
 }
 
+/// HyPHEN's CAConv: a convolution from the gap-1 multiplexed packing (CA, one ciphertext) to the
+/// RA packing (one ciphertext per output channel, the channel replicated), stride 1, padding
+/// f/2, one level.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct FheCaConv {
+    conv: lycaon_nn::fhe::CaConv,
+}
+
+#[pymethods]
+impl FheCaConv {
+    /// `input` = (C, h, w, 1, slots); `weights` = [C_out][C][f][f] flattened.
+    #[new]
+    fn new(input: (usize, usize, usize, usize, usize), c_out: usize, kernel: usize, weights: PyReadonlyArray1<'_, f64>) -> PyResult<Self> {
+        let l = layout(input.0, input.1, input.2, input.3, input.4)?;
+        Ok(Self { conv: lycaon_nn::fhe::CaConv::new(l, c_out, kernel, weights.as_slice()?).map_err(fhe_err)? })
+    }
+    fn rotation_steps(&self) -> Vec<i64> {
+        self.conv.rotation_steps()
+    }
+    /// (rotations, plaintext products, rescales, depth) from the algorithm's structure.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let c = self.conv.counts();
+        (c.rotations, c.plain_mults, c.rescales, c.depth)
+    }
+    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<Vec<CkksCiphertext>> {
+        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
+        let (conv, ct) = (&self.conv, &ciphertext.inner);
+        let out = py.detach(|| conv.evaluate(&ops, ct)).map_err(fhe_err)?;
+        Ok(out.into_iter().map(|c| CkksCiphertext::wrap(&evaluator.params, c)).collect())
+    }
+}
+
+/// HyPHEN's RAConv: a convolution from the RA packing (one ciphertext per input channel) to the
+/// gap-1 multiplexed packing (CA), stride 1, padding f/2, one level.
+#[pyclass(module = "lycaon._native", frozen)]
+pub struct FheRaConv {
+    conv: lycaon_nn::fhe::RaConv,
+}
+
+#[pymethods]
+impl FheRaConv {
+    /// `c_in` RA channels of h x w in `slots` slots; `weights` = [C_out][C_in][f][f] flattened.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(c_in: usize, height: usize, width: usize, slots: usize, c_out: usize, kernel: usize, weights: PyReadonlyArray1<'_, f64>) -> PyResult<Self> {
+        Ok(Self { conv: lycaon_nn::fhe::RaConv::new(c_in, height, width, slots, c_out, kernel, weights.as_slice()?).map_err(fhe_err)? })
+    }
+    #[getter]
+    fn output_layout(&self) -> (usize, usize, usize, usize, usize) {
+        layout_tuple(self.conv.output_layout())
+    }
+    fn rotation_steps(&self) -> Vec<i64> {
+        self.conv.rotation_steps()
+    }
+    /// (rotations, plaintext products, rescales, depth) from the algorithm's structure.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let c = self.conv.counts();
+        (c.rotations, c.plain_mults, c.rescales, c.depth)
+    }
+    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertexts: Vec<PyRef<'_, CkksCiphertext>>) -> PyResult<CkksCiphertext> {
+        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
+        let inputs: Vec<_> = ciphertexts.iter().map(|c| c.inner.clone()).collect();
+        let conv = &self.conv;
+        let out = py.detach(|| conv.evaluate(&ops, &inputs)).map_err(fhe_err)?;
+        Ok(CkksCiphertext::wrap(&evaluator.params, out))
+    }
+}
+
 /// Global average pooling into a fully connected layer on a multiplexed packing (one level);
 /// the logits land in slots 0..n_out.
 #[pyclass(module = "lycaon._native", frozen)]
@@ -1095,6 +1163,8 @@ impl FheAvgPoolFc {
 
 pub fn register_fhe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FheMpConv>()?;
+    m.add_class::<FheCaConv>()?;
+    m.add_class::<FheRaConv>()?;
     m.add_class::<FheAvgPoolFc>()?;
     m.add_function(wrap_pyfunction!(multiplexed_pack, m)?)?;
     m.add_function(wrap_pyfunction!(multiplexed_unpack, m)?)?;

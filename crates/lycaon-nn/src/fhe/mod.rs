@@ -5,14 +5,19 @@
 //!   after a stride-2 layer the gap k doubles and k x k channels share the spatial grid, so the
 //!   slots stay full without re-packing;
 //! - [`mpconv`]: the multiplexed parallel convolution (MPConv) on that packing;
+//! - [`hyphen`]: HyPHEN's CAConv and RAConv (002 Sec. 4), which change the packing between the
+//!   two convolutions of a block (CA: one ciphertext, channels in blocks; RA: one ciphertext per
+//!   channel, replicated) so that no output placement is needed;
 //! - [`pool_fc`]: global average pooling followed by a fully connected layer (diagonal method with
 //!   baby-step giant-step), and [`residual_add`].
 //!
 //! Every layer reaches the CKKS evaluator only through [`FheOps`], which counts the calls, so
 //! tests can check each layer's stated [`FheOpCounts`] against what it really did.
 //!
-//! Not here (on purpose): bootstrapping placement, HyPHEN's changing packings, AESPA activations.
+//! Not here (on purpose): bootstrapping placement and the activations (the Python compiler,
+//! `lycaon.fhe_resnet`, places them).
 
+pub mod hyphen;
 pub mod mpconv;
 pub mod multiplexed;
 pub mod pool_fc;
@@ -21,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, LinearTransform, Plaintext};
 
+pub use hyphen::{CaConv, RaConv};
 pub use mpconv::{MpConv, Placement};
 pub use multiplexed::MultiplexedLayout;
 pub use pool_fc::AvgPoolFc;

@@ -294,3 +294,113 @@ fn fhe_residual_add_aligns_levels_and_rejects_other_packings() {
     let other = MultiplexedLayout::new(8, 4, 4, 2, slots).unwrap();
     assert!(residual_add(&ops, &y, &other, &ct, &l).is_err());
 }
+
+// ------------------------------------------------------------------------------------------------
+// HyPHEN: CAConv (CA -> RA) and RAConv (RA -> CA)
+
+/// A HyPHEN block's convolutions, CA -> CaConv -> RA (each channel checked at every slot: the RA
+/// packing is full replication) -> x^2 on each RA ciphertext -> RaConv -> CA (the whole slot
+/// vector, every copy), against the f64 reference; op counts vs the evaluator calls; one level
+/// per convolution. Returns the worst precision in bits.
+fn check_hyphen_block(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, c_mid: usize, c_out: usize, kernel: usize) -> f64 {
+    let slots = fhe.ctx.max_slots();
+    let mut v = Values(seed);
+    let input = MultiplexedLayout::new(c_in, hw, hw, 1, slots).unwrap();
+    let x = v.vec(c_in * hw * hw, 1.0);
+    let w1 = v.vec(c_mid * c_in * kernel * kernel, 1.0 / ((c_in * kernel * kernel) as f64).sqrt());
+    let w2 = v.vec(c_out * c_mid * kernel * kernel, 1.0 / ((c_mid * kernel * kernel) as f64).sqrt());
+    let ca = CaConv::new(input, c_mid, kernel, &w1).unwrap();
+    let ra = RaConv::new(c_mid, hw, hw, slots, c_out, kernel, &w2).unwrap();
+    let ops = fhe.ops(&[ca.rotation_steps(), ra.rotation_steps()].concat());
+    let ct = fhe.encrypt(&input.pack(&x).unwrap());
+
+    let mid = ca.evaluate(&ops, &ct).unwrap();
+    let mut c = ca.counts();
+    assert_eq!((ct.level() - mid[0].level()) as u64, c.depth);
+    c.depth = 0;
+    assert_eq!(ops.counts(), c, "CAConv counts {c_in}x{hw}x{hw} -> {c_mid}, f {kernel}");
+    let r1 = conv_reference_f64((c_in, hw, hw), &x, c_mid, kernel, 1, &w1);
+    let area = hw * hw;
+    let mut worst = f64::INFINITY;
+    for (o, ct_o) in mid.iter().enumerate() {
+        let want: Vec<f64> = (0..slots).map(|s| r1[o * area + s % area]).collect();
+        let p = precision_stats(&want, &fhe.decrypt(ct_o));
+        assert!(p.min_bits >= 15.0, "CAConv channel {o}: {p}");
+        worst = worst.min(p.min_bits);
+    }
+
+    // The activation between them, on every RA ciphertext (what the network does with AESPA).
+    let eval = ops.evaluator();
+    let squared: Vec<Ciphertext> = mid.iter().map(|m| eval.rescale(&eval.mul_relin(m, m).unwrap()).unwrap()).collect();
+    let a1: Vec<f64> = r1.iter().map(|t| t * t).collect();
+    ops.reset();
+    let out = ra.evaluate(&ops, &squared).unwrap();
+    let mut c = ra.counts();
+    assert_eq!((squared[0].level() - out.level()) as u64, c.depth);
+    c.depth = 0;
+    assert_eq!(ops.counts(), c, "RAConv counts {c_mid} -> {c_out}");
+    let r2 = conv_reference_f64((c_mid, hw, hw), &a1, c_out, kernel, 1, &w2);
+    let p = precision_stats(&ra.output_layout().pack(&r2).unwrap(), &fhe.decrypt(&out));
+    println!(
+        "HyPHEN {c_in}x{hw}x{hw} -CAConv-> {c_mid} RA -x^2-> -RAConv-> {c_out} CA, f {kernel}, logN {}: {p}; rotations CA {} + RA {}, plain mults {} + {}",
+        fhe.ctx.n().trailing_zeros(),
+        ca.counts().rotations,
+        ra.counts().rotations,
+        ca.counts().plain_mults,
+        ra.counts().plain_mults
+    );
+    assert!(p.min_bits >= 15.0, "RAConv: {p}");
+    worst.min(p.min_bits)
+}
+
+#[test]
+fn fhe_hyphen_block_small_shapes_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 3 levels of 40 bits (see Fhe::new).
+    let mut fhe = Fhe::new(12, 50, 40, 3, true);
+    // (c_in, hw, c_mid, c_out, kernel): copies p = 8, 2 and 1; odd channel counts (padded
+    // blocks carry zeros); a 5x5 and a 1x1 kernel.
+    for (i, &(c_in, hw, c_mid, c_out, f)) in [(4, 8, 4, 4, 3), (16, 8, 8, 16, 3), (3, 16, 5, 7, 3), (5, 8, 6, 3, 5), (8, 8, 8, 8, 1)].iter().enumerate() {
+        check_hyphen_block(&mut fhe, 300 + i as u64, c_in, hw, c_mid, c_out, f);
+    }
+}
+
+#[test]
+fn fhe_hyphen_block_logn13_secure() {
+    // 128-bit secure set: logN = 13, 48 + 3 * 38 + 48 = 210 bits <= 218 (three levels: CAConv,
+    // the square, RAConv).
+    let mut fhe = Fhe::new(13, 48, 38, 3, false);
+    check_hyphen_block(&mut fhe, 11, 16, 16, 16, 16, 3);
+}
+
+#[test]
+fn fhe_hyphen_refuses_what_it_cannot_run() {
+    let slots = 1 << 11;
+    let gap2 = MultiplexedLayout::new(8, 8, 8, 2, slots).unwrap();
+    assert!(CaConv::new(gap2, 8, 3, &[0.0; 8 * 8 * 9]).unwrap_err().to_string().contains("gap 2"));
+    let gap1 = MultiplexedLayout::new(8, 8, 8, 1, slots).unwrap();
+    assert!(CaConv::new(gap1, 8, 2, &[0.0; 8 * 8 * 4]).unwrap_err().to_string().contains("odd kernel"));
+    assert!(CaConv::new(gap1, 8, 3, &[0.0; 10]).unwrap_err().to_string().contains("expected 576 weights"));
+    assert!(RaConv::new(8, 8, 8, slots, 8, 3, &[0.0; 5]).unwrap_err().to_string().contains("weights"));
+    // RAConv counts its inputs.
+    let ra = RaConv::new(2, 8, 8, slots, 2, 3, &[0.0; 36]).unwrap();
+    let mut fhe = Fhe::new(12, 50, 40, 1, true);
+    let ops = fhe.ops(&ra.rotation_steps());
+    let ct = fhe.encrypt(&vec![0.0; slots]);
+    assert!(ra.evaluate(&ops, &[ct]).unwrap_err().to_string().contains("takes 2 RA ciphertexts"));
+}
+
+#[test]
+fn fhe_hyphen_block_needs_fewer_rotations_than_two_mpconvs_on_resnet20_stage1() {
+    // ResNet-20's stage 1 (16 x 32 x 32, 2^15 slots): the CA/RA pair against two MPConvs (from
+    // each layer's structure; the timing is the hyphen_blocks example).
+    let slots = 1 << 15;
+    let l = MultiplexedLayout::new(16, 32, 32, 1, slots).unwrap();
+    let w = vec![0.0; 16 * 16 * 9];
+    let mp = MpConv::new(l, 16, 3, 1, &w).unwrap();
+    let pair = CaConv::new(l, 16, 3, &w).unwrap().counts() + RaConv::new(16, 32, 32, slots, 16, 3, &w).unwrap().counts();
+    let mps = mp.counts() + mp.counts();
+    println!("stage 1 block: MPConv x2 {mps:?}; CAConv + RAConv {pair:?}");
+    assert_eq!(pair.depth, 2);
+    assert_eq!(mps.depth, 4);
+    assert!(pair.rotations < mps.rotations, "{pair:?} vs {mps:?}");
+}
