@@ -252,6 +252,54 @@ def test_resnet20_compiles_with_bootstrapping_planned():
     assert np.allclose(two_level.reference(calibration[0]), want, rtol=1e-9, atol=1e-9)
 
 
+def test_resnet20_hyphen_changes_the_packing_in_stage_one():
+    """HyPHEN (002 Sec. 4): the three stage-1 basic blocks run CAConv -> quadratic per RA
+    ciphertext -> RAConv (two levels of convolutions instead of four), the rest stays MPConv; the
+    first convolution's bias folded into the quadratic gives the graph's activation; fewer
+    bootstraps planned. (The layers themselves are tested encrypted in lycaon-nn.)"""
+    from lycaon import fhe_resnet
+    from lycaon.frontend import aespa
+    from lycaon.frontend.executor import run_node
+
+    rng = np.random.default_rng(12)
+    calibration = rng.normal(0, 1, (4, 3, 32, 32))
+    weights = aespa.synthetic_weights(calibration)
+    for name in aespa.activation_names(20):
+        weights[f"{name}.a"] = rng.uniform(0.005, 0.02, len(weights[f"{name}.a"]))
+    biases = {f"layer1.{b}.conv1": rng.normal(0, 0.1, 16) for b in range(3)}  # AESPA's convolutions have none: some to fold
+
+    def graph():
+        g = aespa.graph(weights)
+        for node in g.nodes:
+            if node.name in biases:
+                node.params["bias"] = biases[node.name]
+        return g
+    mp = fhe_resnet.FheResNet(graph(), calibration)
+    hy = fhe_resnet.FheResNet(graph(), calibration, hyphen=True)
+    pairs = [op for op in hy.ops if op.kind == "hyphen"]
+    assert len(pairs) == 3 and [op.kind for op in hy.ops].count("conv") == 21 - 6
+    assert all(op.depth == 3 and op.layout == (16, 32, 32, 1, hy.slots) for op in pairs)
+    assert hy.planned_bootstraps < mp.planned_bootstraps, (hy.planned_bootstraps, mp.planned_bootstraps)
+    assert max(hy.rotation_levels().values()) <= hy.top
+    ca, ra = pairs[0].layer
+    assert ca.counts()[0] + ra.counts()[0] < 2 * fhe_resnet.FheMpConv((16, 32, 32, 1, hy.slots), 16, 3, 1, np.zeros(16 * 16 * 9)).counts()[0]
+    # The folded quadratic on the bias-free convolution = the graph's activation of the biased one.
+    values = {hy.graph.input_name: calibration[:1]}
+    nodes = {n.name: n for n in hy.graph.nodes}
+    for node in hy.graph.nodes:
+        values[node.output] = run_node(node, [values[i] for i in node.inputs])
+    for op in pairs:
+        conv = nodes[op.node]
+        assert conv.params.get("bias") is not None
+        act = next(n for n in hy.graph.nodes if n.inputs == [conv.output])
+        bare = type(conv)(**{**conv.__dict__, "params": {**conv.params, "bias": None}})
+        z = run_node(bare, [values[conv.inputs[0]]])[0]
+        a = np.ones(len(op.b)) if op.a is None else op.a
+        got = a[:, None, None] * z ** 2 + op.b[:, None, None] * z + op.c[:, None, None]
+        assert np.allclose(got, values[act.output][0], rtol=1e-9, atol=1e-9)
+    assert np.allclose(hy.reference(calibration[0]), mp.reference(calibration[0]), rtol=1e-12, atol=1e-12)
+
+
 def test_composite_relu_schedule_places_the_fewest_bootstraps():
     from lycaon.fhe_resnet import composite_relu_schedule
 

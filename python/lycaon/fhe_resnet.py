@@ -52,7 +52,9 @@ from ._native import (
     CkksParameters,
     CkksPublicKey,
     FheAvgPoolFc,
+    FheCaConv,
     FheMpConv,
+    FheRaConv,
     LycaonError,
     composite_relu,
     multiplexed_pack,
@@ -87,6 +89,15 @@ def composite_relu_schedule(stage_depths: Sequence[int], level: int, top: int) -
     if best is None:
         raise ModelError(f"a composite ReLU of stage depths {list(stage_depths)} does not fit {top} levels between bootstraps")
     return best[2], -best[1]
+
+
+def scalar_quadratic(ev: CkksEvaluator, x, a: Optional[float], b: float, c: float):
+    """a x^2 + b x + c with the same coefficients in every slot (one RA ciphertext is one
+    channel): one level when a is None (monic), two otherwise."""
+    y = ev.rescale(ev.mul_relin(x, x)) if a is None else ev.rescale(ev.mul_relin(ev.rescale(ev.mul_const(x, float(a))), x))
+    if b:
+        y = ev.add(y, ev.rescale(ev.mul_const(x, float(b))))
+    return ev.add_const(y, float(c)) if c else y
 
 
 def evaluate_composite_relu(ev: CkksEvaluator, x, bound: float, steps: Sequence[np.ndarray], depths: Sequence[int], top: int, bootstrap: Callable):
@@ -152,7 +163,7 @@ class ResNetSpec:
 
 @dataclass
 class _Op:
-    kind: str  # conv, quadratic, linear (per-channel b x + c), relu, add, pool_fc
+    kind: str  # conv, hyphen (CAConv, quadratic, RAConv), quadratic, linear (per-channel b x + c), relu, add, pool_fc
     node: str
     inputs: list
     output: str
@@ -168,7 +179,8 @@ class _Op:
 class FheResNet:
     """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
 
-    def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None, monic: bool = True):
+    def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None, monic: bool = True,
+                 hyphen: bool = False):
         # Monic quadratics (002 Fig. 1: one level per AESPA activation instead of two): a x^2 +
         # b x + c as a (x^2 + (b/a) x + c/a), each factor a taken by the convolutions and the
         # linear layer reading the activation, and applied by a per-channel product on the
@@ -181,6 +193,11 @@ class FheResNet:
                 self.graph = monic_quadratics(self.graph, scale_at_adds=True)
             except ModelError:
                 pass
+        # HyPHEN (002 Sec. 4): where a stride-1 convolution on the gap-1 packing feeds a quadratic
+        # that feeds another stride-1 convolution (a basic block of stage 1), the packing changes
+        # in between (CAConv to one ciphertext per channel, RAConv back), one level per
+        # convolution instead of two and no placement rotations (lycaon-nn's fhe::hyphen).
+        self.hyphen = hyphen
         self.shape_name = "logn16_full_slots"
         self.shape = BOOTSTRAP_SHAPES[self.shape_name]()
         self.params = self.shape.parameters()
@@ -235,11 +252,21 @@ class FheResNet:
         layouts = {g.input_name: (c, h, w, 1, S)}
         ops: list[_Op] = []
         nodes = list(g.nodes)
+        readers: dict = {g.output: 1}
+        for n in nodes:
+            for name in n.inputs:
+                readers[name] = readers.get(name, 0) + 1
         i = 0
         while i < len(nodes):
             node = nodes[i]
             src = layouts[node.inputs[0]]
-            if node.op == "conv":
+            pair = self._hyphen_pair(nodes, i, src, readers) if self.hyphen else None
+            if pair is not None:
+                ops.append(pair)
+                out = pair.layout
+                node = nodes[i + 2]
+                i += 2
+            elif node.op == "conv":
                 wgt = np.asarray(node.params["weight"], dtype=np.float64)
                 k = wgt.shape[2]
                 stride = node.attrs.get("stride", (1, 1))[0]
@@ -294,6 +321,54 @@ class FheResNet:
             raise ModelError(f"{g.name}: the FHE ResNet compiler expects the network to end in global average pooling and a linear layer")
         return ops, layouts[g.input_name]
 
+    @staticmethod
+    def _conv_attrs(node) -> Optional[tuple]:
+        """(weights, kernel, stride) of a convolution MPConv or HyPHEN's convolutions can take
+        (square odd kernel padded by f/2, no groups), else None."""
+        if node.op != "conv":
+            return None
+        wgt = np.asarray(node.params["weight"], dtype=np.float64)
+        k = wgt.shape[2]
+        if wgt.shape[2] != wgt.shape[3] or k % 2 == 0 or any(p != k // 2 for p in node.attrs.get("pads", (0, 0, 0, 0))) or node.attrs.get("groups", 1) != 1:
+            return None
+        return wgt, k, node.attrs.get("stride", (1, 1))[0]
+
+    def _hyphen_pair(self, nodes, i: int, src: tuple, readers: dict) -> Optional[_Op]:
+        """The HyPHEN op for conv -> quadratic -> conv at `i` (both stride 1, the input on the
+        gap-1 packing, the intermediate tensors read by the next node only), else None. The first
+        convolution's bias is folded into the quadratic: a (x + β)^2 + b (x + β) + c."""
+        if i + 2 >= len(nodes) or src[3] != 1:
+            return None
+        conv1, act, conv2 = nodes[i:i + 3]
+        first, second = self._conv_attrs(conv1), self._conv_attrs(conv2)
+        if first is None or second is None or first[2] != 1 or second[2] != 1 or act.op != "poly":
+            return None
+        if act.inputs != [conv1.output] or conv2.inputs != [act.output] or readers.get(conv1.output) != 1 or readers.get(act.output) != 1:
+            return None
+        coeffs = np.asarray(act.params["coefficients"], dtype=np.float64)
+        if coeffs.ndim != 2 or coeffs.shape[1] != 3 or not np.all(coeffs[:, 2] != 0):
+            return None
+        (w1, k1, _), (w2, k2, _) = first, second
+        c_mid, (c, h, w, _, slots) = w1.shape[0], src
+        beta = np.asarray(conv1.params["bias"], dtype=np.float64) if conv1.params.get("bias") is not None else np.zeros(c_mid)
+        a, b, c0 = coeffs[:, 2], coeffs[:, 1], coeffs[:, 0]
+        b, c0 = 2 * a * beta + b, a * beta ** 2 + b * beta + c0
+        monic = bool(np.all(a == 1.0))
+        ca = FheCaConv(src, c_mid, k1, w1.ravel())
+        ra = FheRaConv(c_mid, h, w, slots, w2.shape[0], k2, w2.ravel())
+        out = ra.output_layout
+        bias = conv2.params.get("bias")
+        bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
+        act_depth = 1 if monic else 2
+        return _Op("hyphen", conv1.name, [conv1.inputs[0]], conv2.output, 2 + act_depth, (ca, ra), out,
+                   a=None if monic else a, b=b, c=c0, bias=bias_vec)
+
+    def _layer_levels(self, op: _Op, level: int) -> list:
+        """(layer, level it runs at) for each layer of `op` that rotates."""
+        if op.kind == "hyphen":
+            return [(op.layer[0], level), (op.layer[1], level - op.depth + 1)]
+        return [] if op.layer is None else [(op.layer, level)]
+
     def rotation_levels(self) -> dict:
         """Every rotation step with the highest level it is used at, from a dry run of the level
         plan (the same refresh rule as `infer`)."""
@@ -314,11 +389,11 @@ class FheResNet:
                     levels[name] = self.top
                     refreshes += 1
             lvl = min(levels[n] for n in op.inputs)
-            if op.layer is not None:
-                for s in op.layer.rotation_steps():
+            for layer, at in self._layer_levels(op, lvl):
+                for s in layer.rotation_steps():
                     s = int(s) % self.slots
                     if s:
-                        need[s] = max(need.get(s, 0), lvl)
+                        need[s] = max(need.get(s, 0), at)
             levels[op.output] = self.output_level(op, lvl)
         return need, refreshes
 
@@ -439,10 +514,11 @@ class FheResNetSession:
         return out, stats
 
 
-def load_resnet20(model: str, calibration: Optional[np.ndarray] = None) -> FheResNet:
+def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: bool = False) -> FheResNet:
     """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS.
     `calibration`: raw uint8 CIFAR-10 images for the value bounds; default 64 training images
-    from ../shared/data, else the last 64 bundled test images."""
+    from ../shared/data, else the last 64 bundled test images. `hyphen`: HyPHEN's changing packing
+    in the blocks where it applies (`FheResNet`)."""
     from .frontend import aespa, resnet, zoo  # noqa: PLC0415
     from .models import load_weights  # noqa: PLC0415
 
@@ -458,7 +534,7 @@ def load_resnet20(model: str, calibration: Optional[np.ndarray] = None) -> FheRe
             calibration = demo_images("cifar10")[0][-64:]
     graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
     graph.name = name
-    return FheResNet(graph, resnet.preprocess(calibration))
+    return FheResNet(graph, resnet.preprocess(calibration), hyphen=hyphen)
 
 
 def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
@@ -497,6 +573,17 @@ def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progr
         elif op.kind == "quadratic":
             y = evaluate_quadratic(ev, encoder, x, op.a, op.b, op.c)
             stats["quadratic_s"] += time.perf_counter() - t0
+        elif op.kind == "hyphen":
+            ca, ra = op.layer
+            mids = ca.evaluate(ev, x)
+            t1 = time.perf_counter()
+            mids = [scalar_quadratic(ev, m, None if op.a is None else op.a[j], op.b[j], op.c[j]) for j, m in enumerate(mids)]
+            t2 = time.perf_counter()
+            y = ra.evaluate(ev, mids)
+            if op.bias is not None:
+                y = ev.add_plain(y, encoder.encode(op.bias, level=y.level, scale=y.scale))
+            stats["quadratic_s"] += t2 - t1
+            stats["conv_s"] += time.perf_counter() - t0 - (t2 - t1)
         elif op.kind == "linear":
             y = ev.rescale(ev.mul_plain(x, encoder.encode(op.b if op.b is not None else np.zeros(net.slots), level=x.level, scale=ev.plaintext_scale_for(x))))
             if op.c is not None:

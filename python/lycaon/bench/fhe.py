@@ -159,7 +159,7 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
         peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
-        resnet20_log: Optional[str] = None) -> list[dict]:
+        resnet20_log: Optional[str] = None, resnet20_packing: str = "mpconv") -> list[dict]:
     from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
 
     root = Path(__file__).resolve().parents[2]
@@ -174,7 +174,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
             if model in RESNET20_NETWORKS:
                 path = tmp / f"{model}_lycaon.json"
                 cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
-                       "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
+                       "--packing", resnet20_packing, "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
                 ours, err = _run_json(cmd, path, env, timeout=3600 * max(1, resnet20_images))
                 rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
                        "lycaon_key_bytes": None if ours is None else ours["key_bytes"], "peer": "orion", "peer_s": None, "peer_peak_bytes": None,
@@ -232,14 +232,19 @@ def _planned_resnet20() -> Optional[dict]:
             "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
 
 
-def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log: Optional[str] = None) -> dict:
+def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log: Optional[str] = None, packing: str = "mpconv") -> dict:
     """ResNet-20 under CKKS with bootstrapping (fhe_resnet), in a process of its own. `resnet20`:
     AESPA activations, the shipped AESPA weights when they exist, else `aespa.synthetic_weights`
     (said in the record); `resnet20-relu`: the reference ReLU ResNet-20 of ../shared/data/models
     (else the shipped ReLU ResNet-20) through the composite minimax ReLU. CIFAR-10 test images
     from ../shared/data (or the bundled ones): `images` of a fixed seeded sample, after its
     `first`, so that runs on several machines or sessions add up to one sample; with `log`, each
-    image's record is appended to that file as one JSON line as soon as it is decrypted."""
+    image's record is appended to that file as one JSON line as soon as it is decrypted.
+    `packing`: "mpconv" (one multiplexed packing throughout), "hyphen" (HyPHEN's changing packing
+    where it applies, `FheResNet(hyphen=True)`), or "both": each image through both networks in
+    turn, with one client's keys (the union of their rotation steps), records tagged by packing."""
+    import dataclasses  # noqa: PLC0415
+
     from lycaon import fhe_resnet  # noqa: PLC0415
     from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
     from lycaon.models import load_weights  # noqa: PLC0415
@@ -271,9 +276,14 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
             graph, source = aespa.graph(load_weights("resnet20-aespa-cifar10")), "shipped resnet20-aespa-cifar10"
         except KeyError:
             graph, source = aespa.graph(aespa.synthetic_weights(calibration[:16])), "aespa.synthetic_weights (untrained: the AESPA training has not finished; accuracy is chance)"
+    if packing not in ("mpconv", "hyphen", "both"):
+        raise ValueError(f"packing {packing!r}: mpconv, hyphen or both")
     t0 = time.perf_counter()
-    net = fhe_resnet.FheResNet(graph, calibration)
-    compile_s = time.perf_counter() - t0
+    nets = {p: fhe_resnet.FheResNet(graph, calibration, hyphen=p == "hyphen") for p in (("mpconv", "hyphen") if packing == "both" else (packing,))}
+    net = next(iter(nets.values()))
+    for other in nets.values():  # one bootstrapper (3.1 GB of diagonals once encoded) for both
+        other._bootstrapper = net.bootstrapper
+    compile_s = (time.perf_counter() - t0) / len(nets)
     composite_check = None
     if net.relu is not None:
         exact = np.array([net.reference(v) for v in float_check])
@@ -282,19 +292,22 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
                            "bits": _bits(approx, exact)}
     del float_check
     _return_freed_memory()  # the data sets and calibration temporaries, before the keys
-    client = fhe_resnet.FheResNetClient(net.spec)
+    spec = net.spec
+    for other in nets.values():  # one keyset for every network run: each step at its highest level
+        spec = dataclasses.replace(spec, rotation_levels={s: max(spec.rotation_levels.get(s, 0), lvl) for s, lvl in {**spec.rotation_levels, **other.rotation_levels()}.items()})
+    client = fhe_resnet.FheResNetClient(spec)
     t0 = time.perf_counter()
     relin, galois, boot_keys = client.keys()
     keygen_s = time.perf_counter() - t0
     per_image = []
-    for i in range(images):
+    for i, (name, net) in ((i, p) for i in range(images) for p in nets.items()):
         ct = client.encrypt(x[i])
         t0 = time.perf_counter()
         out, stats = fhe_resnet.infer(net, relin, galois, boot_keys, ct)
         latency = time.perf_counter() - t0
         got, want = client.decrypt(out), net.reference(x[i])
-        record = {"test_row": int(picked[i]), "range_ratio": float(net.range_ratio(x[i:i + 1])[0]), "latency_s": latency, "bits": _bits(got, want),
-                  "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
+        record = {"test_row": int(picked[i]), "packing": name, "planned_bootstraps": net.planned_bootstraps, "range_ratio": float(net.range_ratio(x[i:i + 1])[0]),
+                  "latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
         if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
             twin = net.reference(x[i], approximate=True)
             record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
@@ -303,9 +316,10 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
             with open(log, "a") as f:
                 f.write(json.dumps({"network": network, "weights": source, "threads": _threads(), **record}) + "\n")
     network_keys = relin.memory_bytes + galois.memory_bytes
-    return {"weights": source, "log_n": 16, "compile_s": compile_s, "composite_float_check": composite_check, "keygen_s": keygen_s, "network_key_bytes": network_keys,
-            "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(net.rotation_levels()),
-            "inference_s": float(np.median([r["latency_s"] for r in per_image])), "images": per_image, "peak_bytes": _peak_bytes()}
+    return {"weights": source, "packing": packing, "log_n": 16, "compile_s": compile_s, "composite_float_check": composite_check, "keygen_s": keygen_s, "network_key_bytes": network_keys,
+            "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(spec.rotation_levels),
+            "inference_s": float(np.median([r["latency_s"] for r in per_image if r["packing"] == next(iter(nets))])),
+            "inference_s_by_packing": {p: float(np.median([r["latency_s"] for r in per_image if r["packing"] == p])) for p in nets}, "images": per_image, "peak_bytes": _peak_bytes()}
 
 
 def _threads() -> int:
@@ -328,8 +342,17 @@ def _print_resnet20(r: dict, out) -> None:
         agree = sum(i["top1"] == i["plain_top1"] for i in ours["images"])
         kind = "composite ReLU" if r["model"] == "resnet20-relu" else "AESPA"
         correct = sum(i["top1"] == i["label"] for i in ours["images"])
-        print(f"\n{r['model']} ({kind}, logN 16, bootstrapping; weights: {ours['weights']}): {len(ours['images'])} images, "
+        print(f"\n{r['model']} ({kind}, logN 16, bootstrapping; weights: {ours['weights']}): {len(ours['images'])} runs, "
               f"{correct} classified correctly", file=out)
+        by_packing = ours.get("inference_s_by_packing") or {}
+        if len(by_packing) > 1:  # the A/B of --resnet20-packing both
+            for p, secs in by_packing.items():
+                runs = [i for i in ours["images"] if i["packing"] == p]
+                print(f"  packing {p}: {secs:.1f} s median over {len(runs)} image(s), {runs[0]['bootstraps']} bootstraps "
+                      f"({sum(i['bootstrap_s'] for i in runs) / len(runs):.1f} s), convolutions {sum(i['conv_s'] for i in runs) / len(runs):.1f} s, "
+                      f"quadratics {sum(i['quadratic_s'] for i in runs) / len(runs):.1f} s, {min(i['bits'] for i in runs):.1f} bits", file=out)
+            first, second = list(by_packing.values())[:2]
+            print(f"  time ratio {list(by_packing)[1]} / {list(by_packing)[0]}: {second / first:.3f}", file=out)
         print(f"  inference {_fmt(ours['inference_s'], ' s', digits=1)} on this machine's 2 cores ({ours['images'][0]['bootstraps']} bootstraps, "
               f"{_fmt(ours['images'][0]['bootstrap_s'], ' s', digits=1)} of them), peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)} "
               f"({ours['peak_bytes'] / 2**30:.2f} GiB), keys {_fmt(ours['network_key_bytes'], ' GB', 1e9)} network + {_fmt(ours['bootstrap_key_bytes'], ' GB', 1e9)} bootstrapping, "
@@ -374,12 +397,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
     ap.add_argument("--first", type=int, default=0, help="resnet20: skip this many images of the seeded sample")
     ap.add_argument("--log", help="resnet20: append each image's record to this file as a JSON line")
+    ap.add_argument("--packing", choices=("mpconv", "hyphen", "both"), default="mpconv", help="resnet20: convolution packing (see resnet20_worker)")
     ap.add_argument("--weights")
     ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     a = ap.parse_args(argv)
-    result = resnet20_worker(a.images, a.worker, a.first, a.log) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    result = resnet20_worker(a.images, a.worker, a.first, a.log, a.packing) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
     Path(a.worker_out).write_text(json.dumps(result))
     return 0
 
