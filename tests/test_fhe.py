@@ -281,6 +281,22 @@ def test_resnet20_hyphen_changes_the_packing_in_stage_one():
     assert all(op.depth == 3 and op.layout == (16, 32, 32, 1, hy.slots) for op in pairs)
     assert hy.planned_bootstraps < mp.planned_bootstraps, (hy.planned_bootstraps, mp.planned_bootstraps)
     assert max(hy.rotation_levels().values()) <= hy.top
+    # The search for the fewest bootstraps: never more than refresh-on-demand; as many here (the
+    # rule is optimal on this network), one fewer with two-level quadratics, where the rule
+    # refreshes a tensor inside a block that the shortcut drags down again at the addition.
+    assert fhe_resnet.FheResNet(graph(), calibration, hyphen=True, placement="fewest").planned_bootstraps == hy.planned_bootstraps
+    greedy2 = fhe_resnet.FheResNet(graph(), calibration, hyphen=True, monic=False)
+    fewest2 = fhe_resnet.FheResNet(graph(), calibration, hyphen=True, monic=False, placement="fewest")
+    assert fewest2.planned_bootstraps < greedy2.planned_bootstraps, (fewest2.planned_bootstraps, greedy2.planned_bootstraps)
+    levels = {fewest2.graph.input_name: fewest2.top}  # the plan fits: every step finds its depth
+    for op, refresh in zip(fewest2.ops, fewest2.refresh_plan):
+        for name in refresh:
+            assert levels[name] >= 1
+            levels[name] = fewest2._refreshed_level(name)
+        assert min(levels[n] for n in op.inputs) >= op.depth
+        levels[op.output] = fewest2.output_level(op, min(levels[n] for n in op.inputs))
+    with pytest.raises(ModelError, match="placement"):
+        fhe_resnet.FheResNet(graph(), calibration, placement="best")
     ca, ra = pairs[0].layer
     assert ca.counts()[0] + ra.counts()[0] < 2 * fhe_resnet.FheMpConv((16, 32, 32, 1, hy.slots), 16, 3, 1, np.zeros(16 * 16 * 9)).counts()[0]
     # The folded quadratic on the bias-free convolution = the graph's activation of the biased one.

@@ -486,13 +486,20 @@ class FheSession:
             if progress is not None:
                 progress(n + 1, len(m.steps), st.name)
         out = values[m.graph.output]
-        if self._rerandomiser is not None:
-            zero = self._encoder.encode(np.zeros(m.slots), level=out.level, scale=out.scale)
-            out = ev.add(out, self._rerandomiser.encrypt(zero))
-        return out
+        return out if self._rerandomiser is None else rerandomised(ev, self._encoder, self._rerandomiser, out)
+
+    def answer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
+        """(`infer`'s ciphertext, {}): the shape every FHE session answers the server in."""
+        return self.infer(ct, progress), {}
 
     def _quadratic(self, x: CkksCiphertext, st: Step) -> CkksCiphertext:
         return evaluate_quadratic(self._ev, self._encoder, x, st.a, st.b, st.c)
+
+
+def rerandomised(ev: CkksEvaluator, encoder: CkksEncoder, encryptor: CkksEncryptor, ct: CkksCiphertext) -> CkksCiphertext:
+    """ct plus a fresh public-key encryption of zero at its level and scale: what leaves the
+    server carries fresh randomness, not the computation's (the noise is not flooded)."""
+    return ev.add(ct, encryptor.encrypt(encoder.encode(np.zeros(ct.slots), level=ct.level, scale=ct.scale)))
 
 
 def evaluate_quadratic(ev: CkksEvaluator, encoder: CkksEncoder, x: CkksCiphertext, a: Optional[np.ndarray], b: Optional[np.ndarray],

@@ -5,9 +5,12 @@ the product, more than the 10 a bootstrap leaves, so the composite is split arou
 residual additions, global average pooling with the fully connected layer, and bootstrapping
 placed by the level plan, all at logN = 16 (2^15 slots) on the bootstrappable parameter set.
 
-Bootstrapping placement (002 Fig. 1): every tensor carries its level; before a step that needs d
-levels, an input with fewer than d + 1 levels left is refreshed first, so that one level always
-remains for the refresh's own scaling. A refresh multiplies the tensor by 1/B (B a power of two
+Bootstrapping placement (002 Fig. 1): every tensor carries its level; `refresh_plan` names, before
+each step, the inputs to refresh, chosen at compile time: on demand (an input with fewer than
+d + 1 levels before a step of depth d, so that one level remains for a later refresh's own
+scaling), or with `placement="fewest"` by a search for the fewest bootstraps over exact levels
+(`FheResNet._fewest_refreshes`; on ResNet-20 both give 8 with MPConv, 7 with HyPHEN). A refresh
+multiplies the tensor by 1/B (B a power of two
 above the largest |value| the calibration run saw for it, so the bootstrapper sees messages in
 [-1, 1]: one level), bootstraps it back to the top residual level and multiplies by the integer
 B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
@@ -59,7 +62,7 @@ from ._native import (
     composite_relu,
     multiplexed_pack,
 )
-from .fhe import evaluate_quadratic
+from .fhe import evaluate_quadratic, rerandomised
 from .frontend.executor import run_node
 from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm, monic_quadratics
@@ -180,7 +183,7 @@ class FheResNet:
     """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
 
     def __init__(self, graph: Graph, calibration: np.ndarray, relu_degrees: Optional[Sequence[int]] = None, monic: bool = True,
-                 hyphen: bool = False):
+                 hyphen: bool = False, placement: str = "greedy"):
         # Monic quadratics (002 Fig. 1: one level per AESPA activation instead of two): a x^2 +
         # b x + c as a (x^2 + (b/a) x + c/a), each factor a taken by the convolutions and the
         # linear layer reading the activation, and applied by a per-channel product on the
@@ -211,6 +214,14 @@ class FheResNet:
             stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
             self.relu = {"stages": stages, "depths": [math.ceil(math.log2(len(c))) for c in stages]}
         self.ops, self.input_layout = self._compile()
+        # Where bootstraps go (002 Fig. 1): "greedy" (refresh on demand, the default) or "fewest"
+        # (a search for the fewest bootstraps; on ResNet-20 it finds as many as the greedy rule,
+        # 8 with MPConv and 7 with HyPHEN, so the rule is optimal there); `refresh_plan[i]` names
+        # the tensors refreshed before op i.
+        if placement not in ("fewest", "greedy"):
+            raise ModelError(f"bootstrap placement {placement!r}: fewest or greedy")
+        self.refresh_plan = self._fewest_refreshes() if placement == "fewest" else self._greedy_refreshes()
+        self._plan = self._level_plan()
         self._bootstrapper: Optional[CkksBootstrapper] = None
         self._bootstrapper_lock = threading.Lock()
 
@@ -370,32 +381,93 @@ class FheResNet:
         return [] if op.layer is None else [(op.layer, level)]
 
     def rotation_levels(self) -> dict:
-        """Every rotation step with the highest level it is used at, from a dry run of the level
-        plan (the same refresh rule as `infer`)."""
-        return self._level_plan()[0]
+        """Every rotation step with the highest level it is used at, from a dry run of the
+        refresh plan `infer` follows."""
+        return dict(self._plan[0])
 
     @property
     def planned_bootstraps(self) -> int:
-        """Refreshes an image costs (those inside composite ReLUs not counted), from the same dry run."""
-        return self._level_plan()[1]
+        """Refreshes an image costs (those inside composite ReLUs not counted)."""
+        return sum(len(r) for r in self.refresh_plan)
 
-    def _level_plan(self) -> tuple[dict, int]:
+    def _refreshed_level(self, name: str) -> int:
+        # A bound under 1 is put back by a product with it after the bootstrap (one level).
+        return self.top if self.bounds[name] >= 1 else self.top - 1
+
+    def _greedy_refreshes(self) -> list:
+        """Refresh on demand: before a step of depth d, each input with fewer than d + 1 levels
+        (one kept for a later refresh's own scaling)."""
+        levels = {self.graph.input_name: self.top}
+        plan = []
+        for op in self.ops:
+            low = tuple(dict.fromkeys(n for n in op.inputs if levels[n] < op.depth + 1))
+            for name in low:
+                levels[name] = self._refreshed_level(name)
+            plan.append(low)
+            levels[op.output] = self.output_level(op, min(levels[n] for n in op.inputs))
+        return plan
+
+    def _fewest_refreshes(self) -> list:
+        """The fewest bootstraps (a composite ReLU's own included), by a dynamic program over the
+        levels of the tensors still to be read (a residual network keeps two or three alive):
+        before each step, which of its inputs to refresh. Exact levels: a step needs its inputs
+        at its depth or above, a refresh needs one level (its scaling). Among plans with as few
+        bootstraps, the highest output level. Unlike refresh-on-demand, it may refresh a block's
+        input (read by both branches) early rather than a tensor inside the block that the
+        shortcut would drag down again at the addition."""
+        last_read = {self.graph.output: len(self.ops)}
+        for i, op in enumerate(self.ops):
+            for name in op.inputs:
+                last_read[name] = max(last_read.get(name, -1), i)
+        states = {((self.graph.input_name, self.top),): (0, ())}
+        for i, op in enumerate(self.ops):
+            inputs = tuple(dict.fromkeys(op.inputs))
+            following: dict = {}
+            for state, (cost, plan) in states.items():
+                for mask in range(1 << len(inputs)):
+                    chosen = tuple(n for j, n in enumerate(inputs) if mask >> j & 1)
+                    levels = dict(state)
+                    if any(levels[n] < 1 for n in chosen):
+                        continue
+                    for n in chosen:
+                        levels[n] = self._refreshed_level(n)
+                    lvl = min(levels[n] for n in inputs)
+                    if lvl < op.depth:
+                        continue
+                    extra = 0
+                    try:
+                        levels[op.output] = self.output_level(op, lvl)
+                        if op.kind == "relu":
+                            extra = sum(composite_relu_schedule(self.relu["depths"], lvl, self.top)[0])
+                    except ModelError:
+                        continue
+                    key = tuple(sorted((n, v) for n, v in levels.items() if last_read.get(n, -1) > i))
+                    value = (cost + len(chosen) + extra, plan + (chosen,))
+                    if key not in following or value[0] < following[key][0]:
+                        following[key] = value
+            if not following:
+                raise ModelError(f"{op.node}: no refresh plan gives this step its {op.depth} levels")
+            states = following
+        best = min(states.items(), key=lambda kv: (kv[1][0], -dict(kv[0])[self.graph.output]))
+        return list(best[1][1])
+
+    def _level_plan(self) -> tuple[dict, list]:
+        """(rotation step -> highest level used, the level each op runs at) under `refresh_plan`."""
         levels = {self.graph.input_name: self.top}
         need: dict = {}
-        refreshes = 0
-        for op in self.ops:
-            for name in op.inputs:
-                if levels[name] < op.depth + 1:
-                    levels[name] = self.top
-                    refreshes += 1
+        at_levels = []
+        for op, refresh in zip(self.ops, self.refresh_plan):
+            for name in refresh:
+                levels[name] = self._refreshed_level(name)
             lvl = min(levels[n] for n in op.inputs)
+            at_levels.append(lvl)
             for layer, at in self._layer_levels(op, lvl):
                 for s in layer.rotation_steps():
                     s = int(s) % self.slots
                     if s:
                         need[s] = max(need.get(s, 0), at)
             levels[op.output] = self.output_level(op, lvl)
-        return need, refreshes
+        return need, at_levels
 
     def output_level(self, op: _Op, level: int) -> int:
         """The level `op` leaves its output at, from its input's."""
@@ -499,8 +571,14 @@ class FheResNetSession:
     def __init__(self, net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, public_key: Optional[CkksPublicKey] = None):
         self.net, self.relin, self.galois, self.boot_keys = net, relin, galois, boot_keys
         self._rerandomiser = CkksEncryptor(net.params, public_key, None) if public_key is not None else None
+        self._encoder = CkksEncoder(net.params)
+        self._adder = CkksEvaluator(net.params, CkksEvaluationKeys(None, None))
 
-    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
+    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
+        """The logits ciphertext (`answer` without the timings)."""
+        return self.answer(ct, progress)[0]
+
+    def answer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
         """(logits ciphertext, {bootstraps, seconds per kind}); LycaonError for an input of
         another slot count or level."""
         net = self.net
@@ -508,17 +586,15 @@ class FheResNetSession:
             raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the network takes {net.slots} slots at level {net.top}")
         out, stats = infer(net, self.relin, self.galois, self.boot_keys, ct, progress)
         if self._rerandomiser is not None:
-            encoder = CkksEncoder(net.params)
-            zero = encoder.encode(np.zeros(net.slots), level=out.level, scale=out.scale)
-            out = CkksEvaluator(net.params, CkksEvaluationKeys(None, None)).add(out, self._rerandomiser.encrypt(zero))
+            out = rerandomised(self._adder, self._encoder, self._rerandomiser, out)
         return out, stats
 
 
-def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: bool = False) -> FheResNet:
+def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: bool = False, placement: str = "greedy") -> FheResNet:
     """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS.
     `calibration`: raw uint8 CIFAR-10 images for the value bounds; default 64 training images
     from ../shared/data, else the last 64 bundled test images. `hyphen`: HyPHEN's changing packing
-    in the blocks where it applies (`FheResNet`)."""
+    in the blocks where it applies; `placement`: where bootstraps go (`FheResNet`)."""
     from .frontend import aespa, resnet, zoo  # noqa: PLC0415
     from .models import load_weights  # noqa: PLC0415
 
@@ -534,7 +610,7 @@ def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: 
             calibration = demo_images("cifar10")[0][-64:]
     graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
     graph.name = name
-    return FheResNet(graph, resnet.preprocess(calibration), hyphen=hyphen)
+    return FheResNet(graph, resnet.preprocess(calibration), hyphen=hyphen, placement=placement)
 
 
 def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
@@ -559,10 +635,11 @@ def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progr
         x = bootstrap(ev.rescale(ev.mul_const(x, 1.0 / b)))
         values[name] = ev.mul_integer(x, int(b)) if b >= 1 else ev.rescale(ev.mul_const(x, b))
 
-    for n, op in enumerate(net.ops):
-        for name in op.inputs:
-            if values[name].level < op.depth + 1:
-                refresh(name)
+    for n, (op, refreshes) in enumerate(zip(net.ops, net.refresh_plan)):
+        for name in refreshes:
+            refresh(name)
+        if min(values[name].level for name in op.inputs) < op.depth:
+            raise LycaonError(f"{op.node}: its input is at level {min(values[name].level for name in op.inputs)}, below its depth {op.depth} (the refresh plan does not fit)")
         t0 = time.perf_counter()
         x = values[op.inputs[0]]
         if op.kind == "conv":

@@ -203,10 +203,7 @@ class FheServer:
                     def report(done, total, step):
                         _send(sock, b"P", json.dumps({"done": done, "total": total, "step": step}).encode())
 
-                    out = session.infer(ct, report if progress else None)
-                    stats = {}
-                    if isinstance(out, tuple):
-                        out, stats = out
+                    out, stats = session.answer(ct, report if progress else None)
                     server_s = time.perf_counter() - t0
                     down = out.to_bytes()
                     _send(sock, b"R", json.dumps({"server_s": server_s, **stats}).encode(), down)
