@@ -230,14 +230,14 @@ def test_resnet20_compiles_with_bootstrapping_planned():
     weights = aespa.synthetic_weights(calibration)
     for name in aespa.activation_names(20):  # a square term in every channel (synthetic ones have none)
         weights[f"{name}.a"] = rng.uniform(0.005, 0.02, len(weights[f"{name}.a"]))
-    net = fhe_resnet.FheResNet(aespa.graph(weights), calibration)
+    net = fhe_resnet.FheResNet(aespa.graph(weights), calibration, hyphen=False)
     kinds = [op.kind for op in net.ops]
     assert kinds.count("conv") == 21 and kinds.count("quadratic") == 19 and kinds.count("add") == 9 and kinds[-1] == "pool_fc"
     # Monic quadratics (one level each); the factor of each block's output applied on the 7
     # identity shortcuts by a per-channel product (the 2 downsampling shortcuts are convolutions
     # and take it in their weights). Fewer bootstraps than with two-level quadratics.
     assert all(op.depth == 1 and op.a is None for op in net.ops if op.kind == "quadratic") and kinds.count("linear") == 7
-    two_level = fhe_resnet.FheResNet(aespa.graph(weights), calibration, monic=False)
+    two_level = fhe_resnet.FheResNet(aespa.graph(weights), calibration, monic=False, hyphen=False)
     assert "linear" not in [op.kind for op in two_level.ops]
     assert net.planned_bootstraps < two_level.planned_bootstraps, (net.planned_bootstraps, two_level.planned_bootstraps)
     levels = net.rotation_levels()
@@ -274,8 +274,8 @@ def test_resnet20_hyphen_changes_the_packing_in_stage_one():
             if node.name in biases:
                 node.params["bias"] = biases[node.name]
         return g
-    mp = fhe_resnet.FheResNet(graph(), calibration)
-    hy = fhe_resnet.FheResNet(graph(), calibration, hyphen=True)
+    mp = fhe_resnet.FheResNet(graph(), calibration, hyphen=False)
+    hy = fhe_resnet.FheResNet(graph(), calibration)  # HyPHEN is the default
     pairs = [op for op in hy.ops if op.kind == "hyphen"]
     assert len(pairs) == 3 and [op.kind for op in hy.ops].count("conv") == 21 - 6
     assert all(op.depth == 3 and op.layout == (16, 32, 32, 1, hy.slots) for op in pairs)
@@ -442,7 +442,7 @@ def test_resnet20_service_sends_its_spec_and_refuses_uploads_without_bootstrappi
         sock, d, params_bytes = connect()
         assert d["kind"] == "resnet-bootstrapped" and d["bootstrap_shape"] == "logn16_full_slots" and d["outputs"] == 10
         spec = ResNetSpec.from_json(d, server.params)
-        assert spec == server.resnet.spec and len(spec.rotation_levels) == 106
+        assert spec == server.resnet.spec and len(spec.rotation_levels) == 104  # HyPHEN in stage 1 (106 with MPConv throughout)
         assert ResNetSpec.from_json(json.loads(json.dumps(spec.to_json())), server.params) == spec
         with pytest.raises(LycaonError, match="shape"):
             ResNetSpec.from_json({**d, "bootstrap_shape": "logn15"}, server.params)

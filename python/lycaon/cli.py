@@ -807,8 +807,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; AESPA: about 17 GB, keys in 1 minute, then 8 minutes an image; resnet20-relu: 19 minutes an image)")
     fhe_b.add_argument("--resnet20-first", type=int, default=0, metavar="K", help="skip the first K images of ResNet-20's seeded test sample (runs on several machines or sessions add up)")
     fhe_b.add_argument("--resnet20-log", metavar="FILE", help="append each ResNet-20 image's record to FILE as one JSON line as soon as it is decrypted")
-    fhe_b.add_argument("--resnet20-packing", choices=["mpconv", "hyphen", "both"], default="mpconv",
-                       help="ResNet-20's convolutions: one multiplexed packing (MPConv), HyPHEN's changing packing in stage 1, or both on each image (an A/B in one process)")
+    fhe_b.add_argument("--resnet20-packing", choices=["mpconv", "hyphen", "both"], default="hyphen",
+                       help="ResNet-20's convolutions: HyPHEN's changing packing in stage 1 (default), one multiplexed packing throughout (mpconv), or both on each image (an A/B in one process)")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
     fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "

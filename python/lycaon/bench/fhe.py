@@ -159,7 +159,7 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
         peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
-        resnet20_log: Optional[str] = None, resnet20_packing: str = "mpconv") -> list[dict]:
+        resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen") -> list[dict]:
     from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
 
     root = Path(__file__).resolve().parents[2]
@@ -232,7 +232,7 @@ def _planned_resnet20() -> Optional[dict]:
             "keysets": r["keysets"], "comparison_004": r["comparison_004"]}
 
 
-def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log: Optional[str] = None, packing: str = "mpconv") -> dict:
+def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log: Optional[str] = None, packing: str = "hyphen") -> dict:
     """ResNet-20 under CKKS with bootstrapping (fhe_resnet), in a process of its own. `resnet20`:
     AESPA activations, the shipped AESPA weights when they exist, else `aespa.synthetic_weights`
     (said in the record); `resnet20-relu`: the reference ReLU ResNet-20 of ../shared/data/models
@@ -397,7 +397,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
     ap.add_argument("--first", type=int, default=0, help="resnet20: skip this many images of the seeded sample")
     ap.add_argument("--log", help="resnet20: append each image's record to this file as a JSON line")
-    ap.add_argument("--packing", choices=("mpconv", "hyphen", "both"), default="mpconv", help="resnet20: convolution packing (see resnet20_worker)")
+    ap.add_argument("--packing", choices=("mpconv", "hyphen", "both"), default="hyphen", help="resnet20: convolution packing (see resnet20_worker)")
     ap.add_argument("--weights")
     ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
