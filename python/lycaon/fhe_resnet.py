@@ -349,8 +349,9 @@ class FheResNet:
 
     def _hyphen_pair(self, nodes, i: int, src: tuple, readers: dict) -> Optional[_Op]:
         """The HyPHEN op for conv -> quadratic -> conv at `i` (both stride 1, the input on the
-        gap-1 packing, the intermediate tensors read by the next node only), else None. The first
-        convolution's bias is folded into the quadratic: a (x + β)^2 + b (x + β) + c."""
+        gap-1 packing, the intermediate tensors read by the next node only, fewer rotations than
+        two MPConvs), else None. The first convolution's bias is folded into the quadratic:
+        a (x + β)^2 + b (x + β) + c."""
         if i + 2 >= len(nodes) or src[3] != 1:
             return None
         conv1, act, conv2 = nodes[i:i + 3]
@@ -370,6 +371,11 @@ class FheResNet:
         monic = bool(np.all(a == 1.0))
         ca = FheCaConv(src, c_mid, k1, w1.ravel())
         ra = FheRaConv(c_mid, h, w, slots, w2.shape[0], k2, w2.ravel())
+        # Only where the change of packing saves rotations against the two MPConvs it replaces.
+        mp1 = FheMpConv(src, c_mid, k1, 1, w1.ravel())
+        mp2 = FheMpConv(mp1.output_layout, w2.shape[0], k2, 1, w2.ravel())
+        if ca.counts()[0] + ra.counts()[0] >= mp1.counts()[0] + mp2.counts()[0]:
+            return None
         out = ra.output_layout
         bias = conv2.params.get("bias")
         bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
