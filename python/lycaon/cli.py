@@ -359,7 +359,8 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) ->
         net = server.resnet
         kinds = [op.kind for op in net.ops]
         print(f"{model}: FHE program with bootstrapping (CKKS logN {int(np.log2(p.n))}, 2^{int(np.log2(net.slots))} slots, {net.top} levels between bootstraps, "
-              f"{kinds.count('conv')} multiplexed convolutions, {kinds.count('quadratic')} quadratic and {kinds.count('relu')} composite-ReLU activations, "
+              f"{kinds.count('conv')} multiplexed convolutions, {kinds.count('hyphen')} HyPHEN blocks (CAConv, a quadratic per channel, RAConv), "
+              f"{kinds.count('quadratic')} other quadratic and {kinds.count('relu')} composite-ReLU activations, {net.planned_bootstraps} bootstraps an image, "
               f"{len(net.spec.rotation_levels)} rotation keys by level); a session holds about 10 GB of the client's keys")
     else:
         _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
