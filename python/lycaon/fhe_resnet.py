@@ -1,8 +1,9 @@
 """CIFAR ResNets in the FHE mode: HyPHEN's changing packing in the stage-1 blocks (lycaon-nn's
 CAConv to one ciphertext per channel and RAConv back, one level each) and multiplexed parallel
-convolutions elsewhere (lycaon-nn's MPConv, Lee et al. 2022), per-channel quadratic activations (AESPA: a x^2 + b x + c, two levels) or, for networks
-trained with ReLU, Lee et al.'s composite minimax ReLU (degrees 15, 15, 27: 13 levels and one for
-the product, more than the 10 a bootstrap leaves, so the composite is split around bootstraps),
+convolutions elsewhere (lycaon-nn's MPConv, Lee et al. 2022), per-channel quadratic activations
+(AESPA: a x^2 + b x + c, one level when monic) or, for networks trained with ReLU, Lee et al.'s
+composite minimax ReLU (degrees 15, 15, 27: 13 levels and one for the product, more than the 10
+a bootstrap leaves, so the composite is split around bootstraps),
 residual additions, global average pooling with the fully connected layer, and bootstrapping
 placed by the level plan, all at logN = 16 (2^15 slots) on the bootstrappable parameter set.
 
@@ -11,10 +12,9 @@ each step, the inputs to refresh, chosen at compile time: on demand (an input wi
 d + 1 levels before a step of depth d, so that one level remains for a later refresh's own
 scaling), or with `placement="fewest"` by a search for the fewest bootstraps over exact levels
 (`FheResNet._fewest_refreshes`; on ResNet-20 both give 8 with MPConv, 7 with HyPHEN). A refresh
-multiplies the tensor by 1/B (B a power of two
-above the largest |value| the calibration run saw for it, so the bootstrapper sees messages in
-[-1, 1]: one level), bootstraps it back to the top residual level and multiplies by the integer
-B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
+multiplies the tensor by 1/B (B a power of two above the largest |value| the calibration run saw
+for it, so the bootstrapper sees messages in [-1, 1]: one level), bootstraps it back to the top
+residual level and multiplies by the integer B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
 shortcut) is refreshed once, for both.
 
 Composite ReLU (`composite_relu_schedule`): u = x / B (one level; B the calibrated bound of the
