@@ -14,8 +14,8 @@ scaling), or with `placement="fewest"` by a search for the fewest bootstraps ove
 (`FheResNet._fewest_refreshes`; on ResNet-20 both give 8 with MPConv, 7 with HyPHEN). A refresh
 multiplies the tensor by 1/B (B a power of two above the largest |value| the calibration run saw
 for it, so the bootstrapper sees messages in [-1, 1]: one level), bootstraps it back to the top
-residual level and multiplies by the integer B (no level). A tensor that feeds two steps (a block's input feeds its first convolution and its
-shortcut) is refreshed once, for both.
+residual level and multiplies by the integer B (no level). A tensor that feeds two steps (a
+block's input feeds its first convolution and its shortcut) is refreshed once, for both.
 
 Composite ReLU (`composite_relu_schedule`): u = x / B (one level; B the calibrated bound of the
 ReLU's input), then the sign stages p_1 .. p_k on u, the last one folded into the step
