@@ -224,7 +224,7 @@ class FheResNet:
         if placement not in ("fewest", "greedy"):
             raise ModelError(f"bootstrap placement {placement!r}: fewest or greedy")
         self.refresh_plan = self._fewest_refreshes() if placement == "fewest" else self._greedy_refreshes()
-        self._plan = self._level_plan()
+        self._rotation_levels = self._rotation_plan()
         self._bootstrapper: Optional[CkksBootstrapper] = None
         self._bootstrapper_lock = threading.Lock()
 
@@ -281,12 +281,10 @@ class FheResNet:
                 node = nodes[i + 2]
                 i += 2
             elif node.op == "conv":
-                wgt = np.asarray(node.params["weight"], dtype=np.float64)
-                k = wgt.shape[2]
-                stride = node.attrs.get("stride", (1, 1))[0]
-                pads = node.attrs.get("pads", (0, 0, 0, 0))
-                if wgt.shape[2] != wgt.shape[3] or any(p != k // 2 for p in pads) or node.attrs.get("groups", 1) != 1:
+                attrs = self._conv_attrs(node)
+                if attrs is None:
                     raise ModelError(f"{node.describe()}: MPConv takes square odd kernels padded by f/2, no groups")
+                wgt, k, stride = attrs
                 layer = FheMpConv(src, wgt.shape[0], k, stride, wgt.ravel())
                 out = layer.output_layout
                 bias = node.params.get("bias")
@@ -337,13 +335,14 @@ class FheResNet:
 
     @staticmethod
     def _conv_attrs(node) -> Optional[tuple]:
-        """(weights, kernel, stride) of a convolution MPConv or HyPHEN's convolutions can take
-        (square odd kernel padded by f/2, no groups), else None."""
+        """(weights, kernel, stride) of a convolution with a square kernel padded by f/2 and no
+        groups, the shape MPConv and HyPHEN's convolutions take (each refuses an even kernel
+        itself), else None."""
         if node.op != "conv":
             return None
         wgt = np.asarray(node.params["weight"], dtype=np.float64)
         k = wgt.shape[2]
-        if wgt.shape[2] != wgt.shape[3] or k % 2 == 0 or any(p != k // 2 for p in node.attrs.get("pads", (0, 0, 0, 0))) or node.attrs.get("groups", 1) != 1:
+        if wgt.shape[2] != wgt.shape[3] or any(p != k // 2 for p in node.attrs.get("pads", (0, 0, 0, 0))) or node.attrs.get("groups", 1) != 1:
             return None
         return wgt, k, node.attrs.get("stride", (1, 1))[0]
 
@@ -356,7 +355,7 @@ class FheResNet:
             return None
         conv1, act, conv2 = nodes[i:i + 3]
         first, second = self._conv_attrs(conv1), self._conv_attrs(conv2)
-        if first is None or second is None or first[2] != 1 or second[2] != 1 or act.op != "poly":
+        if first is None or second is None or first[2] != 1 or second[2] != 1 or first[1] % 2 == 0 or second[1] % 2 == 0 or act.op != "poly":
             return None
         if act.inputs != [conv1.output] or conv2.inputs != [act.output] or readers.get(conv1.output) != 1 or readers.get(act.output) != 1:
             return None
@@ -392,7 +391,7 @@ class FheResNet:
     def rotation_levels(self) -> dict:
         """Every rotation step with the highest level it is used at, from a dry run of the
         refresh plan `infer` follows."""
-        return dict(self._plan[0])
+        return dict(self._rotation_levels)
 
     @property
     def planned_bootstraps(self) -> int:
@@ -460,23 +459,21 @@ class FheResNet:
         best = min(states.items(), key=lambda kv: (kv[1][0], -dict(kv[0])[self.graph.output]))
         return list(best[1][1])
 
-    def _level_plan(self) -> tuple[dict, list]:
-        """(rotation step -> highest level used, the level each op runs at) under `refresh_plan`."""
+    def _rotation_plan(self) -> dict:
+        """Rotation step -> the highest level it is used at, under `refresh_plan`."""
         levels = {self.graph.input_name: self.top}
         need: dict = {}
-        at_levels = []
         for op, refresh in zip(self.ops, self.refresh_plan):
             for name in refresh:
                 levels[name] = self._refreshed_level(name)
             lvl = min(levels[n] for n in op.inputs)
-            at_levels.append(lvl)
             for layer, at in self._layer_levels(op, lvl):
                 for s in layer.rotation_steps():
                     s = int(s) % self.slots
                     if s:
                         need[s] = max(need.get(s, 0), at)
             levels[op.output] = self.output_level(op, lvl)
-        return need, at_levels
+        return need
 
     def output_level(self, op: _Op, level: int) -> int:
         """The level `op` leaves its output at, from its input's."""
@@ -647,8 +644,9 @@ def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progr
     for n, (op, refreshes) in enumerate(zip(net.ops, net.refresh_plan)):
         for name in refreshes:
             refresh(name)
-        if min(values[name].level for name in op.inputs) < op.depth:
-            raise LycaonError(f"{op.node}: its input is at level {min(values[name].level for name in op.inputs)}, below its depth {op.depth} (the refresh plan does not fit)")
+        lowest = min(values[name].level for name in op.inputs)
+        if lowest < op.depth:
+            raise LycaonError(f"{op.node}: its input is at level {lowest}, below its depth {op.depth} (the refresh plan does not fit)")
         t0 = time.perf_counter()
         x = values[op.inputs[0]]
         if op.kind == "conv":
