@@ -71,7 +71,7 @@ def _tiny_model(nodes, inits, in_shape=(1, 2, 4, 4), out_shape=(1, 2, 4, 4)):
 
 def test_unknown_operator_names_the_node_and_the_alternatives():
     model = _tiny_model([helper.make_node("Erf", ["x"], ["y"], name="weird")], {})
-    with pytest.raises(ModelError, match=r"Erf node 'weird': unsupported operator; supported: Conv"):
+    with pytest.raises(ModelError, match=r"Erf node 'weird': unsupported operator \(a non-linear activation other than ReLU.*\); supported: Conv"):
         load_onnx(model)
 
 
@@ -287,6 +287,8 @@ def test_pytorch_resnet20_exported_to_onnx_gives_the_same_ir():
         ("mobilenet_v2", 3.47, 0.300),
         ("alexnet", 62.38, 1.135),
         ("squeezenet", 1.24, 0.78),
+        # Conv and fc weights only: torchvision's 7,978,856 less batch-norm's 83,648; 2.83 GMACs.
+        ("densenet121", 7.895, 2.834),
     ],
 )
 def test_layer_shapes_of_the_studied_networks(name, params_m, macs_g):
@@ -385,3 +387,264 @@ def test_pytorch_imports_both_ways_give_the_same_ir():
     np.testing.assert_allclose(run_float(via_fx, x), net(torch.tensor(x, dtype=torch.float32)).detach().numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(ModelError, match="unsupported"):
         load_torch(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.GELU()), (3, 8, 8))
+
+
+# ---------------------------------------------------------------- clip (ReLU6), DenseNet-121, shapes
+
+
+def _ort_session(model_bytes):
+    ort = pytest.importorskip("onnxruntime")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # opset 6 models run with a warning
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _clip_model(opset: int, rng, clip_attrs=None, clip_inputs=None, relu_clip=True):
+    """x (N, 2, 6, 6) -> conv 3x3 -> Clip(0, 1.5) -> max-pool 2x2 -> conv 3x3 [-> Clip(0, no max)]:
+    bounds as constant inputs (opset >= 11) or as attributes (older opsets)."""
+    w1, b1 = rng.normal(size=(4, 2, 3, 3)), rng.normal(size=4)
+    w2, b2 = rng.normal(size=(3, 4, 3, 3)) * 0.5, rng.normal(size=3)
+    inits = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    if opset >= 11:
+        inits.update(lo=np.float32(0.0), hi=np.float32(1.5))
+        clip = helper.make_node("Clip", clip_inputs or ["c1", "lo", "hi"], ["r1"], name="six")
+        relu = helper.make_node("Clip", ["c2", "lo"], ["y"], name="plain")
+    else:
+        clip = helper.make_node("Clip", ["c1"], ["r1"], name="six", **(clip_attrs or {"min": 0.0, "max": 1.5}))
+        relu = helper.make_node("Clip", ["c2"], ["y"], name="plain", min=0.0)  # max defaults to FLT_MAX
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        clip,
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2" if relu_clip else "y"], name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    ] + ([relu] if relu_clip else [])
+    graph = helper.make_graph(
+        nodes, "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 3, 3])],
+        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("opset", [13, 6])
+def test_clip_import_matches_onnxruntime(opset):
+    rng = np.random.default_rng(40 + opset)
+    model = _clip_model(opset, rng)
+    g = load_onnx(model)
+    assert [n.op for n in g.nodes] == ["conv", "clip", "maxpool", "conv", "relu"]
+    assert g.nodes[1].attrs == {"min": 0.0, "max": 1.5}
+    x = rng.normal(size=(8, 2, 6, 6)).astype(np.float32)
+    theirs = _ort_session(model).run(None, {"x": x})[0]
+    ours = run_float(g, x)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    # The clip bites: some values sit at the bound, and the simplified graph (pool before clip) agrees.
+    assert np.any(run_float(_graph_until(g, "r1"), x) == 1.5)
+    out = simplify(g)
+    assert [n.op for n in out.nodes] == ["conv", "maxpool", "clip", "conv", "relu"]
+    np.testing.assert_allclose(run_float(out, x), ours, rtol=1e-12, atol=1e-12)
+
+
+def _graph_until(g, tensor):
+    """The graph cut after the node writing `tensor`."""
+    cut = Graph(g.input_name, g.input_shape, name=g.name)
+    for n in g.nodes:
+        cut.add(Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), dict(n.params)))
+        if n.output == tensor:
+            break
+    return cut
+
+
+@pytest.mark.parametrize(
+    "opset, kwargs, message",
+    [
+        (13, {"clip_inputs": ["c1", "", "hi"]}, r"Clip node 'six': clipping without a lower bound of 0 is not supported"),
+        (13, {"clip_inputs": ["c1", "hi", "hi"]}, r"Clip node 'six': clipping from 1.5 is not supported"),
+        (13, {"clip_inputs": ["c1", "lo", "lo"]}, r"Clip node 'six': clip\(x, 0, 0\) needs an upper bound above 0"),
+        (13, {"clip_inputs": ["c1", "lo", "x"]}, r"Clip node 'six': its max must be a constant"),
+        (6, {"clip_attrs": {"max": 6.0}}, r"Clip node 'six': clipping without a lower bound of 0"),
+        (6, {"clip_attrs": {"min": -1.0, "max": 1.0}}, r"Clip node 'six': clipping from -1 is not supported"),
+    ],
+)
+def test_clip_refusals_name_the_node_and_the_reason(opset, kwargs, message):
+    model = _clip_model(opset, np.random.default_rng(0), relu_clip=False, **kwargs)
+    with pytest.raises(ModelError, match=message):
+        load_onnx(model)
+
+
+def test_clip_nodes_are_validated_and_exported():
+    from lycaon.frontend import to_onnx
+
+    g = Graph("x", (2, 4, 4))
+    for attrs, why in (({"min": -1.0, "max": 6.0}, "min=-1.0"), ({"min": 0.0}, "max=None"), ({"min": 0.0, "max": float("inf")}, "max=inf")):
+        with pytest.raises(ModelError, match=rf"clip node 'bad': attrs must be .*{why}"):
+            g.add(Node("clip", "bad", ["x"], "bad", attrs))
+    rng = np.random.default_rng(5)
+    g.add(Node("conv", "c", ["x"], "c", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}))
+    g.add(Node("clip", "r6", ["c"], "r6", {"min": 0.0, "max": 0.75}))
+    model = to_onnx(g).SerializeToString()
+    back = load_onnx(model)
+    assert [(n.op, n.attrs.get("max")) for n in back.nodes] == [("conv", None), ("clip", 0.75)]
+    x = rng.normal(size=(4, 2, 4, 4))
+    np.testing.assert_allclose(_ort_session(model).run(None, {"x": x.astype(np.float32)})[0], run_float(g, x), rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_operators_name_the_first_one_and_why():
+    w = np.random.default_rng(6).normal(size=(2, 2, 1, 1))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["s"], name="gate"),
+        helper.make_node("Tanh", ["s"], ["y"], name="squash"),
+    ]
+    with pytest.raises(ModelError, match=r"^Sigmoid node 'gate': unsupported operator \(a non-linear activation other than ReLU or clip"):
+        load_onnx(_tiny_model(nodes, {"w": w}))
+    # A trailing Softmax is refused too (not dropped silently), with the way out.
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]), helper.make_node("Softmax", ["c"], ["y"], name="prob", axis=1)]
+    with pytest.raises(ModelError, match=r"Softmax node 'prob': unsupported operator \(.*export the model without it"):
+        load_onnx(_tiny_model(nodes, {"w": w}))
+    # An element-wise product of activations (Mul is also folded when its inputs are constants).
+    nodes = [helper.make_node("Mul", ["x", "x"], ["y"], name="square")]
+    with pytest.raises(ModelError, match=r"Mul node 'square': unsupported operator \(products of two activations"):
+        load_onnx(_tiny_model(nodes, {}))
+    # An unnamed node gets its op type and position as its name.
+    with pytest.raises(ModelError, match=r"HardSwish node 'hardswish_0': unsupported operator"):
+        load_onnx(_tiny_model([helper.make_node("HardSwish", ["x"], ["y"])], {}))
+
+
+def test_relu6_integer_twin_agrees_with_the_float_model():
+    """A small CNN with ReLU6 activations (and a ReLU): the fixed-point twin clips at
+    round(6 2^f) and its top-1 agrees with the float model's on random inputs."""
+    from lycaon.frontend.quantize import QuantConfig, quantize, run_integer
+
+    rng = np.random.default_rng(7)
+    g = Graph("x", (3, 8, 8))
+    g.add(Node("conv", "c1", ["x"], "c1", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(8, 3, 3, 3)), "bias": rng.normal(size=8)}))
+    g.add(Node("clip", "r1", ["c1"], "r1", {"min": 0.0, "max": 6.0}))
+    g.add(Node("maxpool", "p1", ["r1"], "p1", {"kernel": (2, 2), "stride": (2, 2)}))
+    g.add(Node("conv", "c2", ["p1"], "c2", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(8, 8, 3, 3)) * 0.4, "bias": rng.normal(size=8)}))
+    g.add(Node("clip", "r2", ["c2"], "r2", {"min": 0.0, "max": 6.0}))
+    g.add(Node("conv", "c3", ["r2"], "c3", {"stride": (2, 2)}, {"weight": rng.normal(size=(8, 8, 1, 1)) * 0.4, "bias": None}))
+    g.add(Node("relu", "r3", ["c3"], "r3"))
+    g.add(Node("global_avgpool", "gap", ["r3"], "gap"))
+    g.add(Node("flatten", "f", ["gap"], "f"))
+    g.add(Node("linear", "fc", ["f"], "y", {}, {"weight": rng.normal(size=(10, 8)), "bias": rng.normal(size=10) * 0.1}))
+    g = simplify(g)
+    x = rng.normal(size=(300, 3, 8, 8)) * 2
+    q = quantize(g, x[:32], QuantConfig(plaintext_bits=30))
+    clip = next(n for n in q.graph.nodes if n.name == "r1")
+    assert q.clip_limit(clip) == round(6.0 * 2**q.fraction_bits)
+    # The clip bites in both models (simplify moved the pool before it: it writes 'p1' now).
+    assert clip.output == "p1"
+    floats_r1 = run_float(_graph_until(q.graph, clip.output), x[:16])
+    ints_r1 = run_integer(_quantized_until(q, clip.output), q.encode_input(x[:16]))
+    assert np.any(floats_r1 == 6.0) and ints_r1.max() == q.clip_limit(clip) and ints_r1.min() == 0
+    floats = run_float(q.graph, x)
+    ints = run_integer(q, q.encode_input(x))
+    assert (ints.argmax(1) == floats.argmax(1)).mean() >= 0.95
+    assert np.abs(q.decode(ints) - floats).max() < 0.05 * np.abs(floats).max()
+
+
+def _quantized_until(q, tensor):
+    """`q` cut after the node writing `tensor`."""
+    from lycaon.frontend.quantize import QuantizedModel
+
+    return QuantizedModel(_graph_until(q.graph, tensor), q.fraction_bits, q.config, q.layers, q.pools, q.accumulator_bits)
+
+
+def test_clip_under_a_replaced_relu_and_scaled_inputs():
+    """With `relu` replaced (the FHE mode's approximation), clip(x, 0, M) = relu(x) - relu(x - M);
+    scaling the ReLU inputs divides the clip's bound too, keeping the function."""
+    from lycaon.frontend import relu_input_bound, scale_relu_inputs
+
+    rng = np.random.default_rng(8)
+    g = Graph("x", (2, 6, 6))
+    g.add(Node("conv", "c", ["x"], "c", {"stride": (1, 1), "pads": (1, 1, 1, 1)}, {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}))
+    g.add(Node("clip", "r6", ["c"], "r6", {"min": 0.0, "max": 1.0}))
+    g.add(Node("global_avgpool", "gap", ["r6"], "gap"))
+    g.add(Node("flatten", "f", ["gap"], "f"))
+    g.add(Node("linear", "fc", ["f"], "y", {}, {"weight": rng.normal(size=(4, 3)), "bias": rng.normal(size=4)}))
+    x = rng.normal(size=(6, 2, 6, 6))
+    expected = run_float(g, x)
+    np.testing.assert_allclose(run_float(g, x, relu=lambda v: np.maximum(v, 0)), expected, rtol=1e-12, atol=1e-12)
+    bound = relu_input_bound(g, x)
+    scaled = scale_relu_inputs(g, bound)
+    assert scaled.nodes[1].attrs["max"] == pytest.approx(1.0 / bound) and g.nodes[1].attrs["max"] == 1.0
+    np.testing.assert_allclose(run_float(scaled, x), expected, rtol=1e-10, atol=1e-10)
+    assert relu_input_bound(scaled, x) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_mobilenet_v2_uses_relu6_and_densenet121_has_its_shapes():
+    from lycaon.frontend.architectures import ARCHITECTURES
+    from lycaon.frontend.zoo import load_model
+
+    mv2 = ARCHITECTURES["mobilenet_v2"]()
+    ops = [n.op for n in mv2.nodes]
+    # Stem, 17 blocks (16 with an expansion) x 2 ReLU6, the last 1x1 conv; no plain ReLU.
+    assert ops.count("clip") == 1 + 16 * 2 + 1 + 1 and "relu" not in ops
+    assert {n.attrs["max"] for n in mv2.nodes if n.op == "clip"} == {6.0}
+    d = load_model("densenet121")
+    assert d.name == "densenet121" and d.input_shape == (3, 224, 224)
+    shapes = d.shapes()
+    concats = [shapes[n.output] for n in d.nodes if n.op == "concat"]
+    assert len(concats) == 6 + 12 + 24 + 16
+    # The end of each dense block (channels 64 + 6 x 32, 128 + 12 x 32, ...) and the transitions.
+    assert [concats[i] for i in (5, 17, 41, 57)] == [(256, 56, 56), (512, 28, 28), (1024, 14, 14), (1024, 7, 7)]
+    assert [shapes[n.output] for n in d.nodes if n.op == "avgpool"] == [(128, 28, 28), (256, 14, 14), (512, 7, 7)]
+    assert [n.op for n in d.nodes].count("relu") == 120 and d.shapes()[d.output] == (1000,)
+    convs = [n for n in d.nodes if n.op == "conv"]
+    assert len(convs) == 120 and sum(n.op == "linear" for n in d.nodes) == 1  # 121 weight layers
+    # Every layer takes the planner's shape.
+    from lycaon.plan import linear_layers
+
+    assert len(linear_layers(simplify(d))) == 121
+
+
+def test_layer_shape_takes_rectangular_inputs():
+    from lycaon.plan import layer_shape
+
+    conv = Node("conv", "c", ["x"], "c", {"stride": (2, 2), "pads": (1, 1, 1, 1), "groups": 1}, {"weight": np.zeros((4, 3, 3, 3)), "bias": None})
+    assert layer_shape(conv, (3, 24, 40)) == {"h": 24, "w": 40, "c_in": 3, "c_out": 4, "k": 3, "stride": 2, "pad": 1, "groups": 1}
+    g = Graph("x", (3, 24, 40))
+    g.add(conv)
+    assert g.shapes()["c"] == (4, 12, 20)
+    cases = [
+        (Node("conv", "k", ["x"], "k", {"stride": (1, 1)}, {"weight": np.zeros((4, 3, 3, 1))}), r"kernel 3x1"),
+        (Node("conv", "s", ["x"], "s", {"stride": (1, 2)}, {"weight": np.zeros((4, 3, 3, 3))}), r"stride \(1, 2\)"),
+        (Node("conv", "p", ["x"], "p", {"stride": (1, 1), "pads": (1, 0, 1, 0)}, {"weight": np.zeros((4, 3, 3, 3))}), r"pads \(1, 0, 1, 0\)"),
+    ]
+    for node, message in cases:
+        with pytest.raises(ModelError, match=rf"conv node '{node.name}': the planner takes square kernels, equal strides and symmetric padding \(input 24x40, .*{message}"):
+            layer_shape(node, (3, 24, 40))
+
+
+def test_pytorch_relu6_hardtanh_and_clamp_import_as_clip():
+    torch = pytest.importorskip("torch")
+    from collections import OrderedDict
+
+    from lycaon.frontend.torch_import import load_torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(2, 4, 3, padding=1)
+            self.act = torch.nn.ReLU6()
+            self.c2 = torch.nn.Conv2d(4, 4, 3, padding=1)
+            self.tanh = torch.nn.Hardtanh(0.0, 2.0)
+
+        def forward(self, x):
+            x = self.act(self.c1(x))
+            x = torch.nn.functional.relu6(self.c2(x))
+            x = self.tanh(x)
+            x = torch.clamp(x, 0, 1.5)
+            return x.clamp(min=0.0)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    g = load_torch(net, (2, 6, 6))
+    assert [(n.op, n.attrs.get("max")) for n in g.nodes] == [("conv", None), ("clip", 6.0), ("conv", None), ("clip", 6.0), ("clip", 2.0), ("clip", 1.5), ("relu", None)]
+    x = np.random.default_rng(9).normal(size=(3, 2, 6, 6)) * 4
+    np.testing.assert_allclose(run_float(g, x), net(torch.tensor(x, dtype=torch.float32)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ModelError, match=r"Hardtanh 'h': clipping from -1 is not supported"):
+        load_torch(torch.nn.Sequential(OrderedDict(c=torch.nn.Conv2d(2, 2, 1), h=torch.nn.Hardtanh())), (2, 4, 4))

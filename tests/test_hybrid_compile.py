@@ -210,10 +210,16 @@ def test_refuses_models_the_runtime_does_not_run():
 
 
 def test_refuses_shapes_the_planner_does_not_take():
+    # Rectangular inputs are planned; asymmetric padding is not.
+    g, cal = _tiny([_conv("c", "x", 1, 2, pads=(1, 1, 0, 0)), *_head("c:o", 2, 5, 7)], input_shape=(1, 6, 8))
+    q = quantize(g, cal)
+    with pytest.raises(ModelError, match="symmetric padding"):
+        hybrid.compile_program(q, {"layers": []})
     g, cal = _tiny([_conv("c", "x", 1, 2), *_head("c:o", 2, 6, 8)], input_shape=(1, 6, 8))
     q = quantize(g, cal)
-    with pytest.raises(ModelError, match="square inputs"):
-        hybrid.compile_program(q, {"layers": []})
+    program, weights = hybrid.compile_program(q, _plan_for(q))
+    x_int = q.encode_input(cal)
+    np.testing.assert_array_equal(hybrid.reference_run(program, weights, x_int), run_integer(q, x_int))
     # A grouped convolution under a plan without groups.
     g2, cal2 = _tiny([_conv("c", "x", 2, 4, groups=2), *_head("c:o", 4, 8, 8)], input_shape=(2, 8, 8))
     q2 = quantize(g2, cal2)

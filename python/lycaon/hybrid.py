@@ -5,7 +5,7 @@ holds the image.
 The program (its JSON form is the contract with the Rust runtime, ``lycaon-runtime``) lists ops in
 topological order over named tensors: ``linear`` (a convolution or fully connected layer under
 BFV, its output the exact integer accumulator W x + b), ``truncate`` (floor division by 2^s on
-shares), ``relu``, ``maxpool``, ``sumpool`` and ``global_sumpool`` (window sums times an integer
+shares), ``relu``, ``clip`` (min(max(x, 0), M): ReLU6), ``maxpool``, ``sumpool`` and ``global_sumpool`` (window sums times an integer
 multiplier), ``flatten``, ``add`` and ``concat``. Values are signed integers at the activation
 scale 2^f of the quantised model; ``reference_run`` executes a program on plain integers and
 equals ``frontend.quantize.run_integer`` exactly, which the two-party runtime matches up to one
@@ -183,6 +183,8 @@ def compile_program(q, plan: dict, reveal: str = "logits") -> tuple[dict, dict]:
             weights[node.name] = w
         elif node.op == "relu":
             emit("relu", node.name, node.inputs, node.output)
+        elif node.op == "clip":  # ReLU6 and kin: min(max(x, 0), M) at the activation scale
+            emit("clip", node.name, node.inputs, node.output, max=int(q.clip_limit(node)))
         elif node.op in ("maxpool", "avgpool"):
             k = [int(v) for v in a["kernel"]]
             s = [int(v) for v in a.get("stride", a["kernel"])]
@@ -283,6 +285,8 @@ def reference_run(program: dict, weights: dict, x_int, tensors: Optional[dict] =
             y = v >> int(op["shift"])  # arithmetic shift: floor division by 2^s
         elif kind == "relu":
             y = np.maximum(v, 0)
+        elif kind == "clip":
+            y = np.clip(v, 0, int(op["max"]))
         elif kind == "maxpool":
             k, s = op["kernel"], op["stride"]
             y = _windows(_pad(v, op["pads"], np.iinfo(np.int64).min // 2), k[0], k[1], s[0], s[1]).max(axis=(4, 5))

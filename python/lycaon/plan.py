@@ -32,9 +32,9 @@ T_MARGIN_BITS = 2
 def layer_shape(node, in_shape: tuple) -> dict:
     """The planner's shape of a conv or linear node with input shape ``in_shape``: {h, w, c_in,
     c_out, k, stride, pad, groups} (fully connected: h = w = k = 1, c_in = the input length).
-    Raises ``ModelError`` for what the planner does not take: non-square inputs, kernels or
-    strides, asymmetric padding, a convolution without a (C, H, W) input or a fully connected
-    layer without a 1-D one."""
+    Inputs may be rectangular (h != w). Raises ``ModelError`` for what the planner does not take:
+    non-square kernels, unequal strides, asymmetric padding, a convolution without a (C, H, W)
+    input or a fully connected layer without a 1-D one."""
     from lycaon.frontend.ir import ModelError  # noqa: PLC0415
 
     w = np.asarray(node.params["weight"])
@@ -44,8 +44,8 @@ def layer_shape(node, in_shape: tuple) -> dict:
         c, h, wd = in_shape
         stride = node.attrs.get("stride", (1, 1))
         pads = node.attrs.get("pads", (0, 0, 0, 0))
-        if w.shape[2] != w.shape[3] or stride[0] != stride[1] or len(set(pads)) != 1 or h != wd:
-            raise ModelError(f"{node.describe()}: the planner takes square inputs, kernels, strides and symmetric padding "
+        if w.shape[2] != w.shape[3] or stride[0] != stride[1] or len(set(pads)) != 1:
+            raise ModelError(f"{node.describe()}: the planner takes square kernels, equal strides and symmetric padding "
                              f"(input {h}x{wd}, kernel {w.shape[2]}x{w.shape[3]}, stride {tuple(stride)}, pads {tuple(pads)})")
         return {"h": h, "w": wd, "c_in": c, "c_out": int(w.shape[0]), "k": int(w.shape[2]), "stride": int(stride[0]), "pad": int(pads[0]), "groups": int(node.attrs.get("groups", 1))}
     if node.op == "linear":
@@ -246,6 +246,9 @@ def _two_party_work(graph, q) -> dict[str, dict]:
             continue
         elif node.op == "relu":
             current["relus"] += size
+            current["relu_ops"] += 1
+        elif node.op == "clip":  # relu(x) - relu(x - M): two ReLUs in one batch
+            current["relus"] += 2 * size
             current["relu_ops"] += 1
         elif node.op == "maxpool":
             k = int(np.prod(node.attrs["kernel"]))

@@ -1,8 +1,9 @@
 """Layer shapes (no weights) of the networks the planner and simulator study: ResNet-50, VGG-16,
-MobileNetV1, MobileNetV2, AlexNet and SqueezeNet 1.0 on 224x224 ImageNet inputs (AlexNet: 227),
-as the original papers define them. Weights are zero arrays of the right shape that take no
-memory (zero strides); ReLU6 (MobileNetV2) is modelled as ReLU, which has the same cost under
-encryption."""
+MobileNetV1, MobileNetV2, AlexNet, SqueezeNet 1.0 and DenseNet-121 on 224x224 ImageNet inputs
+(AlexNet: 227), as the original papers define them. Weights are zero arrays of the right shape
+that take no memory (zero strides); batch-norm is taken as folded into the convolution before it
+(its parameters are not counted). MobileNetV2's ReLU6 is a `clip` node (0..6).
+"""
 
 from __future__ import annotations
 
@@ -38,6 +39,13 @@ class _Builder:
     def relu(self):
         name = self._name("relu")
         self.g.add(Node("relu", name, [self.last], name))
+        self.last = name
+        return name
+
+    def relu6(self):
+        """ReLU6, min(max(x, 0), 6): a `clip` node."""
+        name = self._name("relu6")
+        self.g.add(Node("clip", name, [self.last], name, {"min": 0.0, "max": 6.0}))
         self.last = name
         return name
 
@@ -126,8 +134,11 @@ def mobilenet_v1() -> Graph:
 
 
 def mobilenet_v2() -> Graph:
+    """MobileNetV2 (Sandler et al. 2018), width 1.0: ReLU6 after the stem, every expansion and
+    depthwise convolution and the last 1x1 convolution; the projections are linear."""
     b = _Builder("mobilenet_v2")
-    b.conv(32, 3, 2, 1)
+    b.conv(32, 3, 2, 1, relu=False)
+    b.relu6()
     in_c = 32
     for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
         for i in range(n):
@@ -135,13 +146,16 @@ def mobilenet_v2() -> Graph:
             stride = s if i == 0 else 1
             hidden = in_c * t
             if t != 1:
-                b.conv(hidden, 1)
-            b.conv(hidden, 3, stride, 1, groups=hidden)
+                b.conv(hidden, 1, relu=False)
+                b.relu6()
+            b.conv(hidden, 3, stride, 1, groups=hidden, relu=False)
+            b.relu6()
             y = b.conv(c, 1, relu=False)
             if stride == 1 and in_c == c:
                 b.add(y, x)
             in_c = c
-    b.conv(1280, 1)
+    b.conv(1280, 1, relu=False)
+    b.relu6()
     b.gap()
     b.flatten()
     b.fc(1000)
@@ -165,9 +179,10 @@ def alexnet() -> Graph:
     return b.g
 
 
-def squeezenet() -> Graph:
-    """SqueezeNet 1.0 (Iandola et al. 2016): fire modules squeeze (1x1) then expand (1x1 || 3x3)."""
-    b = _Builder("squeezenet")
+def squeezenet(shape: tuple = (3, 224, 224)) -> Graph:
+    """SqueezeNet 1.0 (Iandola et al. 2016): fire modules squeeze (1x1) then expand (1x1 || 3x3).
+    ``shape`` (3, 227, 227) is the input Cheetah's evaluation ran."""
+    b = _Builder("squeezenet", tuple(shape))
     b.conv(96, 7, 2)
     b.pool("maxpool", 3, 2)
 
@@ -193,4 +208,40 @@ def squeezenet() -> Graph:
     return b.g
 
 
-ARCHITECTURES = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "alexnet": alexnet, "squeezenet": squeezenet}
+def densenet121(growth: int = 32, blocks: tuple = (6, 12, 24, 16), bottleneck: int = 4, compression: float = 0.5) -> Graph:
+    """DenseNet-121 (Huang et al. 2017) on 224x224 ImageNet inputs: a 7x7/2 stem convolution (64
+    channels) and a 3x3/2 max-pool (pad 1); four dense blocks of (6, 12, 24, 16) layers, each a
+    1x1 bottleneck convolution to 4 x 32 channels then a 3x3 convolution to 32 (growth rate)
+    whose output is concatenated to the block's features; between blocks a transition, a 1x1
+    convolution halving the channels (compression 0.5) and a 2x2/2 average pool; then global
+    average pooling and a 1024 -> 1000 fully connected layer.
+
+    The real network is pre-activation (BN-ReLU-conv: each layer normalises and rectifies the
+    concatenated features itself). With batch-norm folded, the hybrid runtime needs conv -> ReLU
+    order, so this is the post-activation variant common in private-inference benchmarks: every
+    convolution (batch-norm folded into it) is followed by a ReLU, and the blocks concatenate
+    post-ReLU features (the final BN-ReLU before pooling is then absorbed). Convolutions, channel
+    counts and so the cost of the linear layers are those of the original: 2.834 G multiply-
+    accumulates (torchvision lists 2.83 G; "2.9 G" is often quoted) and 7.895 M parameters (conv
+    and fc weights, fc bias; with batch-norm's 83,648 scales and shifts, torchvision's 7,978,856);
+    120 ReLU layers (the original: 121 BN-ReLU pairs)."""
+    b = _Builder("densenet121")
+    b.conv(64, 7, 2, 3)
+    b.pool("maxpool", 3, 2, 1)
+    for index, layers in enumerate(blocks):
+        for _ in range(layers):
+            features = b.last
+            b.conv(bottleneck * growth, 1)
+            new = b.conv(growth, 3, 1, 1)
+            b.concat([features, new])
+        if index + 1 < len(blocks):
+            channels = b.g.shapes()[b.last][0]
+            b.conv(int(channels * compression), 1)
+            b.pool("avgpool", 2, 2)
+    b.gap()
+    b.flatten()
+    b.fc(1000)
+    return b.g
+
+
+ARCHITECTURES = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "alexnet": alexnet, "squeezenet": squeezenet, "densenet121": densenet121}

@@ -40,7 +40,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b, stride, pads, groups: int) -> np.nda
 
 
 def run_node(node: Node, ins: list, relu=None) -> np.ndarray:
-    """One node in float64; `relu` replaces max(x, 0) (an approximation under study)."""
+    """One node in float64; `relu` replaces max(x, 0) (an approximation under study), and then
+    clip(x, 0, M) is computed through it as relu(x) - relu(x - M)."""
     x, a, p = ins[0], node.attrs, node.params
     if node.op == "conv":
         return conv2d(x, p["weight"], p.get("bias"), a.get("stride", (1, 1)), a.get("pads", (0, 0, 0, 0)), a.get("groups", 1))
@@ -49,6 +50,9 @@ def run_node(node: Node, ins: list, relu=None) -> np.ndarray:
         return (x - p["mean"].reshape(1, -1, 1, 1)) * inv.reshape(1, -1, 1, 1) + p["bias"].reshape(1, -1, 1, 1)
     if node.op == "relu":
         return np.maximum(x, 0) if relu is None else relu(x)
+    if node.op == "clip":
+        high = float(a["max"])
+        return np.clip(x, 0.0, high) if relu is None else relu(x) - relu(x - high)
     if node.op == "poly":
         coeffs = np.asarray(p["coefficients"])
         if coeffs.ndim == 1:
@@ -81,15 +85,19 @@ def run_node(node: Node, ins: list, relu=None) -> np.ndarray:
 def run_float(graph: Graph, x: np.ndarray, batch: int = 64, progress=None, relu=None) -> np.ndarray:
     """Runs a batch (N, *input_shape) through the graph in float64 and returns the output;
     `progress(done)` is called after each chunk of `batch` inputs; `relu`, a function on arrays,
-    replaces every ReLU (e.g. the FHE mode's polynomial one, `approx.composite_relu`)."""
+    replaces every ReLU (e.g. the FHE mode's polynomial one, `approx.composite_relu`) and every
+    clip(x, 0, M), as relu(x) - relu(x - M)."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[1:] != tuple(graph.input_shape):
         raise ModelError(f"input has shape {x.shape[1:]}, the model expects {tuple(graph.input_shape)}")
     outs = []
+    schedule = graph.release_schedule()
     for start in range(0, len(x), batch):
         values = {graph.input_name: x[start:start + batch]}
-        for node in graph.nodes:
+        for node, done in zip(graph.nodes, schedule):
             values[node.output] = run_node(node, [values[i] for i in node.inputs], relu)
+            for name in done:
+                del values[name]
         outs.append(values[graph.output])
         if progress is not None:
             progress(min(start + batch, len(x)))

@@ -12,7 +12,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-SUPPORTED_OPS = ("conv", "batchnorm", "relu", "poly", "maxpool", "avgpool", "global_avgpool", "linear", "flatten", "add", "concat")
+SUPPORTED_OPS = ("conv", "batchnorm", "relu", "clip", "poly", "maxpool", "avgpool", "global_avgpool", "linear", "flatten", "add", "concat")
+
+#: Element-wise activations that are monotone (non-decreasing) and map 0 to 0: ReLU and
+#: clip(x, 0, max) (ReLU6 and its kind). Both commute with max-pooling, and both are exact
+#: two-party comparisons on integers.
+MONOTONE_ACTIVATIONS = ("relu", "clip")
 
 
 class ModelError(ValueError):
@@ -33,6 +38,25 @@ class Node:
 
     def describe(self) -> str:
         return f"{self.op} node '{self.name}'"
+
+
+def clip_node(name: str, inputs: list[str], output: str, low, high, what: str) -> Node:
+    """The IR node of clip(x, low, high) as importers meet it (ONNX Clip, ReLU6, Hardtanh,
+    clamp): `low` must be 0; `high` None or infinite makes it a ReLU, a finite positive `high` a
+    `clip` node. `what` names the source node in errors (e.g. "Clip node 'c1'")."""
+    low = None if low is None else float(np.asarray(low, dtype=np.float64).reshape(-1)[0])
+    high = None if high is None else float(np.asarray(high, dtype=np.float64).reshape(-1)[0])
+    if high is not None and (np.isinf(high) and high > 0 or high >= float(np.finfo(np.float32).max)):
+        high = None  # +inf, or the float32 maximum older opsets write for "no upper bound"
+    if low is None or (np.isinf(low) and low < 0) or low <= -float(np.finfo(np.float32).max):
+        raise ModelError(f"{what}: clipping without a lower bound of 0 is not supported (only ReLU and clip(x, 0, max) such as ReLU6 are)")
+    if low != 0.0:
+        raise ModelError(f"{what}: clipping from {low:g} is not supported; only a lower bound of 0 (ReLU, ReLU6-style clip(x, 0, max)) is")
+    if high is None:
+        return Node("relu", name, list(inputs), output)
+    if not np.isfinite(high) or high <= 0.0:
+        raise ModelError(f"{what}: clip(x, 0, {high:g}) needs an upper bound above 0")
+    return Node("clip", name, list(inputs), output, {"min": 0.0, "max": high})
 
 
 def _conv_out(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int) -> int:
@@ -69,6 +93,19 @@ class Graph:
         self.nodes.append(node)
         self.output = node.output
         return node
+
+    def release_schedule(self) -> list[list[str]]:
+        """Per node, the tensors nothing after it reads (the output is kept): what an executor
+        can free after running it, so one image of an ImageNet network holds only live tensors."""
+        last: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for name in node.inputs:
+                last[name] = i
+        schedule: list[list[str]] = [[] for _ in self.nodes]
+        for name, i in last.items():
+            if name != self.output:
+                schedule[i].append(name)
+        return schedule
 
     def summary(self) -> list[dict]:
         """One row per node: name, op, output shape, parameter count, multiply-accumulates."""
@@ -125,6 +162,11 @@ def _infer(node: Node, ins: Sequence[tuple]) -> tuple:
         raise ModelError(f"{node.describe()}: coefficients of shape {coeffs.shape} do not fit input {x}: "
                          f"give (degree + 1,) for all values or ({x[0]}, degree + 1) per channel")
     if op == "relu":
+        return x
+    if op == "clip":
+        low, high = a.get("min", 0.0), a.get("max")
+        if low != 0.0 or high is None or not np.isfinite(high) or high <= 0.0:
+            raise ModelError(f"{node.describe()}: attrs must be {{'min': 0.0, 'max': M}} with a finite M > 0, got min={low!r}, max={high!r}")
         return x
     if op in ("maxpool", "avgpool"):
         k, s, p = a["kernel"], a.get("stride", a["kernel"]), a.get("pads", (0, 0, 0, 0))

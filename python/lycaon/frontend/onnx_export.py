@@ -1,5 +1,5 @@
 """Export of the IR to ONNX (opset 17), so any model Lycaon holds can be run by onnxruntime or
-other tools. A parameter-free 1x1 convolution that only subsamples and zero-pads channels (the
+other tools (a `clip` node as Clip with constant min and max inputs). A parameter-free 1x1 convolution that only subsamples and zero-pads channels (the
 option-A shortcut) is written as Slice + Pad, the way PyTorch exports it."""
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def to_onnx(graph: Graph):
         elif n.op in ("relu", "global_avgpool", "add"):
             op = {"relu": "Relu", "global_avgpool": "GlobalAveragePool", "add": "Add"}[n.op]
             nodes.append(helper.make_node(op, list(x), [n.output], name=n.name))
+        elif n.op == "clip":
+            bounds = [init(f"{n.name}.min", np.float32(a.get("min", 0.0))), init(f"{n.name}.max", np.float32(a["max"]))]
+            nodes.append(helper.make_node("Clip", [x[0], *bounds], [n.output], name=n.name))
         elif n.op in ("maxpool", "avgpool"):
             extra = {"count_include_pad": 1} if n.op == "avgpool" else {}
             nodes.append(helper.make_node("MaxPool" if n.op == "maxpool" else "AveragePool", [x[0]], [n.output], name=n.name, kernel_shape=list(a["kernel"]), strides=list(a.get("stride", a["kernel"])), pads=list(a.get("pads", (0, 0, 0, 0))), **extra))

@@ -1,8 +1,11 @@
 """Import of ONNX models into the IR (the `onnx` package; opsets 9 and later).
 
-Batch-norm, dropout and identity nodes are handled; a stride-2 slice followed by a zero channel
-pad (the "option A" ResNet shortcut that PyTorch exports as Slice + Pad) becomes a fixed 1x1
-convolution, which the encrypted pipeline treats like any other linear layer.
+Batch-norm, dropout and identity nodes are handled; Clip(x, 0, M) (ReLU6) becomes a `clip` node
+and Clip(x, 0) a ReLU, with the bounds from constant inputs (opset 11 and later) or attributes
+(opsets 6 to 10); a stride-2 slice followed by a zero channel pad (the "option A" ResNet shortcut
+that PyTorch exports as Slice + Pad) becomes a fixed 1x1 convolution, which the encrypted pipeline
+treats like any other linear layer. The first node that cannot be imported (in the graph's
+topological order) stops the import with a ModelError naming it, its operator and why.
 """
 
 from __future__ import annotations
@@ -11,12 +14,39 @@ from typing import Union
 
 import numpy as np
 
-from .ir import Graph, ModelError, Node
+from .ir import Graph, ModelError, Node, clip_node
 
 SUPPORTED_ONNX_OPS = (
-    "Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
+    "Conv", "BatchNormalization", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
     "Gemm", "MatMul", "Add", "Concat", "Slice", "Pad", "Identity", "Dropout", "Constant",
 )
+
+
+#: Why common operators are refused (the rest: "no IR operation computes it").
+_WHY_UNSUPPORTED = {
+    **dict.fromkeys(
+        ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf", "Elu", "Selu", "Celu", "LeakyRelu", "PRelu", "Softplus", "Mish", "Exp", "Log"),
+        "a non-linear activation other than ReLU or clip(x, 0, max) has no exact integer twin or two-party protocol here; retrain with ReLU or ReLU6",
+    ),
+    "Softmax": "a softmax has no exact integer twin; a trailing Softmax does not change the top-1 prediction, so export the model without it (the logits are the output)",
+    "LogSoftmax": "a log-softmax has no exact integer twin; a trailing LogSoftmax does not change the top-1 prediction, so export the model without it (the logits are the output)",
+    "Mul": "products of two activations, or scaling an activation by a constant, are not supported (fold constant scales into the weights before export)",
+    "Div": "dividing an activation is not supported (fold constant scales into the weights before export)",
+    "Sub": "subtracting from an activation is not supported (fold constant shifts into the biases before export)",
+    "Transpose": "transposing activations is not supported (the IR's activations are NCHW throughout)",
+    "LRN": "local response normalisation has no exact integer twin",
+    "InstanceNormalization": "instance normalisation depends on the input's statistics and cannot be folded into a linear layer",
+    "LayerNormalization": "layer normalisation depends on the input's statistics and cannot be folded into a linear layer",
+    "ConvTranspose": "transposed convolutions are not implemented",
+    "Resize": "resizing (upsampling) is not implemented",
+    "Upsample": "upsampling is not implemented",
+    "GlobalMaxPool": "global max-pooling is not implemented (use GlobalAveragePool or a MaxPool over the whole map)",
+}
+
+
+def _unsupported(op: str, name: str) -> ModelError:
+    why = _WHY_UNSUPPORTED.get(op, "no IR operation computes it")
+    return ModelError(f"{op} node '{name}': unsupported operator ({why}); supported: {', '.join(SUPPORTED_ONNX_OPS)}")
 
 
 #: Operators that exporters use for shape arithmetic: folded when all their inputs are constants.
@@ -87,6 +117,8 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
     for index, node in enumerate(g.node):
         op, a, name = node.op_type, _attrs(node), _name(node, index)
         out = node.output[0]
+        if node.domain not in ("", "ai.onnx"):
+            raise _unsupported(f"{node.domain}.{op}", name)
         if op == "Constant":
             consts[out] = numpy_helper.to_array(a["value"])
             continue
@@ -116,6 +148,9 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
             graph.add(Node("batchnorm", name, [src(node.input[0])], out, {"eps": float(a.get("epsilon", 1e-5))}, params))
         elif op == "Relu":
             graph.add(Node("relu", name, [src(node.input[0])], out))
+        elif op == "Clip":
+            low, high = _clip_bounds(node, name, a, consts)
+            graph.add(clip_node(name, [src(node.input[0])], out, low, high, f"Clip node '{name}'"))
         elif op in ("MaxPool", "AveragePool"):
             if a.get("ceil_mode", 0):
                 raise ModelError(f"{op} node '{name}': ceil_mode=1 is not supported")
@@ -165,11 +200,27 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
         elif op == "Pad":
             graph.add(_pad_as_conv(node, name, consts, a, graph, src))
         else:
-            raise ModelError(f"{op} node '{name}': unsupported operator; supported: {', '.join(SUPPORTED_ONNX_OPS)}")
+            raise _unsupported(op, name)
     graph.output = src(g.output[0].name)
     if graph.output not in graph.shapes():
         raise ModelError(f"output '{g.output[0].name}' is not produced by any node")
     return graph
+
+
+def _clip_bounds(node, name, a, consts) -> tuple:
+    """(min, max) of a Clip node, None where absent: the optional inputs 1 and 2 (opset 11 and
+    later; they must be constants) or the attributes `min` and `max` (opsets 6 to 10)."""
+    if "min" in a or "max" in a:
+        return a.get("min"), a.get("max")
+    bounds = []
+    for k, what in ((1, "min"), (2, "max")):
+        if len(node.input) <= k or not node.input[k]:
+            bounds.append(None)
+        elif node.input[k] in consts:
+            bounds.append(consts[node.input[k]])
+        else:
+            raise ModelError(f"Clip node '{name}': its {what} must be a constant (an initializer or a Constant node), not the computed tensor '{node.input[k]}'")
+    return tuple(bounds)
 
 
 def _slice_as_conv(node, name, consts, graph, src) -> Node:

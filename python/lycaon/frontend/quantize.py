@@ -4,7 +4,8 @@ Activations carry one global fixed-point scale 2^f (f fractional bits); each lin
 (convolution or fully connected) has weights scaled by its own 2^w_l, a bias scaled by 2^(f+w_l),
 an exact integer accumulation, and a truncation by w_l bits (floor, an arithmetic shift) that
 brings the result back to scale 2^f. Average pooling multiplies by round(2^s / window) and
-truncates by s bits. ReLU, max-pooling and residual additions are exact on integers.
+truncates by s bits. ReLU, clip(x, 0, M) (ReLU6; its integer twin clips at round(M 2^f),
+`QuantizedModel.clip_limit`), max-pooling and residual additions are exact on integers.
 
 This is what the hybrid pipeline computes under encryption: the linear layers in BFV modulo t
 (every accumulator must stay below t/2 in magnitude, which calibration checks with a margin),
@@ -59,16 +60,30 @@ class QuantizedModel:
     def decode(self, y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64) / 2.0**self.fraction_bits
 
+    def clip_limit(self, node) -> int:
+        """The integer upper bound of a `clip` node at scale 2^f: round(max 2^f), what the
+        integer twin (and the hybrid runtime's clip) clips at."""
+        return clip_limit(node, self.fraction_bits)
+
+
+def clip_limit(node, fraction_bits: int) -> int:
+    """round(max 2^f) of a `clip` node (attrs {"min": 0, "max": max}) at f fraction bits."""
+    if node.op != "clip":
+        raise ModelError(f"{node.describe()}: not a clip node")
+    return int(round(float(node.attrs["max"]) * 2.0**fraction_bits))
+
 
 def _calibrate(graph: Graph, x: np.ndarray) -> dict:
     """Largest |value| of every tensor on the calibration batch."""
     values = {graph.input_name: x}
     peaks = {graph.input_name: float(np.abs(x).max())}
-    for node in graph.nodes:
+    for node, done in zip(graph.nodes, graph.release_schedule()):
         if node.op in ("batchnorm", "poly"):
             raise ModelError(f"{node.describe()}: fold batch-norm first (frontend.simplify); polynomial activations are quantised by the FHE mode")
         values[node.output] = run_node(node, [values[i] for i in node.inputs])
         peaks[node.output] = float(np.abs(values[node.output]).max())
+        for name in done:  # only live tensors stay: ImageNet-size calibration fits
+            del values[name]
     return peaks
 
 
@@ -137,10 +152,11 @@ def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_ove
     """The exact integer reference: integer inputs at scale 2^f in, integer outputs at 2^f out.
     Raises OverflowError if an accumulator leaves the plaintext range."""
     bound = 2 ** (q.config.plaintext_bits - 1)
+    schedule = q.graph.release_schedule()
     outs = []
     for start in range(0, len(x_int), batch):
         values = {q.graph.input_name: np.asarray(x_int[start:start + batch], dtype=np.int64)}
-        for node in q.graph.nodes:
+        for node, done in zip(q.graph.nodes, schedule):
             ins = [values[i] for i in node.inputs]
             x, a = ins[0], node.attrs
             if node.op in ("conv", "linear"):
@@ -158,6 +174,8 @@ def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_ove
                 y = _floor_shift(acc, shift)
             elif node.op == "relu":
                 y = np.maximum(x, 0)
+            elif node.op == "clip":
+                y = np.clip(x, 0, q.clip_limit(node))
             elif node.op == "maxpool":
                 k, s = a["kernel"], a.get("stride", a["kernel"])
                 padded = _pad(x, a.get("pads", (0, 0, 0, 0)), np.iinfo(np.int64).min // 2)
@@ -179,6 +197,8 @@ def run_integer(q: QuantizedModel, x_int: np.ndarray, batch: int = 64, check_ove
             else:
                 raise ModelError(f"{node.describe()}: no integer kernel")
             values[node.output] = y
+            for name in done:
+                del values[name]
         outs.append(values[q.graph.output])
         if progress is not None:
             progress(min(start + batch, len(x_int)))

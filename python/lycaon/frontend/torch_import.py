@@ -1,7 +1,8 @@
 """Import of PyTorch modules into the IR through torch.fx (torch is an optional extra).
 
-Standard layers (Conv2d, BatchNorm2d, ReLU, pooling, Linear, Flatten, Identity, Dropout) map to IR
-nodes; functional calls (relu, add, adaptive/average/max pooling, flatten, cat), strided
+Standard layers (Conv2d, BatchNorm2d, ReLU, ReLU6, Hardtanh(0, M), pooling, Linear, Flatten,
+Identity, Dropout) map to IR nodes; functional calls (relu, relu6, hardtanh(x, 0, M), clamp/clip(x,
+0, M), add, adaptive/average/max pooling, flatten, cat), strided
 subsampling x[:, :, ::s, ::s] and zero channel padding (F.pad) are traced through, the last two
 becoming fixed 1x1 convolutions exactly as the ONNX importer makes them.
 """
@@ -12,7 +13,7 @@ import operator
 
 import numpy as np
 
-from .ir import Graph, ModelError, Node
+from .ir import Graph, ModelError, Node, clip_node
 
 
 def _arr(t) -> np.ndarray | None:
@@ -21,6 +22,18 @@ def _arr(t) -> np.ndarray | None:
 
 def _pair(v) -> tuple:
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _arg(args, kwargs, k: int, key: str, default):
+    """Argument k of a traced call, positional or by keyword."""
+    return args[k] if len(args) > k else kwargs.get(key, default)
+
+
+def _number(value, n):
+    """A clip bound of a traced call: a Python number (or None), not a tensor."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    raise ModelError(f"node '{n.name}': clip bounds must be numbers, not {value!r}")
 
 
 def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
@@ -74,6 +87,8 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
                 g.add(Node("batchnorm", target, [x], n.name, {"eps": m.eps}, params))
             elif isinstance(m, nn.ReLU):
                 g.add(Node("relu", target, [x], n.name))
+            elif isinstance(m, nn.Hardtanh):  # ReLU6 is Hardtanh(0, 6)
+                g.add(clip_node(target, [x], n.name, m.min_val, m.max_val, f"{type(m).__name__} '{target}'"))
             elif isinstance(m, (nn.MaxPool2d, nn.AvgPool2d)):
                 k = _pair(m.kernel_size)
                 p = _pair(m.padding)
@@ -90,11 +105,19 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
             elif isinstance(m, (nn.Identity, nn.Dropout)):
                 alias[n.name] = x
             else:
-                raise ModelError(f"module '{target}' ({type(m).__name__}): unsupported; supported: Conv2d, BatchNorm2d, ReLU, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Linear, Identity, Dropout")
+                raise ModelError(f"module '{target}' ({type(m).__name__}): unsupported; supported: Conv2d, BatchNorm2d, ReLU, ReLU6, Hardtanh(0, M), MaxPool2d, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Linear, Identity, Dropout")
         elif n.op in ("call_function", "call_method"):
             fname = target if isinstance(target, str) else getattr(target, "__name__", str(target))
             if target in (F.relu, torch.relu) or fname == "relu":
                 g.add(Node("relu", n.name, [src(args[0])], n.name))
+            elif target is F.relu6 or fname == "relu6":
+                g.add(clip_node(n.name, [src(args[0])], n.name, 0.0, 6.0, f"node '{n.name}' (relu6)"))
+            elif target is F.hardtanh or fname in ("hardtanh", "hardtanh_"):
+                low, high = _arg(args, n.kwargs, 1, "min_val", -1.0), _arg(args, n.kwargs, 2, "max_val", 1.0)
+                g.add(clip_node(n.name, [src(args[0])], n.name, _number(low, n), _number(high, n), f"node '{n.name}' (hardtanh)"))
+            elif target in (torch.clamp, torch.clip) or fname in ("clamp", "clip", "clamp_", "clip_"):
+                low, high = _arg(args, n.kwargs, 1, "min", None), _arg(args, n.kwargs, 2, "max", None)
+                g.add(clip_node(n.name, [src(args[0])], n.name, _number(low, n), _number(high, n), f"node '{n.name}' ({fname})"))
             elif target in (operator.add, torch.add) or fname in ("add", "__add__"):
                 g.add(Node("add", n.name, [src(args[0]), src(args[1])], n.name))
             elif target is F.adaptive_avg_pool2d and _pair(args[1] if len(args) > 1 else n.kwargs["output_size"]) == (1, 1):
@@ -117,7 +140,7 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
                     raise ModelError(f"node '{n.name}': only zero padding of the channel dimension is supported, not {pad}")
                 selection(n, src(args[0]), (1, 1), pad[4], pad[5])
             else:
-                raise ModelError(f"node '{n.name}' ({fname}): unsupported function; supported: relu, add, adaptive_avg_pool2d(1), flatten, cat, x[:, :, ::s, ::s], F.pad on channels")
+                raise ModelError(f"node '{n.name}' ({fname}): unsupported function; supported: relu, relu6, hardtanh(x, 0, M), clamp(x, 0, M), add, adaptive_avg_pool2d(1), flatten, cat, x[:, :, ::s, ::s], F.pad on channels")
         else:
             raise ModelError(f"node '{n.name}': unsupported graph operation {n.op}")
     if g.output is None:

@@ -1,12 +1,12 @@
 """Graph rewrites that keep the function and shrink the encrypted work: batch-norm folded into
 the convolution or linear layer before it, chains of 1x1 convolutions composed into one, and
-max-pooling moved before the ReLU that feeds it."""
+max-pooling moved before the ReLU (or ReLU6-style clip) that feeds it."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, ModelError, Node
+from .ir import MONOTONE_ACTIVATIONS, Graph, ModelError, Node
 
 
 def _consumers(graph: Graph, tensor: str) -> list[Node]:
@@ -85,19 +85,20 @@ def pool_before_relu(graph: Graph) -> Graph:
     """Rewrites relu -> maxpool (the ReLU's output read by the pool alone) as maxpool -> relu:
     max and ReLU commute (ReLU is monotone; a window of negatives gives 0 either way), and the
     ReLU then runs on the pooled map, k^2/s^2 times fewer values (ResNet-50's stem: 4x, LeNet-5's
-    2x2 pools: 4x). Tensor names stay: the ReLU's output tensor now holds the pooled values."""
+    2x2 pools: 4x). clip(x, 0, M) (ReLU6) is monotone too and moves the same way. Tensor names
+    stay: the activation's output tensor now holds the pooled values."""
     by_output = {n.output: n for n in graph.nodes}
     swapped: dict[str, Node] = {}
     for node in graph.nodes:
         prev = by_output.get(node.inputs[0]) if node.op == "maxpool" else None
-        if prev is not None and prev.op == "relu" and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output:
+        if prev is not None and prev.op in MONOTONE_ACTIVATIONS and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output:
             swapped[prev.output] = node
     nodes: list[Node] = []
     for node in graph.nodes:
         pool = swapped.get(node.output)
         if pool is not None:
             nodes.append(Node("maxpool", pool.name, list(node.inputs), node.output, dict(pool.attrs), dict(pool.params)))
-            nodes.append(Node("relu", node.name, [node.output], pool.output, dict(node.attrs), dict(node.params)))
+            nodes.append(Node(node.op, node.name, [node.output], pool.output, dict(node.attrs), dict(node.params)))
         elif not (node.op == "maxpool" and node.inputs[0] in swapped):
             nodes.append(node)
     return _rebuild(graph, nodes, {})
@@ -105,7 +106,7 @@ def pool_before_relu(graph: Graph) -> Graph:
 
 def simplify(graph: Graph) -> Graph:
     """The rewrites the HE pipelines want: fold batch-norm, compose pointwise convolutions, pool
-    before ReLU."""
+    before ReLU (and clip)."""
     return pool_before_relu(compose_pointwise(fold_batchnorm(graph)))
 
 
@@ -216,15 +217,22 @@ def scale_relu_inputs(graph: Graph, bound: float) -> Graph:
     interval of the FHE mode's composite minimax ReLU). ReLU, max- and average pooling, additions
     and concatenation are positively homogeneous, so it is enough to divide the first layers'
     weights (those reading the graph's input) and every conv/linear bias by `bound`, and to
-    multiply the weights of the layers that write the output by it. Needs batch-norm folded
-    (`simplify`); raises ModelError for a polynomial activation (not homogeneous)."""
+    multiply the weights of the layers that write the output by it; clip(x, 0, M) is not, but
+    clip(x / b, 0, M / b) = clip(x, 0, M) / b, so its M is divided by `bound` as well. Needs
+    batch-norm folded (`simplify`); raises ModelError for a polynomial activation (not
+    homogeneous)."""
     if not (np.isfinite(bound) and bound > 0):
         raise ModelError(f"the bound must be a positive number, not {bound}")
     copies = _float_copies(graph)
     # Tensors that carry the division: everything downstream of the input through homogeneous ops.
+    carried: set[str] = set()
     for node in copies:
         if node.op in ("batchnorm", "poly"):
             raise ModelError(f"{node.describe()}: scaling needs a graph of positively homogeneous operations (fold batch-norm first; polynomials are not homogeneous)")
+        if node.op in ("conv", "linear") and node.output != graph.output or any(i in carried for i in node.inputs):
+            carried.add(node.output)
+        if node.op == "clip" and node.inputs[0] in carried:
+            node.attrs["max"] = float(node.attrs["max"]) / bound
         if node.op not in ("conv", "linear"):
             continue
         if graph.input_name in node.inputs:
