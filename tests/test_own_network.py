@@ -182,3 +182,29 @@ def test_image_folder_calibration_and_png_inference_share_the_spec(tmp_path):
     with pytest.raises(ValueError, match="gives 32x32 images, the model takes 48x40"):
         Preprocess.from_any({"crop": 32}).check_shape(SHAPE)
     assert Preprocess.from_any(json.dumps(spec.to_dict())) == spec
+
+
+@pytest.mark.parametrize("kind", ["torchscript", "export"])
+def test_saved_pytorch_modules_load_like_onnx(tmp_path, kind):
+    """A TorchScript file (.pt, input shape from the calibration data) and a torch.export archive
+    (.pt2, shape recorded) import to the same graph; batch-norm folded, ReLU6 a clip."""
+    torch = pytest.importorskip("torch")
+    from torch import nn  # noqa: PLC0415
+
+    from lycaon.frontend import run_float  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(), nn.Conv2d(8, 8, 3, padding=1, groups=4), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5)).eval()
+    x = torch.randn(4, 3, 20, 16)
+    if kind == "torchscript":
+        path = tmp_path / "m.pt"
+        torch.jit.save(torch.jit.trace(m, x[:1]), str(path))
+    else:
+        path = tmp_path / "m.pt2"
+        torch.export.save(torch.export.export(m, (x[:1],)), str(path))
+    graph = hybrid.load_graph(path, (3, 20, 16) if kind == "torchscript" else None)
+    assert [n.op for n in graph.nodes] == ["conv", "clip", "conv", "relu", "global_avgpool", "flatten", "linear"]
+    np.testing.assert_allclose(run_float(graph, x.numpy().astype(np.float64)), m(x).detach().numpy(), atol=1e-5)
+    program, _, q = hybrid.prepare(str(path), calibration=x.numpy().astype(np.float64), plan=coefficient_plan(graph))
+    assert program["input_shape"] == [3, 20, 16] and any(op["op"] == "clip" for op in program["ops"])

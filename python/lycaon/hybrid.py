@@ -347,12 +347,31 @@ def calibration_for(graph, name: str, calibration=None, preprocess=None, calibra
     return x
 
 
-def load_graph(model):
-    """A simplified model graph from a zoo name, an ONNX or PyTorch file, or a ``Graph``."""
+def load_graph(model, input_shape: Optional[tuple] = None):
+    """A simplified model graph from a zoo name, an ONNX or PyTorch file, or a ``Graph``;
+    ``input_shape`` (C, H, W) for TorchScript files, which do not record it."""
     from lycaon.frontend import simplify, zoo  # noqa: PLC0415
     from lycaon.frontend.ir import Graph  # noqa: PLC0415
 
-    return simplify(model if isinstance(model, Graph) else zoo.load_model(str(model)))
+    return simplify(model if isinstance(model, Graph) else zoo.load_model(str(model), input_shape))
+
+
+def _sample_shape(calibration, preprocess) -> Optional[tuple]:
+    """The (C, H, W) of one calibration sample, when it can be told without the model."""
+    from lycaon.preprocessing import Preprocess, read_array  # noqa: PLC0415
+
+    if calibration is None:
+        return None
+    if isinstance(calibration, np.ndarray):
+        return tuple(calibration.shape[1:]) if calibration.ndim == 4 else tuple(calibration.shape)
+    path = Path(calibration)
+    if path.is_dir():
+        spec = Preprocess.from_any(preprocess)
+        return (spec.channels, *spec.crop) if spec is not None and spec.crop else None
+    if path.suffix.lower() in (".npy", ".npz") and path.is_file():
+        x = read_array(path)[0]
+        return tuple(x.shape[1:]) if x.ndim == 4 else tuple(x.shape)
+    return None
 
 
 def prepare(model, *, link: str = "lan", calibration_images: int = 16, reveal: str = "logits", flood_bits: float = 40.0,
@@ -376,7 +395,8 @@ def _prepare(model, *, link: str, calibration_images: int, reveal: str, flood_bi
 
     if reveal not in REVEALS:
         raise _model_error(f"reveal must be one of {', '.join(REVEALS)}, not {reveal!r}")
-    graph = load_graph(model)
+    torch_script = isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() in (".pt", ".pth")
+    graph = load_graph(model, _sample_shape(calibration, preprocess) if torch_script else None)
     name = graph.name if not isinstance(model, (str, os.PathLike)) else str(model)
     x = calibration_for(graph, name, calibration, preprocess, calibration_images)
     q = quantize(graph, x, QuantConfig())

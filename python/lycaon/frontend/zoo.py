@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -28,9 +29,10 @@ def data_dir() -> Path:
     raise FileNotFoundError("the shared data folder (models/, cifar10/) was not found; set LYCAON_DATA to it")
 
 
-def load_model(name_or_path: str) -> Graph:
-    """A built-in model by name (shipped weights, reference weights, or layer shapes only), or an
-    ONNX file."""
+def load_model(name_or_path: str, input_shape: Optional[tuple] = None) -> Graph:
+    """A built-in model by name (shipped weights, reference weights, or layer shapes only), an
+    ONNX file, or a saved PyTorch module (``load_torch_file``; ``input_shape`` (C, H, W) for
+    TorchScript files, which do not record it)."""
     from lycaon.models import load_weights  # noqa: PLC0415
 
     from . import resnet  # noqa: PLC0415
@@ -66,7 +68,60 @@ def load_model(name_or_path: str) -> Graph:
     if not path.is_file():
         known = ", ".join(["lenet5-mnist", "resnet20-cifar10", "cnn-square-cifar10", "resnet20-aespa-cifar10", *REFERENCE_MODELS, *ARCHITECTURES])
         raise ModelError(f"'{name_or_path}' is neither a model file nor a built-in model ({known})")
+    if path.suffix.lower() in TORCH_SUFFIXES:
+        return load_torch_file(path, input_shape)
     return load_onnx(str(path))
+
+
+#: Saved PyTorch modules: torch.export archives (.pt2) and TorchScript files (.pt, .pth).
+TORCH_SUFFIXES = (".pt2", ".pt", ".pth")
+
+
+def load_torch_file(path: Path, input_shape: Optional[tuple] = None) -> Graph:
+    """A saved PyTorch module: a torch.export archive (``torch.export.save``; its input shape is
+    in the archive) or a TorchScript file (``torch.jit.save``; give ``input_shape`` (C, H, W),
+    which ``lycaon serve`` takes from the calibration data). The module is traced to ONNX
+    (opset 13) in memory and read by the ONNX importer, so both kinds meet the same operator
+    checks. Pickled whole modules (``torch.save(model)``) are refused: loading them runs
+    arbitrary code."""
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise ModelError(f"{path}: reading PyTorch files needs torch (pip install 'lycaon[train]'), or export the model to ONNX") from None
+    import io  # noqa: PLC0415
+
+    from .onnx_import import load_onnx  # noqa: PLC0415
+
+    module, shape = None, input_shape
+    if path.suffix.lower() == ".pt2":
+        try:
+            exported = torch.export.load(str(path))
+        except Exception as exc:  # noqa: BLE001 - torch raises many kinds
+            raise ModelError(f"{path}: not a torch.export archive ({type(exc).__name__}: {exc})") from None
+        args = exported.example_inputs[0] if exported.example_inputs else ()
+        if len(args) != 1:
+            raise ModelError(f"{path}: the exported program takes {len(args)} inputs; Lycaon serves models of one image input")
+        shape = tuple(int(d) for d in args[0].shape[1:]) if args[0].dim() == 4 else tuple(int(d) for d in args[0].shape)
+        try:  # the unlifted module cannot be switched to eval mode, which the ONNX tracer does
+            module = torch.jit.trace(exported.module(), tuple(args), check_trace=False)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{path}: tracing the exported program failed ({type(exc).__name__}: {exc})") from None
+    else:
+        try:
+            module = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{path}: not a TorchScript file ({type(exc).__name__}: {exc}); save with torch.jit.save or torch.export.save, "
+                             "or export to ONNX") from None
+        if shape is None:
+            raise ModelError(f"{path}: a TorchScript file does not record its input shape; give calibration data (its shape is the model's) or export to ONNX")
+    buffer = io.BytesIO()
+    try:
+        torch.onnx.export(module, (torch.zeros((1, *shape)),), buffer, opset_version=13, input_names=["image"], output_names=["logits"], dynamo=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"{path}: tracing the module to ONNX failed ({type(exc).__name__}: {exc})") from None
+    graph = load_onnx(buffer.getvalue())
+    graph.name = path.stem
+    return graph
 
 
 def cifar10(split: str = "test") -> tuple[np.ndarray, np.ndarray]:
