@@ -163,6 +163,14 @@ impl ServerLayer {
         Ok(Self { prepared, bias, flood_log2, eval_level: noise.level, drop })
     }
 
+    /// Bytes of the prepared weights as the algorithm states them
+    /// ([`lycaon_nn::PreparedLayer::weight_bytes`]: plaintexts in NTT form at the top level,
+    /// counted at their serialised width of bits(q_i) per coefficient and limb; in memory each
+    /// coefficient takes a whole 64-bit word per limb).
+    pub fn prepared_bytes(&self) -> usize {
+        self.prepared.weight_bytes()
+    }
+
     pub fn flood_log2(&self) -> u32 {
         self.flood_log2
     }

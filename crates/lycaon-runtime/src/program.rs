@@ -1,6 +1,12 @@
 //! The public description of a network as the hybrid runtime executes it, and the server's
 //! weights. The JSON format is documented in implementation_notes/hybrid-runtime.md; Python's
 //! `lycaon.hybrid.compile_program` writes it from a quantised model and a plan.
+//!
+//! Ops ([`OpKind`]): `linear` (BFV), `truncate`, `relu`, `clip` (ReLU6: min(max(x, 0), max),
+//! one batched bounded ReLU on [x ; x - max]) and `maxpool` (two-party), `sumpool`,
+//! `global_sumpool`, `flatten`, `add` and `concat` (local on shares). Compiling a program also
+//! works out where each tensor is read for the last time ([`CompiledProgram::drop_after`]), so
+//! a session frees activations as it goes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -45,7 +51,16 @@ pub enum OpKind {
     Truncate {
         shift: u32,
     },
+    /// max(x, 0) (`lycaon_mpc::nonlinear::relu_bounded`: inputs within a quarter of the ring).
     Relu,
+    /// min(max(x, 0), max): ReLU6 at the activation scale (max = round(6 2^f)). One batched
+    /// `relu_bounded` on [x ; x - max] (party 0 subtracts max from its share), then
+    /// y = relu(x) - relu(x - max) in the ring. Inputs within a quarter of the ring, as for
+    /// ReLU; max must be positive and below an eighth of the ring (compile checks both), so
+    /// x - max stays in range.
+    Clip {
+        max: i64,
+    },
     /// Window maximum; padding counts as minus infinity.
     Maxpool {
         kernel: [usize; 2],
@@ -85,6 +100,7 @@ impl Op {
             OpKind::Linear { .. } => "linear",
             OpKind::Truncate { .. } => "truncate",
             OpKind::Relu => "relu",
+            OpKind::Clip { .. } => "clip",
             OpKind::Maxpool { .. } => "maxpool",
             OpKind::Sumpool { .. } => "sumpool",
             OpKind::GlobalSumpool { .. } => "global_sumpool",
@@ -141,7 +157,7 @@ pub struct LinearStep {
 
 /// The ring a truncation of `tensor` (from `from`, by `shift` bits) writes its result in: that of
 /// the first linear layer the value reaches through ops that keep their input's ring (ReLU,
-/// pooling, flatten, the first input of an add or concat), so no conversion runs before that
+/// clip, pooling, flatten, the first input of an add or concat), so no conversion runs before that
 /// layer. Only when that prime ring is wide enough: p' >= p >> (shift - 2) keeps the truncated
 /// value (at most p / 2^(shift + 2), the truncation's range) within a sixteenth of p', room
 /// for the residual sums and the quarter that ReLU and max-pooling need.
@@ -153,7 +169,7 @@ fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str,
         for op in consumers.get(t).into_iter().flatten() {
             let target = match op.kind {
                 OpKind::Linear { .. } => Some(rings[&op.output]),
-                OpKind::Relu | OpKind::Maxpool { .. } | OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } | OpKind::Flatten => None,
+                OpKind::Relu | OpKind::Clip { .. } | OpKind::Maxpool { .. } | OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } | OpKind::Flatten => None,
                 OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
                 _ => continue,
             };
@@ -177,6 +193,11 @@ pub struct CompiledProgram {
     /// The distinct parameter sets, in order of first use, each with the Galois elements its
     /// layers need (sorted, deduplicated).
     pub param_sets: Vec<(ParamChoice, Arc<Parameters>, Vec<u64>)>,
+    /// Per op, the tensors it reads for the last time (sorted): both sides free their shares of
+    /// them once the op has run, so a session holds only the live activations. The program's
+    /// output is never among them (it is kept for the reveal); a tensor nothing reads is freed
+    /// right after the op that writes it (the input: after the first op).
+    pub drop_after: Vec<Vec<String>>,
 }
 
 fn bad(msg: impl Into<String>) -> RuntimeError {
@@ -218,6 +239,27 @@ impl Program {
             for input in &op.inputs {
                 out.entry(input.as_str()).or_default().push(op);
             }
+        }
+        out
+    }
+
+    /// Per op, the tensors whose last reader it is (see [`CompiledProgram::drop_after`]).
+    fn drop_after(&self) -> Vec<Vec<String>> {
+        let mut last_use: HashMap<&str, usize> = HashMap::from([(self.input.as_str(), 0)]);
+        for (i, op) in self.ops.iter().enumerate() {
+            last_use.insert(op.output.as_str(), i);
+            for input in &op.inputs {
+                last_use.insert(input.as_str(), i);
+            }
+        }
+        let mut out = vec![Vec::new(); self.ops.len()];
+        for (tensor, i) in last_use {
+            if tensor != self.output {
+                out[i].push(tensor.to_string());
+            }
+        }
+        for tensors in &mut out {
+            tensors.sort_unstable();
         }
         out
     }
@@ -300,6 +342,12 @@ impl Program {
                     x.clone()
                 }
                 OpKind::Relu => x.clone(),
+                OpKind::Clip { max } => {
+                    if *max <= 0 {
+                        return Err(bad(format!("clip '{}': max {max} must be positive", op.name)));
+                    }
+                    x.clone()
+                }
                 OpKind::Maxpool { kernel, stride, pads } => pooled(op, x, *kernel, *stride, *pads)?,
                 OpKind::Sumpool { kernel, stride, pads, .. } => pooled(op, x, *kernel, *stride, *pads)?,
                 OpKind::GlobalSumpool { .. } => {
@@ -336,6 +384,13 @@ impl Program {
                     OpKind::Truncate { shift } => retarget(&op.output, from, shift, &consumers, &rings).unwrap_or(from),
                     _ => from,
                 };
+                if let OpKind::Clip { max } = op.kind {
+                    // x - max must stay within the quarter of the ring that relu_bounded takes
+                    // for every x the compiler admits (|x| within an eighth).
+                    if max as u128 >= (ring.modulus() - 1) / 8 {
+                        return Err(bad(format!("clip '{}': max {max} is not below an eighth of its {}-bit share ring", op.name, ring.bits())));
+                    }
+                }
                 rings.insert(op.output.clone(), ring);
             }
         }
@@ -347,7 +402,8 @@ impl Program {
             set.2.sort_unstable();
             set.2.dedup();
         }
-        Ok(CompiledProgram { program: self, shapes, rings, linear, param_sets })
+        let drop_after = self.drop_after();
+        Ok(CompiledProgram { program: self, shapes, rings, linear, param_sets, drop_after })
     }
 }
 

@@ -7,8 +7,10 @@
 //! 3. client: per parameter set, its public key and the Galois keys the plan needs (seeded);
 //! 4. both: the silent-OT setup of the two-party layer;
 //! 5. per op: a linear layer is one request (the client's encrypted share) and one response (the
-//!    masked, re-randomised, flooded result); truncation, ReLU, max-pooling and ring conversions
-//!    are two-party protocols; pooling sums, flattening, additions and concatenation are local;
+//!    masked, re-randomised, flooded result); truncation, ReLU, clip (ReLU6), max-pooling and
+//!    ring conversions are two-party protocols; pooling sums, flattening, additions and
+//!    concatenation are local; each side frees its shares of a tensor once its last reader has
+//!    run (`CompiledProgram::drop_after`);
 //! 6. the output: the server's shares of the logits, or (reveal = label) a secure argmax whose
 //!    result only the client learns; then the server's per-layer compute times.
 
@@ -60,6 +62,8 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
         cots += match &op.kind {
             // DReLU on Z_p: two comparisons; then two correlated OTs.
             OpKind::Relu => elements * (2.0 * comparison_cots(bits) + 2.0),
+            // Clip: one ReLU on twice the elements.
+            OpKind::Clip { .. } => 2.0 * elements * (2.0 * comparison_cots(bits) + 2.0),
             OpKind::Maxpool { kernel, .. } => elements * (kernel[0] * kernel[1]).saturating_sub(1) as f64 * (2.0 * comparison_cots(bits) + 2.0),
             // Exact truncation: three comparisons of about 12 bits, four ANDs, four B2A.
             OpKind::Truncate { .. } if compiled.program.exact_truncation => elements * (3.0 * comparison_cots(13) + 12.0),
@@ -98,6 +102,12 @@ impl ServedModel {
     /// log2 of the flooding bound of each linear layer (0: none).
     pub fn flooding(&self) -> Vec<(String, u32)> {
         self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.flood_log2()))).collect()
+    }
+
+    /// Bytes of each linear layer's prepared weights, kept for the server's life
+    /// ([`ServerLayer::prepared_bytes`]).
+    pub fn prepared_bytes(&self) -> Vec<(String, usize)> {
+        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.prepared_bytes()))).collect()
     }
 
     /// The low bits each linear layer's responses drop.
@@ -344,26 +354,45 @@ fn run_ops(
         let before = party.channel().stats();
         let started = Instant::now();
         let mut record = LayerRecord { name: op.name.clone(), op: op.kind_name().into(), ..Default::default() };
-        let out = if let OpKind::Linear { .. } = op.kind {
-            let ring = compiled.rings[&op.output];
-            let share = in_ring(party, compiled, &op.inputs[0], ring, values)?;
-            linear(party, op, &compiled.linear[&op.name], share, &mut record)?
-        } else {
-            nonlinear_op(party, compiled, op, values)?
+        let drops = &compiled.drop_after[i];
+        let last_read = |tensor: &String| drops.contains(tensor);
+        let out = match op.kind {
+            OpKind::Linear { .. } => {
+                let ring = compiled.rings[&op.output];
+                // The input's shares are moved rather than copied when nothing reads them later.
+                let input = &op.inputs[0];
+                let share = if compiled.rings[input] == ring && last_read(input) {
+                    values.remove(input).ok_or_else(|| missing(input))?
+                } else {
+                    in_ring(party, compiled, input, ring, values)?
+                };
+                linear(party, op, &compiled.linear[&op.name], share, &mut record)?
+            }
+            OpKind::Flatten if last_read(&op.inputs[0]) => values.remove(&op.inputs[0]).ok_or_else(|| missing(&op.inputs[0]))?,
+            _ => nonlinear_op(party, compiled, op, values)?,
         };
         record.seconds = started.elapsed().as_secs_f64();
         stats_diff(before, party.channel().stats(), &mut record);
         values.insert(op.output.clone(), out);
+        // Free what no later op reads (the output tensor is kept for the reveal).
+        for tensor in drops {
+            values.remove(tensor);
+        }
         records.push(record);
         progress(i + 1, total, &op.name);
     }
     Ok(records)
 }
 
+/// A tensor that should be live is not (a bug in the runtime's bookkeeping, not in the input).
+fn missing(tensor: &str) -> RuntimeError {
+    RuntimeError::Program(format!("tensor '{tensor}' was freed before its last reader"))
+}
+
 /// Shares of `tensor` in `ring` (converted by the two-party protocol when it lives elsewhere).
 fn in_ring(party: &mut Party, compiled: &CompiledProgram, tensor: &str, ring: ShareRing, values: &HashMap<String, Vec<u64>>) -> Result<Vec<u64>> {
     let from = compiled.rings[tensor];
-    let v = &values[tensor];
+    let v = values.get(tensor).ok_or_else(|| missing(tensor))?;
     if from == ring {
         return Ok(v.clone());
     }
@@ -395,7 +424,7 @@ fn windows(shape: &[usize], kernel: [usize; 2], stride: [usize; 2], pads: [usize
 /// The ops both parties run alike on their shares.
 fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::program::Op, values: &HashMap<String, Vec<u64>>) -> Result<Vec<u64>> {
     let ring = compiled.rings[&op.output];
-    let x = &values[&op.inputs[0]];
+    let x = values.get(&op.inputs[0]).ok_or_else(|| missing(&op.inputs[0]))?;
     let p0 = party.role() == Role::P0;
     Ok(match &op.kind {
         // A truncation may write into the next linear layer's ring (program::retarget).
@@ -405,6 +434,16 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
         OpKind::Truncate { shift } => nonlinear::truncate_into(party, compiled.rings[&op.inputs[0]], ring, x, *shift)?,
         // Inputs of ReLU are within a quarter of the ring (compile checks the accumulators).
         OpKind::Relu => nonlinear::relu_bounded(party, ring, x)?,
+        // min(max(x, 0), M) = relu(x) - relu(x - M), both ReLUs in one batch (one comparison
+        // round trip for both halves); party 0 alone subtracts the public M from its share.
+        OpKind::Clip { max } => {
+            let m = ring.from_signed(*max);
+            let shifted = x.iter().map(|&v| if p0 { ring.sub(v, m) } else { v });
+            let both: Vec<u64> = x.iter().copied().chain(shifted).collect();
+            let r = nonlinear::relu_bounded(party, ring, &both)?;
+            let (low, high) = r.split_at(x.len());
+            low.iter().zip(high).map(|(&a, &b)| ring.sub(a, b)).collect()
+        }
         OpKind::Maxpool { kernel, stride, pads } => {
             // Padding is a public value far below any activation: party 0 holds it, party 1 zero.
             let pad = if p0 { ring.from_signed(-((ring.max_positive() / 4) as i64)) } else { 0 };
@@ -447,7 +486,7 @@ fn argmax_bits(party: &mut Party, ring: ShareRing, x: &[u64]) -> Result<Vec<bool
 
 fn reveal(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<String, Vec<u64>>) -> Result<()> {
     let ring = compiled.rings[&compiled.program.output];
-    let out = &values[&compiled.program.output];
+    let out = values.get(&compiled.program.output).ok_or_else(|| missing(&compiled.program.output))?;
     match compiled.program.reveal {
         Reveal::Logits => party.channel().send_words(out, ring.bits())?,
         Reveal::Label => {
@@ -460,7 +499,7 @@ fn reveal(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<String
 
 fn learn_output(party: &mut Party, compiled: &CompiledProgram, values: &HashMap<String, Vec<u64>>) -> Result<(Option<Vec<i64>>, usize)> {
     let ring = compiled.rings[&compiled.program.output];
-    let out = &values[&compiled.program.output];
+    let out = values.get(&compiled.program.output).ok_or_else(|| missing(&compiled.program.output))?;
     match compiled.program.reveal {
         Reveal::Logits => {
             let theirs = party.channel().recv_words(out.len(), ring.bits())?;

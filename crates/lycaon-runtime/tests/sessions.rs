@@ -312,3 +312,141 @@ fn nothing_unmasked_crosses_the_wire() {
     }
     assert_eq!(outcome.logits.unwrap(), reference(&weights, &x, false));
 }
+
+/// floor(v / 2^shift) of every value.
+fn floor_shift(v: Vec<i64>, shift: u32) -> Vec<i64> {
+    v.into_iter().map(|a| a >> shift).collect()
+}
+
+/// conv (cheetah, bias) -> truncate -> clip (ReLU6 at 4 fraction bits: max = 96) -> conv
+/// (cheetah, other t, stride 2): the logits equal the plain integer reference bit for bit, on an
+/// input whose clip sees values below 0, between 0 and max, and above max.
+#[test]
+fn clip_is_relu6_exactly() {
+    let mut rng = rand::rng();
+    let max = 6 * 16;
+    let clip_program = |max: i64| {
+        Program::from_json(
+            &json!({"version": 2, "name": "relu6", "input": "x", "input_shape": [2, 8, 8], "fraction_bits": 4, "output": "y", "ops": [
+                {"op": "linear", "name": "conv1", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+                 "shape": {"h": 8, "w": 8, "c_in": 2, "c_out": 3, "k": 3, "stride": 1, "pad": 1}, "has_bias": true},
+                {"op": "truncate", "name": "t", "inputs": ["a"], "output": "at", "shift": 3},
+                {"op": "clip", "name": "six", "inputs": ["at"], "output": "c", "max": max},
+                {"op": "linear", "name": "conv2", "inputs": ["c"], "output": "y", "algorithm": "cheetah", "params": params(36, &[55, 45], &[]),
+                 "shape": {"h": 8, "w": 8, "c_in": 3, "c_out": 2, "k": 3, "stride": 2, "pad": 1}}]})
+            .to_string(),
+        )
+        .unwrap()
+    };
+    // A clip must have a positive max, small against its ring.
+    for bad in [0, -5, 1 << 40] {
+        let err = clip_program(bad).compile().err().expect("a bad clip bound is refused");
+        assert!(err.to_string().contains("clip 'six'"), "{err}");
+    }
+    let program = clip_program(max);
+    let compiled = program.clone().compile().unwrap();
+    // The truncation writes straight into conv2's ring through the clip.
+    assert_eq!(compiled.rings["at"], compiled.rings["y"]);
+    assert_eq!(compiled.rings["c"], compiled.rings["y"]);
+    let mut weights = Weights::default();
+    weights.layers.insert("conv1".into(), (random(&mut rng, 3 * 2 * 9, 7), Some(random(&mut rng, 3, 300))));
+    weights.layers.insert("conv2".into(), (random(&mut rng, 2 * 3 * 9, 7), None));
+    let shape1 = ConvShape::conv(8, 2, 3, 3, 1);
+    let shape2 = ConvShape::conv(8, 3, 2, 3, 2);
+    let clipped = |x: &[i64]| -> Vec<i64> {
+        let (w1, b1) = &weights.layers["conv1"];
+        floor_shift(conv(shape1, x, w1, b1.as_ref()), 3).into_iter().map(|v| v.clamp(0, max)).collect()
+    };
+    let unclipped = |x: &[i64]| floor_shift(conv(shape1, x, &weights.layers["conv1"].0, weights.layers["conv1"].1.as_ref()), 3);
+    // An input on which the clip meets all three cases.
+    let x = (0..100)
+        .map(|_| random(&mut rng, 2 * 64, 60))
+        .find(|x| {
+            let a = unclipped(x);
+            a.iter().any(|&v| v < 0) && a.iter().any(|&v| v > max) && a.iter().any(|&v| v > 0 && v < max)
+        })
+        .expect("some input covers every case");
+    let want = conv(shape2, &clipped(&x), &weights.layers["conv2"].0, None);
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.unwrap(), want);
+    assert_eq!(client.layers.iter().map(|l| l.op.as_str()).collect::<Vec<_>>(), ["linear", "truncate", "clip", "linear"]);
+}
+
+/// Every tensor is freed after the op that reads it last; the output is kept for the reveal.
+#[test]
+fn tensors_are_freed_after_their_last_reader() {
+    let (program, _) = network(true, "logits");
+    let compiled = program.compile().unwrap();
+    let freed: Vec<(&str, Vec<&str>)> =
+        compiled.program.ops.iter().zip(&compiled.drop_after).map(|(op, d)| (op.name.as_str(), d.iter().map(String::as_str).collect())).collect();
+    // p1 is read by conv2 and by the residual add; everything else by the next op only.
+    let want: Vec<(&str, Vec<&str>)> = vec![
+        ("conv1", vec!["x"]),
+        ("t1", vec!["a1"]),
+        ("r1", vec!["a1t"]),
+        ("p1", vec!["r1"]),
+        ("conv2", vec![]),
+        ("t2", vec!["a2"]),
+        ("res", vec!["a2t", "p1"]),
+        ("r2", vec!["s"]),
+        ("gp", vec!["r2"]),
+        ("fl", vec!["g"]),
+        ("fc", vec!["f"]),
+    ];
+    assert_eq!(freed, want);
+    assert!(!compiled.drop_after.iter().flatten().any(|t| t == "logits"));
+}
+
+/// A non-square 3 x 12 x 10 input: a grouped convolution (groups = 3, gazelle) -> truncate ->
+/// relu -> 2x2 sum pool, concatenated with a strided convolution (cheetah) -> truncate of the
+/// same input (in its own ring: converted at the concat), flattened into a fully connected layer.
+#[test]
+fn non_square_input_with_grouped_conv_pool_and_concat_is_exact() {
+    let mut rng = rand::rng();
+    let program = Program::from_json(
+        &json!({"version": 2, "name": "non-square", "input": "x", "input_shape": [3, 12, 10], "fraction_bits": 4, "output": "logits", "ops": [
+            {"op": "linear", "name": "gconv", "inputs": ["x"], "output": "a", "algorithm": "gazelle-IA", "params": params(31, &[50, 50], &[50]),
+             "shape": {"h": 12, "w": 10, "c_in": 3, "c_out": 6, "k": 3, "stride": 1, "pad": 1, "groups": 3}, "has_bias": true},
+            {"op": "truncate", "name": "ta", "inputs": ["a"], "output": "at", "shift": 3},
+            {"op": "relu", "name": "r", "inputs": ["at"], "output": "r"},
+            {"op": "sumpool", "name": "pool", "inputs": ["r"], "output": "s", "kernel": [2, 2], "stride": [2, 2], "multiplier": 1},
+            {"op": "linear", "name": "sconv", "inputs": ["x"], "output": "b", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+             "shape": {"h": 12, "w": 10, "c_in": 3, "c_out": 2, "k": 3, "stride": 2, "pad": 1}},
+            {"op": "truncate", "name": "tb", "inputs": ["b"], "output": "bt", "shift": 3},
+            {"op": "concat", "name": "cat", "inputs": ["s", "bt"], "output": "c"},
+            {"op": "flatten", "name": "fl", "inputs": ["c"], "output": "f"},
+            {"op": "linear", "name": "fc", "inputs": ["f"], "output": "logits", "algorithm": "cheetah-matvec", "params": params(36, &[55, 45], &[]),
+             "shape": {"h": 1, "w": 1, "c_in": 240, "c_out": 5, "k": 1, "stride": 1}, "has_bias": true}]})
+        .to_string(),
+    )
+    .unwrap();
+    let compiled = program.clone().compile().unwrap();
+    assert_eq!((&compiled.shapes["s"], &compiled.shapes["bt"], &compiled.shapes["c"]), (&vec![6, 6, 5], &vec![2, 6, 5], &vec![8, 6, 5]));
+    let mut weights = Weights::default();
+    weights.layers.insert("gconv".into(), (random(&mut rng, 6 * 9, 7), Some(random(&mut rng, 6, 100))));
+    weights.layers.insert("sconv".into(), (random(&mut rng, 2 * 3 * 9, 7), None));
+    weights.layers.insert("fc".into(), (random(&mut rng, 5 * 240, 7), Some(random(&mut rng, 5, 200))));
+    let x = random(&mut rng, 3 * 12 * 10, 30);
+
+    // The plain integer reference.
+    let gshape = ConvShape { c_in: 3, h: 12, w: 10, c_out: 6, kh: 3, kw: 3, stride: 1, pad_h: 1, pad_w: 1, groups: 3 };
+    let sshape = ConvShape { c_out: 2, stride: 2, groups: 1, ..gshape };
+    let (wg, bg) = &weights.layers["gconv"];
+    let r: Vec<i64> = floor_shift(conv(gshape, &x, wg, bg.as_ref()), 3).into_iter().map(|v| v.max(0)).collect();
+    let mut c = Vec::with_capacity(240);
+    for ch in 0..6 {
+        for y in 0..6 {
+            for xx in 0..5 {
+                c.push((0..4).map(|k| r[ch * 120 + (2 * y + k / 2) * 10 + 2 * xx + k % 2]).sum::<i64>());
+            }
+        }
+    }
+    c.extend(floor_shift(conv(sshape, &x, &weights.layers["sconv"].0, None), 3));
+    let (wf, bf) = &weights.layers["fc"];
+    let want: Vec<i64> = (0..5).map(|o| (0..240).map(|i| wf[o * 240 + i] * c[i]).sum::<i64>() + bf.as_ref().unwrap()[o]).collect();
+
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.unwrap(), want);
+}
