@@ -39,6 +39,8 @@ struct ServerOptionsJson {
     #[serde(default)]
     flood_bits: Option<f64>,
     #[serde(default)]
+    prepared_weights_bytes: Option<usize>,
+    #[serde(default)]
     metadata: Option<serde_json::Value>,
 }
 
@@ -61,8 +63,11 @@ fn timeout(s: Option<f64>) -> PyResult<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-fn session_options(flood_bits: Option<f64>) -> PyResult<SessionOptions> {
+fn session_options(flood_bits: Option<f64>, prepared_weights_bytes: Option<usize>) -> PyResult<SessionOptions> {
     let mut o = SessionOptions::default();
+    if let Some(b) = prepared_weights_bytes {
+        o.prepared_weights_bytes = b;
+    }
     if let Some(f) = flood_bits {
         if !(f.is_finite() && (0.0..=80.0).contains(&f)) {
             return Err(LycaonError::new_err(format!("flood_bits must be in [0, 80], not {f}")));
@@ -97,6 +102,7 @@ fn served_model(
     program_json: &str,
     weights: &Bound<'_, PyDict>,
     flood_bits: Option<f64>,
+    prepared_weights_bytes: Option<usize>,
     metadata: Option<serde_json::Value>,
 ) -> PyResult<(ServedModel, Weights)> {
     let mut program = Program::from_json(program_json).map_err(err)?;
@@ -104,7 +110,7 @@ fn served_model(
         program.metadata = m;
     }
     let w = weights_of(weights)?;
-    let options = session_options(flood_bits)?;
+    let options = session_options(flood_bits, prepared_weights_bytes)?;
     let model = weights.py().detach(|| ServedModel::new(program, &w, options)).map_err(err)?;
     Ok((model, w))
 }
@@ -123,7 +129,7 @@ impl HybridServer {
     #[new]
     fn new(program_json: &str, weights: &Bound<'_, PyDict>, options_json: &str) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let (model, _) = served_model(program_json, weights, o.flood_bits, o.metadata)?;
+        let (model, _) = served_model(program_json, weights, o.flood_bits, o.prepared_weights_bytes, o.metadata)?;
         let mut options = ServerOptions { timeout: timeout(o.timeout_s)?, ..ServerOptions::default() };
         if let Some(m) = o.max_sessions {
             options.max_sessions = m;
@@ -250,7 +256,7 @@ pub fn hybrid_local(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let o: ClientOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("options", e))?;
-    let (model, _) = served_model(program_json, weights, o.flood_bits, None)?;
+    let (model, _) = served_model(program_json, weights, o.flood_bits, None, None)?;
     let x = vector(x_int, "x_int")?;
     let link = link_model(o.link.as_deref().unwrap_or("none")).map_err(err)?;
     let (mut client, server) = py.detach(|| run_local(&model, &x, link, &mut |d, n, name| call_progress(&progress, d, n, name))).map_err(err)?;

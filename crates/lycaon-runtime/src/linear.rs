@@ -124,8 +124,19 @@ impl ServerKeySet {
 }
 
 /// A linear layer on the server: weights in evaluation form, bias, and the flooding it adds.
+/// A layer's weights as the server keeps them between sessions.
+enum LayerWeights {
+    /// Prepared once (plaintexts in NTT form): the fastest, and 60-900 times the raw size.
+    Prepared(Box<dyn PreparedLayer>),
+    /// The integer weights only, prepared at each evaluation and dropped after it: what keeps an
+    /// ImageNet network's server within a few GiB (ResNet-50 prepared takes about 58 GiB).
+    OnDemand(Vec<i64>),
+}
+
 pub struct ServerLayer {
-    prepared: Box<dyn PreparedLayer>,
+    weights: LayerWeights,
+    /// Bytes of the prepared weights (stated by the algorithm), whether kept or not.
+    prepared_bytes: usize,
     bias: Option<Vec<i64>>,
     /// Flooding noise is uniform in [-2^flood_log2, 2^flood_log2] (0: no flooding).
     flood_log2: u32,
@@ -139,11 +150,31 @@ impl ServerLayer {
     /// Prepares the weights and works out the flooding for `flood_bits` of statistical security
     /// (0: none, for tests of the bare protocol only). Errors when the plan's parameters leave no
     /// room for it: the planner must then be asked with the same `flood_bits`.
-    pub fn new(name: &str, step: &LinearStep, weights: &[i64], bias: Option<Vec<i64>>, flood_bits: f64, failure_probability: f64) -> Result<Self> {
-        let prepared = step.plan.prepare(weights)?;
+    /// The prepared weights are kept when they fit in `budget` (bytes in memory, decreased by
+    /// what they take); otherwise they are prepared at each evaluation (see
+    /// [`LayerWeights::OnDemand`]).
+    pub fn new(
+        name: &str,
+        step: &LinearStep,
+        weights: &[i64],
+        bias: Option<Vec<i64>>,
+        flood_bits: f64,
+        failure_probability: f64,
+        budget: &mut usize,
+    ) -> Result<Self> {
+        let prepared_bytes = step.plan.weight_bytes();
+        // In memory each coefficient takes a 64-bit word per limb (weight_bytes counts bits(q_i)).
+        let q_bits: u32 = step.choice.q_bits.iter().sum();
+        let in_memory = prepared_bytes.saturating_mul(64 * step.choice.q_bits.len()) / q_bits.max(1) as usize;
+        let weight_max = weights.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0).max(1);
+        let weights = if in_memory <= *budget {
+            *budget -= in_memory;
+            LayerWeights::Prepared(step.plan.prepare(weights)?)
+        } else {
+            LayerWeights::OnDemand(weights.to_vec())
+        };
         let model = NoiseModel::from_params(&step.params).ok_or(lycaon_bfv::BfvError::NotBfv)?;
         let t = model.t;
-        let weight_max = weights.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0).max(1);
         let bounds = ValueBounds { weight: weight_max.next_power_of_two(), input: (t as u64).div_ceil(2) };
         let noise = step.plan.noise(&model, model.fresh_symmetric(step.params.max_level()), bounds)?;
         let (flood_log2, drop) = if flood_bits > 0.0 {
@@ -160,7 +191,7 @@ impl ServerLayer {
         } else {
             (0, noise.unflooded_drop(&model, failure_probability, step.params.n() as f64)?)
         };
-        Ok(Self { prepared, bias, flood_log2, eval_level: noise.level, drop })
+        Ok(Self { weights, prepared_bytes, bias, flood_log2, eval_level: noise.level, drop })
     }
 
     /// Bytes of the prepared weights as the algorithm states them
@@ -168,7 +199,12 @@ impl ServerLayer {
     /// counted at their serialised width of bits(q_i) per coefficient and limb; in memory each
     /// coefficient takes a whole 64-bit word per limb).
     pub fn prepared_bytes(&self) -> usize {
-        self.prepared.weight_bytes()
+        self.prepared_bytes
+    }
+
+    /// Whether the prepared weights stay in memory between sessions.
+    pub fn keeps_prepared(&self) -> bool {
+        matches!(self.weights, LayerWeights::Prepared(_))
     }
 
     pub fn flood_log2(&self) -> u32 {
@@ -202,7 +238,10 @@ impl ServerLayer {
         }
         r.finish("layer request")?;
         let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
-        let outputs = self.prepared.evaluate(&ops, &inputs)?;
+        let outputs = match &self.weights {
+            LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
+            LayerWeights::OnDemand(weights) => step.plan.prepare(weights)?.evaluate(&ops, &inputs)?,
+        };
         let layout_out = step.plan.output_layout();
         let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
         let mut sampler = Sampler::from_os()?;

@@ -37,11 +37,18 @@ pub struct SessionOptions {
     pub flood_bits: f64,
     /// Decryption-failure probability the flooding's noise bound is taken at.
     pub failure_probability: f64,
+    /// Memory for prepared weights (bytes): layers are kept prepared, in program order, while
+    /// they fit; the rest are prepared at each evaluation and dropped after it.
+    pub prepared_weights_bytes: usize,
 }
+
+/// Default memory for prepared weights: every layer of the CIFAR and MNIST networks fits, an
+/// ImageNet network's server stays within a few GiB.
+pub const DEFAULT_PREPARED_WEIGHTS_BYTES: usize = 1 << 30;
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { flood_bits: 40.0, failure_probability: 2f64.powi(-40) }
+        Self { flood_bits: 40.0, failure_probability: 2f64.powi(-40), prepared_weights_bytes: DEFAULT_PREPARED_WEIGHTS_BYTES }
     }
 }
 
@@ -92,11 +99,19 @@ impl ServedModel {
         let compiled = program.compile()?;
         compiled.check_weights(weights)?;
         let mut layers = HashMap::new();
-        for (name, step) in &compiled.linear {
+        let mut budget = options.prepared_weights_bytes;
+        // In program order, so the first layers (the largest feature maps) are the kept ones.
+        for op in compiled.program.ops.iter().filter(|op| matches!(op.kind, OpKind::Linear { .. })) {
+            let (name, step) = (&op.name, &compiled.linear[&op.name]);
             let (w, b) = &weights.layers[name];
-            layers.insert(name.clone(), ServerLayer::new(name, step, w, b.clone(), options.flood_bits, options.failure_probability)?);
+            layers.insert(name.clone(), ServerLayer::new(name, step, w, b.clone(), options.flood_bits, options.failure_probability, &mut budget)?);
         }
         Ok(Self { compiled, layers, public_json, options })
+    }
+
+    /// Whether each linear layer's prepared weights stay in memory (else prepared per evaluation).
+    pub fn kept_prepared(&self) -> Vec<(String, bool)> {
+        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.keeps_prepared()))).collect()
     }
 
     /// log2 of the flooding bound of each linear layer (0: none).
@@ -104,8 +119,8 @@ impl ServedModel {
         self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.flood_log2()))).collect()
     }
 
-    /// Bytes of each linear layer's prepared weights, kept for the server's life
-    /// ([`ServerLayer::prepared_bytes`]).
+    /// Bytes of each linear layer's prepared weights ([`ServerLayer::prepared_bytes`]), kept
+    /// for the server's life or prepared per evaluation (see [`SessionOptions::prepared_weights_bytes`]).
     pub fn prepared_bytes(&self) -> Vec<(String, usize)> {
         self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.prepared_bytes()))).collect()
     }

@@ -116,6 +116,18 @@ fn linear_relu_pool_residual_and_conversion_are_exact() {
 }
 
 #[test]
+fn weights_prepared_per_evaluation_give_the_same_logits() {
+    let (program, weights) = network(false, "logits");
+    // A budget of one byte: no layer is kept prepared, each is prepared when it runs.
+    let lean = ServedModel::new(program.clone(), &weights, SessionOptions { prepared_weights_bytes: 1, ..no_flooding() }).unwrap();
+    assert!(lean.kept_prepared().iter().all(|(_, kept)| !kept));
+    assert!(ServedModel::new(program, &weights, no_flooding()).unwrap().kept_prepared().iter().all(|(_, kept)| *kept));
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (client, _) = run_local(&lean, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.as_deref(), Some(&reference(&weights, &x, false)[..]));
+}
+
+#[test]
 fn truncation_is_exact_and_flooding_must_fit() {
     let (program, weights) = network(true, "logits");
     // The default session floods at 40 bits: conv1 and fc run at q = 55 + 45 bits, which leaves
