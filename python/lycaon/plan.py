@@ -120,20 +120,50 @@ def quantize_calibrated(graph, calibration_images: int = 16):
     return None if x is None else quantize(graph, x, QuantConfig())
 
 
+def _pool_growth_bits(q) -> dict[str, float]:
+    """Per linear layer whose (truncated) output reaches an average pool through ReLU, clip or
+    max-pooling only: the bits the pool's window sums times its multiplier add. The runtime sums
+    in the layer's own share ring, so its plaintext modulus must hold them too."""
+    if q is None:
+        return {}
+    from lycaon.hybrid import _pool_scale  # noqa: PLC0415
+
+    graph = q.graph
+    shapes = graph.shapes()
+    producer: dict[str, str] = {}
+    growth: dict[str, float] = {}
+    for node in graph.nodes:
+        if node.op in ("conv", "linear"):
+            producer[node.output] = node.name
+        elif node.op in ("relu", "clip", "maxpool") and node.inputs[0] in producer:
+            producer[node.output] = producer[node.inputs[0]]
+        elif node.op in ("avgpool", "global_avgpool") and node.inputs[0] in producer and node.name in q.pools:
+            mult, _ = _pool_scale(node, q)
+            window = int(np.prod(node.attrs["kernel"])) if node.op == "avgpool" else int(np.prod(shapes[node.inputs[0]][1:]))
+            layer = producer[node.inputs[0]]
+            growth[layer] = max(growth.get(layer, 0.0), float(np.log2(window * mult)))
+    return growth
+
+
 def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
     """(weight bits, plaintext bits) per layer from the quantised model ``q``, or from the
-    quantisation's bounds when there is none."""
+    quantisation's bounds when there is none. A layer that feeds an average pool gets the bits
+    the pool's sums add to its truncated outputs (``_pool_growth_bits``)."""
     from lycaon.frontend.quantize import QuantConfig  # noqa: PLC0415
 
     config = QuantConfig() if q is None else q.config
     if q is None:
         return {l["name"]: (config.weight_bits + 1, config.plaintext_bits) for l in layers}
+    growth = _pool_growth_bits(q)
     out = {}
     for layer in layers:
         wq = q.layers.get(layer["name"], (None,))[0]
         weight_bits = int(np.ceil(np.log2(np.abs(wq).max() + 1))) + 1 if wq is not None and np.size(wq) else config.weight_bits + 1
         acc = q.accumulator_bits.get(layer["name"], config.plaintext_bits - 1)
         t_bits = int(min(config.plaintext_bits, np.ceil(acc) + 1 + T_MARGIN_BITS))
+        if layer["name"] in growth:
+            shift = q.layers[layer["name"]][2]
+            t_bits = max(t_bits, int(np.ceil(acc - shift + growth[layer["name"]])) + 1 + T_MARGIN_BITS + 2)
         out[layer["name"]] = (max(2, weight_bits), max(20, t_bits))
     return out
 

@@ -169,7 +169,10 @@ fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str,
         for op in consumers.get(t).into_iter().flatten() {
             let target = match op.kind {
                 OpKind::Linear { .. } => Some(rings[&op.output]),
-                OpKind::Relu | OpKind::Clip { .. } | OpKind::Maxpool { .. } | OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } | OpKind::Flatten => None,
+                OpKind::Relu | OpKind::Clip { .. } | OpKind::Maxpool { .. } | OpKind::Flatten => None,
+                // Window sums times a multiplier grow by more than the sixteenth of headroom a
+                // narrower ring would leave: pools stay in the ring the planner sized for them.
+                OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } => return None,
                 OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
                 _ => continue,
             };
