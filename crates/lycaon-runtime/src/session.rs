@@ -444,26 +444,34 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
     Ok(match &op.kind {
         // A truncation may write into the next linear layer's ring (program::retarget).
         OpKind::Truncate { shift } if compiled.program.exact_truncation => {
-            nonlinear::truncate_exact_into(party, compiled.rings[&op.inputs[0]], ring, x, *shift)?
+            let from = compiled.rings[&op.inputs[0]];
+            chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::truncate_exact_into(party, from, ring, part, *shift)?))?
         }
-        OpKind::Truncate { shift } => nonlinear::truncate_into(party, compiled.rings[&op.inputs[0]], ring, x, *shift)?,
+        OpKind::Truncate { shift } => {
+            let from = compiled.rings[&op.inputs[0]];
+            chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::truncate_into(party, from, ring, part, *shift)?))?
+        }
         // Inputs of ReLU are within a quarter of the ring (compile checks the accumulators).
-        OpKind::Relu => nonlinear::relu_bounded(party, ring, x)?,
+        OpKind::Relu => chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::relu_bounded(party, ring, part)?))?,
         // min(max(x, 0), M) = relu(x) - relu(x - M), both ReLUs in one batch (one comparison
         // round trip for both halves); party 0 alone subtracts the public M from its share.
         OpKind::Clip { max } => {
             let m = ring.from_signed(*max);
-            let shifted = x.iter().map(|&v| if p0 { ring.sub(v, m) } else { v });
-            let both: Vec<u64> = x.iter().copied().chain(shifted).collect();
-            let r = nonlinear::relu_bounded(party, ring, &both)?;
-            let (low, high) = r.split_at(x.len());
-            low.iter().zip(high).map(|(&a, &b)| ring.sub(a, b)).collect()
+            chunked(x, NONLINEAR_CHUNK / 2, |part| {
+                let shifted = part.iter().map(|&v| if p0 { ring.sub(v, m) } else { v });
+                let both: Vec<u64> = part.iter().copied().chain(shifted).collect();
+                let r = nonlinear::relu_bounded(party, ring, &both)?;
+                let (low, high) = r.split_at(part.len());
+                Ok(low.iter().zip(high).map(|(&a, &b)| ring.sub(a, b)).collect())
+            })?
         }
         OpKind::Maxpool { kernel, stride, pads } => {
             // Padding is a public value far below any activation: party 0 holds it, party 1 zero.
             let pad = if p0 { ring.from_signed(-((ring.max_positive() / 4) as i64)) } else { 0 };
+            let size = kernel[0] * kernel[1];
             let gathered: Vec<u64> = windows(&compiled.shapes[&op.inputs[0]], *kernel, *stride, *pads).into_iter().map(|i| i.map_or(pad, |i| x[i])).collect();
-            nonlinear::max_pool(party, ring, &gathered, kernel[0] * kernel[1])?
+            // Whole windows per chunk.
+            chunked(&gathered, (NONLINEAR_CHUNK / size).max(1) * size, |part| Ok(nonlinear::max_pool(party, ring, part, size)?))?
         }
         OpKind::Sumpool { kernel, stride, pads, multiplier } => {
             let m = ring.from_signed(*multiplier);
@@ -490,6 +498,24 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
         }
         OpKind::Linear { .. } => unreachable!("linear ops are run by the session loops"),
     })
+}
+
+/// Elements a two-party op takes in one batch. A comparison's OT messages take a few KB per
+/// element while a batch is in flight, so an ImageNet layer's million elements at once cost
+/// gigabytes; chunks of 2^17 bound that to a few hundred MB, for a few more rounds.
+pub const NONLINEAR_CHUNK: usize = 1 << 17;
+
+/// `f` on consecutive chunks of `x` of at most `chunk` elements, the results concatenated. Both
+/// parties chunk alike (the sizes come from the public program).
+fn chunked(x: &[u64], chunk: usize, mut f: impl FnMut(&[u64]) -> Result<Vec<u64>>) -> Result<Vec<u64>> {
+    if x.len() <= chunk {
+        return f(x);
+    }
+    let mut out = Vec::with_capacity(x.len());
+    for part in x.chunks(chunk) {
+        out.extend(f(part)?);
+    }
+    Ok(out)
 }
 
 /// Shares of d_i = x_i - max(x), and the boolean shares of [d_i >= 0] (the maximal indices).

@@ -462,3 +462,34 @@ fn non_square_input_with_grouped_conv_pool_and_concat_is_exact() {
     let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
     assert_eq!(client.logits.unwrap(), want);
 }
+
+#[test]
+fn ops_larger_than_one_two_party_batch_are_exact() {
+    // 1 x 400 x 350 = 140,000 elements: the truncation, ReLU, clip and max-pool each run in two
+    // chunks of at most NONLINEAR_CHUNK (2^17) elements.
+    assert!(400 * 350 > lycaon_runtime::session::NONLINEAR_CHUNK);
+    let mut rng = rand::rng();
+    let program = Program::from_json(
+        &json!({"version": 2, "name": "wide", "input": "x", "input_shape": [1, 400, 350], "fraction_bits": 4, "output": "out", "ops": [
+            {"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+             "shape": {"h": 400, "w": 350, "c_in": 1, "c_out": 1, "k": 1, "stride": 1, "pad": 0}},
+            {"op": "truncate", "name": "t", "inputs": ["a"], "output": "at", "shift": 2},
+            {"op": "relu", "name": "r", "inputs": ["at"], "output": "r"},
+            {"op": "clip", "name": "c", "inputs": ["r"], "output": "c", "max": 40},
+            {"op": "maxpool", "name": "p", "inputs": ["c"], "output": "p", "kernel": [2, 2], "stride": [1, 1]},
+            {"op": "flatten", "name": "fl", "inputs": ["p"], "output": "out"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut weights = Weights::default();
+    weights.layers.insert("conv".into(), (vec![3], None));
+    let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+    let x = random(&mut rng, 400 * 350, 60);
+    let c: Vec<i64> = x.iter().map(|&v| ((3 * v) >> 2).clamp(0, 40)).collect();
+    let want: Vec<i64> = (0..399 * 349).map(|i| {
+        let (y, xx) = (i / 349, i % 349);
+        [c[y * 350 + xx], c[y * 350 + xx + 1], c[(y + 1) * 350 + xx], c[(y + 1) * 350 + xx + 1]].into_iter().max().unwrap()
+    }).collect();
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.unwrap(), want);
+}
