@@ -121,28 +121,41 @@ def quantize_calibrated(graph, calibration_images: int = 16):
 
 
 def _pool_growth_bits(q) -> dict[str, float]:
-    """Per linear layer whose (truncated) output reaches an average pool through ReLU, clip or
-    max-pooling only: the bits the pool's window sums times its multiplier add. The runtime sums
-    in the layer's own share ring, so its plaintext modulus must hold them too."""
+    """Per linear layer whose (truncated) output reaches an average pool through ReLU, clip,
+    max-pooling, residual additions or concatenation: the bits the pool's input may take (the
+    largest truncated accumulator among the layers that meet there, plus one per addition) plus
+    the bits its window sums times its multiplier add. The runtime sums in the share ring of the
+    pool's input, one of those layers' rings, so their plaintext moduli must hold that."""
     if q is None:
         return {}
     from lycaon.hybrid import _pool_scale  # noqa: PLC0415
 
     graph = q.graph
     shapes = graph.shapes()
-    producer: dict[str, str] = {}
-    growth: dict[str, float] = {}
+    # tensor -> {linear layer whose ring it may live in: value bits of the tensor}
+    sources: dict[str, dict[str, float]] = {}
+    need: dict[str, float] = {}
     for node in graph.nodes:
-        if node.op in ("conv", "linear"):
-            producer[node.output] = node.name
-        elif node.op in ("relu", "clip", "maxpool") and node.inputs[0] in producer:
-            producer[node.output] = producer[node.inputs[0]]
-        elif node.op in ("avgpool", "global_avgpool") and node.inputs[0] in producer and node.name in q.pools:
-            mult, _ = _pool_scale(node, q)
+        ins = [sources.get(i, {}) for i in node.inputs]
+        if node.op in ("conv", "linear") and node.name in q.layers and node.name in q.accumulator_bits:
+            sources[node.output] = {node.name: q.accumulator_bits[node.name] - q.layers[node.name][2]}
+        elif node.op in ("relu", "clip", "maxpool", "flatten"):
+            sources[node.output] = dict(ins[0])
+        elif node.op in ("add", "concat"):
+            merged: dict[str, float] = {}
+            for src in ins:
+                for layer, bits in src.items():
+                    merged[layer] = max(merged.get(layer, -1e9), bits + (1.0 if node.op == "add" else 0.0))
+            sources[node.output] = merged
+        elif node.op in ("avgpool", "global_avgpool") and ins[0] and node.name in q.pools:
+            mult, shift = _pool_scale(node, q)
             window = int(np.prod(node.attrs["kernel"])) if node.op == "avgpool" else int(np.prod(shapes[node.inputs[0]][1:]))
-            layer = producer[node.inputs[0]]
-            growth[layer] = max(growth.get(layer, 0.0), float(np.log2(window * mult)))
-    return growth
+            bits = max(ins[0].values()) + float(np.log2(window * mult))
+            for layer in ins[0]:
+                need[layer] = max(need.get(layer, 0.0), bits)
+            # After its truncation the average lives in the same rings (DenseNet's transitions).
+            sources[node.output] = {layer: v + float(np.log2(window * mult)) - shift for layer, v in ins[0].items()}
+    return need
 
 
 def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
@@ -161,9 +174,8 @@ def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
         weight_bits = int(np.ceil(np.log2(np.abs(wq).max() + 1))) + 1 if wq is not None and np.size(wq) else config.weight_bits + 1
         acc = q.accumulator_bits.get(layer["name"], config.plaintext_bits - 1)
         t_bits = int(min(config.plaintext_bits, np.ceil(acc) + 1 + T_MARGIN_BITS))
-        if layer["name"] in growth:
-            shift = q.layers[layer["name"]][2]
-            t_bits = max(t_bits, int(np.ceil(acc - shift + growth[layer["name"]])) + 1 + T_MARGIN_BITS + 2)
+        if layer["name"] in growth:  # the pool's sums, with the 2 bits the compiler's ring check keeps
+            t_bits = max(t_bits, int(np.ceil(growth[layer["name"]])) + 1 + T_MARGIN_BITS + 2)
         out[layer["name"]] = (max(2, weight_bits), max(20, t_bits))
     return out
 
