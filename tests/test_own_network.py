@@ -212,3 +212,10 @@ def test_saved_pytorch_modules_load_like_onnx(tmp_path, kind):
     np.testing.assert_allclose(run_float(graph, x.numpy().astype(np.float64)), m(x).detach().numpy(), atol=1e-5)
     program, _, q = hybrid.prepare(str(path), calibration=x.numpy().astype(np.float64), plan=coefficient_plan(graph))
     assert program["input_shape"] == [3, 20, 16] and any(op["op"] == "clip" for op in program["ops"])
+
+
+def test_built_in_architectures_are_refused_without_weights(own):
+    path, calibration, _ = own
+    x = np.zeros((1, 3, 227, 227))
+    with pytest.raises(lycaon.frontend.ir.ModelError, match="random-weights"):
+        hybrid.prepare("squeezenet", calibration=x[:, :, :224, :224])

@@ -399,6 +399,9 @@ def _prepare(model, *, link: str, calibration_images: int, reveal: str, flood_bi
     graph = load_graph(model, _sample_shape(calibration, preprocess) if torch_script else None)
     name = graph.name if not isinstance(model, (str, os.PathLike)) else str(model)
     x = calibration_for(graph, name, calibration, preprocess, calibration_images)
+    if not any(np.any(n.params["weight"]) for n in graph.nodes if n.op in ("conv", "linear")):
+        raise _model_error(f"{name}: every weight is zero (a built-in architecture carries layer shapes only): serve your own trained model file, "
+                           "or give it random weights for a benchmark (lycaon serve ... --random-weights SEED)")
     q = quantize(graph, x, QuantConfig())
     del x
     plan_dict = _load_plan(plan)
