@@ -243,8 +243,38 @@ impl LinearPlan for CoeffConv {
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        self.core.shape.check_weights(weights)?;
+        let kernels = (0..self.core.shape.c_out.div_ceil(self.blocks.k))
+            .into_par_iter()
+            .map(|group| self.group_kernels(weights, group))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(PreparedProducts { kernels, in_groups: self.cb, spatial: self.hb * self.wb }))
+    }
+
+    /// One output group's kernels at a time: at most one group per thread is prepared at once.
+    fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        self.core.shape.check_weights(weights)?;
+        let spatial = self.hb * self.wb;
+        let expected = self.cb * spatial;
+        if inputs.len() != expected {
+            return Err(NnError::Count { what: "input ciphertexts", expected, found: inputs.len() });
+        }
+        let groups = (0..self.core.shape.c_out.div_ceil(self.blocks.k))
+            .into_par_iter()
+            .map(|group| {
+                let kernels = self.group_kernels(weights, group)?;
+                (0..spatial).map(|s| products(ops, inputs, &kernels, spatial, s)).collect::<Result<Vec<_>, NnError>>()
+            })
+            .collect::<Result<Vec<_>, NnError>>()?;
+        Ok(groups.into_iter().flatten().collect())
+    }
+}
+
+impl CoeffConv {
+    /// Output group `group`'s kernels, one plaintext per input channel block: the group's k
+    /// kernels, kernel j at offset j S.
+    fn group_kernels(&self, weights: &[i64], group: usize) -> Result<Vec<PreparedPlaintext>, NnError> {
         let sh = &self.core.shape;
-        sh.check_weights(weights)?;
         let b = self.blocks;
         let plane = b.h * b.w;
         let (origin, stride) = (b.origin(sh.kh, sh.kw), b.channel_stride(sh.kh, sh.kw));
@@ -252,30 +282,32 @@ impl LinearPlan for CoeffConv {
         let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
         let top = self.core.params.max_level();
         let n = self.core.params.n();
-        // kernels[output group][cb]: the group's k kernels, kernel j at offset j S.
-        let kernels = (0..sh.c_out.div_ceil(b.k))
-            .into_par_iter()
-            .map(|group| {
-                (0..self.cb)
-                    .map(|cbi| {
-                        let mut coeffs = vec![0i64; n];
-                        for (j, o) in (group * b.k..sh.c_out.min((group + 1) * b.k)).enumerate() {
-                            for c in 0..b.c.min(sh.c_in - cbi * b.c) {
-                                for dy in 0..sh.kh {
-                                    for dx in 0..sh.kw {
-                                        coeffs[j * stride + origin - (c * plane + dy * b.w + dx)] =
-                                            weights[((o * sh.c_in + cbi * b.c + c) * sh.kh + dy) * sh.kw + dx];
-                                    }
-                                }
+        (0..self.cb)
+            .map(|cbi| {
+                let mut coeffs = vec![0i64; n];
+                for (j, o) in (group * b.k..sh.c_out.min((group + 1) * b.k)).enumerate() {
+                    for c in 0..b.c.min(sh.c_in - cbi * b.c) {
+                        for dy in 0..sh.kh {
+                            for dx in 0..sh.kw {
+                                coeffs[j * stride + origin - (c * plane + dy * b.w + dx)] = weights[((o * sh.c_in + cbi * b.c + c) * sh.kh + dy) * sh.kw + dx];
                             }
                         }
-                        Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
-                    })
-                    .collect::<Result<Vec<_>, NnError>>()
+                    }
+                }
+                Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Box::new(PreparedProducts { kernels, in_groups: self.cb, spatial: self.hb * self.wb }))
+            .collect()
     }
+}
+
+/// Output (row block, spatial block s) = sum over input groups g of input (g, s) times the
+/// block's kernel g, switched to the lowest level.
+fn products(ops: &HeOps, inputs: &[Ciphertext], kernels: &[PreparedPlaintext], spatial: usize, s: usize) -> Result<Ciphertext, NnError> {
+    let mut acc = None;
+    for (g, kernel) in kernels.iter().enumerate() {
+        ops.mul_plain_add(&mut acc, &inputs[g * spatial + s], kernel)?;
+    }
+    ops.to_lowest(&acc.ok_or(NnError::Shape("no input group".into()))?)
 }
 
 /// Counts of `outs` sums of `terms` ciphertext-plaintext products each, then modulus switching.
@@ -310,14 +342,7 @@ impl PreparedLayer for PreparedProducts {
         }
         (0..self.kernels.len() * self.spatial)
             .into_par_iter()
-            .map(|k| {
-                let (r, s) = (k / self.spatial, k % self.spatial);
-                let mut acc = None;
-                for g in 0..self.in_groups {
-                    ops.mul_plain_add(&mut acc, &inputs[g * self.spatial + s], &self.kernels[r][g])?;
-                }
-                ops.to_lowest(&acc.ok_or(NnError::Shape("no input group".into()))?)
-            })
+            .map(|k| products(ops, inputs, &self.kernels[k / self.spatial], self.spatial, k % self.spatial))
             .collect()
     }
 }

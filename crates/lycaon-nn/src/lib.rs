@@ -164,6 +164,13 @@ pub trait LinearPlan: Send + Sync {
     /// Turns the server's weights (`shape().weight_len()` integers, [out][in/groups][kh][kw]) into
     /// the form the algorithm evaluates with.
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError>;
+    /// Prepares and evaluates in one pass without holding every prepared weight at once, for a
+    /// server that cannot keep a large layer prepared (an ImageNet layer's prepared form takes
+    /// gigabytes). The same outputs as `prepare(weights)?.evaluate(ops, inputs)`; algorithms that
+    /// can prepare per block of output channels override it.
+    fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        self.prepare(weights)?.evaluate(ops, inputs)
+    }
 
     /// The noise of the output ciphertexts, from the operations `evaluate` performs, for inputs
     /// with noise `input` (as the client sends them, at the top level) and values within

@@ -128,8 +128,9 @@ impl ServerKeySet {
 enum LayerWeights {
     /// Prepared once (plaintexts in NTT form): the fastest, and 60-900 times the raw size.
     Prepared(Box<dyn PreparedLayer>),
-    /// The integer weights only, prepared at each evaluation and dropped after it: what keeps an
-    /// ImageNet network's server within a few GiB (ResNet-50 prepared takes about 58 GiB).
+    /// The integer weights only, prepared at each evaluation (a block of output channels at a
+    /// time where the algorithm can: `LinearPlan::evaluate_streaming`) and dropped after it: what
+    /// keeps an ImageNet network's server within a few GiB (ResNet-50 prepared takes about 58 GiB).
     OnDemand(Vec<i64>),
 }
 
@@ -240,7 +241,7 @@ impl ServerLayer {
         let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
         let outputs = match &self.weights {
             LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
-            LayerWeights::OnDemand(weights) => step.plan.prepare(weights)?.evaluate(&ops, &inputs)?,
+            LayerWeights::OnDemand(weights) => step.plan.evaluate_streaming(&ops, &inputs, weights)?,
         };
         let layout_out = step.plan.output_layout();
         let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
