@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -31,6 +31,17 @@ DataLike = Union[np.ndarray, str, os.PathLike]
 
 class DataError(ValueError):
     """Data that cannot be used as it is: the message names the file and what is wrong."""
+
+
+def _json(text: str, where: str, kind: type, what: str):
+    """``text`` parsed as JSON, which must be a ``kind`` (``what`` says so in the error)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(value, kind):
+        raise DataError(f"{where}: expected {what}, got {type(value).__name__}")
+    return value
 
 
 def _pair(value, what: str) -> Optional[tuple[int, int]]:
@@ -91,15 +102,13 @@ class Preprocess:
                 if not path.is_file():
                     raise DataError(f"preprocessing: {text} is neither a JSON object nor a JSON file")
                 text = path.read_text(encoding="utf-8")
-            try:
-                spec = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"preprocessing: not JSON ({exc})") from None
+            spec = _json(text, "preprocessing", dict, "a JSON object")
         if not isinstance(spec, dict):
             raise DataError(f"preprocessing: expected a JSON object, got {type(spec).__name__}")
-        unknown = set(spec) - {"resize", "crop", "mean", "std", "scale", "channel_order"}
+        known = [f.name for f in fields(cls)]
+        unknown = set(spec) - set(known)
         if unknown:
-            raise DataError(f"preprocessing: unknown keys {', '.join(sorted(unknown))} (known: resize, crop, mean, std, scale, channel_order)")
+            raise DataError(f"preprocessing: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(known)})")
         return cls(**spec)
 
     def to_dict(self) -> dict:
@@ -243,12 +252,7 @@ def load_labels(source: Union[str, os.PathLike, Sequence[str], None], classes: O
             raise DataError(f"{path}: no such labels file")
         text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".json":
-            try:
-                names = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: not JSON ({exc})") from None
-            if not isinstance(names, list):
-                raise DataError(f"{path}: a JSON labels file holds a list of class names")
+            names = _json(text, str(path), list, "a list of class names")
         else:
             names = [line.strip() for line in text.splitlines() if line.strip()]
     else:

@@ -109,25 +109,30 @@ impl ServedModel {
         Ok(Self { compiled, layers, public_json, options })
     }
 
+    /// `f` of each linear layer, in program order.
+    fn per_layer<T>(&self, f: impl Fn(&ServerLayer) -> T) -> Vec<(String, T)> {
+        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), f(l)))).collect()
+    }
+
     /// Whether each linear layer's prepared weights stay in memory (else prepared per evaluation).
     pub fn kept_prepared(&self) -> Vec<(String, bool)> {
-        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.keeps_prepared()))).collect()
+        self.per_layer(|l| l.keeps_prepared())
     }
 
     /// log2 of the flooding bound of each linear layer (0: none).
     pub fn flooding(&self) -> Vec<(String, u32)> {
-        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.flood_log2()))).collect()
+        self.per_layer(|l| l.flood_log2())
     }
 
     /// Bytes of each linear layer's prepared weights ([`ServerLayer::prepared_bytes`]), kept
     /// for the server's life or prepared per evaluation (see [`SessionOptions::prepared_weights_bytes`]).
     pub fn prepared_bytes(&self) -> Vec<(String, usize)> {
-        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.prepared_bytes()))).collect()
+        self.per_layer(|l| l.prepared_bytes())
     }
 
     /// The low bits each linear layer's responses drop.
     pub fn response_drops(&self) -> Vec<(String, lycaon_nn::ResponseDrop)> {
-        self.compiled.program.ops.iter().filter_map(|op| self.layers.get(&op.name).map(|l| (op.name.clone(), l.response_drop()))).collect()
+        self.per_layer(|l| l.response_drop())
     }
 }
 

@@ -20,6 +20,7 @@ Records: {"model", "input_shape", "weights": "random (seed 0)", "calibration": "
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -69,10 +70,8 @@ def _graph(model: str, shape: tuple, seed: int):
     from lycaon.frontend.random_weights import with_random_weights  # noqa: PLC0415
 
     builder = architectures.ARCHITECTURES[model]
-    try:
-        graph = builder(shape=shape)
-    except TypeError:  # builders with a fixed input shape
-        graph = builder()
+    # Builders that take an input size (SqueezeNet) get the bench's; the others are fixed.
+    graph = builder(shape=shape) if "shape" in inspect.signature(builder).parameters else builder()
     if tuple(graph.input_shape) != tuple(shape):
         raise ValueError(f"{model}: built at {graph.input_shape}, asked for {shape}")
     return with_random_weights(graph, seed)
