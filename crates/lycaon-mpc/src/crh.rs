@@ -14,12 +14,10 @@
 //! The AES key is public and fixed (derived from a domain string with BLAKE3); its security rests
 //! on AES behaving as a random permutation under that key, as in GKWY20, emp-toolkit and libOTe.
 
-use aes::cipher::generic_array::GenericArray;
-use aes::cipher::{BlockEncrypt, KeyInit};
-use aes::Aes128;
 use rayon::prelude::*;
 
 use crate::cot::Block;
+use crate::kernels::FixedKeyAes;
 
 /// Blocks handed to AES at once (lets AES-NI pipeline eight blocks at a time).
 const AES_BATCH: usize = 64;
@@ -30,21 +28,6 @@ const PARALLEL_CHUNK: usize = 1 << 12;
 
 /// The domain string the fixed public AES key is derived from.
 const FIXED_KEY_CONTEXT: &str = "lycaon-mpc 2025 fixed-key AES-128 permutation for correlation-robust hashing";
-
-/// Encrypts blocks in place under `aes` (u128 little-endian <-> AES byte order).
-pub(crate) fn aes_encrypt_in_place(aes: &Aes128, blocks: &mut [Block]) {
-    let mut buf = [GenericArray::default(); AES_BATCH];
-    for chunk in blocks.chunks_mut(AES_BATCH) {
-        let buf = &mut buf[..chunk.len()];
-        for (b, x) in buf.iter_mut().zip(chunk.iter()) {
-            *b = GenericArray::from(x.to_le_bytes());
-        }
-        aes.encrypt_blocks(buf);
-        for (x, b) in chunk.iter_mut().zip(buf.iter()) {
-            *x = u128::from_le_bytes((*b).into());
-        }
-    }
-}
 
 /// A public AES key derived from a domain-separation label and public context bytes (BLAKE3).
 pub(crate) fn derive_key(label: &str, context: &[u8]) -> [u8; 16] {
@@ -80,7 +63,7 @@ fn for_chunks(blocks: &mut [Block], work: impl Fn(usize, &mut [Block]) + Sync) {
 /// Fixed-key AES hashes (see the module documentation). Cheap to clone; safe to share.
 #[derive(Clone)]
 pub struct Hasher {
-    aes: Aes128,
+    aes: FixedKeyAes,
 }
 
 impl std::fmt::Debug for Hasher {
@@ -103,13 +86,13 @@ impl Hasher {
 
     /// A hasher under another public key (domain separation between applications).
     pub fn with_key(key: [u8; 16]) -> Self {
-        Hasher { aes: Aes128::new(&GenericArray::from(key)) }
+        Hasher { aes: FixedKeyAes::new(u128::from_le_bytes(key)) }
     }
 
     /// The fixed-key permutation π.
     pub fn permute(&self, x: Block) -> Block {
         let mut b = [x];
-        aes_encrypt_in_place(&self.aes, &mut b);
+        self.aes.encrypt_in_place(&mut b);
         b[0]
     }
 
@@ -136,7 +119,7 @@ impl Hasher {
         for c in chunk.chunks_mut(AES_BATCH) {
             let buf = &mut buf[..c.len()];
             buf.copy_from_slice(c);
-            aes_encrypt_in_place(&self.aes, buf);
+            self.aes.encrypt_in_place(buf);
             c.iter_mut().zip(buf.iter()).for_each(|(x, p)| *x ^= p);
         }
     }
@@ -160,12 +143,12 @@ impl Hasher {
             let mut buf = [0u128; AES_BATCH];
             for (k, c) in chunk.chunks_mut(AES_BATCH).enumerate() {
                 let base = offset + k * AES_BATCH;
-                aes_encrypt_in_place(&self.aes, c); // c = π(x)
+                self.aes.encrypt_in_place(c); // c = π(x)
                 let buf = &mut buf[..c.len()];
                 for (i, (b, p)) in buf.iter_mut().zip(c.iter()).enumerate() {
                     *b = p ^ tweak(base + i);
                 }
-                aes_encrypt_in_place(&self.aes, buf);
+                self.aes.encrypt_in_place(buf);
                 c.iter_mut().zip(buf.iter()).for_each(|(x, h)| *x ^= h);
             }
         });

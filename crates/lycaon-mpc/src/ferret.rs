@@ -273,18 +273,20 @@ impl CotSender for FerretSender {
         let served = lpn.yield_per_iteration();
         let take = count.min(self.buffered());
         let direct = count - take >= served;
-        // Room for one in-place iteration's reserve beyond `count`.
-        let mut out = Vec::with_capacity(count + if direct { lpn.consumed() } else { 0 });
-        out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+        // Room for one in-place iteration's reserve beyond `count`. A zeroed allocation comes
+        // from fresh pages (no pass of its own), and every slot is written before it is read.
+        let mut out = vec![0u128; count + if direct { lpn.consumed() } else { 0 }];
+        out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
-        while out.len() < count {
-            let start = out.len();
+        let mut filled = take;
+        while filled < count {
+            let start = filled;
             if count - start >= served {
                 // The whole iteration goes to the caller: made in place in `out`.
-                out.par_extend(rayon::iter::repeat_n(0u128, lpn.n));
-                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, &mut out[start..])?;
-                self.reserve.copy_from_slice(&out[start + served..]);
-                out.truncate(start + served);
+                let iteration = &mut out[start..start + lpn.n];
+                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, iteration)?;
+                self.reserve.copy_from_slice(&iteration[served..]);
+                filled += served;
             } else {
                 // Part of it: made in the buffer (its allocation reused), the rest served later.
                 self.buffer.resize(lpn.n, 0);
@@ -292,11 +294,13 @@ impl CotSender for FerretSender {
                 self.reserve.copy_from_slice(&self.buffer[served..]);
                 self.buffer.truncate(served);
                 let take = count - start;
-                out.par_extend(self.buffer[..take].par_iter().copied());
+                out[start..count].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
                 self.position = take;
+                filled = count;
             }
             self.iterations += 1;
         }
+        out.truncate(count);
         Ok(out)
     }
 }
@@ -362,30 +366,21 @@ impl CotReceiver for FerretReceiver {
         let served = lpn.yield_per_iteration();
         let take = count.min(self.buffered());
         let extra = if count - take >= served { lpn.consumed() } else { 0 };
-        let mut bits = Vec::with_capacity(count + extra);
-        let mut out = Vec::with_capacity(count + extra);
-        bits.par_extend(self.buffer_bits[self.position..self.position + take].par_iter().copied());
-        out.par_extend(self.buffer[self.position..self.position + take].par_iter().copied());
+        // As the sender's: zeroed allocations, each slot written before it is read.
+        let mut bits = vec![false; count + extra];
+        let mut out = vec![0u128; count + extra];
+        bits[..take].copy_from_slice(&self.buffer_bits[self.position..self.position + take]);
+        out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
-        while out.len() < count {
-            let start = out.len();
+        let mut filled = take;
+        while filled < count {
+            let start = filled;
             if count - start >= served {
-                bits.par_extend(rayon::iter::repeat_n(false, lpn.n));
-                out.par_extend(rayon::iter::repeat_n(0u128, lpn.n));
-                receiver_iteration(
-                    channel,
-                    &self.main,
-                    &self.primitives,
-                    &self.reserve_bits,
-                    &self.reserve,
-                    &mut self.rng,
-                    &mut bits[start..],
-                    &mut out[start..],
-                )?;
-                self.reserve_bits.copy_from_slice(&bits[start + served..]);
-                self.reserve.copy_from_slice(&out[start + served..]);
-                bits.truncate(start + served);
-                out.truncate(start + served);
+                let (iteration_bits, iteration) = (&mut bits[start..start + lpn.n], &mut out[start..start + lpn.n]);
+                receiver_iteration(channel, &self.main, &self.primitives, &self.reserve_bits, &self.reserve, &mut self.rng, iteration_bits, iteration)?;
+                self.reserve_bits.copy_from_slice(&iteration_bits[served..]);
+                self.reserve.copy_from_slice(&iteration[served..]);
+                filled += served;
             } else {
                 self.buffer_bits.resize(lpn.n, false);
                 self.buffer.resize(lpn.n, 0);
@@ -404,12 +399,15 @@ impl CotReceiver for FerretReceiver {
                 self.buffer_bits.truncate(served);
                 self.buffer.truncate(served);
                 let take = count - start;
-                bits.par_extend(self.buffer_bits[..take].par_iter().copied());
-                out.par_extend(self.buffer[..take].par_iter().copied());
+                bits[start..count].copy_from_slice(&self.buffer_bits[..take]);
+                out[start..count].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
                 self.position = take;
+                filled = count;
             }
             self.iterations += 1;
         }
+        bits.truncate(count);
+        out.truncate(count);
         Ok((bits, out))
     }
 }
@@ -428,9 +426,9 @@ fn sender_iteration(
     debug_assert_eq!(reserve.len(), stage.lpn.consumed());
     debug_assert_eq!(out.len(), stage.lpn.n);
     let (secret, mpcot_cots) = reserve.split_at(stage.lpn.k);
-    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, out)?;
-    stage.code.encode_add(secret, out);
-    Ok(())
+    // The code is applied tree by tree, on leaves still in cache, before the trees' message
+    // goes out: the receiver applies its code meanwhile, so nobody waits longer.
+    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, out, |first, leaves| stage.code.encode_add_rows(secret, first, leaves))
 }
 
 /// One iteration, receiver side: n new (b, t) from the reserved ones, written over `bits` and

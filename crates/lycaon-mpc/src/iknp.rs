@@ -30,7 +30,7 @@ use zeroize::Zeroize;
 use crate::base_ot::{base_ot_receive, base_ot_send};
 use crate::channel::Channel;
 use crate::cot::{Block, CotReceiver, CotSender};
-use crate::crh::aes_encrypt_in_place;
+use crate::kernels::encrypt_portable;
 use crate::Result;
 
 /// Base OTs (the security parameter: the width of the extension matrix).
@@ -58,7 +58,7 @@ impl SeedPrg {
             *o = self.counter.wrapping_add(k as u128);
         }
         self.counter = self.counter.wrapping_add(out.len() as u128);
-        aes_encrypt_in_place(&self.aes, out);
+        encrypt_portable(&self.aes, out);
     }
 }
 

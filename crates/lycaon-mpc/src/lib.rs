@@ -13,6 +13,7 @@ pub mod cot;
 pub mod crh;
 pub mod ferret;
 pub mod iknp;
+mod kernels;
 pub mod nonlinear;
 pub mod ot;
 pub mod party;

@@ -6,34 +6,17 @@
 //! Wang and Yu, "Efficient and Secure Multiparty Computation from Fixed-Key Block Ciphers" (S&P
 //! 2020), which emp-ot's Ferret also relies on.
 
-use aes::cipher::{generic_array::GenericArray, BlockEncrypt, KeyInit};
-use aes::Aes128;
-
 use crate::cot::Block;
 use crate::crh::{self, Hasher};
+pub(crate) use crate::kernels::FixedKeyAes;
 
-/// Blocks converted and encrypted per call: enough for the AES-NI backend's 8-way pipelining.
-const BATCH: usize = 32;
-
-/// AES-128 under one fixed (public) key, on `u128` blocks.
-#[derive(Clone)]
-pub(crate) struct FixedKeyAes {
-    cipher: Aes128,
-}
+/// Parents expanded per AES call: a multiple of the kernels' 16 blocks in flight.
+const BATCH: usize = 64;
 
 impl FixedKeyAes {
-    pub(crate) fn new(key: Block) -> Self {
-        FixedKeyAes { cipher: Aes128::new(&GenericArray::from(key.to_le_bytes())) }
-    }
-
     /// A key derived from a domain-separation label and some public context bytes.
     pub(crate) fn from_label(label: &str, context: &[u8]) -> Self {
         Self::new(u128::from_le_bytes(crh::derive_key(label, context)))
-    }
-
-    /// Replaces every block `x` with `AES_k(x)`.
-    pub(crate) fn encrypt_in_place(&self, blocks: &mut [Block]) {
-        crh::aes_encrypt_in_place(&self.cipher, blocks);
     }
 }
 
@@ -59,26 +42,23 @@ impl GgmPrg {
     pub(crate) fn expand_level(&self, nodes: &mut [Block], parents: usize) -> (Block, Block) {
         debug_assert!(nodes.len() >= 2 * parents);
         let mut seeds = [0u128; BATCH];
-        let mut left = [GenericArray::default(); BATCH];
-        let mut right = [GenericArray::default(); BATCH];
+        let mut left = [0u128; BATCH];
+        let mut right = [0u128; BATCH];
         let (mut sum_left, mut sum_right) = (0u128, 0u128);
         // From the last parent down: the children of parents [start, end) land in
-        // [2 start, 2 end), which holds only parents already read. The AES calls work on the
-        // cipher's own block type, with no conversion pass in between.
+        // [2 start, 2 end), which holds only parents already read.
         let mut end = parents;
         while end > 0 {
             let start = end.saturating_sub(BATCH);
             let m = end - start;
             seeds[..m].copy_from_slice(&nodes[start..end]);
-            for ((l, r), s) in left.iter_mut().zip(right.iter_mut()).zip(&seeds[..m]) {
-                *l = GenericArray::from(s.to_le_bytes());
-                *r = *l;
-            }
-            self.left.cipher.encrypt_blocks(&mut left[..m]);
-            self.right.cipher.encrypt_blocks(&mut right[..m]);
+            left[..m].copy_from_slice(&seeds[..m]);
+            right[..m].copy_from_slice(&seeds[..m]);
+            self.left.encrypt_in_place(&mut left[..m]);
+            self.right.encrypt_in_place(&mut right[..m]);
             for i in 0..m {
-                let l = u128::from_le_bytes(left[i].into()) ^ seeds[i];
-                let r = u128::from_le_bytes(right[i].into()) ^ seeds[i];
+                let l = left[i] ^ seeds[i];
+                let r = right[i] ^ seeds[i];
                 nodes[2 * (start + i)] = l;
                 nodes[2 * (start + i) + 1] = r;
                 sum_left ^= l;
@@ -133,5 +113,31 @@ mod tests {
             }
             assert_eq!((sl, sr), (el, er));
         }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn time_tree() {
+        let prg = GgmPrg::new();
+        let mut tree = vec![0u128; 1 << 13];
+        let t = std::time::Instant::now();
+        for s in 0..1295u128 {
+            tree[0] = s;
+            for level in 0..13 {
+                prg.expand_level(&mut tree, 1 << level);
+            }
+        }
+        let e = t.elapsed().as_secs_f64();
+        println!("1295 trees: {:.3} s, {:.2} ns per AES", e, e * 1e9 / (1295.0 * 16382.0));
+        let f = FixedKeyAes::from_label("x", &[]);
+        let mut blocks = vec![0u128; 1 << 20];
+        let t = std::time::Instant::now();
+        for _ in 0..10 { f.encrypt_in_place(&mut blocks); }
+        println!("encrypt_in_place: {:.2} ns per block", t.elapsed().as_secs_f64() * 1e9 / (10.0 * (1 << 20) as f64));
     }
 }

@@ -12,15 +12,16 @@ use rayon::prelude::*;
 
 use super::fixed_key::FixedKeyAes;
 use crate::cot::Block;
+use crate::kernels;
 
 /// Ones per row of A (Ferret's d = 10).
 pub(crate) const ROW_WEIGHT: usize = 10;
 /// AES blocks that give one row's positions.
 const BLOCKS_PER_ROW: usize = 3;
 /// Rows handled by one parallel task.
-const ROWS_PER_TASK: usize = 1 << 12;
-/// Rows whose positions are drawn in one AES call (a multiple of 8, so that every AES call
-/// fills the AES-NI backend's 8-block pipeline).
+const ROWS_PER_TASK: usize = 4096;
+/// Rows whose positions are drawn in one AES call (a multiple of 16, so that every AES call
+/// fills the kernels' pipeline).
 const ROWS_PER_BATCH: usize = 128;
 
 /// The choice bits of the LPN secret packed 64 to a word: k / 8 bytes rather than k, so the
@@ -57,49 +58,52 @@ impl LocalLinearCode {
         LocalLinearCode { k, aes: FixedKeyAes::from_label("lycaon-mpc ferret local linear code", &context) }
     }
 
-    /// Calls `batch(first_row, positions)` for consecutive batches of rows covering `first ..
-    /// first + count`, `positions[r]` being row `first_row + r`'s positions.
-    #[inline(always)]
-    fn for_batches(&self, first: usize, count: usize, mut batch: impl FnMut(usize, &[[u32; ROW_WEIGHT]])) {
+    /// Row `first + r`'s positions into `positions[r]` for every r < `positions.len()`.
+    fn positions(&self, first: usize, positions: &mut [[u32; ROW_WEIGHT]]) {
         let mut blocks = [0u128; ROWS_PER_BATCH * BLOCKS_PER_ROW];
-        let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_BATCH];
         let k = self.k as u64;
-        let mut done = 0;
-        while done < count {
-            let m = (count - done).min(ROWS_PER_BATCH);
-            let blocks = &mut blocks[..m * BLOCKS_PER_ROW];
-            let base = ((first + done) * BLOCKS_PER_ROW) as u128;
-            for (j, b) in blocks.iter_mut().enumerate() {
-                *b = base + j as u128;
+        for (b, batch) in positions.chunks_mut(ROWS_PER_BATCH).enumerate() {
+            let blocks = &mut blocks[..batch.len() * BLOCKS_PER_ROW];
+            let base = ((first + b * ROWS_PER_BATCH) * BLOCKS_PER_ROW) as u128;
+            for (j, x) in blocks.iter_mut().enumerate() {
+                *x = base + j as u128;
             }
             self.aes.encrypt_in_place(blocks);
-            for (p, row) in positions[..m].iter_mut().zip(blocks.chunks_exact(BLOCKS_PER_ROW)) {
+            for (p, row) in batch.iter_mut().zip(blocks.chunks_exact(BLOCKS_PER_ROW)) {
                 let words: [u32; 4 * BLOCKS_PER_ROW] = core::array::from_fn(|w| (row[w / 4] >> (32 * (w % 4))) as u32);
                 *p = core::array::from_fn(|w| ((words[w] as u64 * k) >> 32) as u32);
             }
-            batch(first + done, &positions[..m]);
-            done += m;
         }
     }
 
     /// Calls `row(i, positions)` for rows `first .. first + count`.
     #[cfg(test)]
     fn for_rows(&self, first: usize, count: usize, mut row: impl FnMut(usize, &[u32; ROW_WEIGHT])) {
-        self.for_batches(first, count, |start, positions| {
-            for (r, p) in positions.iter().enumerate() {
-                row(start + r, p);
-            }
-        });
+        let mut positions = vec![[0u32; ROW_WEIGHT]; count];
+        self.positions(first, &mut positions);
+        for (r, p) in positions.iter().enumerate() {
+            row(first + r, p);
+        }
     }
 
-    /// `out[i] ^= XOR_{j in row i} input[j]` for every row i < out.len() (the sender's side).
+    /// `out[i] ^= XOR_{j in row i} input[j]` for every row i < out.len() (the sender's side, all
+    /// rows at once; the protocol applies [`Self::encode_add_rows`] tree by tree instead).
+    #[cfg(test)]
     pub(crate) fn encode_add(&self, input: &[Block], out: &mut [Block]) {
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| self.encode_add_rows(input, task * ROWS_PER_TASK, chunk));
+    }
+
+    /// [`Self::encode_add`] for rows `first .. first + out.len()` only, on the calling thread:
+    /// the sender applies it to each tree's leaves while they are still in its caches.
+    pub(crate) fn encode_add_rows(&self, input: &[Block], first: usize, out: &mut [Block]) {
         debug_assert_eq!(input.len(), self.k);
-        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
-            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
-            let first = task * ROWS_PER_TASK;
-            self.for_batches(first, chunk.len(), |start, positions| gather_blocks::<true>(input, positions, &mut chunk[start - first..]));
-        });
+        let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
+        let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_TASK];
+        for (c, chunk) in out.chunks_mut(ROWS_PER_TASK).enumerate() {
+            let positions = &mut positions[..chunk.len()];
+            self.positions(first + c * ROWS_PER_TASK, positions);
+            gather_blocks::<true>(input, positions, chunk);
+        }
     }
 
     /// The receiver's side: `out[i] = XOR_{j in row i} input[j]`, and likewise for the choice
@@ -110,15 +114,15 @@ impl LocalLinearCode {
         debug_assert_eq!(out.len(), out_bits.len());
         out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
-            let first = task * ROWS_PER_TASK;
-            self.for_batches(first, chunk.len(), |start, positions| {
-                // Two lean loops rather than one: the block gathers miss the caches, and the
-                // fewer instructions per row, the more rows' misses the core keeps in flight.
-                gather_blocks::<false>(input, positions, &mut chunk[start - first..]);
-                for (b, p) in bits[start - first..].iter_mut().zip(positions) {
-                    *b = p.iter().fold(0, |a, &j| a ^ input_bits.get(j as usize)) == 1;
-                }
-            });
+            let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_TASK];
+            let positions = &mut positions[..chunk.len()];
+            self.positions(task * ROWS_PER_TASK, positions);
+            // Two lean loops rather than one: the block gathers miss the caches, and the
+            // fewer instructions per row, the more rows' misses the core keeps in flight.
+            gather_blocks::<false>(input, positions, chunk);
+            for (b, p) in bits.iter_mut().zip(positions.iter()) {
+                *b = p.iter().fold(0, |a, &j| a ^ input_bits.get(j as usize)) == 1;
+            }
         });
     }
 }
@@ -126,13 +130,7 @@ impl LocalLinearCode {
 /// `out[r] ^= XOR_{j in positions[r]} input[j]` (`out[r] =` unless `ADD`).
 #[inline(always)]
 fn gather_blocks<const ADD: bool>(input: &[Block], positions: &[[u32; ROW_WEIGHT]], out: &mut [Block]) {
-    for (o, p) in out.iter_mut().zip(positions) {
-        let mut acc = 0u128;
-        for &j in p {
-            acc ^= input[j as usize];
-        }
-        *o = if ADD { *o ^ acc } else { acc };
-    }
+    kernels::gather_xor::<ADD, ROW_WEIGHT>(input, positions, out);
 }
 
 #[cfg(test)]
@@ -175,5 +173,31 @@ mod tests {
             assert_eq!(out[i], p.iter().fold(0, |a, &j| a ^ input[j as usize]));
             assert_eq!(out_bits[i], p.iter().fold(false, |a, &j| a ^ bits[j as usize]));
         });
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn time_main_encode() {
+        let (n, k) = (10_608_640usize, std::env::var("LPN_K").map(|v| v.parse().unwrap()).unwrap_or(589_824usize));
+        let code = LocalLinearCode::new(1, n, k);
+        let input: Vec<Block> = (0..k as u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
+        let mut out = vec![0u128; n];
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let mut best = f64::MAX;
+        for _ in 0..6 {
+            let t = std::time::Instant::now();
+            pool.install(|| code.encode_add(&input, &mut out));
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!("encode_add 1 thread: best {:.3} s ({:.1} ns/row)", best, best * 1e9 / n as f64);
+        let t = std::time::Instant::now();
+        let mut sum = 0u128;
+        pool.install(|| code.for_rows(0, n, |_, p| sum ^= p[0] as u128));
+        println!("positions only: {:.3} s {}", t.elapsed().as_secs_f64(), sum & 1);
     }
 }

@@ -44,7 +44,6 @@ impl RegularLayout {
         self.n / self.t + usize::from(j < self.n % self.t)
     }
 
-    #[cfg(test)]
     pub(crate) fn block_start(&self, j: usize) -> usize {
         j * (self.n / self.t) + j.min(self.n % self.t)
     }
@@ -88,8 +87,11 @@ impl TreePrimitives {
     }
 }
 
-/// The sender's half: writes its leaves v over `out` (length n). `cots` are the t * depth random
-/// COTs `q` reserved for this, tree j using `cots[j * depth ..][.. depth]` top level first.
+/// The sender's half: writes its leaves v over `out` (length n), then calls
+/// `finish(first, leaves)` on each tree's slice of `out` (its first index and its leaves) while
+/// they are still in the core's caches. `cots` are the t * depth random COTs `q` reserved for
+/// this, tree j using `cots[j * depth ..][.. depth]` top level first.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send(
     channel: &mut dyn Channel,
     layout: &RegularLayout,
@@ -98,6 +100,7 @@ pub(crate) fn send(
     cots: &[Block],
     rng: &mut ChaCha20Rng,
     out: &mut [Block],
+    finish: impl Fn(usize, &mut [Block]) + Sync,
 ) -> Result<()> {
     let h = layout.depth;
     let (prg, hash) = (&primitives.prg, &primitives.hash);
@@ -106,9 +109,9 @@ pub(crate) fn send(
     let seeds: Vec<Block> = (0..layout.t).map(|_| random_block(rng)).collect();
     // Per tree: the level sums (K^0_l, K^1_l) for l = 1..=h, then delta ^ XOR of used leaves.
     let mut message = vec![0u128; layout.t * (2 * h + 1)];
-    layout.split(out).into_par_iter().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
+    layout.split(out).into_par_iter().enumerate().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
         || vec![0u128; 1 << h],
-        |tree, ((leaves_out, sums), &seed)| {
+        |tree, (((j, leaves_out), sums), &seed)| {
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             tree[0] = seed;
             for level in 0..h {
@@ -122,6 +125,7 @@ pub(crate) fn send(
                 leaf_sum ^= leaf;
             }
             sums[2 * h] = leaf_sum;
+            finish(layout.block_start(j), leaves_out);
         },
     );
     let d = channel.recv_bits(layout.cots())?;

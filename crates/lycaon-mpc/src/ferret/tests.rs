@@ -113,7 +113,7 @@ fn mpcot_gives_one_point_per_block() {
             LinkModel::UNLIMITED,
             |ch| {
                 let mut v = vec![0u128; n];
-                mpcot::send(ch, &layout, &primitives, delta, &cots, &mut ChaCha20Rng::seed_from_u64(1), &mut v)?;
+                mpcot::send(ch, &layout, &primitives, delta, &cots, &mut ChaCha20Rng::seed_from_u64(1), &mut v, |_, _| ())?;
                 Ok(v)
             },
             |ch| {
