@@ -91,6 +91,56 @@ pub fn relu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Resul
     select(party, ring, &positive, shares)
 }
 
+/// Shares of DReLU(x) = [x >= 0] on Z_{2^l} for |x| < 2^`magnitude_bits`: the comparison runs
+/// on `magnitude_bits` bits rather than l - 1 (a ring no wider than the values need).
+///
+/// Party 0 adds 2^k (k = `magnitude_bits`), so y = x + 2^k is in (0, 2^(k+1)); 2^(k+1) divides
+/// 2^l, so each party reduces its share mod 2^(k+1) alone and the reduced shares still sum to y
+/// there. Then x >= 0 iff y >= 2^k iff y is negative as an element of Z_{2^(k+1)}: one
+/// [`drelu`] on k + 1 bits, negated. Exact for every input in range; out-of-range inputs give
+/// wrong bits (the caller guarantees the range, as the planner does for a layer). Where k + 2 > l
+/// there is nothing to save and this is [`drelu`]. Errors: `InvalidArgument` on a prime ring
+/// ([`drelu_bounded`] is its counterpart there) or for k = 0.
+pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
+    let ShareRing::PowerOfTwo { bits } = ring else {
+        return Err(MpcError::InvalidArgument("DReLU within a magnitude bound takes a ring Z_2^l; on Z_p use drelu_bounded".into()));
+    };
+    if magnitude_bits == 0 {
+        return Err(MpcError::InvalidArgument("DReLU within 2^0: the magnitude bound needs at least 1 bit".into()));
+    }
+    if magnitude_bits + 2 > bits {
+        return drelu(party, ring, shares);
+    }
+    ring.check("DReLU input share", shares)?;
+    let narrow = ShareRing::power_of_two(magnitude_bits + 1)?;
+    let (mask, offset) = ((1u64 << (magnitude_bits + 1)) - 1, 1u64 << magnitude_bits);
+    let p0 = party.role() == Role::P0;
+    let y: Vec<u64> = shares.iter().map(|&x| if p0 { x.wrapping_add(offset) & mask } else { x & mask }).collect();
+    let negative = drelu(party, narrow, &y)?;
+    Ok(negative.into_iter().map(|b| b ^ p0).collect())
+}
+
+/// Shares of ReLU(x) on Z_{2^l} for |x| < 2^`magnitude_bits` ([`drelu_within`], then
+/// [`select`] on the full shares).
+pub fn relu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<u64>> {
+    let positive = drelu_within(party, ring, shares, magnitude_bits)?;
+    select(party, ring, &positive, shares)
+}
+
+/// Shares of ReLU(floor(x / 2^shift)) on Z_{2^l} for |x| < 2^`magnitude_bits`: the truncation
+/// ([`truncate`]), then a ReLU whose comparison runs on the `magnitude_bits - shift` bits the
+/// truncated value has left ([`relu_within`]). Floor is monotone, so the sign survives the
+/// truncation and one comparison decides both; the result is within one unit of the exact
+/// ReLU(x >> shift), as [`truncate`]'s.
+pub fn truncate_relu(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32, magnitude_bits: u32) -> Result<Vec<u64>> {
+    if shift >= magnitude_bits {
+        return Err(MpcError::InvalidArgument(format!("truncating {magnitude_bits}-bit values by {shift} bits leaves nothing to compare")));
+    }
+    let truncated = truncate(party, ring, shares, shift)?;
+    // The truncation's error of one unit can reach 2^(k - s) itself, hence one bit of margin.
+    relu_within(party, ring, &truncated, magnitude_bits - shift + 1)
+}
+
 /// Shares of b * x for a shared bit b and shared x (two correlated OTs, one each way):
 /// (b0 ^ b1) x0 = b0 x0 + b1 (1 - 2 b0) x0, the second term from an OT on b1, and alike for x1.
 pub fn select(party: &mut Party, ring: ShareRing, bits: &[bool], shares: &[u64]) -> Result<Vec<u64>> {

@@ -5,8 +5,8 @@ use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
     compare::{less_than, less_than_switched, Switch},
     nonlinear::{
-        bounded_range, convert, drelu, drelu_bounded, max_pool, relu, relu_bounded, truncate, truncate_exact, truncate_exact_into, truncate_into,
-        truncation_range,
+        bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, relu, relu_bounded, relu_within, truncate, truncate_exact,
+        truncate_exact_into, truncate_into, truncate_relu, truncation_range,
     },
     party::{OtKind, Party, Role},
     ring::ShareRing,
@@ -168,6 +168,50 @@ fn switched_comparison_takes_party_1s_pick_of_party_0s_operands() {
 }
 
 #[test]
+fn relu_within_a_magnitude_bound_is_exact_on_power_of_two_rings() {
+    for (bits, magnitudes) in [(8u32, vec![1u32, 3, 6, 7]), (20, vec![5, 18]), (37, vec![12, 24, 35]), (64, vec![20, 40, 62, 63])] {
+        let ring = ShareRing::power_of_two(bits).unwrap();
+        for k in magnitudes {
+            let mut r = rng(70 + u64::from(bits) + u64::from(k));
+            // |x| < 2^k, or the whole ring where k + 2 > l (then it is drelu itself).
+            let top = if k + 2 > bits { ring.max_positive() as i64 } else { (1i64 << k) - 1 };
+            let bottom = if k + 2 > bits { -(ring.max_positive() as i64) - 1 } else { -top };
+            let mut x: Vec<i64> = vec![0, 1, -1, top, bottom, top - 1, bottom + 1];
+            x.extend((0..300).map(|_| r.random_range(bottom..=top)));
+            let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+            let (s0, s1) = share(ring, &values, &mut r);
+            let ((d0, y0), (d1, y1)) = two_party(OtKind::Silent, s0, s1, |p, s| Ok((drelu_within(p, ring, &s, k)?, relu_within(p, ring, &s, k)?)));
+            for i in 0..x.len() {
+                assert_eq!(d0[i] ^ d1[i], x[i] >= 0, "DReLU of {} within 2^{k} in Z_2^{bits}", x[i]);
+                assert_eq!(ring.to_signed(ring.add(y0[i], y1[i])), x[i].max(0), "ReLU of {} within 2^{k} in Z_2^{bits}", x[i]);
+            }
+        }
+    }
+    let prime = ShareRing::prime(65_537).unwrap();
+    let refused = two_party(OtKind::Iknp, vec![1u64], vec![2u64], |p, s| Ok(drelu_within(p, prime, &s, 4).is_err()));
+    assert_eq!(refused, (true, true), "a prime ring is refused with a pointer to drelu_bounded");
+}
+
+#[test]
+fn truncate_relu_is_within_one_unit_of_the_exact_result() {
+    for (bits, k, shift) in [(37u32, 30u32, 12u32), (64, 40, 12), (20, 12, 4)] {
+        let ring = ShareRing::power_of_two(bits).unwrap();
+        let mut r = rng(90 + u64::from(bits));
+        let top = (1i64 << k) - 1;
+        let mut x: Vec<i64> = vec![0, 1, -1, top, -top, (1 << shift) - 1, -(1 << shift), 1 << shift];
+        x.extend((0..300).map(|_| r.random_range(-top..=top)));
+        let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+        let (s0, s1) = share(ring, &values, &mut r);
+        let (t0, t1) = two_party(OtKind::Silent, s0, s1, |p, s| truncate_relu(p, ring, &s, shift, k));
+        for i in 0..x.len() {
+            let got = ring.to_signed(ring.add(t0[i], t1[i]));
+            let want = x[i].div_euclid(1 << shift).max(0);
+            assert!(got >= 0 && (got - want).abs() <= 1, "ReLU({} >> {shift}) in Z_2^{bits}: got {got}, want {want}", x[i]);
+        }
+    }
+}
+
+#[test]
 fn truncation_is_within_its_stated_error() {
     for (k, ring) in rings().into_iter().enumerate() {
         for shift in [1u32, 4, 6] {
@@ -298,12 +342,12 @@ impl Channel for Recording<'_> {
 
 /// What party `watched` receives during a ReLU of 64 copies of `x`, the other party's input:
 /// the watched party's own share is 0, the other holds x.
-fn view(kind: OtKind, watched: Role, x: u64, ring: ShareRing) -> Vec<u8> {
+fn view(kind: OtKind, watched: Role, x: u64, ring: ShareRing, protocol: Protocol) -> Vec<u8> {
     let run = |role: Role, ch: &mut dyn Channel| -> Result<Vec<u8>> {
         let mut rec = Recording { inner: ch, seen: Vec::new() };
         let input = if role == watched { 0 } else { x };
         let mut p = Party::new(role, &mut rec, kind)?;
-        relu(&mut p, ring, &[input; 64])?;
+        protocol(&mut p, ring, &[input; 64])?;
         drop(p);
         Ok(rec.seen)
     };
@@ -315,21 +359,35 @@ fn view(kind: OtKind, watched: Role, x: u64, ring: ShareRing) -> Vec<u8> {
     }
 }
 
+/// A protocol whose views are compared: both parties call it with their shares.
+type Protocol = fn(&mut Party, ShareRing, &[u64]) -> Result<Vec<u64>>;
+
 #[test]
 fn a_partys_view_does_not_depend_on_the_other_partys_input() {
     // Bit by bit, what a party receives has the same distribution whether the other party's
     // input is 5 or -5: over R runs per input, sum_j (ones_a(j) - ones_b(j))^2 / (R / 2) is about
     // chi-square with one degree per fair bit position (less where a bit is fixed, e.g. in the
     // encoding of curve points), so it stays below positions + 6 sqrt(2 positions).
-    let ring = ShareRing::prime(1_048_571).unwrap();
+    let prime = ShareRing::prime(1_048_571).unwrap();
+    let z37 = ShareRing::power_of_two(37).unwrap();
+    let relu_prime: Protocol = |p, r, s| relu(p, r, s);
+    let relu_in_20_bits: Protocol = |p, r, s| relu_within(p, r, s, 20);
+    let truncate_then_relu: Protocol = |p, r, s| truncate_relu(p, r, s, 12, 30);
     // Fewer runs with silent OT, whose setup costs a second per session; the statistic's scale
-    // (R / 2) adapts.
-    for (kind, runs) in [(OtKind::Iknp, 24usize), (OtKind::Silent, 4)] {
+    // (R / 2) adapts. The protocols built on the comparison and the truncation are watched
+    // with IKNP underneath (the OT source's own view is the first case's).
+    let cases = [
+        ("relu, Z_p", prime, relu_prime, OtKind::Iknp, 24usize),
+        ("relu, Z_p", prime, relu_prime, OtKind::Silent, 4),
+        ("relu within 2^20, Z_2^37", z37, relu_in_20_bits, OtKind::Iknp, 24),
+        ("truncate then relu, Z_2^37", z37, truncate_then_relu, OtKind::Iknp, 24),
+    ];
+    for (name, ring, protocol, kind, runs) in cases {
         for watched in [Role::P0, Role::P1] {
             let counts = |x: u64| -> Vec<u32> {
                 let mut ones: Vec<u32> = Vec::new();
                 for _ in 0..runs {
-                    let v = view(kind, watched, x, ring);
+                    let v = view(kind, watched, x, ring, protocol);
                     ones.resize(v.len() * 8, 0);
                     for (j, o) in ones.iter_mut().enumerate() {
                         *o += ((v[j / 8] >> (j % 8)) & 1) as u32;
@@ -341,7 +399,7 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
             assert_eq!(a.len(), b.len(), "transcript length depends on the input");
             let stat: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 - y as f64).powi(2) / (runs as f64 / 2.0)).sum();
             let positions = a.len() as f64;
-            assert!(stat < positions + 6.0 * (2.0 * positions).sqrt(), "{kind:?}, view of {watched:?}: statistic {stat:.0} over {positions} bit positions");
+            assert!(stat < positions + 6.0 * (2.0 * positions).sqrt(), "{name} ({kind:?}), view of {watched:?}: statistic {stat:.0} over {positions} bit positions");
         }
     }
 }
