@@ -51,6 +51,31 @@ def test_amortized_bytes_price_silent_ot_by_the_cots_used():
     assert loud["bytes"] - loud["amortized_bytes"] > 5 * (1 << 16)
 
 
+@pytest.mark.parametrize("modulus,bits", [(2**64, 40), (2**37, 20)])
+def test_relu_within_a_bound_and_truncate_relu_on_single_threaded_parties(modulus, bits):
+    rng = np.random.default_rng(6)
+    top = 2**bits - 1
+    x = [0, 1, -1, top, -top] + [int(v) for v in rng.integers(-top, top, size=500)]
+    s0, s1 = share(x, modulus, rng)
+    run = lycaon.run_two_party("relu_within", modulus, s0, s1, bits=bits, threads=1)
+    assert list(opened(run, modulus)) == [max(v, 0) for v in x]
+    assert run["threads_per_party"] == 1
+    full = lycaon.run_two_party("relu", modulus, s0, s1, threads=1)
+    assert run["bytes"] < full["bytes"], "the bounded comparison must send less than the whole-ring one"
+    got = opened(lycaon.run_two_party("truncate_relu", modulus, s0, s1, shift=12, bits=bits), modulus)
+    assert all(g >= 0 and abs(g - max(v >> 12, 0)) <= 1 for g, v in zip(got, x))
+
+
+def test_bounded_ops_say_what_they_need():
+    s = np.zeros(4, dtype=np.uint64)
+    with pytest.raises(lycaon.LycaonError, match="needs bits"):
+        lycaon.run_two_party("relu_within", 2**64, s, s)
+    with pytest.raises(lycaon.LycaonError, match="drelu_bounded"):
+        lycaon.run_two_party("relu_within", P, s, s, bits=8)
+    with pytest.raises(lycaon.LycaonError, match="threads must be at least 1"):
+        lycaon.run_two_party("relu", P, s, s, threads=0)
+
+
 def test_truncation_error_is_at_most_one_unit():
     rng = np.random.default_rng(2)
     x = [int(v) for v in rng.integers(-P // 4, P // 4, size=500)]

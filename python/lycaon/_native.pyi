@@ -390,14 +390,17 @@ def run_two_party(
     bandwidth_bytes_per_s: Optional[float] = None,
     latency_ms: float = 0.0,
     reps: int = 1,
+    threads: Optional[int] = None,
 ) -> dict[str, object]:
     """Runs a two-party protocol with both parties in this process (two threads, an in-memory
     channel, optionally a modelled link) on additive shares ``share0`` (party 0's) and ``share1``
     of values modulo ``modulus`` (a power of two up to 2**64, or an odd prime below 2**62).
     ``op``: relu, relu_bounded (|x| within a quarter of the ring: one comparison on a prime ring),
-    drelu, truncate or truncate_exact (by ``shift`` bits), maxpool (``window`` consecutive values per
+    relu_within (Z_2^l, |x| < 2**bits: the comparison runs on ``bits`` bits), truncate_relu
+    (Z_2^l: truncate by ``shift``, then ReLU on the ``bits - shift`` bits left), drelu, truncate or truncate_exact (by ``shift`` bits), maxpool (``window`` consecutive values per
     window), convert (to ``to_modulus``) or less_than (party 0's values < party 1's, ``bits``
-    wide; the shares are then the two parties' private inputs). ``ot``: "silent" (Ferret) or
+    wide; the shares are then the two parties' private inputs). ``threads``: workers per party
+    (each party its own pool; None: both share the process's). ``ot``: "silent" (Ferret) or
     "iknp". Returns out0 and out1 (the output shares; bits as 0/1 for drelu and less_than),
     seconds, bytes (sent by both parties) and rounds of one run (mean of ``reps`` runs in one
     session), amortized_bytes (bytes with silent OT's iterations priced by the COTs the run used,

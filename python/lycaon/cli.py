@@ -820,13 +820,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lin.add_argument("--reps", type=int, default=1, help="server evaluations per layer (median; default 1)")
     lin.add_argument("--layers", choices=["all", "paper", "resnet20"], default="all", help="001's Tables 2-4, ResNet-20's layers, or both")
     lin.add_argument("--no-peer", action="store_true", help="skip SPU")
-    mpc = bench_sub.add_parser("mpc", help="two-party ReLU and truncation with IKNP and silent OT, and SPU CHEETAH on the same")
+    mpc = bench_sub.add_parser("mpc", help="two-party ReLU, truncation and truncate+ReLU on Z_2^64, Z_2^37 and Z_p with IKNP and silent OT, and SPU CHEETAH on the same")
     mpc.add_argument("--json", metavar="FILE", help="write the records as JSON")
     mpc.add_argument("--reps", type=int, default=3, help="runs per protocol in one session (mean; default 3)")
     mpc.add_argument("--large", action="store_true", help="also 2^20 elements")
     mpc.add_argument("--no-peer", action="store_true", help="skip SPU")
     mpc.add_argument("--bandwidth", type=float, metavar="MB_S", help="model Lycaon's link at this many MB/s (e.g. 9, 384); no SPU ratios then")
     mpc.add_argument("--latency-ms", type=float, default=0.0, help="one-way delay of the modelled link (e.g. 50, 0.3)")
+    mpc.add_argument("--threads", type=int, metavar="N", help="worker threads per party, each party its own pool (1: single-threaded parties); default: both share the process's")
     fhe_b = bench_sub.add_parser("fhe", help="FHE-mode private inference: Orion's MLP and LeNet-5 through Lycaon and Orion in one run, key memory per keyset strategy, ResNet-20's status")
     fhe_b.add_argument("--json", metavar="FILE", help="write the records as JSON")
     fhe_b.add_argument("--images", type=int, default=2, help="bundled MNIST test images per network (default 2)")
@@ -1018,7 +1019,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415
 
             bench_mpc.run((2**16, 2**20) if args.large else (2**16,), args.reps, args.json, peer=not args.no_peer,
-                          bandwidth_mb_s=args.bandwidth, latency_ms=args.latency_ms)
+                          bandwidth_mb_s=args.bandwidth, latency_ms=args.latency_ms, threads=args.threads)
             return 0
     except BrokenPipeError:
         return 0

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use lycaon_mpc::{
     channel::{run_pair, ChannelStats, LinkModel},
     compare::less_than,
-    nonlinear::{convert, drelu, max_pool, relu, relu_bounded, truncate, truncate_exact},
+    nonlinear::{convert, drelu, max_pool, relu, relu_bounded, relu_within, truncate, truncate_exact, truncate_relu},
     party::{OtKind, Party, Role},
     ring::ShareRing,
     MpcError,
@@ -56,6 +56,8 @@ struct PartyRun {
 enum Op {
     Relu,
     ReluBounded,
+    ReluWithin(u32),
+    TruncateRelu(u32, u32),
     Drelu,
     Truncate(u32),
     TruncateExact(u32),
@@ -68,6 +70,8 @@ fn op_of(op: &str, shift: u32, window: usize, to_modulus: Option<u128>, bits: Op
     Ok(match op {
         "relu" => Op::Relu,
         "relu_bounded" => Op::ReluBounded,
+        "relu_within" => Op::ReluWithin(bits.ok_or_else(|| LycaonError::new_err("op 'relu_within' needs bits (the inputs' magnitude bound, |x| < 2^bits)"))?),
+        "truncate_relu" => Op::TruncateRelu(shift, bits.ok_or_else(|| LycaonError::new_err("op 'truncate_relu' needs bits (the inputs' magnitude bound) and shift"))?),
         "drelu" => Op::Drelu,
         "truncate" => Op::Truncate(shift),
         "truncate_exact" => Op::TruncateExact(shift),
@@ -75,7 +79,7 @@ fn op_of(op: &str, shift: u32, window: usize, to_modulus: Option<u128>, bits: Op
         "convert" => Op::Convert(ring_of(to_modulus.ok_or_else(|| LycaonError::new_err("op 'convert' needs to_modulus"))?)?),
         "less_than" => Op::LessThan(bits.ok_or_else(|| LycaonError::new_err("op 'less_than' needs bits"))?),
         other => {
-            Err(LycaonError::new_err(format!("unknown op '{other}': relu, relu_bounded, drelu, truncate, truncate_exact, maxpool, convert or less_than")))?
+            Err(LycaonError::new_err(format!("unknown op '{other}': relu, relu_bounded, relu_within, truncate_relu, drelu, truncate, truncate_exact, maxpool, convert or less_than")))?
         }
     })
 }
@@ -105,6 +109,8 @@ fn run_op(party: &mut Party, ring: ShareRing, op: Op, input: &[u64]) -> lycaon_m
     Ok(match op {
         Op::Relu => relu(party, ring, input)?,
         Op::ReluBounded => relu_bounded(party, ring, input)?,
+        Op::ReluWithin(bits) => relu_within(party, ring, input, bits)?,
+        Op::TruncateRelu(shift, bits) => truncate_relu(party, ring, input, shift, bits)?,
         Op::Drelu => drelu(party, ring, input)?.into_iter().map(u64::from).collect(),
         Op::Truncate(shift) => truncate(party, ring, input, shift)?,
         Op::TruncateExact(shift) => truncate_exact(party, ring, input, shift)?,
@@ -128,9 +134,11 @@ fn stats_dict<'py>(py: Python<'py>, s: &ChannelStats) -> PyResult<Bound<'py, PyD
 /// for the one-time OT setup. With `reps` > 1 the protocol runs that many times in one session
 /// and the figures are per run. "amortized_bytes" prices silent OT's iterations by the COTs the
 /// run used (what a long session pays per run), where "bytes" has the iterations it happened to
-/// trigger.
+/// trigger. `threads` gives each party a pool of that many workers (1: single-threaded parties);
+/// without it both parties share the process's pool. Ops: `relu_within` and `truncate_relu`
+/// take the inputs' magnitude bound as `bits` (|x| < 2^bits, Z_2^l only).
 #[pyfunction]
-#[pyo3(signature = (op, modulus, share0, share1, ot="silent", shift=0, window=1, to_modulus=None, bits=None, bandwidth_bytes_per_s=None, latency_ms=0.0, reps=1))]
+#[pyo3(signature = (op, modulus, share0, share1, ot="silent", shift=0, window=1, to_modulus=None, bits=None, bandwidth_bytes_per_s=None, latency_ms=0.0, reps=1, threads=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn run_two_party<'py>(
     py: Python<'py>,
@@ -146,6 +154,7 @@ pub fn run_two_party<'py>(
     bandwidth_bytes_per_s: Option<f64>,
     latency_ms: f64,
     reps: usize,
+    threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let ring = ring_of(modulus)?;
     let kind = ot_of(ot)?;
@@ -162,8 +171,23 @@ pub fn run_two_party<'py>(
     if s0.len() != s1.len() {
         return Err(LycaonError::new_err(format!("share0 has {} elements, share1 {}", s0.len(), s1.len())));
     }
+    // Each party on a pool of its own (`threads` workers each), or both on the process's pool.
+    let pools = match threads {
+        Some(0) => return Err(LycaonError::new_err("threads must be at least 1")),
+        Some(n) => {
+            let pool = || rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| LycaonError::new_err(format!("thread pool: {e}")));
+            Some((pool()?, pool()?))
+        }
+        None => None,
+    };
+    let in_pool = |pool: Option<&rayon::ThreadPool>, role: Role, ch: &mut dyn lycaon_mpc::Channel, input: &[u64]| match pool {
+        Some(pool) => pool.install(|| party_run(role, ch, kind, ring, op, input, reps)),
+        None => party_run(role, ch, kind, ring, op, input, reps),
+    };
     let ((r0, _), (r1, _)) = py
-        .detach(|| run_pair(link, |ch| party_run(Role::P0, ch, kind, ring, op, &s0, reps), |ch| party_run(Role::P1, ch, kind, ring, op, &s1, reps)))
+        .detach(|| {
+            run_pair(link, |ch| in_pool(pools.as_ref().map(|p| &p.0), Role::P0, ch, &s0), |ch| in_pool(pools.as_ref().map(|p| &p.1), Role::P1, ch, &s1))
+        })
         .map_err(mpc_err)?;
     let d = PyDict::new(py);
     let total = |a: &ChannelStats, b: &ChannelStats| a.bytes_sent + b.bytes_sent;
@@ -182,5 +206,6 @@ pub fn run_two_party<'py>(
     d.set_item("party1", stats_dict(py, &r1.protocol.1)?)?;
     d.set_item("ring_bits", ring.bits())?;
     d.set_item("ot", ot)?;
+    d.set_item("threads_per_party", threads)?;
     Ok(d)
 }

@@ -327,6 +327,21 @@ def spu_truncate(elements: int, reps: int = 1, seed: int = 0) -> Dict[str, Any]:
     return res
 
 
+def spu_truncate_relu(elements: int, reps: int = 1, seed: int = 0) -> Dict[str, Any]:
+    """``max(x * 0.25, 0)`` on ``elements`` secret-shared fixed-point values (shared by alice): one
+    truncation then one ReLU, the peer of Lycaon's truncate+relu."""
+    _spu()
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    x = np.random.default_rng(seed).uniform(-8, 8, elements).astype(np.float32)
+    res = _run_2pc(lambda a: jnp.maximum(a * 0.25, 0), [("x", x, 0, "secret")], reps)
+    res["max_abs_error"] = float(np.max(np.abs(res.pop("_output") - np.maximum(x * 0.25, 0))))
+    res["operand_visibility"] = {"input": "secret (shared by alice)"}
+    res["elements"] = elements
+    res["note"] = _NOTE + "; max(x * 0.25, 0) in fixed point: one truncation, one ReLU"
+    return res
+
+
 def _jax_forward(graph: Any, param_names: List[Tuple[str, str]]) -> Callable:
     """A jax function (image batch NCHW, *params) -> output that runs a simplified model graph
     (``lycaon.frontend.simplify``: batch-norm folded) as ``frontend.run_float`` does; the params
