@@ -110,3 +110,16 @@ def test_bad_input_gets_a_clear_error():
         lycaon.run_two_party("relu", P, np.array([P, 0, 0], dtype=np.uint64), s)
     with pytest.raises(lycaon.LycaonError, match="windows"):
         lycaon.run_two_party("maxpool", P, s, s, window=2)
+
+
+def test_cli_threads_are_checked_and_sized_before_the_pool_starts():
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "lycaon.cli", "infer", "--threads", "0", "--server", "127.0.0.1:1", "x.npy"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--threads must be at least 1, not 0" in bad.stderr
+    # A fresh process: the pool starts with the size asked for.
+    sized = subprocess.run([sys.executable, "-c", "import lycaon, lycaon.cli as c; print(c._set_threads(1), lycaon.ckks_threads())"],
+                           capture_output=True, text=True, timeout=120)
+    assert sized.stdout.split() == ["None", "1"], sized.stderr

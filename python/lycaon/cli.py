@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Optional, Sequence
@@ -788,6 +789,20 @@ def _demo(mode: str, model: Optional[str], images: int, link: str, json_path: Op
     return 0
 
 
+def _set_threads(threads: Optional[int]) -> Optional[str]:
+    """Sizes Lycaon's worker pool (rayon's, read when it first starts; party processes that a
+    bench starts inherit it). Returns a problem to report, or None."""
+    if threads is None:
+        return None
+    if threads < 1:
+        return f"--threads must be at least 1, not {threads}"
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    running = lycaon.ckks_threads()
+    if running != threads:
+        return f"the worker pool had already started with {running} threads; --threads {threads} came too late"
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="lycaon", description="Homomorphic encryption for private inference.")
     parser.add_argument("--version", action="version", version=f"lycaon {lycaon.__version__}")
@@ -857,6 +872,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     e2e.add_argument("--no-resnet50", action="store_true", help="skip ResNet-50's planned bytes")
     e2e.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
     e2e.add_argument("--faithful-truncation", action="store_true", help="Lycaon truncates with an error of up to one unit (fewer rounds) instead of exactly")
+    e2e.add_argument("--threads", type=int, metavar="N", help="worker threads of each Lycaon process (each party's, in --models runs; 1: single-threaded parties; default: the cores)")
     models = sub.add_parser("models", help="built-in models and their measured accuracy")
     models.add_argument("--json", metavar="FILE")
     inspect = sub.add_parser("inspect", help="layers, shapes, parameters and MACs of a model")
@@ -892,6 +908,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
     serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file; with --mode fhe also cnn-square, "
                        "resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu (composite minimax ReLU)")
+    serve.add_argument("--threads", type=int, metavar="N", help="worker threads of this server, for HE and two-party work alike (default: the cores)")
     serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS; quadratic activations)")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451 hybrid, 7452 fhe; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
@@ -923,6 +940,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     infer.add_argument("--no-layers", action="store_true", help="skip the per-layer tables")
     infer.add_argument("--link", default="none", metavar="none|lan|wan|BW,DELAY", help="emulate this link on what the client sends and price the network time (default none)")
     infer.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    infer.add_argument("--threads", type=int, metavar="N", help="worker threads of this client (default: the cores)")
     demo = sub.add_parser("demo", help="private inference end to end on this machine: a server in-process, bundled test images, next to the plaintext model")
     demo.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default: BFV + two-party ReLU) or fhe (the whole network under CKKS)")
     demo.add_argument("--model", default=None, metavar="NAME", help="hybrid: lenet5 (MNIST, default), resnet20 (CIFAR-10) or a model name; "
@@ -937,6 +955,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         later = sub.add_parser(command, help=f"not built yet ({reason})")
         later.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.command in ("serve", "infer") or (args.command, getattr(args, "suite", None)) == ("bench", "e2e"):
+        problem = _set_threads(getattr(args, "threads", None))
+        if problem:
+            print(f"lycaon {args.command}: {problem}", file=sys.stderr)
+            return 2
     if args.command in NOT_BUILT:
         print(f"lycaon {args.command}: not built yet: {NOT_BUILT[args.command]}", file=sys.stderr)
         return 2
