@@ -332,7 +332,7 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
 /// rounds of comparisons. Values must lie within a quarter of the ring either side of zero so
 /// that differences do not wrap.
 pub fn max_pool(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize) -> Result<Vec<u64>> {
-    if size == 0 || shares.len() % size != 0 {
+    if size == 0 || !shares.len().is_multiple_of(size) {
         return Err(MpcError::InvalidArgument(format!("{} values do not split into windows of {size}", shares.len())));
     }
     let windows = shares.len() / size;

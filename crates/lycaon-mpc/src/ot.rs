@@ -318,7 +318,7 @@ impl<C: CotSender> OtSender<C> {
             words
         };
         let chunk_bits = INSTANCES_PER_CHUNK * n_msgs * bits as usize;
-        if chunk_bits % 8 == 0 {
+        if chunk_bits.is_multiple_of(8) {
             // Whole chunks end on a byte boundary: pack them independently.
             q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| pack_words(&masked_chunk(c, q), bits)).collect()
         } else {
