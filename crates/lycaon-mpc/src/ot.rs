@@ -117,6 +117,25 @@ fn read_bits(bytes: &[u8], offset: usize, bits: u32) -> u64 {
     ((u128::from_le_bytes(buf) >> (offset % 8)) as u64) & mask
 }
 
+/// COTs whose derived keys are hashed and used together (a few tens of KB, in the core's caches):
+/// the bulk OT kinds never hold an array of 2n keys.
+const KEYS_PER_CHUNK: usize = 1 << 10;
+
+/// Both keys of each COT, `H(q_i ⊕ d_i·Δ, base + i)` and `H(q_i ⊕ (1 ⊕ d_i)·Δ, base + i)`,
+/// interleaved (`d` absent: all zero).
+fn key_pairs(hasher: &Hasher, delta: Block, q: &[Block], d: Option<&[bool]>, base: u64) -> Vec<Block> {
+    let mut keys: Vec<Block> = q
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &q)| {
+            let k0 = q ^ select(d.is_some_and(|d| d[i]), delta);
+            [k0, k0 ^ delta]
+        })
+        .collect();
+    hasher.tccr_many(&mut keys, |k| tweak(base + (k / 2) as u64, 0));
+    keys
+}
+
 /// The sender's side of every OT kind, over a random-COT sender `C`.
 #[derive(Debug)]
 pub struct OtSender<C: CotSender> {
@@ -178,17 +197,7 @@ impl<C: CotSender> OtSender<C> {
 
     /// Both keys `H(q_i ⊕ d_i·Δ, i)`, `H(q_i ⊕ (1 ⊕ d_i)·Δ, i)`, interleaved.
     fn key_pairs(&self, q: &[Block], d: Option<&[bool]>, base: u64) -> Vec<Block> {
-        let delta = self.cot.delta();
-        let mut keys: Vec<Block> = q
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &q)| {
-                let k0 = q ^ select(d.is_some_and(|d| d[i]), delta);
-                [k0, k0 ^ delta]
-            })
-            .collect();
-        self.hasher.tccr_many(&mut keys, |k| tweak(base + (k / 2) as u64, 0));
-        keys
+        key_pairs(&self.hasher, self.cot.delta(), q, d, base)
     }
 
     /// Random OT: `count` pairs of random keys; the receiver learns one of each.
@@ -197,6 +206,20 @@ impl<C: CotSender> OtSender<C> {
         let (q, base) = self.take(channel, count)?;
         let keys = self.key_pairs(&q, None, base);
         Ok(keys.chunks_exact(2).map(|k| (k[0], k[1])).collect())
+    }
+
+    /// Random OT of bits: the low bit of each of [`Self::send_random`]'s keys (the receiver's
+    /// [`OtReceiver::receive_random`] keys give its bit the same way), hashed a chunk at a time.
+    pub fn send_random_bits(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(bool, bool)>> {
+        let (q, base) = self.take(channel, count)?;
+        let (hasher, delta) = (&self.hasher, self.cot.delta());
+        Ok(q.par_chunks(KEYS_PER_CHUNK)
+            .enumerate()
+            .flat_map_iter(|(c, q)| {
+                let keys = key_pairs(hasher, delta, q, None, base + (c * KEYS_PER_CHUNK) as u64);
+                keys.chunks_exact(2).map(|k| (k[0] & 1 == 1, k[1] & 1 == 1)).collect::<Vec<_>>()
+            })
+            .collect())
     }
 
     /// Chosen-message 1-out-of-2 OT: the receiver learns `messages[i].c_i`.
@@ -226,15 +249,24 @@ impl<C: CotSender> OtSender<C> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.chosen_key_pairs(channel, n)?;
-        let (x, y): (Vec<u64>, Vec<u64>) = correlations
-            .par_iter()
-            .zip(keys.par_chunks_exact(2))
-            .map(|(&a, k)| {
-                let x = reduce(k[0], modulus);
-                let pad = reduce(k[1], modulus);
-                let y = ((u128::from(x) + u128::from(a) + modulus - u128::from(pad)) % modulus) as u64;
-                (x, y)
+        let (q, base) = self.take(channel, n)?;
+        let d = channel.recv_bits(n)?;
+        let (hasher, delta) = (&self.hasher, self.cot.delta());
+        let (x, y): (Vec<u64>, Vec<u64>) = q
+            .par_chunks(KEYS_PER_CHUNK)
+            .zip(d.par_chunks(KEYS_PER_CHUNK))
+            .zip(correlations.par_chunks(KEYS_PER_CHUNK))
+            .enumerate()
+            .flat_map_iter(|(c, ((q, d), a))| {
+                let keys = key_pairs(hasher, delta, q, Some(d), base + (c * KEYS_PER_CHUNK) as u64);
+                a.iter()
+                    .zip(keys.chunks_exact(2))
+                    .map(|(&a, k)| {
+                        let x = reduce(k[0], modulus);
+                        let pad = reduce(k[1], modulus);
+                        (x, ((u128::from(x) + u128::from(a) + modulus - u128::from(pad)) % modulus) as u64)
+                    })
+                    .collect::<Vec<_>>()
             })
             .unzip();
         channel.send_words(&y, bits)?;
@@ -549,6 +581,20 @@ mod tests {
             let up = if n == 0 { 0 } else { iknp_bytes(n) + n.div_ceil(8) as u64 };
             assert_eq!((rs.bytes_sent, ss.bytes_sent), (up, 32 * n as u64), "n = {n}");
             assert_eq!((ss.bytes_received, rs.bytes_received), (up, 32 * n as u64));
+        }
+    }
+
+    #[test]
+    fn random_bit_ot_gives_the_chosen_keys_low_bit() {
+        for n in COUNTS.iter().copied().chain([3 * KEYS_PER_CHUNK + 5]) {
+            let ((pairs, _), ((b, keys), _)) = with_ot(|s, ch| s.send_random_bits(ch, n), move |r, ch| r.receive_random(ch, n));
+            assert_eq!(pairs.len(), n);
+            for i in 0..n {
+                assert_eq!(keys[i] & 1 == 1, if b[i] { pairs[i].1 } else { pairs[i].0 }, "instance {i} of {n}");
+            }
+            // The pairs are not constant: each bit of a pair is about half ones.
+            let ones = pairs.iter().filter(|p| p.0).count();
+            assert!(n < 100 || (n / 3..2 * n / 3).contains(&ones), "{ones} ones of {n}");
         }
     }
 

@@ -92,8 +92,7 @@ impl<'c> Party<'c> {
 
     /// Sender of `count` random bit OTs: pairs (s0, s1).
     pub fn random_bit_ot_send(&mut self, count: usize) -> Result<Vec<(bool, bool)>> {
-        let pairs = self.ot_sender.send_random(&mut *self.channel, count)?;
-        Ok(pairs.into_iter().map(|(k0, k1)| (k0 & 1 == 1, k1 & 1 == 1)).collect())
+        self.ot_sender.send_random_bits(&mut *self.channel, count)
     }
 
     /// Receiver of `count` random bit OTs: random choices c and s_c.
