@@ -129,7 +129,7 @@ fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, bits: 
                     let (m_lt, m_eq) = (masks[2 * idx], masks[2 * idx + 1] && with_eq);
                     for operand in [Some(values[i]), alternatives.map(|a| a[i])].into_iter().flatten() {
                         let xd = digit(operand, j, *width);
-                        messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u64 | ((((xd == v) && with_eq) ^ m_eq) as u64) << 1));
+                        messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
                     }
                     lt[first_digit * n + idx] = m_lt;
                     eq[first_digit * n + idx] = m_eq;

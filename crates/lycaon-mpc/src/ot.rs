@@ -117,6 +117,14 @@ fn read_bits(bytes: &[u8], offset: usize, bits: u32) -> u64 {
     ((u128::from_le_bytes(buf) >> (offset % 8)) as u64) & mask
 }
 
+/// A word type for the messages of chosen 1-out-of-N OT: narrow messages (a comparison's two
+/// bits) can be passed as bytes, so the sender's N-fold message array is an eighth the size.
+pub trait OtWord: Copy + Into<u64> + Sync {}
+impl OtWord for u8 {}
+impl OtWord for u16 {}
+impl OtWord for u32 {}
+impl OtWord for u64 {}
+
 /// COTs whose derived keys are hashed and used together (a few tens of KB, in the core's caches):
 /// the bulk OT kinds never hold an array of 2n keys.
 const KEYS_PER_CHUNK: usize = 1 << 10;
@@ -292,7 +300,7 @@ impl<C: CotSender> OtSender<C> {
     /// `⌈count·log_n/8⌉` bytes and sends `⌈count·N·bits/8⌉` bytes.
     /// Errors (checked first): `InvalidArgument` for a bad `log_n` or `bits`, a message count
     /// that is not a multiple of N, or a message wider than `bits`; then the channel's.
-    pub fn send_chosen_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, messages: &[u64], bits: u32) -> Result<()> {
+    pub fn send_chosen_1_of_n<M: OtWord>(&mut self, channel: &mut dyn Channel, log_n: u32, messages: &[M], bits: u32) -> Result<()> {
         self.send_chosen_1_of_n_batches(channel, &[(log_n, bits, messages)])
     }
 
@@ -300,7 +308,7 @@ impl<C: CotSender> OtSender<C> {
     /// [`Self::send_chosen_1_of_n`], in one round trip: every batch's corrections are read before
     /// any batch's messages are sent (the receiver's [`OtReceiver::receive_chosen_1_of_n_batches`]
     /// sends them all first).
-    pub fn send_chosen_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u64])]) -> Result<()> {
+    pub fn send_chosen_1_of_n_batches<M: OtWord>(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[M])]) -> Result<()> {
         let mut counts = Vec::with_capacity(batches.len());
         for &(log_n, bits, messages) in batches {
             let n_msgs = check_log_n(log_n)?;
@@ -309,7 +317,7 @@ impl<C: CotSender> OtSender<C> {
             if count * n_msgs != messages.len() {
                 return Err(MpcError::InvalidArgument(format!("{} messages are not a whole number of instances of {n_msgs}", messages.len())));
             }
-            if let Some(m) = messages.iter().find(|&&m| m & !mask != 0) {
+            if let Some(m) = messages.iter().map(|&m| m.into()).find(|&m| m & !mask != 0) {
                 return Err(MpcError::InvalidArgument(format!("message {m} is wider than {bits} bits")));
             }
             counts.push(count);
@@ -335,7 +343,7 @@ impl<C: CotSender> OtSender<C> {
 
     /// The sender's packed message of one chosen 1-out-of-N batch: every message masked with
     /// the pad the receiver's correction `e` points it to.
-    fn masked_1_of_n(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[u64], bits: u32) -> Vec<u8> {
+    fn masked_1_of_n<M: OtWord>(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[M], bits: u32) -> Vec<u8> {
         let (k, n_msgs, mask) = (log_n as usize, 1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
         let (hasher, delta) = (&self.hasher, self.cot.delta());
         // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
@@ -345,7 +353,7 @@ impl<C: CotSender> OtSender<C> {
             let mut words = Vec::with_capacity(pads.len());
             for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
                 let (msgs, e) = (&messages[(first + i) * n_msgs..(first + i + 1) * n_msgs], e[first + i] as usize);
-                words.extend(msgs.iter().enumerate().map(|(x, &m)| (m ^ pads[x ^ e] as u64) & mask));
+                words.extend(msgs.iter().enumerate().map(|(x, &m)| (m.into() ^ pads[x ^ e] as u64) & mask));
             }
             words
         };
@@ -734,10 +742,10 @@ mod tests {
                     s.send_correlated(ch, &[7], 7).err(),
                     s.send_random_1_of_n(ch, 0, 1).err(),
                     s.send_random_1_of_n(ch, MAX_LOG_N + 1, 1).err(),
-                    s.send_chosen_1_of_n(ch, 2, &[0; 4], 0).err(),
-                    s.send_chosen_1_of_n(ch, 2, &[0; 4], 65).err(),
-                    s.send_chosen_1_of_n(ch, 2, &[0; 5], 8).err(),
-                    s.send_chosen_1_of_n(ch, 2, &[256, 0, 0, 0], 8).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0u64; 4], 0).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0u64; 4], 65).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[0u64; 5], 8).err(),
+                    s.send_chosen_1_of_n(ch, 2, &[256u64, 0, 0, 0], 8).err(),
                 ])
             },
             |r, ch| {

@@ -114,7 +114,7 @@ impl<'c> Party<'c> {
 
     /// Sender of batches of chosen 1-out-of-2^k OTs, each `(k, width, messages)` with instance
     /// i's message v at `messages[i * 2^k + v]`, all in one round trip.
-    pub fn one_of_n_send(&mut self, batches: &[(u32, u32, &[u64])]) -> Result<()> {
+    pub fn one_of_n_send<M: crate::ot::OtWord>(&mut self, batches: &[(u32, u32, &[M])]) -> Result<()> {
         self.ot_sender.send_chosen_1_of_n_batches(&mut *self.channel, batches)
     }
 
