@@ -34,7 +34,7 @@ use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
 use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::{MpcError, Result};
-use lpn::{LocalLinearCode, PackedBits, ROW_WEIGHT};
+use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
 
 /// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
@@ -224,9 +224,17 @@ impl FerretSender {
         let code_seed = mpcot::random_block(&mut rng);
         channel.send_blocks(&[code_seed])?;
         let delta = base.delta();
+        if delta & 1 != 1 {
+            return Err(MpcError::InvalidArgument("Ferret needs a base COT source whose delta has its lowest bit set (IKNP's does)".into()));
+        }
         let mut reserve = base.extend(channel, params.base_cots())?;
         if reserve.len() != params.base_cots() {
             return Err(MpcError::InvalidArgument(format!("the base source returned {} COTs, not {}", reserve.len(), params.base_cots())));
+        }
+        // Lowest bits: 0 in every q, the choice bit in every t (t = q ^ b delta still holds,
+        // delta's lowest bit being 1); every iteration keeps it so (see `lpn`, `mpcot`).
+        for q in &mut reserve {
+            *q &= !1;
         }
         let primitives = TreePrimitives::new();
         let mut buffer = Vec::new();
@@ -331,6 +339,10 @@ impl FerretReceiver {
         let (mut reserve_bits, mut reserve) = base.extend(channel, params.base_cots())?;
         if reserve_bits.len() != reserve.len() || reserve.len() != params.base_cots() {
             return Err(MpcError::InvalidArgument(format!("the base source returned {} COTs, not {}", reserve.len(), params.base_cots())));
+        }
+        // The choice bit in the lowest bit of every t (the sender clears its q's there).
+        for (t, &b) in reserve.iter_mut().zip(&reserve_bits) {
+            *t = (*t & !1) | u128::from(b);
         }
         let primitives = TreePrimitives::new();
         let (mut buffer_bits, mut buffer) = (Vec::new(), Vec::new());
@@ -448,7 +460,7 @@ fn receiver_iteration(
     debug_assert_eq!((bits.len(), out.len()), (stage.lpn.n, stage.lpn.n));
     let k = stage.lpn.k;
     let alphas = mpcot::receiver_choose(channel, &stage.layout, &reserve_bits[k..], rng)?;
-    stage.code.encode_with_bits(&reserve[..k], &PackedBits::new(&reserve_bits[..k]), out, bits);
+    stage.code.encode_with_bits(&reserve[..k], out, bits);
     mpcot::receiver_finish(channel, &stage.layout, primitives, &alphas, &reserve[k..], out, bits)
 }
 

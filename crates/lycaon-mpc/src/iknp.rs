@@ -122,11 +122,13 @@ impl std::fmt::Debug for IknpSender {
 impl IknpSender {
     /// Draws `delta` and runs the 128 base OTs as their receiver (one message each way:
     /// receives 32 bytes, sends 4096). Pair with `IknpReceiver::new` on the other side.
+    /// `delta`'s lowest bit is always 1 (127 random bits, as in emp-ot): silent OT built on
+    /// these COTs keeps each receiver's choice bit in the lowest bit of its block.
     /// Errors: the channel's errors and `base_ot_receive`'s.
     pub fn new<R: CryptoRng + ?Sized>(channel: &mut dyn Channel, rng: &mut R) -> Result<Self> {
         let mut bytes = [0u8; 16];
         rng.fill_bytes(&mut bytes);
-        let delta = u128::from_le_bytes(bytes);
+        let delta = u128::from_le_bytes(bytes) | 1;
         bytes.zeroize();
         let choices: Vec<bool> = (0..BASE_OTS).map(|j| (delta >> j) & 1 == 1).collect();
         let mut seeds = base_ot_receive(channel, &choices, rng)?;

@@ -24,24 +24,6 @@ const ROWS_PER_TASK: usize = 4096;
 /// fills the kernels' pipeline).
 const ROWS_PER_BATCH: usize = 128;
 
-/// The choice bits of the LPN secret packed 64 to a word: k / 8 bytes rather than k, so the
-/// receiver's bit table stays in the core's first caches beside the block table.
-pub(crate) struct PackedBits {
-    words: Vec<u64>,
-}
-
-impl PackedBits {
-    pub(crate) fn new(bits: &[bool]) -> Self {
-        let words = bits.chunks(64).map(|c| c.iter().enumerate().fold(0u64, |w, (i, &b)| w | (u64::from(b) << i))).collect();
-        PackedBits { words }
-    }
-
-    #[inline(always)]
-    fn get(&self, i: usize) -> u64 {
-        (self.words[i >> 6] >> (i & 63)) & 1
-    }
-}
-
 /// The code A for one parameter set (n rows, k columns), fixed by a public seed.
 #[derive(Clone)]
 pub(crate) struct LocalLinearCode {
@@ -106,22 +88,21 @@ impl LocalLinearCode {
         }
     }
 
-    /// The receiver's side: `out[i] = XOR_{j in row i} input[j]`, and likewise for the choice
-    /// bits (overwriting, so neither output needs zeroing first).
-    pub(crate) fn encode_with_bits(&self, input: &[Block], input_bits: &PackedBits, out: &mut [Block], out_bits: &mut [bool]) {
+    /// The receiver's side: `out[i] = XOR_{j in row i} input[j]` (overwriting, so `out` needs no
+    /// zeroing first), and `out_bits[i]` its lowest bit: the receiver's blocks carry their choice
+    /// bit there (the sender's have 0 there and delta has 1), and the code is linear, so the
+    /// lowest bit of a row's sum is the sum of its choice bits.
+    pub(crate) fn encode_with_bits(&self, input: &[Block], out: &mut [Block], out_bits: &mut [bool]) {
         debug_assert_eq!(input.len(), self.k);
-        debug_assert!(input_bits.words.len() * 64 >= self.k);
         debug_assert_eq!(out.len(), out_bits.len());
         out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_TASK];
             let positions = &mut positions[..chunk.len()];
             self.positions(task * ROWS_PER_TASK, positions);
-            // Two lean loops rather than one: the block gathers miss the caches, and the
-            // fewer instructions per row, the more rows' misses the core keeps in flight.
             gather_blocks::<false>(input, positions, chunk);
-            for (b, p) in bits.iter_mut().zip(positions.iter()) {
-                *b = p.iter().fold(0, |a, &j| a ^ input_bits.get(j as usize)) == 1;
+            for (b, o) in bits.iter_mut().zip(chunk.iter()) {
+                *b = o & 1 == 1;
             }
         });
     }
@@ -161,11 +142,12 @@ mod tests {
     fn encoding_is_linear_and_matches_rows() {
         let (n, k) = (9_000, 700);
         let code = LocalLinearCode::new(1, n, k);
-        let input: Vec<Block> = (0..k as u128).map(|i| i * 0x1234_5678_9abc_def1 + 3).collect();
+        // The receiver's blocks carry their bits in the lowest bit.
         let bits: Vec<bool> = (0..k).map(|i| i % 3 == 0).collect();
+        let input: Vec<Block> = (0..k as u128).map(|i| ((i * 0x1234_5678_9abc_def1 + 3) & !1) | u128::from(bits[i as usize])).collect();
         let mut out = vec![5u128; n];
         let mut out_bits = vec![true; n];
-        code.encode_with_bits(&input, &PackedBits::new(&bits), &mut out, &mut out_bits);
+        code.encode_with_bits(&input, &mut out, &mut out_bits);
         let mut out_sender = vec![0u128; n];
         code.encode_add(&input, &mut out_sender);
         assert_eq!(out, out_sender);

@@ -119,10 +119,11 @@ pub(crate) fn send(
                 sums[2 * level] = k0;
                 sums[2 * level + 1] = k1;
             }
+            // Leaves with the lowest bit cleared: the receiver's choice bits live there.
             let mut leaf_sum = delta;
             for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
-                *o = leaf;
-                leaf_sum ^= leaf;
+                *o = leaf & !1;
+                leaf_sum ^= leaf & !1;
             }
             sums[2 * h] = leaf_sum;
             finish(layout.block_start(j), leaves_out);
@@ -199,10 +200,12 @@ pub(crate) fn receiver_finish(
                 tree[sibling] ^= known(level) ^ side_sum;
                 tree[on_path] = 0;
             }
+            // The sender's leaves with their lowest bit cleared, as it sums them; the punctured
+            // one, delta ^ v, then has lowest bit 1: its choice bit.
             let mut punctured = message[2 * h];
             for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
-                *o ^= leaf;
-                punctured ^= leaf;
+                *o ^= leaf & !1;
+                punctured ^= leaf & !1;
             }
             leaves_out[alpha] ^= punctured;
             bits_out[alpha] ^= true;

@@ -22,7 +22,7 @@ struct IdealCotReceiver {
 
 fn ideal_cot_pair(seed: u64) -> (IdealCotSender, IdealCotReceiver) {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let delta = mpcot::random_block(&mut rng);
+    let delta = mpcot::random_block(&mut rng) | 1; // the lowest bit set, as IKNP's
     (IdealCotSender { rng: rng.clone(), delta }, IdealCotReceiver { rng, delta })
 }
 
@@ -97,6 +97,11 @@ fn check_correlation(delta: Block, q: &[Block], b: &[bool], t: &[Block]) -> usiz
     assert_eq!((q.len(), b.len()), (t.len(), t.len()));
     let bad = q.par_iter().zip(b.par_iter()).zip(t.par_iter()).filter(|((&q, &b), &t)| t != q ^ if b { delta } else { 0 }).count();
     assert_eq!(bad, 0, "{bad} of {} outputs break t = q ^ b * delta", q.len());
+    // The lowest bits: 0 in every q, the choice bit in every t (what spares the receiver's
+    // code a second gather for its bits).
+    assert_eq!(delta & 1, 1);
+    assert!(q.par_iter().all(|&q| q & 1 == 0), "a sender block with its lowest bit set");
+    assert!(t.par_iter().zip(b.par_iter()).all(|(&t, &b)| (t & 1 == 1) == b), "a receiver block whose lowest bit is not its choice bit");
     b.par_iter().filter(|&&b| b).count()
 }
 
