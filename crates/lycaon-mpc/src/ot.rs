@@ -200,19 +200,14 @@ impl<C: CotSender> OtSender<C> {
     fn chosen_key_pairs(&mut self, channel: &mut dyn Channel, n: usize) -> Result<Vec<Block>> {
         let (q, base) = self.take(channel, n)?;
         let d = channel.recv_bits(n)?;
-        Ok(self.key_pairs(&q, Some(&d), base))
-    }
-
-    /// Both keys `H(q_i ⊕ d_i·Δ, i)`, `H(q_i ⊕ (1 ⊕ d_i)·Δ, i)`, interleaved.
-    fn key_pairs(&self, q: &[Block], d: Option<&[bool]>, base: u64) -> Vec<Block> {
-        key_pairs(&self.hasher, self.cot.delta(), q, d, base)
+        Ok(key_pairs(&self.hasher, self.cot.delta(), &q, Some(&d), base))
     }
 
     /// Random OT: `count` pairs of random keys; the receiver learns one of each.
     /// No communication beyond the COT source's.
     pub fn send_random(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(Block, Block)>> {
         let (q, base) = self.take(channel, count)?;
-        let keys = self.key_pairs(&q, None, base);
+        let keys = key_pairs(&self.hasher, self.cot.delta(), &q, None, base);
         Ok(keys.chunks_exact(2).map(|k| (k[0], k[1])).collect())
     }
 
