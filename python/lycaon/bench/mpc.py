@@ -107,7 +107,7 @@ def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np
 
 def _peer(op: str, elements: int, reps: int) -> dict:
     try:
-        if op in ("relu", "relu_within"):
+        if op == "relu":
             return spu_peer.spu_relu(elements, reps=reps)
         if op == "truncate_relu":
             return spu_peer.spu_truncate_relu(elements, reps=reps)
@@ -145,9 +145,9 @@ def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[st
     for elements in sizes:
         peers: dict[str, dict] = {}
         for op, modulus, ots in CASES:
-            peer_op = "relu" if op == "relu_within" else op
+            peer_op = "relu" if op == "relu_within" else op  # SPU has one ReLU, on the whole ring
             if peer_op not in peers:
-                peers[peer_op] = _peer(op, elements, reps) if peer and not modelled else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
+                peers[peer_op] = _peer(peer_op, elements, reps) if peer and not modelled else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
             spu = peers[peer_op]
             for ot in ots:
                 # A truncation draws one COT per element: enough runs that silent OT's
