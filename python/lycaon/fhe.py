@@ -27,8 +27,10 @@ This module compiles a model-front graph into an FHE program and runs it:
   Networks deeper than the largest ring holds need bootstrapping placement, which this compiler
   does not do yet (it says so).
 
-Roles: `FheModel` is the server (weights, prepared diagonals, the evaluation keys a client
-uploads); `FheClient` holds the secret key, packs and encrypts the input, and decrypts.
+Roles: `FheModel` compiles (weights stay with it) and writes the runtime's FHE program
+(`FheModel.program`); the runtime (lycaon-runtime's `fhe` module, through `lycaon.Server(...,
+mode="fhe")` and `lycaon.Client`) runs it: the server with the client's public keys only, the
+client with the secret key.
 """
 
 from __future__ import annotations
@@ -36,26 +38,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
-from ._native import (
-    CkksCiphertext,
-    CkksDecryptor,
-    CkksEncoder,
-    CkksEncryptor,
-    CkksEvaluationKeys,
-    CkksEvaluator,
-    CkksGaloisKeys,
-    CkksKeyGenerator,
-    CkksLinearTransform,
-    CkksParameters,
-    CkksPublicKey,
-    CkksRelinKey,
-    LycaonError,
-    SecurityError,
-)
+from ._native import CkksLinearTransform, CkksParameters, LycaonError, SecurityError
 from .frontend.ir import Graph, ModelError, Node
 from .frontend.transforms import fold_batchnorm
 
@@ -96,6 +83,7 @@ class Step:
     level: int  # level of the ciphertext the step reads
     depth: int
     transform: Optional[CkksLinearTransform] = None
+    entries: Optional[tuple] = None  # (rows, cols, values, period) of the transform's matrix
     sum_steps: list = field(default_factory=list)  # left rotations added after the transform
     bias: Optional[np.ndarray] = None
     a: Optional[np.ndarray] = None  # quadratic coefficients per slot (None: a = 1)
@@ -155,63 +143,21 @@ class FheSpec:
         raise LycaonError(f"unknown keyset strategy '{strategy}' (one of {', '.join(KEYSETS)})")
 
 
-class FheClient:
-    """Client side: secret key (never leaves), key generation, packing, encryption, decryption."""
-
-    def __init__(self, spec: FheSpec):
-        self.spec = spec
-        self._keygen = CkksKeyGenerator(spec.params)
-        self._sk = self._keygen.secret_key()
-        self.public_key: CkksPublicKey = self._keygen.public_key()
-        self._encoder = CkksEncoder(spec.params)
-        self._encryptor = CkksEncryptor(spec.params, None, self._sk)
-        self._decryptor = CkksDecryptor(spec.params, self._sk)
-
-    def evaluation_keys(self, strategy: str = "level-aware") -> tuple[Optional[CkksRelinKey], Optional[CkksGaloisKeys]]:
-        """The relinearisation key and the Galois keys of a keyset strategy (the server needs
-        only these; they serialise seeded, about half their memory)."""
-        spec = self.spec
-        relin = None
-        if spec.relin_level is not None:
-            relin = self._keygen.relin_key(level=spec.relin_level if strategy == "level-aware" else None)
-        pairs = spec.keyset(strategy)
-        galois = self._keygen.galois_keys([s for s, _ in pairs], levels=[lv for _, lv in pairs]) if pairs else None
-        return relin, galois
-
-    def encrypt(self, x: np.ndarray) -> CkksCiphertext:
-        """The input packed (every copy) and encrypted at the top level, seeded on the wire."""
-        pt = self._encoder.encode(self.spec.pack(x), level=self.spec.top_level)
-        return self._encryptor.encrypt_symmetric(pt).expand()
-
-    def decrypt(self, ct: CkksCiphertext) -> np.ndarray:
-        v = self._encoder.decode_real(self._decryptor.decrypt(ct))
-        return np.asarray(v)[self.spec.output_slots]
-
-
 class FheModel:
     """Server side of the FHE mode: the compiled program of a graph (weights stay here)."""
 
-    def __init__(self, graph: Graph, log_scale: int = 36, log_q0: int = 56, p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None, prepare: bool = True):
+    def __init__(self, graph: Graph, log_scale: int = 36, log_q0: int = 56, p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None):
         """Compiles `graph` (batch-norm folded) with canonical scale 2^log_scale, q_0 of log_q0
         bits (the logits must stay below 2^(log_q0 - log_scale - 1)) and special primes of
-        p_bits (default: `special_primes`), in the smallest ring from 2^13 that holds the depth (or 2^log_n); with
-        `prepare`, encodes every diagonal now (the server's compile step), not at the first call."""
+        p_bits (default: `special_primes`), in the smallest ring from 2^13 that holds the depth (or 2^log_n)."""
         self.graph = _monic(fold_batchnorm(graph))
         self.log_scale = log_scale
         t0 = time.perf_counter()
         depth = self._depth()
-        self.params = _choose_parameters(depth, _slots_needed(self.graph), log_scale, log_q0, list(p_bits) if p_bits else None, log_n)
+        self.params, self.parameters_recipe = _choose_parameters(depth, _slots_needed(self.graph), log_scale, log_q0, list(p_bits) if p_bits else None, log_n)
         self.slots = self.params.max_slots
         self.steps, self.spec = self._compile(depth)
         self.compile_seconds = time.perf_counter() - t0
-        self.prepare_seconds = 0.0
-        if prepare:
-            t0 = time.perf_counter()
-            for step in self.steps:
-                if step.transform is not None:
-                    step.transform.prepare_at(step.level)
-            self.prepare_seconds = time.perf_counter() - t0
-        self._session: Optional[FheSession] = None
 
     # ------------------------------------------------------------------ compile
     def _node_depth(self, node: Node) -> int:
@@ -260,9 +206,13 @@ class FheModel:
                 if src.period == S and src.extent() <= S // 2:
                     t = _next_pow2(src.extent())
                     rep = [-(t << m) for m in range(int(math.log2(S // t)))]
-                    steps.append(Step("replicate", f"{node.name}:replicate", lvl, 0, sum_steps=rep, inputs=[node.inputs[0]], output=node.inputs[0]))
+                    replicated = f"{node.inputs[0]}:replicated"
+                    steps.append(Step("replicate", f"{node.name}:replicate", lvl, 0, sum_steps=rep, inputs=[node.inputs[0]], output=replicated))
                     src = Packing(src.index, t)
-                out, st = self._linear(node, src, lvl)
+                    out, st = self._linear(node, src, lvl)
+                    st.inputs = [replicated]
+                else:
+                    out, st = self._linear(node, src, lvl)
                 steps.append(st)
             elif node.op == "poly":
                 out = src
@@ -363,12 +313,13 @@ class FheModel:
         if src.period < S:
             i = i + src.period * (o // src.period)
         transform, count = self._transform(o, i, w)
+        entries = (o, i, w, None)
         bias_vec = None
         if bias is not None:
             bias_vec = np.zeros(S)
             bias_vec[out_index] = np.asarray(bias, dtype=np.float64)[:, None, None]
         out = Packing(out_index, S, (gap_out, row, block_out))
-        return out, Step("linear", node.name, level, 1, transform=transform, bias=bias_vec, stats={"diagonals": count, "weights": int(w.size)})
+        return out, Step("linear", node.name, level, 1, transform=transform, entries=entries, bias=bias_vec, stats={"diagonals": count, "weights": int(w.size)})
 
     def _linear(self, node: Node, src: Packing, level: int) -> tuple[Packing, Step]:
         S = self.slots
@@ -383,13 +334,14 @@ class FheModel:
         d = (s - o) % p_out
         j = (s - d) % p_in
         transform, count = self._transform(j, j + d, weight[o, i], period=p_in)
+        entries = (j, j + d, weight[o, i], p_in)
         sums = [p_out << m for m in range(int(math.log2(p_in // p_out)))]
         out_index = np.arange(n_out, dtype=np.int64)
         bias_vec = None
         if node.params.get("bias") is not None:
             bias_vec = np.zeros(S)
             bias_vec[Packing(out_index, p_out).all_slots(S)] = np.asarray(node.params["bias"], dtype=np.float64)[None, :]
-        return Packing(out_index, p_out), Step("linear", node.name, level, 1, transform=transform, sum_steps=sums, bias=bias_vec,
+        return Packing(out_index, p_out), Step("linear", node.name, level, 1, transform=transform, entries=entries, sum_steps=sums, bias=bias_vec,
                                                stats={"diagonals": count, "weights": int(o.size)})
 
     def _transform(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray, period: Optional[int] = None) -> tuple[CkksLinearTransform, int]:
@@ -424,99 +376,48 @@ class FheModel:
         return Step("quadratic", node.name, level, 1 if monic else 2, a=None if monic else per_slot(a),
                     b=per_slot(b) if np.any(b) else None, c=per_slot(c) if np.any(c) else None)
 
-    # ------------------------------------------------------------------ run
-    def session(self, relin: Optional[CkksRelinKey], galois: Optional[CkksGaloisKeys], public_key: Optional[CkksPublicKey] = None) -> "FheSession":
-        """A client's session: its evaluation keys (and public key, to re-randomise responses)
-        over this compiled program. Sessions share the program and are independent otherwise."""
-        return FheSession(self, CkksEvaluator(self.params, CkksEvaluationKeys(relin, galois)), public_key)
-
-    def attach_keys(self, relin: Optional[CkksRelinKey], galois: Optional[CkksGaloisKeys], public_key: Optional[CkksPublicKey] = None) -> None:
-        """Makes `infer` use these keys (one session held by the model)."""
-        self._session = self.session(relin, galois, public_key)
-
-    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
-        """`FheSession.infer` with the keys of `attach_keys`."""
-        if self._session is None:
-            raise LycaonError("no evaluation keys: call attach_keys with the client's keys first")
-        return self._session.infer(ct, progress)
+    # ------------------------------------------------------------------ program
+    def program(self, name: Optional[str] = None, metadata: Optional[dict] = None) -> dict:
+        """The compiled network as the runtime's FHE program (JSON-ready): parameters, the
+        input's packing, every step with its level, the keys a client makes. It carries the
+        weights; the server sends clients its public part only."""
+        S = self.slots
+        ops = []
+        for st in self.steps:
+            op = {"name": st.name, "inputs": list(st.inputs), "output": st.output, "level": int(st.level), "depth": int(st.depth)}
+            if st.kind == "linear":
+                rows, cols, values, period = st.entries
+                op.update(kind="linear", rows=np.asarray(rows, dtype=np.int64).tolist(), cols=(np.asarray(cols, dtype=np.int64) % S).tolist(),
+                          values=np.asarray(values, dtype=np.float64).tolist(), period=None if period is None else int(period),
+                          sum_steps=[int(r) for r in st.sum_steps], bias=slot_values(st.bias))
+            elif st.kind == "replicate":
+                op.update(kind="replicate", steps=[int(r) for r in st.sum_steps])
+            elif st.kind == "quadratic":
+                op.update(kind="quadratic", a=slot_values(st.a), b=slot_values(st.b), c=slot_values(st.c))
+            elif st.kind in ("alias", "add"):
+                op.update(kind=st.kind)
+            else:
+                raise ModelError(f"{st.name}: step kind {st.kind} has no program form")
+            ops.append(op)
+        spec = self.spec
+        return {"format": 1, "name": name or self.graph.name, "parameters": dict(self.parameters_recipe), "input": self.graph.input_name,
+                "input_shape": [int(d) for d in spec.input_shape],
+                "input_packing": {"kind": "slots", "index": spec.input_index.ravel().astype(np.int64).tolist(), "period": int(spec.input_period)},
+                "input_level": int(spec.top_level), "output": self.graph.output, "output_slots": spec.output_slots.astype(np.int64).tolist(), "ops": ops,
+                "rotation_levels": {str(int(k)): int(v) for k, v in spec.rotation_levels.items()},
+                "relin_level": None if spec.relin_level is None else int(spec.relin_level), "metadata": metadata or {}}
 
     def summary(self) -> list[dict]:
         return [{"step": st.name, "kind": st.kind, "level": st.level, "depth": st.depth, "rotations": len(st.rotations()), **st.stats} for st in self.steps if st.kind != "alias"]
 
 
-class FheSession:
-    """One client's keys over a compiled program (server side: public keys only)."""
-
-    def __init__(self, model: FheModel, evaluator: CkksEvaluator, public_key: Optional[CkksPublicKey]):
-        self.model = model
-        self._ev = evaluator
-        self._encoder = CkksEncoder(model.params)
-        self._rerandomiser = CkksEncryptor(model.params, public_key, None) if public_key is not None else None
-
-    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
-        """Runs the program on an encrypted input; the result holds the logits at
-        `spec.output_slots`, re-randomised with a fresh encryption of zero when the client's
-        public key is known."""
-        m, ev = self.model, self._ev
-        if ct.slots != m.slots or ct.level != m.spec.top_level:
-            raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the model takes {m.slots} slots at level {m.spec.top_level}")
-        values = {m.graph.input_name: ct}
-        for n, st in enumerate(m.steps):
-            x = values[st.inputs[0]]
-            if st.kind == "replicate":
-                for r in st.sum_steps:
-                    x = ev.add(x, ev.rotate(x, r))
-                values[st.output] = x
-                continue
-            if st.kind == "alias":
-                y = x
-            elif st.kind == "linear":
-                y = ev.linear_transform(x, st.transform)
-                for r in st.sum_steps:
-                    y = ev.add(y, ev.rotate(y, r))
-                if st.bias is not None:
-                    y = ev.add_plain(y, self._encoder.encode(st.bias, level=y.level, scale=y.scale))
-            elif st.kind == "quadratic":
-                y = self._quadratic(x, st)
-            elif st.kind == "add":
-                y = ev.add(x, values[st.inputs[1]])
-            else:
-                raise LycaonError(f"unknown step kind {st.kind}")
-            values[st.output] = y
-            if progress is not None:
-                progress(n + 1, len(m.steps), st.name)
-        out = values[m.graph.output]
-        return out if self._rerandomiser is None else rerandomised(ev, self._encoder, self._rerandomiser, out)
-
-    def answer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
-        """(`infer`'s ciphertext, {}): the shape every FHE session answers the server in."""
-        return self.infer(ct, progress), {}
-
-    def _quadratic(self, x: CkksCiphertext, st: Step) -> CkksCiphertext:
-        return evaluate_quadratic(self._ev, self._encoder, x, st.a, st.b, st.c)
-
-
-def rerandomised(ev: CkksEvaluator, encoder: CkksEncoder, encryptor: CkksEncryptor, ct: CkksCiphertext) -> CkksCiphertext:
-    """ct plus a fresh public-key encryption of zero at its level and scale: what leaves the
-    server carries fresh randomness, not the computation's (the noise is not flooded)."""
-    return ev.add(ct, encryptor.encrypt(encoder.encode(np.zeros(ct.slots), level=ct.level, scale=ct.scale)))
-
-
-def evaluate_quadratic(ev: CkksEvaluator, encoder: CkksEncoder, x: CkksCiphertext, a: Optional[np.ndarray], b: Optional[np.ndarray],
-                       c: Optional[np.ndarray]) -> CkksCiphertext:
-    """a x^2 + b x + c slot-wise (per-slot coefficient vectors; None: a = 1, b = 0, c = 0): one
-    level when a is None (x times x), two otherwise (a x first, then times x)."""
-    if a is None:
-        y = ev.rescale(ev.mul_relin(x, x))
-    else:
-        ax = ev.rescale(ev.mul_plain(x, encoder.encode(a, level=x.level, scale=ev.plaintext_scale_for(x))))
-        y = ev.rescale(ev.mul_relin(ax, x))
-    if b is not None:
-        bx = ev.rescale(ev.mul_plain(x, encoder.encode(b, level=x.level, scale=ev.plaintext_scale_for(x))))
-        y = ev.add(y, bx)
-    if c is not None:
-        y = ev.add_plain(y, encoder.encode(c, level=y.level, scale=y.scale))
-    return y
+def slot_values(v: Optional[np.ndarray]) -> Optional[dict]:
+    """A per-slot vector as the program stores it: its non-zero slots and their values."""
+    if v is None:
+        return None
+    v = np.asarray(v, dtype=np.float64)
+    nz = np.flatnonzero(v)
+    return {"slots": nz.astype(np.int64).tolist(), "values": v[nz].tolist()}
 
 
 def _monic(graph: Graph) -> Graph:
@@ -575,7 +476,7 @@ def special_primes(log_q: Sequence[int], budget: int) -> Optional[list[int]]:
     return None if best is None else best[1]
 
 
-def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: int, p_bits: Optional[list], log_n: Optional[int]) -> CkksParameters:
+def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: int, p_bits: Optional[list], log_n: Optional[int]) -> tuple[CkksParameters, dict]:
     """The smallest ring whose 128-bit bound holds q_0, `depth` scale primes and special primes
     (given, or chosen by `special_primes` for the fewest key-switching digits), with enough slots."""
     log_q = [log_q0] + [log_scale] * depth
@@ -588,7 +489,8 @@ def _choose_parameters(depth: int, slots_needed: int, log_scale: int, log_q0: in
             if not p or sum(log_q) + sum(p) > MAX_LOG_QP.get(ln, 0):
                 break
             try:
-                return CkksParameters.scale_stable(1 << ln, log_q0, log_scale, depth, p)
+                recipe = {"kind": "scale_stable", "n": 1 << ln, "log_q0": log_q0, "log_scale": log_scale, "levels": depth, "p_bits": [int(b) for b in p]}
+                return CkksParameters.scale_stable(1 << ln, log_q0, log_scale, depth, p), recipe
             except SecurityError:
                 if p_bits:
                     raise
@@ -607,3 +509,27 @@ def plaintext_reference(graph: Graph, x: np.ndarray) -> np.ndarray:
     from .frontend import run_float  # noqa: PLC0415
 
     return run_float(graph, np.asarray(x, dtype=np.float64)[None])[0]
+
+
+#: Built-in names the FHE mode takes besides the ResNet-20 ones (`fhe_resnet.RESNET20_MODELS`).
+FHE_MODELS = {"cnn-square": "cnn-square-cifar10"}
+
+
+def compile_model(model, *, calibration=None) -> tuple[dict, object]:
+    """(the runtime's FHE program, the compiler object) for `model`: a ResNet-20 name
+    (`fhe_resnet.RESNET20_MODELS`: bootstrapping, value bounds from `calibration`, raw uint8
+    CIFAR-10 images, default the bundled training images), a built-in name, a model file, or a
+    model-front `Graph` (quadratic activations, no bootstrapping)."""
+    from .fhe_resnet import RESNET20_MODELS, load_resnet20  # noqa: PLC0415
+    from .frontend import zoo  # noqa: PLC0415
+
+    if isinstance(model, str) and model in RESNET20_MODELS:
+        net = load_resnet20(model, calibration)
+        return net.program(RESNET20_MODELS[model]), net
+    if isinstance(model, Graph):
+        graph, name = model, model.name
+    else:
+        name = FHE_MODELS.get(str(model), str(model))
+        graph = zoo.load_model(name)
+    compiled = FheModel(graph)
+    return compiled.program(name), compiled

@@ -24,37 +24,24 @@ itself and/or on a stage's input (always in [-1, 1], so no scaling), placed to u
 bootstraps and then to leave the most levels (two per ReLU in ResNet-20, where a ReLU's input
 arrives with one or two levels).
 
-Server (`FheResNet`): weights, layers, the plan, one bootstrapper that every session shares;
-`FheResNetSession`: one client's public keys. The client (`FheResNetClient`, from the public
-`ResNetSpec` alone) holds the secret key and generates the level-aware rotation keys of the
-convolutions and the bootstrapping keys; `lycaon serve/infer --mode fhe` carry them over TCP
-(fhe_service).
+`FheResNet` compiles (weights, layers, the plan) and writes the runtime's FHE program
+(`FheResNet.program`); the runtime runs it (lycaon-runtime's `fhe` module: one bootstrapper that
+every session shares, each session with one client's public keys; the client, from the public
+program alone, holds the secret key and generates the level-aware rotation keys and the
+bootstrapping keys).
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from ._native import (
-    CkksBootstrapKeys,
     CkksBootstrapParams,
-    CkksBootstrapper,
-    CkksCiphertext,
-    CkksDecryptor,
-    CkksEncoder,
-    CkksEncryptor,
-    CkksEvaluationKeys,
-    CkksEvaluator,
-    CkksKeyGenerator,
-    CkksParameters,
-    CkksPublicKey,
     FheAvgPoolFc,
     FheCaConv,
     FheMpConv,
@@ -63,7 +50,6 @@ from ._native import (
     composite_relu,
     multiplexed_pack,
 )
-from .fhe import evaluate_quadratic, rerandomised
 from .frontend.executor import run_node
 from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm, monic_quadratics
@@ -95,31 +81,6 @@ def composite_relu_schedule(stage_depths: Sequence[int], level: int, top: int) -
     return best[2], -best[1]
 
 
-def scalar_quadratic(ev: CkksEvaluator, x, a: Optional[float], b: float, c: float):
-    """a x^2 + b x + c with the same coefficients in every slot (one RA ciphertext is one
-    channel): one level when a is None (monic), two otherwise."""
-    y = ev.rescale(ev.mul_relin(x, x)) if a is None else ev.rescale(ev.mul_relin(ev.rescale(ev.mul_const(x, float(a))), x))
-    if b:
-        y = ev.add(y, ev.rescale(ev.mul_const(x, float(b))))
-    return ev.add_const(y, float(c)) if c else y
-
-
-def evaluate_composite_relu(ev: CkksEvaluator, x, bound: float, steps: Sequence[np.ndarray], depths: Sequence[int], top: int, bootstrap: Callable):
-    """ReLU of the encrypted `x` (|x| <= `bound`): u = x / bound, the stages `steps` (the last one
-    the step bound (1 + p) / 2, `FheResNet.relu_step`), u * step; `bootstrap` (ciphertext in
-    [-1, 1] -> the same at level `top`) where `composite_relu_schedule` puts it."""
-    flags, _ = composite_relu_schedule(depths, x.level, top)
-    u = ev.rescale(ev.mul_const(x, 1.0 / bound))
-    if flags[0]:
-        u = bootstrap(u)
-    y = u
-    for i, coeffs in enumerate(steps):
-        if i and flags[i]:
-            y = bootstrap(y)
-        y = ev.evaluate_chebyshev(y, list(coeffs))
-    return ev.rescale(ev.mul_relin(u, y))
-
-
 #: Model names this path serves: the shipped AESPA ResNet-20 (quadratics) and the shipped ReLU
 #: ResNet-20 (composite minimax ReLU), each under the name of its weights too.
 RESNET20_MODELS = {"resnet20": "resnet20-aespa-cifar10", "resnet20-aespa-cifar10": "resnet20-aespa-cifar10",
@@ -127,42 +88,6 @@ RESNET20_MODELS = {"resnet20": "resnet20-aespa-cifar10", "resnet20-aespa-cifar10
 
 #: The one bootstrappable shape (logN = 16, 2^15 slots), by the name the wire spec uses.
 BOOTSTRAP_SHAPES = {"logn16_full_slots": CkksBootstrapParams.logn16_full_slots}
-
-
-@dataclass(frozen=True)
-class ResNetSpec:
-    """What a client needs (public): the parameters and bootstrapping shape, the input's
-    multiplexed layout, every rotation step with the highest level it is used at, the logits."""
-
-    params: CkksParameters
-    shape_name: str
-    input_shape: tuple
-    input_layout: tuple
-    rotation_levels: dict
-    top: int
-    outputs: int
-
-    def to_json(self) -> dict:
-        return {"kind": "resnet-bootstrapped", "bootstrap_shape": self.shape_name, "input_shape": list(self.input_shape),
-                "input_layout": list(self.input_layout), "rotation_levels": {str(k): v for k, v in self.rotation_levels.items()},
-                "top_level": self.top, "outputs": self.outputs}
-
-    @staticmethod
-    def from_json(d: dict, params: CkksParameters) -> "ResNetSpec":
-        name = d.get("bootstrap_shape")
-        if name not in BOOTSTRAP_SHAPES:
-            raise LycaonError(f"unknown bootstrapping shape {name!r} (this client knows {', '.join(BOOTSTRAP_SHAPES)})")
-        if BOOTSTRAP_SHAPES[name]().parameters().to_bytes() != params.to_bytes():
-            raise LycaonError(f"the parameters sent are not those of the bootstrapping shape {name}")
-        try:
-            return ResNetSpec(params, name, tuple(int(v) for v in d["input_shape"]), tuple(int(v) for v in d["input_layout"]),
-                              {int(k): int(v) for k, v in d["rotation_levels"].items()}, int(d["top_level"]), int(d["outputs"]))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise LycaonError(f"a malformed ResNet spec: {type(e).__name__} {e}") from None
-
-    @property
-    def shape(self) -> CkksBootstrapParams:
-        return BOOTSTRAP_SHAPES[self.shape_name]()
 
 
 @dataclass
@@ -178,6 +103,11 @@ class _Op:
     b: Optional[np.ndarray] = None
     c: Optional[np.ndarray] = None
     bias: Optional[np.ndarray] = None
+    fields: dict = field(default_factory=dict)  # the layer's own part of the program's op
+
+
+def _layout(l: tuple) -> dict:
+    return {"channels": int(l[0]), "height": int(l[1]), "width": int(l[2]), "gap": int(l[3])}
 
 
 class FheResNet:
@@ -225,23 +155,6 @@ class FheResNet:
             raise ModelError(f"bootstrap placement {placement!r}: fewest or greedy")
         self.refresh_plan = self._fewest_refreshes() if placement == "fewest" else self._greedy_refreshes()
         self._rotation_levels = self._rotation_plan()
-        self._bootstrapper: Optional[CkksBootstrapper] = None
-        self._bootstrapper_lock = threading.Lock()
-
-    @property
-    def spec(self) -> ResNetSpec:
-        """The public part a client needs (no weights)."""
-        return ResNetSpec(self.params, self.shape_name, tuple(self.graph.input_shape), tuple(self.input_layout), self.rotation_levels(),
-                          self.top, self.ops[-1].layout[0])
-
-    @property
-    def bootstrapper(self) -> CkksBootstrapper:
-        """The circuit, built on first use and shared by every session (it keeps the transforms'
-        encoded diagonals, 3.1 GB, after the first bootstrap); each call brings its keys."""
-        with self._bootstrapper_lock:  # sessions start in threads of their own: build it once
-            if self._bootstrapper is None:
-                self._bootstrapper = CkksBootstrapper(self.params, self.shape)
-        return self._bootstrapper
 
     def _maxima(self, x: np.ndarray):
         """Per chunk of images, the largest |value| of every tensor of each image (float64)."""
@@ -289,7 +202,9 @@ class FheResNet:
                 out = layer.output_layout
                 bias = node.params.get("bias")
                 bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
-                ops.append(_Op("conv", node.name, list(node.inputs), node.output, 2, layer, out, bias=bias_vec))
+                ops.append(_Op("conv", node.name, list(node.inputs), node.output, 2, layer, out, bias=bias_vec,
+                               fields={"input": _layout(src), "out_channels": int(wgt.shape[0]), "kernel": int(k), "stride": int(stride),
+                                       "weights": wgt.ravel().tolist()}))
             elif node.op == "poly":
                 coeffs = np.asarray(node.params["coefficients"], dtype=np.float64)
                 if coeffs.ndim != 2 or coeffs.shape[1] != 3:
@@ -321,7 +236,8 @@ class FheResNet:
                 bias = np.asarray(lin.params.get("bias") if lin.params.get("bias") is not None else np.zeros(wgt.shape[0]), dtype=np.float64)
                 layer = FheAvgPoolFc(self.params, src, wgt.shape[0], wgt.ravel(), bias)
                 out = (wgt.shape[0],)
-                ops.append(_Op("pool_fc", node.name, list(node.inputs), lin.output, 1, layer, out))
+                ops.append(_Op("pool_fc", node.name, list(node.inputs), lin.output, 1, layer, out,
+                               fields={"input": _layout(src), "n_out": int(wgt.shape[0]), "weights": wgt.ravel().tolist(), "bias": bias.tolist()}))
                 layouts[flat.output] = out
                 i += 2
                 node = lin
@@ -363,7 +279,7 @@ class FheResNet:
         if coeffs.ndim != 2 or coeffs.shape[1] != 3 or not np.all(coeffs[:, 2] != 0):
             return None
         (w1, k1, _), (w2, k2, _) = first, second
-        c_mid, (c, h, w, _, slots) = w1.shape[0], src
+        c_mid, (_, h, w, _, slots) = w1.shape[0], src
         beta = np.asarray(conv1.params["bias"], dtype=np.float64) if conv1.params.get("bias") is not None else np.zeros(c_mid)
         a, b, c0 = coeffs[:, 2], coeffs[:, 1], coeffs[:, 0]
         b, c0 = 2 * a * beta + b, a * beta ** 2 + b * beta + c0
@@ -380,7 +296,9 @@ class FheResNet:
         bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
         act_depth = 1 if monic else 2
         return _Op("hyphen", conv1.name, [conv1.inputs[0]], conv2.output, 2 + act_depth, (ca, ra), out,
-                   a=None if monic else a, b=b, c=c0, bias=bias_vec)
+                   a=None if monic else a, b=b, c=c0, bias=bias_vec,
+                   fields={"input": _layout(src), "mid_channels": int(c_mid), "kernel1": int(k1), "weights1": w1.ravel().tolist(),
+                           "out_channels": int(w2.shape[0]), "kernel2": int(k2), "weights2": w2.ravel().tolist()})
 
     def _layer_levels(self, op: _Op, level: int) -> list:
         """(layer, level it runs at) for each layer of `op` that rotates."""
@@ -475,6 +393,55 @@ class FheResNet:
             levels[op.output] = self.output_level(op, lvl)
         return need
 
+    def op_levels(self) -> list:
+        """The level each op reads its inputs at, under `refresh_plan` (after its refreshes)."""
+        levels = {self.graph.input_name: self.top}
+        out = []
+        for op, refresh in zip(self.ops, self.refresh_plan):
+            for name in refresh:
+                levels[name] = self._refreshed_level(name)
+            lvl = min(levels[n] for n in op.inputs)
+            out.append(lvl)
+            levels[op.output] = self.output_level(op, lvl)
+        return out
+
+    def program(self, name: Optional[str] = None, metadata: Optional[dict] = None) -> dict:
+        """The compiled network as the runtime's FHE program (JSON-ready; carries the weights):
+        the bootstrappable parameters by shape name, the multiplexed input, every op with its
+        level and the tensors refreshed before it, the level-aware keys."""
+        from .fhe import slot_values  # noqa: PLC0415
+
+        ops = []
+        for op, refresh, level in zip(self.ops, self.refresh_plan, self.op_levels()):
+            d = {"name": op.node, "inputs": list(op.inputs), "output": op.output, "level": int(level), "depth": int(op.depth),
+                 "refresh": [{"tensor": n, "bound": float(self.bounds[n])} for n in refresh]}
+            if op.kind == "conv":
+                d.update(kind="mp_conv", bias=slot_values(op.bias), **op.fields)
+            elif op.kind == "hyphen":
+                d.update(kind="hyphen", a=None if op.a is None else np.asarray(op.a, dtype=np.float64).tolist(), b=np.asarray(op.b, dtype=np.float64).tolist(),
+                         c=np.asarray(op.c, dtype=np.float64).tolist(), bias=slot_values(op.bias), **op.fields)
+            elif op.kind == "quadratic":
+                d.update(kind="quadratic", a=slot_values(op.a), b=slot_values(op.b), c=slot_values(op.c))
+            elif op.kind == "linear":
+                d.update(kind="scale_shift", b=slot_values(op.b if op.b is not None else np.zeros(self.slots)), c=slot_values(op.c))
+            elif op.kind == "relu":
+                d.update(kind="composite_relu", bound=float(self.bounds[op.inputs[0]]), stages=[np.asarray(c, dtype=np.float64).tolist() for c in self.relu_step(op.inputs[0])],
+                         depths=[int(x) for x in self.relu["depths"]])
+            elif op.kind == "add":
+                d.update(kind="add")
+            elif op.kind == "pool_fc":
+                d.update(kind="pool_fc", **op.fields)
+            else:
+                raise ModelError(f"{op.node}: op kind {op.kind} has no program form")
+            ops.append(d)
+        c, h, w = self.graph.input_shape
+        return {"format": 1, "name": name or self.graph.name, "parameters": {"kind": "bootstrappable", "shape": self.shape_name},
+                "input": self.graph.input_name, "input_shape": [int(c), int(h), int(w)],
+                "input_packing": {"kind": "multiplexed", **_layout(self.input_layout)}, "input_level": int(self.top), "output": self.ops[-1].output,
+                "output_slots": list(range(int(self.ops[-1].layout[0]))), "ops": ops,
+                "rotation_levels": {str(int(k)): int(v) for k, v in self.rotation_levels().items()},
+                "relin_level": int(self.top), "metadata": metadata or {}}
+
     def output_level(self, op: _Op, level: int) -> int:
         """The level `op` leaves its output at, from its input's."""
         if op.kind == "relu":
@@ -520,82 +487,6 @@ class FheResNet:
         return values[self.graph.output][0]
 
 
-class FheResNetClient:
-    """Client side, from the public `ResNetSpec`: secret key (never leaves), public key (for the
-    server's re-randomisation), keys (level-aware rotations, relinearisation, bootstrapping),
-    packing, encryption, decryption."""
-
-    def __init__(self, spec: ResNetSpec):
-        self.spec = spec
-        self._keygen = CkksKeyGenerator(spec.params)
-        self._sk = self._keygen.secret_key()
-        self.public_key: CkksPublicKey = self._keygen.public_key()
-        self._encoder = CkksEncoder(spec.params)
-        self._encryptor = CkksEncryptor(spec.params, None, self._sk)
-        self._decryptor = CkksDecryptor(spec.params, self._sk)
-
-    def network_keys(self):
-        """(relinearisation key, Galois keys): every rotation step of the convolutions at the
-        highest level it is used at (level-aware)."""
-        need = self.spec.rotation_levels
-        relin = self._keygen.relin_key(level=self.spec.top)
-        return relin, self._keygen.galois_keys(list(need), levels=list(need.values()))
-
-    def bootstrap_keys(self) -> CkksBootstrapKeys:
-        """Every key of the bootstrapping circuit, each only up to the level where it is used."""
-        return CkksBootstrapper(self.spec.params, self.spec.shape).generate_keys(self._keygen)
-
-    def bootstrap_key_bytes(self) -> bytes:
-        """The same keys, serialised (seeded) as they are made, never all held at once: what a
-        remote client uploads (`CkksBootstrapKeys.from_bytes` reads them)."""
-        return CkksBootstrapper(self.spec.params, self.spec.shape).generate_keys_bytes(self._keygen)
-
-    def keys(self, progress: Optional[Callable[[str], None]] = None):
-        """(relinearisation key, Galois keys, bootstrapping keys) in one call."""
-        if progress:
-            progress(f"{len(self.spec.rotation_levels)} rotation keys by level")
-        relin, galois = self.network_keys()
-        if progress:
-            progress("bootstrapping keys")
-        return relin, galois, self.bootstrap_keys()
-
-    def encrypt(self, x: np.ndarray) -> CkksCiphertext:
-        x = np.asarray(x, dtype=np.float64)
-        if x.shape != tuple(self.spec.input_shape):
-            raise LycaonError(f"the model takes input of shape {tuple(self.spec.input_shape)}, got {x.shape}")
-        v = multiplexed_pack(*self.spec.input_layout, x.ravel())
-        return self._encryptor.encrypt_symmetric(self._encoder.encode(v, level=self.spec.top)).expand()
-
-    def decrypt(self, ct: CkksCiphertext) -> np.ndarray:
-        return np.asarray(self._encoder.decode_real(self._decryptor.decrypt(ct)))[:self.spec.outputs]
-
-
-class FheResNetSession:
-    """One client's public keys over a compiled network (server side). `infer` re-randomises
-    its result with a fresh encryption of zero under the client's public key, when given."""
-
-    def __init__(self, net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, public_key: Optional[CkksPublicKey] = None):
-        self.net, self.relin, self.galois, self.boot_keys = net, relin, galois, boot_keys
-        self._rerandomiser = CkksEncryptor(net.params, public_key, None) if public_key is not None else None
-        self._encoder = CkksEncoder(net.params)
-        self._adder = CkksEvaluator(net.params, CkksEvaluationKeys(None, None))
-
-    def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
-        """The logits ciphertext (`answer` without the timings)."""
-        return self.answer(ct, progress)[0]
-
-    def answer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
-        """(logits ciphertext, {bootstraps, seconds per kind}); LycaonError for an input of
-        another slot count or level."""
-        net = self.net
-        if ct.slots != net.slots or ct.level != net.top:
-            raise LycaonError(f"the input ciphertext has {ct.slots} slots at level {ct.level}; the network takes {net.slots} slots at level {net.top}")
-        out, stats = infer(net, self.relin, self.galois, self.boot_keys, ct, progress)
-        if self._rerandomiser is not None:
-            out = rerandomised(self._adder, self._encoder, self._rerandomiser, out)
-        return out, stats
-
-
 def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: bool = True, placement: str = "greedy") -> FheResNet:
     """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS.
     `calibration`: raw uint8 CIFAR-10 images for the value bounds; default 64 training images
@@ -617,75 +508,3 @@ def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: 
     graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
     graph.name = name
     return FheResNet(graph, resnet.preprocess(calibration), hyphen=hyphen, placement=placement)
-
-
-def infer(net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, ct, progress: Optional[Callable[[int, int, str], None]] = None) -> tuple:
-    """Runs the network on `net.bootstrapper` with one client's keys; returns (logits
-    ciphertext, {bootstraps, seconds per kind})."""
-    ev = CkksEvaluator(net.params, CkksEvaluationKeys(relin, galois))
-    boot_ev = CkksEvaluator(net.params, boot_keys.evaluation_keys)
-    encoder = CkksEncoder(net.params)
-    boot = net.bootstrapper
-    values = {net.graph.input_name: ct}
-    stats = {"bootstraps": 0, "bootstrap_s": 0.0, "conv_s": 0.0, "quadratic_s": 0.0, "relu_s": 0.0, "other_s": 0.0}
-
-    def bootstrap(x):
-        t0 = time.perf_counter()
-        x = boot.bootstrap(boot_ev, x, boot_keys)
-        stats["bootstraps"] += 1
-        stats["bootstrap_s"] += time.perf_counter() - t0
-        return x
-
-    def refresh(name: str):
-        x, b = values[name], net.bounds[name]
-        x = bootstrap(ev.rescale(ev.mul_const(x, 1.0 / b)))
-        values[name] = ev.mul_integer(x, int(b)) if b >= 1 else ev.rescale(ev.mul_const(x, b))
-
-    for n, (op, refreshes) in enumerate(zip(net.ops, net.refresh_plan)):
-        for name in refreshes:
-            refresh(name)
-        lowest = min(values[name].level for name in op.inputs)
-        if lowest < op.depth:
-            raise LycaonError(f"{op.node}: its input is at level {lowest}, below its depth {op.depth} (the refresh plan does not fit)")
-        t0 = time.perf_counter()
-        x = values[op.inputs[0]]
-        if op.kind == "conv":
-            y = op.layer.evaluate(ev, x)
-            if op.bias is not None:
-                y = ev.add_plain(y, encoder.encode(op.bias, level=y.level, scale=y.scale))
-            stats["conv_s"] += time.perf_counter() - t0
-        elif op.kind == "quadratic":
-            y = evaluate_quadratic(ev, encoder, x, op.a, op.b, op.c)
-            stats["quadratic_s"] += time.perf_counter() - t0
-        elif op.kind == "hyphen":
-            ca, ra = op.layer
-            mids = ca.evaluate(ev, x)
-            t1 = time.perf_counter()
-            mids = [scalar_quadratic(ev, m, None if op.a is None else op.a[j], op.b[j], op.c[j]) for j, m in enumerate(mids)]
-            t2 = time.perf_counter()
-            y = ra.evaluate(ev, mids)
-            if op.bias is not None:
-                y = ev.add_plain(y, encoder.encode(op.bias, level=y.level, scale=y.scale))
-            stats["quadratic_s"] += t2 - t1
-            stats["conv_s"] += time.perf_counter() - t0 - (t2 - t1)
-        elif op.kind == "linear":
-            y = ev.rescale(ev.mul_plain(x, encoder.encode(op.b if op.b is not None else np.zeros(net.slots), level=x.level, scale=ev.plaintext_scale_for(x))))
-            if op.c is not None:
-                y = ev.add_plain(y, encoder.encode(op.c, level=y.level, scale=y.scale))
-            stats["other_s"] += time.perf_counter() - t0
-        elif op.kind == "relu":
-            b0 = stats["bootstrap_s"]
-            y = evaluate_composite_relu(ev, x, net.bounds[op.inputs[0]], net.relu_step(op.inputs[0]), net.relu["depths"], net.top, bootstrap)
-            stats["relu_s"] += time.perf_counter() - t0 - (stats["bootstrap_s"] - b0)
-        elif op.kind == "add":
-            y = ev.add(x, values[op.inputs[1]])
-        elif op.kind == "pool_fc":
-            y = op.layer.evaluate(ev, x)
-            stats["other_s"] += time.perf_counter() - t0
-        else:
-            raise LycaonError(f"unknown op {op.kind}")
-        values[op.output] = y
-        if progress is not None:
-            progress(n + 1, len(net.ops), op.node)
-    return values[net.graph.output], stats
-

@@ -458,13 +458,20 @@ class Server:
     before they go back; ``max_sessions`` clients are served at once; a session idle for
     ``timeout_s`` is dropped."""
 
-    def __init__(self, model, *, calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits", link: str = "lan",
-                 emulate_link: bool = False, calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: int = 4, timeout_s: float = 300.0,
-                 exact_truncation: bool = True, algorithms: Sequence[str] = ()):
+    def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
+                 link: str = "lan", emulate_link: bool = False, calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
+                 timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0):
         from lycaon.plan import dataset_of  # noqa: PLC0415
         from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
         native_server = _native_fn("HybridServer")  # before the minutes of planning
+        if mode not in ("hybrid", "fhe"):
+            raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
+        self.mode = mode
+        if mode == "fhe":
+            self._init_fhe(native_server, model, calibration, labels, max_sessions, timeout_s, link if emulate_link else "none", flood_precision_bits)
+            return
+        max_sessions = 4 if max_sessions is None else max_sessions
         spec = Preprocess.from_any(preprocess)
         self.program, self.weights, self.quantized, self.plan = _prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
                                                                          flood_bits=flood_bits, plan=plan, calibration=calibration, preprocess=spec,
@@ -484,6 +491,29 @@ class Server:
                         "flood_bits": float(flood_bits), "metadata": self.metadata}
         self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
         self.address: Optional[str] = None
+
+    def _init_fhe(self, native_server, model, calibration, labels, max_sessions: Optional[int], timeout_s: float, link: str, flood_precision_bits: float) -> None:
+        """The FHE mode: the network compiled for CKKS (lycaon.fhe), served by the runtime; the
+        server holds the weights and each session's public keys. ResNet-20 sessions hold about
+        10 GB of keys each: one at a time unless ``max_sessions`` says otherwise."""
+        from lycaon import fhe  # noqa: PLC0415
+        from lycaon.plan import dataset_of  # noqa: PLC0415
+        from lycaon.preprocessing import load_labels  # noqa: PLC0415
+
+        self.program, self.compiled = fhe.compile_model(model, calibration=calibration)
+        graph = self.compiled.graph
+        classes = len(self.program["output_slots"])
+        dataset = dataset_of(graph)
+        names = load_labels(labels, classes) if labels is not None else LABELS.get(dataset)
+        self.metadata = {"model": self.program["name"], "input_shape": [int(d) for d in graph.input_shape], "classes": classes, "preprocess": dataset,
+                         "labels": names}
+        bootstrapping = self.program["parameters"]["kind"] == "bootstrappable"
+        self.options = {"max_sessions": int(max_sessions if max_sessions is not None else 1 if bootstrapping else 4), "timeout_s": float(timeout_s),
+                        "link": link, "metadata": self.metadata, "flood_precision_bits": float(flood_precision_bits),
+                        "max_message_bytes": 1 << 30}
+        self.weights, self.quantized, self.plan = None, None, None
+        self._server = native_server.fhe(json.dumps(self.program), json.dumps(self.options))
+        self.address = None
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
         """Listens on host:port (0: any free port) in background threads; returns the bound
@@ -511,8 +541,10 @@ class Server:
         self.stop()
 
     def __repr__(self) -> str:
-        linear = sum(op["op"] == "linear" for op in self.program["ops"])
         where = self.address or "not listening"
+        if self.mode == "fhe":
+            return f"Server({self.program['name']!r}, mode='fhe', {len(self.program['ops'])} ops, {where})"
+        linear = sum(op["op"] == "linear" for op in self.program["ops"])
         return f"Server({self.program['name']!r}, {len(self.program['ops'])} ops, {linear} linear, reveal={self.program['reveal']!r}, {where})"
 
 
@@ -562,19 +594,38 @@ class Client:
     half of the protocol; the server learns nothing of the image and the client nothing of the
     weights beyond the revealed output."""
 
-    def __init__(self, addr: str, *, timeout_s: float = 300.0, link: str = "none"):
+    def __init__(self, addr: str, *, timeout_s: float = 300.0, link: str = "none", mode: Optional[str] = None):
         """``link`` emulates a link on what the client sends (``lan``, ``wan``, ``100mbps,10ms``;
-        the server emulates its own direction) and prices communication time in the results."""
+        the server emulates its own direction) and prices communication time in the results.
+        ``mode``: the mode the server must serve ("hybrid" or "fhe"; None: whichever it serves).
+        In the FHE mode the first ``infer`` makes this client's keys and sends them once (a
+        ResNet-20 session: about 5 GB and minutes); later calls reuse the session."""
         self.address = addr
         self.options = {"timeout_s": float(timeout_s), "link": link}
-        self._program: Optional[dict] = None
+        self._expected_mode = mode
+        self._public: Optional[dict] = None
+        self._fhe = None
+        self.on_keys: Optional[Callable[[str], None]] = None
+
+    @property
+    def public(self) -> dict:
+        """What the server serves: {"mode", "program"} (fetched once)."""
+        if self._public is None:
+            self._public = json.loads(_native_fn("fetch_public_model")(self.address, json.dumps({"timeout_s": self.options["timeout_s"]})))
+            mode = self._public["mode"]
+            if self._expected_mode is not None and mode != self._expected_mode:
+                raise _native.LycaonError(f"the server at {self.address} serves the {mode} mode, not {self._expected_mode}; run the client with --mode {mode}")
+        return self._public
+
+    @property
+    def mode(self) -> str:
+        """"hybrid" or "fhe", as the server says."""
+        return self.public["mode"]
 
     @property
     def program(self) -> dict:
-        """The server's public program (fetched once)."""
-        if self._program is None:
-            self._program = json.loads(_native_fn("hybrid_fetch_program")(self.address, json.dumps({"timeout_s": self.options["timeout_s"]})))
-        return self._program
+        """The server's public program."""
+        return self.public["program"]
 
     @property
     def metadata(self) -> dict:
@@ -626,6 +677,30 @@ class Client:
             raise ValueError("the input holds NaN or infinite values")
         return x
 
+    @property
+    def fhe_session(self):
+        """The FHE session (keys made and sent on first use)."""
+        if self._fhe is None:
+            opts = {"timeout_s": max(self.options["timeout_s"], 3600.0)}
+            self._fhe = _native_fn("FheSession").connect(self.address, json.dumps(opts), self.on_keys)
+        return self._fhe
+
+    def close(self) -> None:
+        """Ends the FHE session, if one is open (hybrid sessions end with each image)."""
+        if self._fhe is not None:
+            self._fhe.close()
+            self._fhe = None
+
+    def _infer_fhe(self, x, progress) -> InferenceResult:
+        session = self.fhe_session
+        raws = [json.loads(session.infer(np.ascontiguousarray(row.reshape(-1), dtype=np.float64), progress)) for row in self.preprocess(x)]
+        logits = np.array([r["logits"] for r in raws], dtype=np.float64)
+        totals = {key: sum(r.get(key) or 0 for r in raws) for key in ("client_s", "comm_s", "total_s")}
+        return InferenceResult(labels=[int(r["label"]) for r in raws], logits=logits, top5=[list(map(int, np.argsort(-row, kind="stable")[:5])) for row in logits],
+                               layers=[], server_s=sum(r["report"]["server_s"] for r in raws), two_party_s=0.0, **totals,
+                               bytes=sum(r["up_bytes"] + r["down_bytes"] for r in raws), rounds=len(raws), images=raws, program=self.program,
+                               session_keys=json.loads(session.keys))
+
     def encode(self, x) -> np.ndarray:
         """Integer inputs at scale 2^f, (N, C*H*W) int64: round(x * 2^f) of the preprocessed images,
         as ``QuantizedModel.encode_input``."""
@@ -635,6 +710,8 @@ class Client:
     def infer(self, x, *, progress: Optional[Callable[[int, int, str], None]] = None) -> InferenceResult:
         """Private inference of one image or a batch (see ``preprocess``), one session per image.
         ``progress(done, total, name)`` is called after each op of each image."""
+        if self.mode == "fhe":
+            return self._infer_fhe(x, progress)
         program = self.program
         fn = _native_fn("hybrid_infer")
         raws = []

@@ -219,6 +219,19 @@ impl TcpChannel {
         self
     }
 
+    /// Changes the read and write timeouts from now on (a server gives a new connection a few
+    /// seconds for its hello, then the session's timeout). Errors: `InvalidArgument` for a zero
+    /// timeout.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+        if timeout.is_zero() {
+            return Err(MpcError::InvalidArgument("the timeout must be positive".into()));
+        }
+        self.reader.get_ref().set_read_timeout(Some(timeout))?;
+        self.reader.get_ref().set_write_timeout(Some(timeout))?;
+        self.timeout = timeout;
+        Ok(())
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use lycaon_mpc::tcp::TcpChannel;
 use lycaon_runtime::server::LogSink;
-use lycaon_runtime::session::{fetch_program, run_client, run_local, ServedModel};
-use lycaon_runtime::{link_model, Program, RuntimeError, Server, ServerOptions, SessionOptions, Weights};
+use lycaon_runtime::session::{fetch_program, fetch_public, run_client, run_local, ServedModel};
+use lycaon_runtime::{link_model, Program, RuntimeError, Served, Server, ServerOptions, SessionOptions, Weights};
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -17,17 +17,17 @@ use serde::Deserialize;
 
 use crate::LycaonError;
 
-fn err(e: RuntimeError) -> PyErr {
+pub(crate) fn err(e: RuntimeError) -> PyErr {
     LycaonError::new_err(e.to_string())
 }
 
-fn json_err(what: &str, e: serde_json::Error) -> PyErr {
+pub(crate) fn json_err(what: &str, e: serde_json::Error) -> PyErr {
     LycaonError::new_err(format!("malformed {what} JSON: {e}"))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ServerOptionsJson {
+pub(crate) struct ServerOptionsJson {
     #[serde(default)]
     max_sessions: Option<usize>,
     #[serde(default)]
@@ -42,6 +42,23 @@ struct ServerOptionsJson {
     prepared_weights_bytes: Option<usize>,
     #[serde(default)]
     metadata: Option<serde_json::Value>,
+    /// FHE mode: bits of precision the answers' noise flooding leaves in the logits (0: none).
+    #[serde(default)]
+    pub(crate) flood_precision_bits: Option<f64>,
+}
+
+impl ServerOptionsJson {
+    pub(crate) fn server_options(&self) -> PyResult<ServerOptions> {
+        let mut options = ServerOptions { timeout: timeout(self.timeout_s)?, ..ServerOptions::default() };
+        if let Some(m) = self.max_sessions {
+            options.max_sessions = m;
+        }
+        if let Some(m) = self.max_message_bytes {
+            options.max_message_bytes = m;
+        }
+        options.link = link_model(self.link.as_deref().unwrap_or("none")).map_err(err)?;
+        Ok(options)
+    }
 }
 
 #[derive(Deserialize)]
@@ -55,7 +72,7 @@ struct ClientOptionsJson {
     flood_bits: Option<f64>,
 }
 
-fn timeout(s: Option<f64>) -> PyResult<Duration> {
+pub(crate) fn timeout(s: Option<f64>) -> PyResult<Duration> {
     let s = s.unwrap_or(120.0);
     if !(s.is_finite() && s > 0.0) {
         return Err(LycaonError::new_err(format!("timeout_s must be a positive number of seconds, not {s}")));
@@ -115,13 +132,20 @@ fn served_model(
     Ok((model, w))
 }
 
-/// A hybrid-mode server for one model.
+/// A server for one model in either mode (`HybridServer(...)` or `HybridServer.fhe(...)`): one
+/// wire, one port, one session loop.
 #[pyclass(module = "lycaon._native")]
 pub struct HybridServer {
-    model: Arc<ServedModel>,
+    model: Served,
     options: ServerOptions,
     running: Mutex<Option<(Arc<AtomicBool>, Arc<LogSink>, JoinHandle<()>)>>,
     log: Mutex<Option<Arc<LogSink>>>,
+}
+
+impl HybridServer {
+    pub(crate) fn with(model: Served, options: ServerOptions) -> Self {
+        Self { model, options, running: Mutex::new(None), log: Mutex::new(None) }
+    }
 }
 
 #[pymethods]
@@ -129,16 +153,23 @@ impl HybridServer {
     #[new]
     fn new(program_json: &str, weights: &Bound<'_, PyDict>, options_json: &str) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let (model, _) = served_model(program_json, weights, o.flood_bits, o.prepared_weights_bytes, o.metadata)?;
-        let mut options = ServerOptions { timeout: timeout(o.timeout_s)?, ..ServerOptions::default() };
-        if let Some(m) = o.max_sessions {
-            options.max_sessions = m;
-        }
-        if let Some(m) = o.max_message_bytes {
-            options.max_message_bytes = m;
-        }
-        options.link = link_model(o.link.as_deref().unwrap_or("none")).map_err(err)?;
-        Ok(Self { model: Arc::new(model), options, running: Mutex::new(None), log: Mutex::new(None) })
+        let (model, _) = served_model(program_json, weights, o.flood_bits, o.prepared_weights_bytes, o.metadata.clone())?;
+        Ok(Self::with(Served::Hybrid(Arc::new(model)), o.server_options()?))
+    }
+
+    /// A server of an FHE program (`lycaon.fhe`'s compilers write it): the runtime prepares
+    /// the program once and serves sessions that bring their public keys.
+    #[staticmethod]
+    fn fhe(py: Python<'_>, program_json: &str, options_json: &str) -> PyResult<Self> {
+        let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
+        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits)?;
+        Ok(Self::with(Served::Fhe(Arc::new(served)), o.server_options()?))
+    }
+
+    /// "hybrid" or "fhe".
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.model.mode().name()
     }
 
     /// Starts serving on `addr` in background threads; returns the bound address.
@@ -193,16 +224,22 @@ impl HybridServer {
 
     /// The public program the server sends to clients (JSON).
     fn program_json(&self) -> String {
-        self.model.compiled.program.to_json()
+        match &self.model {
+            Served::Hybrid(m) => m.compiled.program.to_json(),
+            Served::Fhe(m) => m.exe.program().public().to_json(),
+        }
     }
 
-    /// log2 of each linear layer's flooding bound.
+    /// log2 of each linear layer's flooding bound (hybrid mode; empty in the FHE mode).
     fn flooding(&self) -> Vec<(String, u32)> {
-        self.model.flooding()
+        match &self.model {
+            Served::Hybrid(m) => m.flooding(),
+            Served::Fhe(_) => Vec::new(),
+        }
     }
 }
 
-fn call_progress(progress: &Option<Py<PyAny>>, done: usize, total: usize, name: &str) {
+pub(crate) fn call_progress(progress: &Option<Py<PyAny>>, done: usize, total: usize, name: &str) {
     if let Some(cb) = progress {
         Python::attach(|py| {
             let _ = cb.call1(py, (done, total, name));
@@ -241,6 +278,21 @@ pub fn hybrid_fetch_program(py: Python<'_>, addr: &str, options_json: &str) -> P
         })
         .map_err(err)?;
     Ok(program.to_json())
+}
+
+/// What a server serves, `{"mode": "hybrid" | "fhe", "program": ...}` (JSON), for either mode.
+#[pyfunction]
+#[pyo3(signature = (addr, options_json = "{}"))]
+pub fn fetch_public_model(py: Python<'_>, addr: &str, options_json: &str) -> PyResult<String> {
+    let o: ClientOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("client options", e))?;
+    let t = timeout(o.timeout_s)?;
+    let public = py
+        .detach(|| -> lycaon_runtime::Result<_> {
+            let mut ch = TcpChannel::connect(addr, lycaon_mpc::LinkModel::UNLIMITED, t)?;
+            fetch_public(&mut ch)
+        })
+        .map_err(err)?;
+    serde_json::to_string(&public).map_err(|e| LycaonError::new_err(e.to_string()))
 }
 
 /// Both roles in this process over an emulated link; returns the client's outcome (JSON) with

@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 mod ckks;
+mod fhe;
 mod hybrid;
 mod mpc;
 mod plan;
@@ -1164,6 +1165,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hybrid::hybrid_infer, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_fetch_program, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_local, m)?)?;
+    m.add_function(wrap_pyfunction!(hybrid::fetch_public_model, m)?)?;
+    m.add_class::<fhe::FheSession>()?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;

@@ -10,6 +10,8 @@
 //! holds a secret key; the server sees ciphertexts and its own uniformly masked shares.
 
 pub mod device;
+pub mod fhe;
+pub mod hello;
 pub mod linear;
 pub mod program;
 pub mod server;
@@ -17,7 +19,8 @@ pub mod session;
 mod wire;
 
 pub use program::{Op, OpKind, Program, Reveal, Weights};
-pub use server::{Server, ServerOptions};
+pub use hello::Mode;
+pub use server::{Served, Server, ServerOptions};
 pub use session::{ClientOutcome, LayerRecord, SessionOptions};
 
 /// Errors of a session, each naming what is wrong. Nothing secret is ever put into one.
@@ -39,6 +42,8 @@ pub enum RuntimeError {
     Bfv(#[from] lycaon_bfv::BfvError),
     #[error(transparent)]
     Plan(#[from] lycaon_plan::PlanError),
+    #[error("FHE evaluation: {0}")]
+    Fhe(String),
 }
 
 impl From<lycaon_bfv::rlwe::RlweError> for RuntimeError {

@@ -282,7 +282,7 @@ impl ServerLayer {
 
 /// A polynomial (NTT form, at `level`) with independent uniform noise in [-2^log2, 2^log2] at
 /// the coefficients `positions` and zero elsewhere.
-fn flooding_poly(params: &Parameters, level: usize, positions: &[usize], log2: u32, sampler: &mut Sampler) -> Result<Poly<lycaon_math::Ntt>> {
+pub(crate) fn flooding_poly(params: &Parameters, level: usize, positions: &[usize], log2: u32, sampler: &mut Sampler) -> Result<Poly<lycaon_math::Ntt>> {
     let basis = params.q_at(level)?;
     let n = params.n();
     let bound: u128 = 1u128 << log2;

@@ -13,12 +13,54 @@ use lycaon_mpc::tcp::TcpChannel;
 use lycaon_mpc::{Channel, LinkModel};
 use serde_json::json;
 
-use crate::session::{serve_session, ServedModel};
-use crate::{Result, RuntimeError};
+use crate::fhe::session::FheServed;
+use crate::hello::Hello;
+use crate::session::ServedModel;
+use crate::{Mode, Result, RuntimeError};
+
+/// What a server serves: a hybrid program with its weights, or an FHE program.
+#[derive(Clone)]
+pub enum Served {
+    Hybrid(Arc<ServedModel>),
+    Fhe(Arc<FheServed>),
+}
+
+impl Served {
+    pub fn mode(&self) -> Mode {
+        match self {
+            Served::Hybrid(_) => Mode::Hybrid,
+            Served::Fhe(_) => Mode::Fhe,
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Served::Hybrid(m) => m.compiled.program.name.clone(),
+            Served::Fhe(m) => m.name().to_string(),
+        }
+    }
+
+    /// Serves one session whose hello is `hello`: a JSON summary for the log.
+    fn serve(&self, channel: &mut dyn lycaon_mpc::Channel, hello: Hello) -> Result<serde_json::Value> {
+        match self {
+            Served::Hybrid(m) => {
+                let s = crate::session::serve_after_hello(m, channel, hello)?;
+                Ok(json!({"seconds": s.total_s, "bytes": s.bytes, "layers": s.layers}))
+            }
+            Served::Fhe(m) => {
+                let s = crate::fhe::session::serve_after_hello(m, channel, hello)?;
+                Ok(json!({"seconds": s.total_s, "bytes": s.bytes, "queries": s.queries, "key_bytes": s.key_bytes}))
+            }
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct ServerOptions {
     pub max_sessions: usize,
+    /// A connection whose hello has not arrived this long after it opened is dropped (idle
+    /// connections cannot hold the session slots).
+    pub hello_timeout: Duration,
     /// A session ends when the client is silent this long.
     pub timeout: Duration,
     /// Longest message a client may send.
@@ -29,7 +71,7 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { max_sessions: 16, timeout: Duration::from_secs(120), max_message_bytes: 256 << 20, link: LinkModel::UNLIMITED }
+        Self { max_sessions: 16, hello_timeout: Duration::from_secs(5), timeout: Duration::from_secs(120), max_message_bytes: 256 << 20, link: LinkModel::UNLIMITED }
     }
 }
 
@@ -63,7 +105,7 @@ impl LogSink {
 
 /// A bound server; `run` serves until `stop` is called (from any thread).
 pub struct Server {
-    model: Arc<ServedModel>,
+    model: Served,
     listener: TcpListener,
     options: ServerOptions,
     stop: Arc<AtomicBool>,
@@ -73,7 +115,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn bind(model: Arc<ServedModel>, addr: &str, options: ServerOptions) -> Result<Self> {
+    pub fn bind(model: Served, addr: &str, options: ServerOptions) -> Result<Self> {
         if options.max_sessions == 0 {
             return Err(RuntimeError::Program("max_sessions must be at least 1".into()));
         }
@@ -110,7 +152,7 @@ impl Server {
 
     /// Accepts and serves connections until stopped; sessions run on their own threads.
     pub fn run(&self) {
-        self.log.push(json!({"event": "listening", "addr": self.local_addr().to_string(), "model": self.model.compiled.program.name}));
+        self.log.push(json!({"event": "listening", "addr": self.local_addr().to_string(), "model": self.model.name(), "mode": self.model.mode().name()}));
         while !self.stop.load(Ordering::Relaxed) {
             match self.listener.accept() {
                 Ok((stream, peer)) => self.start_session(stream, peer),
@@ -124,7 +166,8 @@ impl Server {
     fn start_session(&self, stream: std::net::TcpStream, peer: SocketAddr) {
         let id = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         let _ = stream.set_nonblocking(false);
-        let channel = match TcpChannel::from_stream(stream, self.options.link, self.options.timeout) {
+        let hello_wait = self.options.hello_timeout.min(self.options.timeout);
+        let channel = match TcpChannel::from_stream(stream, self.options.link, hello_wait) {
             Ok(c) => c.with_max_frame(self.options.max_message_bytes),
             Err(e) => {
                 self.log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": e.to_string()}));
@@ -140,12 +183,28 @@ impl Server {
             return;
         }
         let (model, log, active) = (self.model.clone(), self.log.clone(), self.active.clone());
+        let session_timeout = self.options.timeout;
         let spawned = std::thread::Builder::new().name(format!("lycaon-session-{id}")).spawn(move || {
             let mut channel = channel;
+            let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
+            let hello = match hello.and_then(|h| channel.set_timeout(session_timeout).map(|_| h).map_err(RuntimeError::from)) {
+                Ok(h) => h,
+                Err(e) => {
+                    crate::wire::send_error(&mut channel, &e.to_string());
+                    log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": format!("no valid hello: {e}")}));
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
+            };
             log.push(json!({"event": "session_start", "session": id, "peer": peer.to_string()}));
-            let outcome = catch_unwind(AssertUnwindSafe(|| serve_session(&model, &mut channel)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| model.serve(&mut channel, hello)));
             match outcome {
-                Ok(Ok(summary)) => log.push(json!({"event": "session_end", "session": id, "peer": peer.to_string(), "seconds": summary.total_s, "bytes": summary.bytes, "layers": summary.layers})),
+                Ok(Ok(mut summary)) => {
+                    summary["event"] = json!("session_end");
+                    summary["session"] = json!(id);
+                    summary["peer"] = json!(peer.to_string());
+                    log.push(summary)
+                }
                 Ok(Err(e)) => log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": e.to_string()})),
                 Err(_) => log.push(json!({"event": "session_panic", "session": id, "peer": peer.to_string()})),
             }

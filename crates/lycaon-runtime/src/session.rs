@@ -22,13 +22,11 @@ use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
 use serde::Serialize;
 
 use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
-use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights, PROGRAM_VERSION};
+use crate::hello::{Hello, Mode, PublicModel, Want};
+use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights};
 use crate::wire::{self, Reader, Writer};
 use crate::{Result, RuntimeError};
 
-const MAGIC: &[u8; 4] = b"LYCN";
-const WANT_INFERENCE: u32 = 1;
-const WANT_PROGRAM: u32 = 2;
 
 /// Server-side settings of a session.
 #[derive(Clone, Copy, Debug)]
@@ -95,7 +93,7 @@ pub struct ServedModel {
 
 impl ServedModel {
     pub fn new(program: Program, weights: &Weights, options: SessionOptions) -> Result<Self> {
-        let public_json = program.to_json();
+        let public_json = PublicModel::json(Mode::Hybrid, &program.to_json())?;
         let compiled = program.compile()?;
         compiled.check_weights(weights)?;
         let mut layers = HashMap::new();
@@ -201,16 +199,21 @@ fn stats_diff(before: ChannelStats, after: ChannelStats, record: &mut LayerRecor
     record.rounds = d.rounds;
 }
 
-fn hello(want: u32) -> Vec<u8> {
-    let mut m = MAGIC.to_vec();
-    m.extend_from_slice(&PROGRAM_VERSION.to_le_bytes());
-    m.extend_from_slice(&want.to_le_bytes());
-    m
-}
-
 /// Runs the server's half of one session on `channel`. Errors are also sent to the client.
 pub fn serve_session(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerSummary> {
-    let result = serve_inner(model, channel);
+    let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
+    match hello {
+        Ok(h) => serve_after_hello(model, channel, h),
+        Err(e) => {
+            wire::send_error(channel, &e.to_string());
+            Err(e)
+        }
+    }
+}
+
+/// [`serve_session`] once the hello is read (the server reads it to choose the mode).
+pub fn serve_after_hello(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {
+    let result = serve_inner(model, channel, hello);
     if let Err(e) = &result {
         if !matches!(e, RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)) | RuntimeError::Mpc(lycaon_mpc::MpcError::Timeout(_))) {
             wire::send_error(channel, &e.to_string());
@@ -219,23 +222,12 @@ pub fn serve_session(model: &ServedModel, channel: &mut dyn Channel) -> Result<S
     result
 }
 
-fn serve_inner(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerSummary> {
+fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {
     let began = Instant::now();
-    let h = channel.recv()?;
-    if h.len() != 12 || &h[..4] != MAGIC {
-        return Err(RuntimeError::Protocol("the first message is not a Lycaon hello".into()));
-    }
-    let version = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
-    if version != PROGRAM_VERSION {
-        return Err(RuntimeError::Protocol(format!("the client speaks protocol version {version}, this server {PROGRAM_VERSION}")));
-    }
-    let want = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    hello.check_mode(Mode::Hybrid)?;
     wire::send(channel, model.public_json.as_bytes())?;
-    if want == WANT_PROGRAM {
+    if hello.want == Want::Program {
         return Ok(ServerSummary::default());
-    }
-    if want != WANT_INFERENCE {
-        return Err(RuntimeError::Protocol(format!("unknown request {want} in the hello")));
     }
     let compiled = &model.compiled;
     let upload = wire::recv(channel, "the key upload")?;
@@ -274,20 +266,31 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerS
     Ok(summary)
 }
 
-/// Asks a server for its public program only.
+/// Asks a server (of either mode) what it serves: its mode and public program.
+pub fn fetch_public(channel: &mut dyn Channel) -> Result<PublicModel> {
+    channel.send(&Hello { want: Want::Program, mode: None }.to_bytes())?;
+    PublicModel::parse(&wire::recv(channel, "the server's description")?)
+}
+
+/// The hybrid program of a `PublicModel` (an error naming the mode otherwise).
+pub fn hybrid_program(public: PublicModel) -> Result<Program> {
+    if public.mode != Mode::Hybrid {
+        return Err(RuntimeError::Refused(format!("this server serves the {} mode; run the client with --mode {}", public.mode.name(), public.mode.name())));
+    }
+    Program::from_json(&public.program.to_string())
+}
+
+/// Asks a hybrid server for its public program only.
 pub fn fetch_program(channel: &mut dyn Channel) -> Result<Program> {
-    channel.send(&hello(WANT_PROGRAM))?;
-    let json = wire::recv(channel, "the program")?;
-    Program::from_json(std::str::from_utf8(&json).map_err(|_| RuntimeError::Protocol("the program is not UTF-8".into()))?)
+    hybrid_program(fetch_public(channel)?)
 }
 
 /// Runs the client's half: `input` is the image as integers at scale 2^fraction_bits (the
 /// program's input shape, flat). `progress(done, total, op name)` is called after every op.
 pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn FnMut(usize, usize, &str)) -> Result<ClientOutcome> {
     let began = Instant::now();
-    channel.send(&hello(WANT_INFERENCE))?;
-    let json = wire::recv(channel, "the program")?;
-    let program = Program::from_json(std::str::from_utf8(&json).map_err(|_| RuntimeError::Protocol("the program is not UTF-8".into()))?)?;
+    channel.send(&Hello { want: Want::Inference, mode: Some(Mode::Hybrid) }.to_bytes())?;
+    let program = hybrid_program(PublicModel::parse(&wire::recv(channel, "the program")?)?)?;
     let compiled = program.clone().compile()?;
     let in_len = compiled.len_of(&compiled.program.input);
     if input.len() != in_len {

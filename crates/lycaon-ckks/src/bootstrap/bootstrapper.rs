@@ -495,8 +495,8 @@ impl Bootstrapper {
         (pairs, r.relin_level)
     }
 
-    /// A fresh sparse secret's two encapsulation keys, when the shape encapsulates.
-    fn generate_encapsulation_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<Option<EncapsulationKeys>, CkksError> {
+    /// A fresh sparse secret's two encapsulation keys, when the shape encapsulates (client side).
+    pub fn generate_encapsulation_keys(&self, sk: &SecretKey, sampler: &mut Sampler) -> Result<Option<EncapsulationKeys>, CkksError> {
         let Some(h) = self.params.encapsulation_weight else { return Ok(None) };
         let sparse = SecretKey::generate_sparse(sk.params(), h, sampler)?;
         let dense_to_sparse = KeySwitchKey::generate_switch(sk, &sparse, 0, sampler)?;

@@ -1,0 +1,152 @@
+//! Bindings of the runtime's FHE mode: a program served by `HybridServer.fhe`, and the client's
+//! session (`FheSession`: remote over TCP, or local with the server's half on a thread of this
+//! process over an in-memory channel). The secret key stays inside the session object: it has
+//! no method that returns it.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use lycaon_mpc::channel::MemoryChannel;
+use lycaon_mpc::tcp::TcpChannel;
+use lycaon_mpc::Channel;
+use lycaon_runtime::fhe::session::{serve_session, FheServerSummary, KeysAccepted};
+use lycaon_runtime::fhe::{open_session, FheClient, FheProgram, FheServed, FheSessionOptions};
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use crate::hybrid::{call_progress, err, json_err, timeout};
+use crate::LycaonError;
+
+/// The served program: `program_json` from `FheModel.program` or `FheResNet.program`.
+pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_json::Value>, flood_precision_bits: Option<f64>) -> PyResult<FheServed> {
+    let mut program = FheProgram::from_json(program_json).map_err(err)?;
+    if let Some(m) = metadata {
+        program.metadata = m;
+    }
+    let options = match flood_precision_bits {
+        None => FheSessionOptions::default(),
+        Some(b) if b == 0.0 => FheSessionOptions { flood_precision_bits: None },
+        Some(b) if b.is_finite() && b > 0.0 && b <= 60.0 => FheSessionOptions { flood_precision_bits: Some(b) },
+        Some(b) => return Err(LycaonError::new_err(format!("flood_precision_bits must be 0 (no flooding) or in (0, 60], not {b}"))),
+    };
+    py.detach(|| FheServed::new(program, lycaon_runtime::fhe::cpu_backend(), options)).map_err(err)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionOptionsJson {
+    #[serde(default)]
+    timeout_s: Option<f64>,
+    #[serde(default)]
+    flood_precision_bits: Option<f64>,
+}
+
+/// One client's FHE session: its keys made and sent at the start, then any number of queries.
+#[pyclass(module = "lycaon._native")]
+pub struct FheSession {
+    inner: Mutex<Option<Open>>,
+    program_json: String,
+    keys: KeysAccepted,
+    upload_bytes: u64,
+    keys_s: f64,
+}
+
+struct Open {
+    client: FheClient,
+    channel: Box<dyn Channel + Send>,
+    /// The server's half of a local session.
+    server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>,
+}
+
+fn call_stage(cb: &Option<Py<PyAny>>, what: &str) {
+    if let Some(cb) = cb {
+        Python::attach(|py| {
+            let _ = cb.call1(py, (what,));
+        });
+    }
+}
+
+impl FheSession {
+    fn opened(mut channel: Box<dyn Channel + Send>, server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>, on_keys: &Option<Py<PyAny>>) -> lycaon_runtime::Result<Self> {
+        let t0 = std::time::Instant::now();
+        let (client, upload_bytes, keys) = open_session(channel.as_mut(), lycaon_runtime::fhe::cpu_backend(), &mut |what| call_stage(on_keys, what))?;
+        let program_json = client.program().to_json();
+        Ok(Self { inner: Mutex::new(Some(Open { client, channel, server })), program_json, keys, upload_bytes, keys_s: t0.elapsed().as_secs_f64() })
+    }
+}
+
+#[pymethods]
+impl FheSession {
+    /// Connects to an FHE server at `addr` and makes and sends this client's keys.
+    /// `on_keys(stage)` hears the key-generation stages.
+    #[staticmethod]
+    #[pyo3(signature = (addr, options_json = "{}", on_keys = None))]
+    fn connect(py: Python<'_>, addr: &str, options_json: &str, on_keys: Option<Py<PyAny>>) -> PyResult<Self> {
+        let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
+        let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
+        py.detach(|| -> lycaon_runtime::Result<Self> {
+            let channel = TcpChannel::connect(addr, lycaon_mpc::LinkModel::UNLIMITED, t)?;
+            Self::opened(Box::new(channel), None, &on_keys)
+        })
+        .map_err(err)
+    }
+
+    /// Both halves in this process: the server's on a thread, over an in-memory channel (the
+    /// same protocol and bytes as over TCP).
+    #[staticmethod]
+    #[pyo3(signature = (program_json, options_json = "{}", on_keys = None))]
+    fn local(py: Python<'_>, program_json: &str, options_json: &str, on_keys: Option<Py<PyAny>>) -> PyResult<Self> {
+        let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
+        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits)?);
+        let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
+        py.detach(|| -> lycaon_runtime::Result<Self> {
+            let (mut server_end, client_end) = MemoryChannel::pair_with(lycaon_mpc::LinkModel::UNLIMITED, t);
+            let handle = std::thread::Builder::new()
+                .name("lycaon-fhe-local-server".into())
+                .spawn(move || serve_session(&served, &mut server_end))
+                .map_err(|e| lycaon_runtime::RuntimeError::Protocol(format!("cannot start the server thread: {e}")))?;
+            Self::opened(Box::new(client_end), Some(handle), &on_keys)
+        })
+        .map_err(err)
+    }
+
+    /// The public program (JSON).
+    #[getter]
+    fn program_json(&self) -> String {
+        self.program_json.clone()
+    }
+
+    /// {"upload_bytes", "key_bytes" (in the server's memory), "galois_keys", "keys_s"}.
+    #[getter]
+    fn keys(&self) -> String {
+        serde_json::json!({"upload_bytes": self.upload_bytes, "key_bytes": self.keys.key_bytes, "galois_keys": self.keys.galois_keys, "keys_s": self.keys_s}).to_string()
+    }
+
+    /// One query: `x` the model-ready input (float64, flattened C-order); returns the outcome
+    /// (JSON: logits, label, timings, bytes, the server's report).
+    #[pyo3(signature = (x, progress = None))]
+    fn infer(&self, py: Python<'_>, x: PyReadonlyArray1<'_, f64>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+        let x = x.as_slice().map_err(|_| LycaonError::new_err("x must be a contiguous float64 array"))?.to_vec();
+        let mut guard = self.inner.lock().map_err(|_| LycaonError::new_err("the session's lock is poisoned"))?;
+        let open = guard.as_mut().ok_or_else(|| LycaonError::new_err("the session is closed"))?;
+        let outcome = py.detach(|| open.client.query(open.channel.as_mut(), &x, &mut |d, n, name| call_progress(&progress, d, n, name))).map_err(err)?;
+        serde_json::to_string(&outcome).map_err(|e| LycaonError::new_err(e.to_string()))
+    }
+
+    /// Ends the session (a local server's half finishes and its summary comes back as JSON).
+    fn close(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let taken = self.inner.lock().map_err(|_| LycaonError::new_err("the session's lock is poisoned"))?.take();
+        let Some(open) = taken else { return Ok(None) };
+        let Open { client, channel, server } = open;
+        drop(client);
+        drop(channel);
+        match server {
+            Some(handle) => {
+                let summary = py.detach(|| handle.join()).map_err(|_| LycaonError::new_err("the local server thread panicked"))?.map_err(err)?;
+                Ok(Some(serde_json::to_string(&summary).map_err(|e| LycaonError::new_err(e.to_string()))?))
+            }
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Runs an [`FheProgram`] on one encrypted input with one client's keys, on lycaon-nn's FHE
+//! layers and the CKKS bootstrapper. An [`FheExecutable`] is the program prepared once per
+//! server (layers built, linear transforms' diagonals and every bias and coefficient vector
+//! encoded at the levels the plan gives them); sessions share it and bring only their keys.
+//!
+//! Plaintexts are kept per (level, scale) in a small cache: the plan's (level, canonical scale)
+//! pairs are encoded when the program is loaded, and an op that meets its input at another
+//! level or scale encodes once more and keeps that too (`FheRunStats::late_encodings` counts
+//! them; a program whose plan is right never has any). MpConv, HyPHEN and the pooling layer
+//! encode their weight vectors per evaluation inside lycaon-nn: kept encoded, ResNet-20's would
+//! hold several GB per level.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, EncapsulationKeys};
+use lycaon_ckks::{Ciphertext, ChebyshevPoly, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
+use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MpConv, MultiplexedLayout, RaConv};
+use serde::Serialize;
+
+use super::program::{composite_relu_schedule, FheOp, FheOpKind, FheProgram, Layout, SlotValues};
+use crate::{Result, RuntimeError};
+
+fn invalid(what: impl Into<String>) -> RuntimeError {
+    RuntimeError::Program(what.into())
+}
+
+fn ckks(e: lycaon_ckks::CkksError) -> RuntimeError {
+    RuntimeError::Fhe(e.to_string())
+}
+
+fn nn(e: lycaon_nn::fhe::FheError) -> RuntimeError {
+    RuntimeError::Fhe(e.to_string())
+}
+
+/// A slot vector and its encodings, one per (level, scale) met.
+#[derive(Debug)]
+struct Plain {
+    values: Vec<f64>,
+    encoded: Mutex<Vec<(usize, u64, Arc<Plaintext>)>>,
+}
+
+impl Plain {
+    fn new(values: Vec<f64>) -> Self {
+        Self { values, encoded: Mutex::new(Vec::new()) }
+    }
+
+    fn from_slots(v: &SlotValues, slots: usize) -> Result<Self> {
+        Ok(Self::new(v.dense(slots)?))
+    }
+
+    /// The encoding at (level, scale); `late` is bumped when it had to be made now.
+    fn at(&self, encoder: &Encoder, level: usize, scale: f64, late: Option<&std::sync::atomic::AtomicU64>) -> Result<Arc<Plaintext>> {
+        let key = (level, scale.to_bits());
+        if let Some(p) = self.encoded.lock().map_err(|_| invalid("a plaintext cache lock is poisoned"))?.iter().find(|e| (e.0, e.1) == key) {
+            return Ok(p.2.clone());
+        }
+        let pt = Arc::new(encoder.encode_real(&self.values, level, scale).map_err(ckks)?);
+        if let Some(counter) = late {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut cache = self.encoded.lock().map_err(|_| invalid("a plaintext cache lock is poisoned"))?;
+        if cache.len() < 4 {
+            cache.push((key.0, key.1, pt.clone()));
+        }
+        Ok(pt)
+    }
+}
+
+#[derive(Debug)]
+enum Prepared {
+    Linear { transform: LinearTransform, sum_steps: Vec<i64>, bias: Option<Plain> },
+    Replicate { steps: Vec<i64> },
+    Alias,
+    Quadratic { a: Option<Plain>, b: Option<Plain>, c: Option<Plain> },
+    ScaleShift { b: Plain, c: Option<Plain> },
+    Add,
+    MpConv { conv: MpConv, bias: Option<Plain> },
+    Hyphen { ca: CaConv, ra: RaConv, a: Option<Vec<f64>>, b: Vec<f64>, c: Vec<f64>, bias: Option<Plain> },
+    CompositeRelu { bound: f64, stages: Vec<ChebyshevPoly>, depths: Vec<usize> },
+    PoolFc { layer: AvgPoolFc },
+}
+
+/// What one inference did: bootstraps, seconds per kind of work, late encodings.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FheRunStats {
+    pub bootstraps: usize,
+    pub bootstrap_s: f64,
+    pub conv_s: f64,
+    pub quadratic_s: f64,
+    pub relu_s: f64,
+    pub other_s: f64,
+    pub late_encodings: u64,
+}
+
+/// One client's keys on the server: evaluation keys (network and bootstrapping merged) and the
+/// encapsulation keys of the bootstrapping circuit. Public material only.
+#[derive(Debug)]
+pub struct SessionKeys {
+    pub ops: FheOps,
+    pub encapsulation: Option<EncapsulationKeys>,
+}
+
+/// A program prepared for serving.
+#[derive(Debug)]
+pub struct FheExecutable {
+    program: FheProgram,
+    ctx: Arc<CkksContext>,
+    encoder: Encoder,
+    prepared: Vec<Prepared>,
+    last_reads: HashMap<String, usize>,
+    boot_params: Option<BootstrapParams>,
+    bootstrapper: OnceLock<std::result::Result<Bootstrapper, String>>,
+}
+
+fn layout(l: &Layout, slots: usize) -> Result<MultiplexedLayout> {
+    MultiplexedLayout::new(l.channels, l.height, l.width, l.gap, slots).map_err(nn)
+}
+
+fn chebyshev(coeffs: &[f64]) -> Result<ChebyshevPoly> {
+    ChebyshevPoly::new(coeffs.to_vec(), -1.0, 1.0).map_err(ckks)
+}
+
+/// The diagonals (d_k[t] = M[t][t + k]) of the matrix with these entries on `slots` slots; with
+/// `period`, the matrix acts on each block of `period` slots alike.
+fn diagonals(rows: &[u32], cols: &[u32], values: &[f64], period: Option<usize>, slots: usize) -> Result<Vec<(i64, Vec<Complex64>)>> {
+    if rows.len() != cols.len() || rows.len() != values.len() {
+        return Err(invalid(format!("a linear op has {} rows, {} columns and {} values", rows.len(), cols.len(), values.len())));
+    }
+    let width = period.unwrap_or(slots);
+    if width == 0 || slots % width != 0 {
+        return Err(invalid(format!("a linear op's period {width} does not divide {slots} slots")));
+    }
+    let mut dense: std::collections::BTreeMap<usize, Vec<f64>> = std::collections::BTreeMap::new();
+    for ((&r, &c), &v) in rows.iter().zip(cols).zip(values) {
+        let (r, c) = (r as usize, c as usize);
+        if r >= slots || c >= slots || !v.is_finite() {
+            return Err(invalid(format!("a linear op's entry ({r}, {c}) = {v} is outside {slots} slots or not finite")));
+        }
+        let k = (c + slots - r) % slots;
+        dense.entry(k).or_insert_with(|| vec![0.0; width])[r % width] += v;
+    }
+    Ok(dense
+        .into_iter()
+        .map(|(k, d)| (k as i64, (0..slots).map(|t| Complex64::new(d[t % width], 0.0)).collect()))
+        .collect())
+}
+
+impl FheExecutable {
+    /// Builds the layers and encodes what the plan allows; `backend` runs the kernels. Errors
+    /// name what is wrong, including a rotation an op needs that the program's keyset
+    /// (`rotation_levels`) lacks or has at too low a level.
+    pub fn new(program: FheProgram, backend: Arc<dyn lycaon_backend::Backend>) -> Result<Self> {
+        let exe = Self::build(program, backend)?;
+        let slots = exe.ctx.max_slots() as i64;
+        for (step, level) in exe.rotations_needed() {
+            let have = exe.program.rotation_levels.iter().find(|(&s, _)| s.rem_euclid(slots) == step).map(|(_, &l)| l);
+            if have.is_none_or(|l| l < level) {
+                return Err(invalid(format!("the program's keyset lacks rotation {step} at level {level} (it has {have:?})")));
+            }
+        }
+        exe.prepare_planned()?;
+        Ok(exe)
+    }
+
+    /// The rotations the program's ops need (step modulo the slots, non-zero) with the highest
+    /// level each is used at: what `rotation_levels` must hold.
+    pub fn rotation_plan(program: FheProgram, backend: Arc<dyn lycaon_backend::Backend>) -> Result<std::collections::BTreeMap<i64, usize>> {
+        Ok(Self::build(program, backend)?.rotations_needed())
+    }
+
+    fn rotations_needed(&self) -> std::collections::BTreeMap<i64, usize> {
+        let slots = self.ctx.max_slots() as i64;
+        let mut need = std::collections::BTreeMap::new();
+        let mut add = |steps: Vec<i64>, level: usize| {
+            for s in steps {
+                let s = s.rem_euclid(slots);
+                if s != 0 {
+                    let e = need.entry(s).or_insert(level);
+                    *e = (*e).max(level);
+                }
+            }
+        };
+        for (op, p) in self.program.ops.iter().zip(&self.prepared) {
+            let l = op.level;
+            match p {
+                Prepared::Linear { transform, sum_steps, .. } => {
+                    add(transform.rotations(), l);
+                    add(sum_steps.clone(), l.saturating_sub(1));
+                }
+                Prepared::Replicate { steps } => add(steps.clone(), l),
+                Prepared::MpConv { conv, .. } => add(conv.rotation_steps(), l),
+                Prepared::Hyphen { ca, ra, .. } => {
+                    add(ca.rotation_steps(), l);
+                    add(ra.rotation_steps(), (l + 1).saturating_sub(op.depth));
+                }
+                Prepared::PoolFc { layer } => add(layer.rotation_steps(), l),
+                _ => {}
+            }
+        }
+        need
+    }
+
+    fn build(program: FheProgram, backend: Arc<dyn lycaon_backend::Backend>) -> Result<Self> {
+        program.validate()?;
+        let ctx = program.parameters.context(backend)?;
+        let boot_params = program.parameters.bootstrap()?;
+        let slots = ctx.max_slots();
+        let encoder = Encoder::new(&ctx);
+        let plain = |v: &Option<SlotValues>| v.as_ref().map(|v| Plain::from_slots(v, slots)).transpose();
+        let mut prepared = Vec::with_capacity(program.ops.len());
+        for op in &program.ops {
+            if op.level > ctx.max_level() {
+                return Err(invalid(format!("op '{}' at level {} above the parameters' top {}", op.name, op.level, ctx.max_level())));
+            }
+            let p = match &op.kind {
+                FheOpKind::Linear { rows, cols, values, period, sum_steps, bias } => {
+                    let transform = LinearTransform::new(&ctx, slots, diagonals(rows, cols, values, *period, slots)?).map_err(ckks)?;
+                    Prepared::Linear { transform, sum_steps: sum_steps.clone(), bias: plain(bias)? }
+                }
+                FheOpKind::Replicate { steps } => Prepared::Replicate { steps: steps.clone() },
+                FheOpKind::Alias => Prepared::Alias,
+                FheOpKind::Quadratic { a, b, c } => Prepared::Quadratic { a: plain(a)?, b: plain(b)?, c: plain(c)? },
+                FheOpKind::ScaleShift { b, c } => Prepared::ScaleShift { b: Plain::from_slots(b, slots)?, c: plain(c)? },
+                FheOpKind::Add => Prepared::Add,
+                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias } => {
+                    let conv = MpConv::new(layout(input, slots)?, *out_channels, *kernel, *stride, weights).map_err(nn)?;
+                    Prepared::MpConv { conv, bias: plain(bias)? }
+                }
+                FheOpKind::Hyphen { input, mid_channels, kernel1, weights1, out_channels, kernel2, weights2, a, b, c, bias } => {
+                    let ca = CaConv::new(layout(input, slots)?, *mid_channels, *kernel1, weights1).map_err(nn)?;
+                    let ra = RaConv::new(*mid_channels, input.height, input.width, slots, *out_channels, *kernel2, weights2).map_err(nn)?;
+                    let per_channel = [a.as_ref().map_or(*mid_channels, Vec::len), b.len(), c.len()];
+                    if per_channel.iter().any(|&n| n != *mid_channels) {
+                        return Err(invalid(format!("op '{}': the quadratic has {per_channel:?} coefficients, not {mid_channels} each", op.name)));
+                    }
+                    Prepared::Hyphen { ca, ra, a: a.clone(), b: b.clone(), c: c.clone(), bias: plain(bias)? }
+                }
+                FheOpKind::CompositeRelu { bound, stages, depths } => {
+                    if !(bound.is_finite() && *bound > 0.0) || stages.len() != depths.len() || stages.is_empty() {
+                        return Err(invalid(format!("op '{}': a composite ReLU needs a positive bound and one depth per stage", op.name)));
+                    }
+                    composite_relu_schedule(depths, op.level, program.input_level)?;
+                    Prepared::CompositeRelu { bound: *bound, stages: stages.iter().map(|s| chebyshev(s)).collect::<Result<_>>()?, depths: depths.clone() }
+                }
+                FheOpKind::PoolFc { input, n_out, weights, bias } => Prepared::PoolFc { layer: AvgPoolFc::new(&ctx, layout(input, slots)?, *n_out, weights, bias).map_err(nn)? },
+            };
+            prepared.push(p);
+        }
+        if !program.ops.iter().all(|op| op.refresh.is_empty()) && boot_params.is_none() {
+            return Err(invalid("the program refreshes tensors but its parameters are not bootstrappable"));
+        }
+        let last_reads = program.last_reads();
+        Ok(Self { program, ctx, encoder, prepared, last_reads, boot_params, bootstrapper: OnceLock::new() })
+    }
+
+    /// Encodes the diagonals and vectors at the levels and canonical scales of the plan.
+    fn prepare_planned(&self) -> Result<()> {
+        let ctx = &self.ctx;
+        let canonical = |l: usize| ctx.scale_at(l).map_err(ckks);
+        // The plaintext scale that makes a product at level l rescale onto the canonical scale below.
+        let product = |l: usize| -> Result<f64> { Ok(canonical(l - 1)? * ctx.prime_at(l).map_err(ckks)? as f64 / canonical(l)?) };
+        for (op, p) in self.program.ops.iter().zip(&self.prepared) {
+            let l = op.level;
+            if l == 0 {
+                continue;
+            }
+            match p {
+                Prepared::Linear { transform, bias, .. } => {
+                    transform.prepare(ctx, l, product(l)?).map_err(ckks)?;
+                    if let Some(b) = bias {
+                        b.at(&self.encoder, l - 1, canonical(l - 1)?, None)?;
+                    }
+                }
+                Prepared::Quadratic { a, b, c } => {
+                    for v in [a, b].into_iter().flatten() {
+                        v.at(&self.encoder, l, product(l)?, None)?;
+                    }
+                    let out = l.saturating_sub(if a.is_some() { 2 } else { 1 });
+                    if let Some(c) = c {
+                        c.at(&self.encoder, out, canonical(out)?, None)?;
+                    }
+                }
+                Prepared::ScaleShift { b, c } => {
+                    b.at(&self.encoder, l, product(l)?, None)?;
+                    if let Some(c) = c {
+                        c.at(&self.encoder, l - 1, canonical(l - 1)?, None)?;
+                    }
+                }
+                Prepared::MpConv { bias: Some(b), .. } | Prepared::Hyphen { bias: Some(b), .. } => {
+                    let out = l.saturating_sub(op.depth);
+                    b.at(&self.encoder, out, canonical(out)?, None)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub fn program(&self) -> &FheProgram {
+        &self.program
+    }
+
+    pub fn context(&self) -> &Arc<CkksContext> {
+        &self.ctx
+    }
+
+    pub fn bootstrap_params(&self) -> Option<&BootstrapParams> {
+        self.boot_params.as_ref()
+    }
+
+    /// The bootstrapping circuit, built on first use and shared by every session (it keeps its
+    /// transforms' encoded diagonals, 3.1 GB at logN = 16, after the first bootstrap).
+    pub fn bootstrapper(&self) -> Result<&Bootstrapper> {
+        let bp = self.boot_params.as_ref().ok_or_else(|| invalid("the program's parameters are not bootstrappable"))?;
+        self.bootstrapper
+            .get_or_init(|| Bootstrapper::new(&self.ctx, bp.clone()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| RuntimeError::Fhe(format!("building the bootstrapper: {e}")))
+    }
+
+    /// Runs the program on `input` (the client's packed, encrypted input at the input level).
+    /// `progress(done, total, op)` is called after every op.
+    pub fn run(&self, keys: &SessionKeys, input: Ciphertext, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(Ciphertext, FheRunStats)> {
+        let p = &self.program;
+        if input.slots() != self.ctx.max_slots() || input.level() != p.input_level {
+            return Err(RuntimeError::Protocol(format!(
+                "the input ciphertext has {} slots at level {}; the program takes {} slots at level {}",
+                input.slots(),
+                input.level(),
+                self.ctx.max_slots(),
+                p.input_level
+            )));
+        }
+        let late = std::sync::atomic::AtomicU64::new(0);
+        let mut stats = FheRunStats::default();
+        let mut values: HashMap<String, Ciphertext> = HashMap::from([(p.input.clone(), input)]);
+        let total = p.ops.len();
+        for (i, (op, prep)) in p.ops.iter().zip(&self.prepared).enumerate() {
+            for r in &op.refresh {
+                let x = values.get(&r.tensor).ok_or_else(|| invalid(format!("refresh of '{}', which is not live", r.tensor)))?;
+                let y = self.refresh(keys, x, r.bound, &mut stats)?;
+                values.insert(r.tensor.clone(), y);
+            }
+            let lowest = op.inputs.iter().map(|t| values.get(t).map(Ciphertext::level)).collect::<Option<Vec<_>>>();
+            let lowest = lowest.ok_or_else(|| invalid(format!("op '{}' reads a tensor that is not live", op.name)))?;
+            let lowest = lowest.into_iter().min().unwrap_or(0);
+            if lowest < op.depth {
+                return Err(invalid(format!("op '{}': its input is at level {lowest}, below its depth {} (the refresh plan does not fit)", op.name, op.depth)));
+            }
+            let t0 = Instant::now();
+            let y = self.run_op(keys, op, prep, &values, &late, &mut stats)?;
+            let seconds = t0.elapsed().as_secs_f64();
+            match prep {
+                Prepared::MpConv { .. } | Prepared::Linear { .. } => stats.conv_s += seconds,
+                Prepared::Quadratic { .. } => stats.quadratic_s += seconds,
+                Prepared::Hyphen { .. } => stats.conv_s += seconds,
+                Prepared::CompositeRelu { .. } => {} // counted inside, bootstraps apart
+                _ => stats.other_s += seconds,
+            }
+            for t in op.inputs.iter().chain(op.refresh.iter().map(|r| &r.tensor)) {
+                if self.last_reads.get(t) == Some(&i) {
+                    values.remove(t);
+                }
+            }
+            values.insert(op.output.clone(), y);
+            progress(i + 1, total, &op.name);
+        }
+        stats.late_encodings = late.into_inner();
+        let out = values.remove(&p.output).ok_or_else(|| invalid(format!("the output '{}' was never written", p.output)))?;
+        Ok((out, stats))
+    }
+
+    fn bootstrap(&self, keys: &SessionKeys, x: &Ciphertext, stats: &mut FheRunStats) -> Result<Ciphertext> {
+        let t0 = Instant::now();
+        let boot = self.bootstrapper()?;
+        let y = boot.bootstrap_with(keys.ops.evaluator(), x, keys.encapsulation.as_ref()).map_err(ckks)?;
+        stats.bootstraps += 1;
+        stats.bootstrap_s += t0.elapsed().as_secs_f64();
+        Ok(y)
+    }
+
+    /// x / bound (one level), bootstrapped, times the bound (an integer: no level).
+    fn refresh(&self, keys: &SessionKeys, x: &Ciphertext, bound: f64, stats: &mut FheRunStats) -> Result<Ciphertext> {
+        let ev = keys.ops.evaluator();
+        let scaled = ev.rescale(&ev.mul_const(x, 1.0 / bound).map_err(ckks)?).map_err(ckks)?;
+        let y = self.bootstrap(keys, &scaled, stats)?;
+        if bound >= 1.0 {
+            if bound.fract() != 0.0 || bound > i64::MAX as f64 {
+                return Err(invalid(format!("a refresh bound of {bound} (a power of two at least 1, or below 1)")));
+            }
+            ev.mul_integer(&y, bound as i64).map_err(ckks)
+        } else {
+            ev.rescale(&ev.mul_const(&y, bound).map_err(ckks)?).map_err(ckks)
+        }
+    }
+
+    fn run_op(
+        &self,
+        keys: &SessionKeys,
+        op: &FheOp,
+        prep: &Prepared,
+        values: &HashMap<String, Ciphertext>,
+        late: &std::sync::atomic::AtomicU64,
+        stats: &mut FheRunStats,
+    ) -> Result<Ciphertext> {
+        let ops = &keys.ops;
+        let ev = ops.evaluator();
+        let x = &values[&op.inputs[0]];
+        let enc = &self.encoder;
+        let add_bias = |y: Ciphertext, bias: &Option<Plain>| -> Result<Ciphertext> {
+            match bias {
+                Some(b) => ev.add_plain(&y, &*b.at(enc, y.level(), y.scale(), Some(late))?).map_err(ckks),
+                None => Ok(y),
+            }
+        };
+        let times = |x: &Ciphertext, v: &Plain| -> Result<Ciphertext> {
+            let pt = v.at(enc, x.level(), ev.plaintext_scale_for(x).map_err(ckks)?, Some(late))?;
+            ev.rescale(&ev.mul_plain(x, &pt).map_err(ckks)?).map_err(ckks)
+        };
+        Ok(match prep {
+            Prepared::Linear { transform, sum_steps, bias } => {
+                let mut y = ops.linear_transform(x, transform).map_err(nn)?;
+                for &s in sum_steps {
+                    y = ev.add(&y, &ev.rotate(&y, s).map_err(ckks)?).map_err(ckks)?;
+                }
+                add_bias(y, bias)?
+            }
+            Prepared::Replicate { steps } => {
+                let mut y = x.clone();
+                for &s in steps {
+                    y = ev.add(&y, &ev.rotate(&y, s).map_err(ckks)?).map_err(ckks)?;
+                }
+                y
+            }
+            Prepared::Alias => x.clone(),
+            Prepared::Quadratic { a, b, c } => {
+                let mut y = match a {
+                    None => ev.rescale(&ev.mul_relin(x, x).map_err(ckks)?).map_err(ckks)?,
+                    Some(a) => ev.rescale(&ev.mul_relin(&times(x, a)?, x).map_err(ckks)?).map_err(ckks)?,
+                };
+                if let Some(b) = b {
+                    y = ev.add(&y, &times(x, b)?).map_err(ckks)?;
+                }
+                add_bias(y, c)?
+            }
+            Prepared::ScaleShift { b, c } => add_bias(times(x, b)?, c)?,
+            Prepared::Add => ev.add(x, &values[&op.inputs[1]]).map_err(ckks)?,
+            Prepared::MpConv { conv, bias } => add_bias(conv.evaluate(ops, x).map_err(nn)?, bias)?,
+            Prepared::Hyphen { ca, ra, a, b, c, bias } => {
+                let mids = ca.evaluate(ops, x).map_err(nn)?;
+                let t1 = Instant::now();
+                let mids = mids
+                    .iter()
+                    .enumerate()
+                    .map(|(j, m)| scalar_quadratic(ev, m, a.as_ref().map(|a| a[j]), b[j], c[j]))
+                    .collect::<Result<Vec<_>>>()?;
+                stats.quadratic_s += t1.elapsed().as_secs_f64();
+                stats.conv_s -= t1.elapsed().as_secs_f64();
+                add_bias(ra.evaluate(ops, &mids).map_err(nn)?, bias)?
+            }
+            Prepared::CompositeRelu { bound, stages, depths } => {
+                let t0 = Instant::now();
+                let boot_before = stats.bootstrap_s;
+                let (flags, _) = composite_relu_schedule(depths, x.level(), self.program.input_level)?;
+                let mut u = ev.rescale(&ev.mul_const(x, 1.0 / bound).map_err(ckks)?).map_err(ckks)?;
+                if flags[0] {
+                    u = self.bootstrap(keys, &u, stats)?;
+                }
+                let mut y = u.clone();
+                for (i, stage) in stages.iter().enumerate() {
+                    if i > 0 && flags[i] {
+                        y = self.bootstrap(keys, &y, stats)?;
+                    }
+                    y = ev.evaluate_chebyshev(&y, stage).map_err(ckks)?;
+                }
+                let out = ev.rescale(&ev.mul_relin(&u, &y).map_err(ckks)?).map_err(ckks)?;
+                stats.relu_s += t0.elapsed().as_secs_f64() - (stats.bootstrap_s - boot_before);
+                out
+            }
+            Prepared::PoolFc { layer } => layer.evaluate(ops, x).map_err(nn)?,
+        })
+    }
+}
+
+/// a x^2 + b x + c with one coefficient set for every slot (one RA ciphertext is one channel):
+/// one level when `a` is None (monic), two otherwise.
+fn scalar_quadratic(ev: &Evaluator, x: &Ciphertext, a: Option<f64>, b: f64, c: f64) -> Result<Ciphertext> {
+    let mut y = match a {
+        None => ev.rescale(&ev.mul_relin(x, x).map_err(ckks)?).map_err(ckks)?,
+        Some(a) => {
+            let ax = ev.rescale(&ev.mul_const(x, a).map_err(ckks)?).map_err(ckks)?;
+            ev.rescale(&ev.mul_relin(&ax, x).map_err(ckks)?).map_err(ckks)?
+        }
+    };
+    if b != 0.0 {
+        y = ev.add(&y, &ev.rescale(&ev.mul_const(x, b).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
+    }
+    if c != 0.0 {
+        y = ev.add_const_real(&y, c).map_err(ckks)?;
+    }
+    Ok(y)
+}

@@ -1,0 +1,21 @@
+//! The FHE mode (DESIGN.md, Setup A) in the runtime: the whole network runs under CKKS on the
+//! server; the client encrypts its input once and decrypts the logits.
+//!
+//! - [`program`]: the program format (serde JSON, versioned): parameters, packings, ops with
+//!   their levels and refreshes (bootstraps), the keys a client makes;
+//! - [`executor`]: the program prepared once per server and run per query with a session's keys;
+//! - [`session`]: the session protocol over a channel (chunked key upload, queries, flooded
+//!   answers) and the client that holds the secret key.
+
+pub mod executor;
+pub mod program;
+pub mod session;
+
+pub use executor::{FheExecutable, FheRunStats, SessionKeys};
+pub use program::{FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
+pub use session::{open_session, FheClient, FheServed, FheSessionOptions, Flooding, QueryOutcome};
+
+/// The CPU backend the FHE mode runs on until the runtime's device choice covers it (all cores).
+pub fn cpu_backend() -> std::sync::Arc<dyn lycaon_backend::Backend> {
+    lycaon_ckks::RayonBackend::shared()
+}
