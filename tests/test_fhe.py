@@ -1,13 +1,16 @@
-"""FHE mode (lycaon.fhe): compiled networks decrypt to their float64 twin's logits within the
-stated precision, on random shapes (strides, paddings, odd image sizes, average pooling,
-replicated fully connected layers, monic and general quadratics, residual additions); the
-level-aware keyset is smaller than the all-required one and serves the same program; bad input
-gets a clear error."""
+"""FHE mode (lycaon.fhe compiles, the runtime runs): compiled networks decrypt to their float64
+twin's logits within the stated precision, on random shapes (strides, paddings, odd image sizes,
+average pooling, replicated fully connected layers, monic and general quadratics, residual
+additions); the level-aware keyset is smaller than the all-required one and serves the same
+program; the one server serves the FHE mode over TCP and survives bad clients; bad input gets a
+clear error."""
+
+import json
 
 import numpy as np
 import pytest
 
-from lycaon import LycaonError, fhe
+from lycaon import LycaonError, _native, fhe
 from lycaon.frontend.ir import Graph, ModelError, Node
 
 
@@ -36,13 +39,20 @@ def small_cnn(rng, c_in: int, c_mid: int, n_out: int) -> Graph:
     return g
 
 
-def run(graph: Graph, x: np.ndarray, strategy: str = "level-aware"):
+def encrypted(program: dict, xs) -> list[dict]:
+    """Each input through the runtime (client and server in this process, the TCP protocol on
+    an in-memory channel): the query outcomes."""
+    session = _native.FheSession.local(json.dumps(program))
+    try:
+        return [json.loads(session.infer(np.ascontiguousarray(np.ravel(x), dtype=np.float64))) for x in xs]
+    finally:
+        session.close()
+
+
+def run(graph: Graph, x: np.ndarray):
     model = fhe.FheModel(graph)
-    client = fhe.FheClient(model.spec)
-    relin, galois = client.evaluation_keys(strategy)
-    model.attach_keys(relin, galois, client.public_key)
-    got = client.decrypt(model.infer(client.encrypt(x)))
-    return model, client, got, fhe.plaintext_reference(graph, x)
+    out = encrypted(model.program(), [x])[0]
+    return model, out, np.asarray(out["logits"]), fhe.plaintext_reference(graph, x)
 
 
 def bits(want: np.ndarray, got: np.ndarray) -> float:
@@ -98,19 +108,21 @@ def test_mlp_with_residual_and_replication():
 
 
 def test_level_aware_keyset_is_smaller_and_serves_the_program():
+    from lycaon import CkksKeyGenerator
+
     rng = np.random.default_rng(6)
     g = small_cnn(rng, 2, 4, 10)
     x = rng.uniform(0, 1, (2, 8, 8))
     model = fhe.FheModel(g)
-    client = fhe.FheClient(model.spec)
+    kg = CkksKeyGenerator(model.params)
     sizes = {}
-    for strategy in ("all-required", "level-aware"):
-        relin, galois = client.evaluation_keys(strategy)
-        sizes[strategy] = relin.memory_bytes + galois.memory_bytes
-        model.attach_keys(relin, galois)
-        got = client.decrypt(model.infer(client.encrypt(x)))
-        assert bits(fhe.plaintext_reference(g, x), got) >= 12
+    for strategy in ("all-required", "level-aware"):  # 004's keysets, as real keys
+        pairs = model.spec.keyset(strategy)
+        galois = kg.galois_keys([s for s, _ in pairs], levels=[lv for _, lv in pairs])
+        sizes[strategy] = galois.memory_bytes
     assert sizes["level-aware"] < sizes["all-required"]
+    out = encrypted(model.program(), [x])[0]  # the runtime's client makes the level-aware keys
+    assert bits(fhe.plaintext_reference(g, x), np.asarray(out["logits"])) >= 12
     levels = model.spec.keyset("level-aware")
     level_of = dict(levels)
     assert all(level_of[r % model.slots] >= st.level for st in model.steps for r in st.rotations() if r % model.slots)
@@ -135,56 +147,68 @@ def test_errors_name_what_is_wrong():
     g = Graph("x", (16,), name="ok")
     linear(g, rng, "fc", "x", 16, 4, 0.1, "logits")
     model = fhe.FheModel(g)
-    client = fhe.FheClient(model.spec)
-    with pytest.raises(LycaonError, match="shape"):
-        client.encrypt(np.zeros(15))
-    with pytest.raises(LycaonError, match="keys"):
-        model.infer(client.encrypt(np.zeros(16)))
+    session = _native.FheSession.local(json.dumps(model.program()))
+    with pytest.raises(LycaonError, match="has 15 values"):
+        session.infer(np.zeros(15))
+    with pytest.raises(LycaonError, match="not a finite number"):
+        session.infer(np.full(16, np.nan))
+    session.close()
+    with pytest.raises(LycaonError, match="closed"):
+        session.infer(np.zeros(16))
     with pytest.raises(LycaonError, match="strategy"):
         model.spec.keyset("all")
+    program = model.program()
+    with pytest.raises(LycaonError, match="format 7"):
+        _native.FheSession.local(json.dumps({**program, "format": 7}))
+    with pytest.raises(LycaonError, match="lacks rotation"):
+        _native.FheSession.local(json.dumps({**program, "rotation_levels": {}}))
 
 
 def test_service_over_tcp_survives_a_bad_client():
     import socket
 
-    from lycaon.fhe_service import FheRemoteClient, FheServer, _recv
+    from lycaon.hybrid import Client, Server
 
     rng = np.random.default_rng(8)
     g = small_cnn(rng, 1, 2, 5)
-    logs = []
-    server = FheServer(g, max_sessions=2, log=logs.append)
+    server = Server(g, mode="fhe", max_sessions=2)
     address = server.start(0)
     try:
         host, port = address.rsplit(":", 1)
-        with socket.create_connection((host, int(port))) as bad:  # garbage, then a query without keys
+        with socket.create_connection((host, int(port))) as bad:  # garbage instead of a hello
             bad.sendall(b"\x00" * 8 + b"junk")
             bad.settimeout(10)
-            kind, parts = _recv(bad)
-            assert kind == b"E" and b"frame" in parts[0]
+            assert bad.recv(4096)  # the error message
+        with pytest.raises(LycaonError, match="--mode fhe"):
+            Client(address, mode="hybrid").program  # noqa: B018
         steps = []
-        client = FheRemoteClient(address, on_progress=lambda done, total, name: steps.append((done, total, name)))
-        x = rng.uniform(0, 1, (1, 8, 8))
-        res = client.infer(x)
-        want = fhe.plaintext_reference(g, x)
-        assert bits(want, res["logits"]) >= 12 and res["label"] == int(np.argmax(want))
-        # The server reported its progress through the query, step by step, up to the last.
-        assert steps and steps[-1][0] == steps[-1][1] and [d for d, _, _ in steps] == sorted(d for d, _, _ in steps)
-        assert client.key_upload_bytes < 2 * client.key_bytes  # seeded: about half the memory size
+        client = Client(address)
+        assert client.mode == "fhe" and client.program["name"] == "small"
+        x = rng.uniform(0, 1, (2, 1, 8, 8))
+        res = client.infer(x, progress=lambda done, total, name: steps.append((done, total, name)))
+        want = np.array([fhe.plaintext_reference(g, v) for v in x])
+        assert all(bits(w, got) >= 12 for w, got in zip(want, res.logits)) and res.labels == [int(np.argmax(w)) for w in want]
+        # The server reported its progress through each query, step by step, up to the last.
+        assert steps and steps[-1][0] == steps[-1][1] and [d for d, _, _ in steps[: len(steps) // 2]] == sorted(d for d, _, _ in steps[: len(steps) // 2])
+        keys = res.session_keys
+        assert keys["upload_bytes"] < 0.7 * keys["key_bytes"]  # seeded: about half the memory size
         client.close()
-        assert any("error" in r for r in logs) and any(r.get("event") == "query" for r in logs)
+        import time
+
+        time.sleep(0.3)
+        logs = server.logs()
+        assert any(r.get("event") == "session_error" for r in logs) and any(r.get("event") == "session_end" and r.get("queries") == 2 for r in logs)
     finally:
         server.stop()
 
 
 def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsys):
-    import json
-
     from lycaon.cli import main
-    from lycaon.fhe_service import FheServer
+    from lycaon.hybrid import Server
 
     rng = np.random.default_rng(12)
     g = small_cnn(rng, 1, 2, 5)
-    server = FheServer(g)
+    server = Server(g, mode="fhe")
     address = server.start(0)
     try:
         x = rng.uniform(0, 1, (2, 1, 8, 8))
@@ -196,6 +220,7 @@ def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsy
     want = [int(np.argmax(fhe.plaintext_reference(g, v))) for v in x]
     assert [res["label"] for res in r["results"]] == want
     assert r["bootstrapping"] is False and r["key_upload_bytes"] > 0 and r["server_key_bytes"] > 0
+    assert all(len(res["logits"]) == 5 for res in r["results"])
     assert "in the FHE mode" in capsys.readouterr().out
 
 
@@ -334,51 +359,39 @@ def test_composite_relu_schedule_places_the_fewest_bootstraps():
         composite_relu_schedule([4, 4, 5], 0, 10)
 
 
-def test_composite_relu_split_around_refreshes_matches_its_float_twin():
-    """The encrypted composite ReLU, split where the schedule says, against the same stages in
-    float64 and against max(x, 0). The refresh here is the client's decrypt-and-re-encrypt at the
-    top level (bootstrapping itself is tested in lycaon-ckks): what is tested is the split and
-    the folding of the bound into the step."""
-    from lycaon import (CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator,
-                        CkksParameters, composite_relu)
-    from lycaon.fhe_resnet import composite_relu_schedule, evaluate_composite_relu
-
-    top = 10
-    params = CkksParameters.scale_stable(1 << 14, 40, 30, top, [50])
-    kg = CkksKeyGenerator(params)
-    enc, encryptor = CkksEncoder(params), CkksEncryptor(params, None, kg.secret_key())
-    dec = CkksDecryptor(params, kg.secret_key())
-    ev = CkksEvaluator(params, CkksEvaluationKeys(kg.relin_key(), None))
-    refreshes = []
-
-    def refresh(ct):
-        v = np.asarray(enc.decode_real(dec.decrypt(ct)))
-        assert np.abs(v).max() <= 1.0 + 2.0**-8  # the schedule only refreshes values in [-1, 1] (to rounding)
-        refreshes.append(ct.level)
-        return encryptor.encrypt_symmetric(enc.encode(v, level=top)).expand()
+def test_composite_relu_in_the_runtime_matches_its_float_twin():
+    """The runtime's composite ReLU (u = x / B, the sign stages, the last folded into the step
+    B (1 + p) / 2, u * step) on a ring deep enough to need no bootstrap, against the same stages
+    in float64 and against max(x, 0). (Where the schedule splits it around bootstraps is
+    `composite_relu_schedule`, tested above and in the runtime; bootstrapping itself is tested in
+    lycaon-ckks.)"""
+    from lycaon import composite_relu
 
     spec = composite_relu()
     stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
     depths = [int(np.ceil(np.log2(len(c)))) for c in stages]
-    bound = 8.0
+    bound, top = 8.0, sum(depths) + 3  # x / B, the stages, u * step, and a level kept
     step = stages[:-1] + [stages[-1] * bound / 2]
     step[-1][0] += bound / 2
+    n = 1 << 15
+    slots = n // 2
+    program = {"format": 1, "name": "relu", "parameters": {"kind": "scale_stable", "n": n, "log_q0": 40, "log_scale": 30, "levels": top, "p_bits": [50]},
+               "input": "x", "input_shape": [slots], "input_packing": {"kind": "slots", "index": list(range(slots)), "period": slots}, "input_level": top,
+               "output": "y", "output_slots": list(range(slots)), "rotation_levels": {}, "relin_level": top,
+               "ops": [{"name": "relu", "inputs": ["x"], "output": "y", "level": top, "depth": 0, "kind": "composite_relu", "bound": bound,
+                        "stages": [c.tolist() for c in step], "depths": depths}]}
     rng = np.random.default_rng(5)
-    x = rng.uniform(-bound, bound, params.max_slots)
+    x = rng.uniform(-bound, bound, slots)
     x[:64] = np.linspace(-0.05, 0.05, 64)  # near the gap
-    for level in (top, 2):
-        ct = encryptor.encrypt_symmetric(enc.encode(x, level=level)).expand()
-        refreshes.clear()
-        out = evaluate_composite_relu(ev, ct, bound, step, depths, top, refresh)
-        flags, out_level = composite_relu_schedule(depths, level, top)
-        assert len(refreshes) == sum(flags) and out.level == out_level
-        got = np.asarray(enc.decode_real(dec.decrypt(out)))
-        p = x / bound
-        for c in stages:
-            p = np.polynomial.chebyshev.chebval(p, c)
-        twin = x * (1 + p) / 2
-        assert np.abs(got - twin).max() <= 2.0**-12 * bound
-        assert np.abs(got - np.maximum(x, 0)).max() <= spec["relu_error"] * bound + 2.0**-12 * bound
+    out = encrypted(program, [x])[0]
+    got = np.asarray(out["logits"])
+    assert out["report"]["bootstraps"] == 0
+    p = x / bound
+    for c in stages:
+        p = np.polynomial.chebyshev.chebval(p, c)
+    twin = x * (1 + p) / 2
+    assert np.abs(got - twin).max() <= 2.0**-12 * bound
+    assert np.abs(got - np.maximum(x, 0)).max() <= spec["relu_error"] * bound + 2.0**-12 * bound
 
 
 def test_reference_relu_resnet20_plans_composite_relus():
@@ -410,56 +423,49 @@ def test_resnet20_fhe_demo_checks_its_arguments_before_the_keys(capsys):
     assert "--images must be 1.." in capsys.readouterr().err
 
 
-def test_resnet20_service_sends_its_spec_and_refuses_uploads_without_bootstrapping_keys():
-    """`serve resnet20 --mode fhe` without running it (keys are ~10 GB): the spec a client builds
-    its keys from, and the refusals a bad client gets, after which the server serves on."""
-    import json
+def test_resnet20_service_sends_its_program_and_refuses_uploads_without_bootstrapping_keys():
+    """`serve resnet20 --mode fhe` without running it (keys are ~10 GB): the public program a
+    client builds its keys from (no weights), and the refusals a bad client gets, after which
+    the server serves on."""
     import socket
-    import time
+    import struct
 
-    from lycaon.fhe_resnet import FheResNetClient, ResNetSpec
-    from lycaon.fhe_service import FheServer, _recv, _send
+    from lycaon.hybrid import Client, Server
 
-    logs = []
-    server = FheServer("resnet20", log=logs.append)
-    assert server.max_sessions == 1 and server.resnet is not None
+    server = Server("resnet20", mode="fhe")
+    assert server.options["max_sessions"] == 1
     address = server.start(0)
     host, port = address.rsplit(":", 1)
-
-    def connect():
-        for _ in range(100):  # the previous session's slot is released just after its error went out
-            sock = socket.create_connection((host, int(port)), timeout=60)
-            _send(sock, b"H", json.dumps({"protocol": "lycaon-fhe/1"}).encode())
-            kind, parts = _recv(sock)
-            if kind == b"S":
-                return sock, json.loads(parts[0]), parts[1]
-            assert b"maximum of sessions" in parts[0]
-            sock.close()
-            time.sleep(0.05)
-        raise AssertionError("the server never freed its session slot")
-
     try:
-        sock, d, params_bytes = connect()
-        assert d["kind"] == "resnet-bootstrapped" and d["bootstrap_shape"] == "logn16_full_slots" and d["outputs"] == 10
-        spec = ResNetSpec.from_json(d, server.params)
-        assert spec == server.resnet.spec and len(spec.rotation_levels) == 104  # HyPHEN in stage 1 (106 with MPConv throughout)
-        assert ResNetSpec.from_json(json.loads(json.dumps(spec.to_json())), server.params) == spec
-        with pytest.raises(LycaonError, match="shape"):
-            ResNetSpec.from_json({**d, "bootstrap_shape": "logn15"}, server.params)
-        with pytest.raises(LycaonError, match="malformed"):
-            ResNetSpec.from_json({k: v for k, v in d.items() if k != "input_layout"}, server.params)
-        client = FheResNetClient(spec)
-        with pytest.raises(LycaonError, match="shape"):
-            client.encrypt(np.zeros((3, 16, 16)))
-        _send(sock, b"K", b"", b"", client.public_key.to_bytes())  # no bootstrapping keys
-        kind, parts = _recv(sock)
-        assert kind == b"E" and b"4 parts" in parts[0] and b"bootstrapping" in parts[0]
-        sock.close()
-        sock, _, _ = connect()  # the server serves on; a query before the keys is refused
-        _send(sock, b"Q", client.encrypt(np.zeros((3, 32, 32))).to_bytes())
-        kind, parts = _recv(sock)
-        assert kind == b"E" and b"keys" in parts[0]
-        sock.close()
-        assert sum("error" in r and "maximum" not in r["error"] for r in logs) == 2
+        program = Client(address).program
+        assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_full_slots"}
+        assert program["input_packing"]["kind"] == "multiplexed" and len(program["output_slots"]) == 10
+        assert len(program["rotation_levels"]) == 104  # HyPHEN in stage 1 (106 with MPConv throughout)
+        assert all(not op.get("weights") and not op.get("weights1") for op in program["ops"])  # the public part only
+        assert sum(len(op["refresh"]) for op in program["ops"]) == 7
+
+        def frame(payload: bytes) -> bytes:  # the runtime's framing: length, then the payload
+            return struct.pack("<I", len(payload)) + payload
+
+        def session(messages: list) -> bytes:
+            with socket.create_connection((host, int(port)), timeout=120) as sock:
+                hello = b"LYCN" + struct.pack("<III", 2, 1, 2)
+                sock.sendall(frame(hello))
+                for m in messages:
+                    sock.sendall(frame(b"\x01" + m))
+                data = b""
+                while True:
+                    chunk = sock.recv(1 << 16)
+                    if not chunk:
+                        return data
+                    data += chunk
+
+        reply = session([json.dumps({"galois": 3, "relin": True, "encapsulation": False}).encode()])  # no bootstrapping keys announced
+        assert b"encapsulation" in reply
+        import time
+
+        time.sleep(0.3)
+        assert Client(address).mode == "fhe"  # the server serves on
+        assert sum(r.get("event") == "session_error" for r in server.logs()) == 1
     finally:
         server.stop()

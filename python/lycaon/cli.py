@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -369,33 +370,38 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     return 0
 
 
+def _fhe_summary(program: dict) -> str:
+    """One line on an FHE program: parameters, ops by kind, bootstraps, rotation keys."""
+    kinds = [op["kind"] for op in program["ops"]]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+    refreshes = sum(len(op.get("refresh") or []) for op in program["ops"])
+    params = program["parameters"]
+    ring = f"CKKS logN {int(np.log2(params['n']))}, {params['levels']} levels" if params["kind"] == "scale_stable" else f"CKKS {params['shape']} with bootstrapping"
+    return f"{program['name']}: FHE program ({ring}; {counts}; {refreshes} refreshes an image; {len(program['rotation_levels'])} rotation keys by level)"
+
+
 def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
-    from lycaon.fhe_service import FheServer  # noqa: PLC0415
+    from lycaon.hybrid import Server  # noqa: PLC0415
 
     if model not in RESNET20_MODELS:
         model = DEMO_MODELS.get(model, model)
-    with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, diagonals, level plan)"):
-        server = FheServer(model, max_sessions=max_sessions, log=lambda r: print(_log_line(r), file=sys.stderr if "error" in r else sys.stdout, flush=True))
-    p = server.params
-    if server.resnet is not None:
-        net = server.resnet
-        kinds = [op.kind for op in net.ops]
-        print(f"{model}: FHE program with bootstrapping (CKKS logN {int(np.log2(p.n))}, 2^{int(np.log2(net.slots))} slots, {net.top} levels between bootstraps, "
-              f"{kinds.count('conv')} multiplexed convolutions, {kinds.count('hyphen')} HyPHEN blocks (CAConv, a quadratic per channel, RAConv), "
-              f"{kinds.count('quadratic')} other quadratic and {kinds.count('relu')} composite-ReLU activations, {net.planned_bootstraps} bootstraps an image, "
-              f"{len(net.spec.rotation_levels)} rotation keys by level); a session holds about 10 GB of the client's keys")
-    else:
-        _table(f"{model}: FHE program (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels, log QP {p.log2_qp:.0f}, {len(server.model.spec.rotation_levels)} rotation keys)",
-               ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in server.model.summary()])
+    with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
+        server = Server(model, mode="fhe", max_sessions=max_sessions)
+    print(_fhe_summary(server.program) + ("; a session holds about 10 GB of the client's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
     address = server.start(port, host)
-    sessions = f"{server.max_sessions} session{'s' if server.max_sessions != 1 else ''}"
-    print(f"serving {model} in the FHE mode on {address} (up to {sessions} at once); Ctrl-C stops", flush=True)
+    sessions = server.options["max_sessions"]
+    print(f"serving {model} in the FHE mode on {address} (up to {sessions} session{'s' if sessions != 1 else ''} at once); Ctrl-C stops", flush=True)
+    seen = 0
     try:
         while True:
             time.sleep(0.5)
+            records = server.logs()
+            for record in records[seen:]:
+                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
+            seen = len(records)
     except KeyboardInterrupt:
         print("stopping", file=sys.stderr)
     finally:
@@ -403,11 +409,18 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) ->
     return 0
 
 
+def _server_mode(server: str) -> str:
+    """The mode the server at `server` serves (it says so in its first answer)."""
+    from lycaon.hybrid import Client  # noqa: PLC0415
+
+    return Client(server).mode
+
+
 def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> int:
     from rich.console import Console  # noqa: PLC0415
     from rich.progress import Progress  # noqa: PLC0415
 
-    from lycaon.fhe_service import FheRemoteClient  # noqa: PLC0415
+    from lycaon.hybrid import Client  # noqa: PLC0415
 
     shown: dict = {}  # the inference bar, once it exists (the key generation shows a spinner first)
 
@@ -415,15 +428,16 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
         if shown:
             shown["bar"].update(shown["step"], completed=done, total=total, description=f"server: {name}", visible=True)
 
-    with Console(stderr=True).status(f"{server}: connecting") as status:
-        client = FheRemoteClient(server, on_keys=lambda what: status.update(f"{server}: {what}"), on_progress=on_progress)
+    client = Client(server, mode="fhe")
+    program = client.program
     names = client.labels or []
     inputs = [item for spec in images for item in _read_images(spec, client)]
-    p = client.params
-    boot = " with bootstrapping" if client.program["bootstrapping"] else ""
-    print(f"{server}: {client.program['name']} in the FHE mode{boot} (CKKS logN {int(np.log2(p.n))}, {p.max_level} levels); keys generated in "
-          f"{_si(client.keygen_s, 's')}, {_si(client.key_bytes, 'B')} in the server's memory, {_si(client.key_upload_bytes, 'B')} uploaded "
-          f"in {_si(client.upload_s, 's')}")
+    with Console(stderr=True).status(f"{server}: making and sending the keys") as status:
+        client.on_keys = lambda what: status.update(f"{server}: {what}")
+        keys = json.loads(client.fhe_session.keys)
+    boot = program["parameters"]["kind"] == "bootstrappable"
+    print(f"{server}: {program['name']} in the FHE mode{' with bootstrapping' if boot else ''}; keys made and sent in {_si(keys['keys_s'], 's')}: "
+          f"{_si(keys['upload_bytes'], 'B')} uploaded (seeded), {_si(keys['key_bytes'], 'B')} in the server's memory")
     records = []
     with Progress(transient=True) as bar:
         task = bar.add_task("encrypted inference", total=len(inputs))
@@ -431,20 +445,21 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
         for name, x, truth in inputs:
             bar.update(task, description=f"{name}: encrypted inference")
             bar.reset(shown["step"], visible=False)
-            res = client.infer(x)
-            label = res["label"]
+            res = client.infer(x, progress=on_progress)
+            one = res.images[0]
+            label = res.labels[0]
             title = f"{name}: label {label}" + (f" ({names[label]})" if label < len(names) and names[label] != str(label) else "")
             if truth is not None:
                 title += f"; true label {truth} ({'correct' if truth == label else 'wrong'})"
-            bar.console.print(f"{title}; {_si(res['total_s'], 's')} (client {_si(res['client_s'], 's')}, server {_si(res['server_s'], 's')}), "
-                              f"{_si(res['up_bytes'], 'B')} up, {_si(res['down_bytes'], 'B')} down")
-            records.append({"image": name, "label": label, "true_label": truth, "logits": res["logits"].tolist(),
-                            **{k: res[k] for k in ("total_s", "client_s", "server_s", "comm_s", "up_bytes", "down_bytes", "server")}})
+            bar.console.print(f"{title}; {_si(one['total_s'], 's')} (client {_si(one['client_s'], 's')}, server {_si(one['report']['server_s'], 's')}), "
+                              f"{_si(one['up_bytes'], 'B')} up, {_si(one['down_bytes'], 'B')} down")
+            records.append({"image": name, "label": label, "true_label": truth, "logits": res.logits[0].tolist(), "total_s": one["total_s"],
+                            "client_s": one["client_s"], "server_s": one["report"]["server_s"], "comm_s": one["comm_s"], "up_bytes": one["up_bytes"],
+                            "down_bytes": one["down_bytes"], "server": one["report"]})
             bar.advance(task)
     client.close()
-    _write_json(json_path, {"server": server, "mode": "fhe", "program": client.program["name"], "bootstrapping": client.program["bootstrapping"],
-                            "keygen_s": client.keygen_s, "key_upload_bytes": client.key_upload_bytes, "upload_s": client.upload_s,
-                            "server_key_bytes": client.key_bytes, "results": records})
+    _write_json(json_path, {"server": server, "mode": "fhe", "program": program["name"], "bootstrapping": boot, "keys_s": keys["keys_s"],
+                            "key_upload_bytes": keys["upload_bytes"], "server_key_bytes": keys["key_bytes"], "results": records})
     return 0
 
 
@@ -546,166 +561,103 @@ def _infer(server: str, images: Sequence[str], json_path: Optional[str], show_la
 
 
 def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
-    """FHE mode on this machine: the server compiles the network, the client generates the
-    level-aware keyset and uploads it (seeded), then each image goes up encrypted and its logits
-    come back encrypted; printed next to the float model."""
+    """FHE mode on this machine: the server compiles the network (cnn-square: quadratic
+    activations, no bootstrapping; resnet20: AESPA quadratics with bootstrapping; resnet20-relu:
+    the composite minimax ReLU) and serves it over TCP; the client makes its level-aware keys
+    (and the bootstrapping keys) and sends them once, then each image goes up encrypted and its
+    logits come back encrypted; printed next to the float model. ResNet-20 takes about 16 GiB
+    and minutes an image on 2 cores."""
     from rich.console import Console  # noqa: PLC0415
     from rich.progress import Progress  # noqa: PLC0415
 
     from lycaon import fhe  # noqa: PLC0415
-    from lycaon.frontend import resnet, run_float, zoo  # noqa: PLC0415
-
-    name = DEMO_MODELS.get(model, model)
-    graph = zoo.load_model(name)
-    if tuple(graph.input_shape) != (3, 32, 32):
-        raise lycaon.LycaonError(f"demo --mode fhe classifies bundled CIFAR-10 images; {name} takes input of shape {graph.input_shape}")
-    raw, y = _bundled("cifar10")
-    if images < 1 or images > len(raw):
-        raise lycaon.LycaonError(f"--images must be 1..{len(raw)} (the bundled CIFAR-10 test images)")
-    x, y = resnet.preprocess(raw[:images]), y[:images].astype(np.int64)
-    t0 = time.perf_counter()
-    with Console(stderr=True).status(f"{name}: compiling for CKKS (packings, diagonals, level plan)"):
-        server = fhe.FheModel(graph)
-    compile_s = time.perf_counter() - t0
-    client = fhe.FheClient(server.spec)
-    with Progress(transient=True) as bar:
-        task = bar.add_task("key generation (level-aware keyset)", total=None)
-        t0 = time.perf_counter()
-        relin, galois = client.evaluation_keys("level-aware")
-        keygen_s = time.perf_counter() - t0
-        bar.update(task, total=1, completed=1)
-    upload = {"relin": relin.to_bytes(), "galois": galois.to_bytes(), "public": client.public_key.to_bytes()}
-    params = server.params
-    server.attach_keys(lycaon.CkksRelinKey.from_bytes(params, upload["relin"]), lycaon.CkksGaloisKeys.from_bytes(params, upload["galois"]),
-                       lycaon.CkksPublicKey.from_bytes(params, upload["public"]))
-    results = []
-    with Progress(transient=True) as bar:
-        task = bar.add_task("encrypted inference", total=images)
-        layer_task = bar.add_task("", total=len(server.steps))
-        for i in range(images):
-            t0 = time.perf_counter()
-            query = client.encrypt(x[i])
-            up = query.to_bytes()
-            t1 = time.perf_counter()
-
-            def progress(done, total, step, i=i):
-                bar.update(layer_task, completed=done, total=total, description=f"image {i + 1}: {step}")
-
-            answer = server.infer(lycaon.CkksCiphertext.from_bytes(params, up), progress=progress)
-            down = answer.to_bytes()
-            t2 = time.perf_counter()
-            logits = client.decrypt(lycaon.CkksCiphertext.from_bytes(params, down))
-            t3 = time.perf_counter()
-            results.append({"logits": logits, "client_s": (t1 - t0) + (t3 - t2), "server_s": t2 - t1, "up_bytes": len(up), "down_bytes": len(down)})
-            bar.update(task, completed=i + 1)
-    plain = run_float(graph, x)
-    enc = np.array([r["logits"] for r in results])
-    bits = [fhe.precision_bits(e, p) for e, p in zip(enc, plain)]
-    fl, pr = plain.argmax(1), enc.argmax(1)
-    key_bytes = relin.memory_bytes + galois.memory_bytes
-    summary = {
-        "model": name, "mode": "fhe", "images": images, "log_n": int(np.log2(params.n)), "levels": params.max_level, "log2_qp": params.log2_qp,
-        "compile_s": compile_s, "keygen_s": keygen_s, "key_bytes": key_bytes, "key_upload_bytes": len(upload["relin"]) + len(upload["galois"]) + len(upload["public"]),
-        "float": {"accuracy": float((fl == y).mean())},
-        "fhe": {"accuracy": float((pr == y).mean()), "top1_agreement_float": float((pr == fl).mean()), "min_bits": min(bits),
-                "server_s": float(np.mean([r["server_s"] for r in results])), "client_s": float(np.mean([r["client_s"] for r in results])),
-                "up_bytes": results[0]["up_bytes"], "down_bytes": results[0]["down_bytes"]},
-        "per_image": [{"label": int(p), "true_label": int(t), "bits": b, "server_s": r["server_s"]} for p, t, b, r in zip(pr, y, bits, results)],
-        "layers": server.summary(),
-    }
-    h = summary["fhe"]
-    _table(f"{name}: {images} bundled CIFAR-10 test images, FHE private inference (CKKS logN {summary['log_n']}, {params.max_level} levels, no bootstrapping)",
-           ["", "accuracy", "top-1 = float", "precision", "server / image", "client / image", "up / image", "down / image"],
-           [["plaintext float", summary["float"]["accuracy"], "-", "-", "", "", "", ""],
-            ["FHE (private)", h["accuracy"], h["top1_agreement_float"], f"{h['min_bits']:.1f} bits", _si(h["server_s"], "s"), _si(h["client_s"], "s"),
-             _si(h["up_bytes"], "B"), _si(h["down_bytes"], "B")]])
-    print(f"once per session: compile {_si(compile_s, 's')} (server), key generation {_si(keygen_s, 's')} (client), "
-          f"keys {_si(key_bytes, 'B')} in memory, {_si(summary['key_upload_bytes'], 'B')} uploaded (seeded)")
-    _table("Program", ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in summary["layers"]])
-    _write_json(json_path, summary)
-    return 0
-
-
-def _demo_fhe_resnet20(model: str, images: int, json_path: Optional[str]) -> int:
-    """ResNet-20 in the FHE mode with bootstrapping (fhe_resnet): AESPA quadratics (the shipped
-    trained weights) or, for the ReLU network, the composite minimax ReLU. The client generates
-    the level-aware rotation keys and the bootstrapping keys; each image goes up encrypted and its
-    logits come back encrypted; printed next to the float twin. About 16 GiB and, on 2 cores,
-    8 minutes an image (AESPA) or 20 (ReLU)."""
-    from rich.progress import Progress  # noqa: PLC0415
-
-    from lycaon import fhe, fhe_resnet  # noqa: PLC0415
+    from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
     from lycaon.frontend import resnet, zoo  # noqa: PLC0415
+    from lycaon.hybrid import Client, Server  # noqa: PLC0415
 
-    name = fhe_resnet.RESNET20_MODELS[model]
+    bootstrapped = model in RESNET20_MODELS
+    name = RESNET20_MODELS[model] if bootstrapped else DEMO_MODELS.get(model, model)
     raw, y = _bundled("cifar10")
-    try:  # value bounds for the bootstraps: training images, else the bundled images not classified
-        calibration, spare = zoo.cifar10("train")[0][:64].copy(), len(raw)
-    except OSError:
-        calibration, spare = raw[-64:], len(raw) - 64
+    calibration, spare = None, len(raw)
+    if bootstrapped:  # value bounds for the bootstraps: training images, else the bundled images not classified
+        try:
+            calibration = zoo.cifar10("train")[0][:64].copy()
+        except OSError:
+            calibration, spare = raw[-64:], len(raw) - 64
+    elif tuple(zoo.load_model(name).input_shape) != (3, 32, 32):
+        raise lycaon.LycaonError(f"demo --mode fhe classifies bundled CIFAR-10 images; {name} takes input of shape {zoo.load_model(name).input_shape}")
     if images < 1 or images > spare:
         raise lycaon.LycaonError(f"--images must be 1..{spare} (the bundled CIFAR-10 test images)")
     x, y = resnet.preprocess(raw[:images]), y[:images].astype(np.int64)
     t0 = time.perf_counter()
-    net = fhe_resnet.load_resnet20(model, calibration)
+    with Console(stderr=True).status(f"{name}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
+        server = Server(model if bootstrapped else name, mode="fhe", calibration=calibration)
     compile_s = time.perf_counter() - t0
-    client = fhe_resnet.FheResNetClient(net.spec)
-    with Progress(transient=True) as bar:
-        task = bar.add_task("key generation", total=2)
-        steps = iter(range(3))
-        t0 = time.perf_counter()
-        relin, galois, boot_keys = client.keys(progress=lambda what: bar.update(task, completed=next(steps), description=f"key generation: {what}"))
-        keygen_s = time.perf_counter() - t0
-    results = []
-    with Progress(transient=True) as bar:
-        task = bar.add_task("encrypted inference", total=images)
-        op_task = bar.add_task("", total=len(net.ops))
-        for i in range(images):
-            ct = client.encrypt(x[i])
+    program, compiled = server.program, server.compiled
+    address = server.start(0)
+    client = Client(address)
+    try:
+        with Console(stderr=True).status("key generation") as status:
+            client.on_keys = lambda what: status.update(f"key generation: {what}")
+            keys = json.loads(client.fhe_session.keys)
+        results = []
+        with Progress(transient=True) as bar:
+            task = bar.add_task("encrypted inference", total=images)
+            op_task = bar.add_task("", total=len(program["ops"]))
+            for i in range(images):
+                def progress(done, total, step, i=i):
+                    bar.update(op_task, completed=done, total=total, description=f"image {i + 1}: {step}")
 
-            def progress(done, total, step, i=i):
-                bar.update(op_task, completed=done, total=total, description=f"image {i + 1}: {step}")
-
-            t0 = time.perf_counter()
-            out, stats = fhe_resnet.infer(net, relin, galois, boot_keys, ct, progress=progress)
-            results.append({"logits": client.decrypt(out), "server_s": time.perf_counter() - t0, **stats})
-            bar.update(task, completed=i + 1)
-    plain = np.array([net.reference(v) for v in x])
+                res = client.infer(x[i], progress=progress)
+                results.append(res.images[0])
+                bar.update(task, completed=i + 1)
+    finally:
+        client.close()
+        server.stop()
+    plain = np.array([compiled.reference(v) for v in x]) if bootstrapped else np.array([fhe.plaintext_reference(compiled.graph, v) for v in x])
     enc = np.array([r["logits"] for r in results])
     bits = [fhe.precision_bits(e, p) for e, p in zip(enc, plain)]
     fl, pr = plain.argmax(1), enc.argmax(1)
-    ratio = net.range_ratio(x)
+    reports = [r["report"] for r in results]
+    params = program["parameters"]
     summary = {
-        "model": name, "mode": "fhe", "images": images, "log_n": int(np.log2(net.params.n)), "bootstrapping": True,
-        "activation": "composite minimax ReLU" if net.relu is not None else "AESPA quadratics",
-        "compile_s": compile_s, "keygen_s": keygen_s, "network_key_bytes": relin.memory_bytes + galois.memory_bytes,
-        "bootstrap_key_bytes": boot_keys.memory_bytes, "rotation_keys": len(net.rotation_levels()),
+        "model": name, "mode": "fhe", "images": images, "bootstrapping": bootstrapped,
+        "parameters": params, "activation": ("composite minimax ReLU" if compiled.relu is not None else "AESPA quadratics") if bootstrapped else "quadratics",
+        "compile_s": compile_s, "keygen_s": keys["keys_s"], "key_bytes": keys["key_bytes"], "key_upload_bytes": keys["upload_bytes"],
+        "rotation_keys": len(program["rotation_levels"]),
         "float": {"accuracy": float((fl == y).mean())},
         "fhe": {"accuracy": float((pr == y).mean()), "top1_agreement_float": float((pr == fl).mean()), "min_bits": min(bits),
-                "server_s": float(np.mean([r["server_s"] for r in results])), "bootstraps": results[0]["bootstraps"]},
-        "per_image": [{"label": int(p), "true_label": int(t), "bits": b, "server_s": r["server_s"], "range_ratio": float(q)}
-                      for p, t, b, r, q in zip(pr, y, bits, results, ratio)],
+                "server_s": float(np.mean([r["server_s"] for r in reports])), "client_s": float(np.mean([r["client_s"] for r in results])),
+                "bootstraps": reports[0]["bootstraps"], "up_bytes": results[0]["up_bytes"], "down_bytes": results[0]["down_bytes"],
+                "flood_log2": reports[0]["flood_log2"]},
+        "per_image": [{"label": int(p), "true_label": int(t), "bits": b, **r} for p, t, b, r in zip(pr, y, bits, reports)],
     }
+    if bootstrapped:
+        summary["per_image"] = [{**d, "range_ratio": float(q)} for d, q in zip(summary["per_image"], compiled.range_ratio(x))]
+    else:
+        summary["layers"] = compiled.summary()
     h = summary["fhe"]
-    _table(f"{name}: {images} bundled CIFAR-10 test images, FHE private inference (CKKS logN {summary['log_n']}, {summary['activation']}, "
-           f"{h['bootstraps']} bootstraps an image)",
-           ["", "accuracy", "top-1 = float", "precision", "server / image"],
-           [["plaintext float", summary["float"]["accuracy"], "-", "-", ""],
-            ["FHE (private)", h["accuracy"], h["top1_agreement_float"], f"{h['min_bits']:.1f} bits", _si(h["server_s"], "s")]])
-    print(f"once per session: compile {_si(compile_s, 's')} (server), key generation {_si(keygen_s, 's')} (client): "
-          f"{summary['rotation_keys']} rotation keys by level and relinearisation {_si(summary['network_key_bytes'], 'B')}, bootstrapping {_si(summary['bootstrap_key_bytes'], 'B')}")
-    outside = int((ratio > 1).sum())
-    if outside:
-        print(f"warning: {outside} image(s) left the value range the bootstraps were calibrated for; their encrypted logits are not meaningful")
+    ring = f"CKKS logN {int(np.log2(params['n']))}, {params['levels']} levels, no bootstrapping" if not bootstrapped else \
+        f"CKKS {params['shape']}, {summary['activation']}, {h['bootstraps']} bootstraps an image"
+    _table(f"{name}: {images} bundled CIFAR-10 test images, FHE private inference ({ring})",
+           ["", "accuracy", "top-1 = float", "precision", "server / image", "client / image", "up / image", "down / image"],
+           [["plaintext float", summary["float"]["accuracy"], "-", "-", "", "", "", ""],
+            ["FHE (private)", h["accuracy"], h["top1_agreement_float"], f"{h['min_bits']:.1f} bits", _si(h["server_s"], "s"), _si(h["client_s"], "s"),
+             _si(h["up_bytes"], "B"), _si(h["down_bytes"], "B")]])
+    print(f"once per session: compile {_si(compile_s, 's')} (server), keys made and sent in {_si(keys['keys_s'], 's')} (client): "
+          f"{summary['rotation_keys']} rotation keys by level, {_si(keys['key_bytes'], 'B')} in the server's memory, {_si(keys['upload_bytes'], 'B')} uploaded (seeded); "
+          f"answers flooded with noise up to 2^{h['flood_log2']}")
+    if not bootstrapped:
+        _table("Program", ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in summary["layers"]])
+    else:
+        outside = sum(d["range_ratio"] > 1 for d in summary["per_image"])
+        if outside:
+            print(f"warning: {outside} image(s) left the value range the bootstraps were calibrated for; their encrypted logits are not meaningful")
     _write_json(json_path, summary)
     return 0
 
 
 def _demo(mode: str, model: Optional[str], images: int, link: str, json_path: Optional[str], flood_bits: float, exact_truncation: bool = True) -> int:
-    from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
-
-    if mode == "fhe" and model in RESNET20_MODELS:
-        return _demo_fhe_resnet20(model, images, json_path)
     if mode == "fhe":
         return _demo_fhe(model or "cnn-square", images, json_path)
     model = model or "lenet5"
@@ -910,7 +862,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu (composite minimax ReLU)")
     serve.add_argument("--threads", type=int, metavar="N", help="worker threads of this server, for HE and two-party work alike (default: the cores)")
     serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS; quadratic activations)")
-    serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451 hybrid, 7452 fhe; 0: any free port)")
+    serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451, both modes; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
     serve.add_argument("--reveal", choices=("logits", "label"), default="logits", help="what clients learn: the logits (default) or only the label")
@@ -933,7 +885,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--random-weights", type=int, metavar="SEED", help="benchmarks only: give a built-in architecture (resnet50, squeezenet, ...) random weights")
     infer = sub.add_parser("infer", help="private inference of images on a lycaon server")
     infer.add_argument("--server", required=True, metavar="HOST:PORT", help="the server's address (lycaon serve prints it)")
-    infer.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="the server's mode (default hybrid)")
+    infer.add_argument("--mode", choices=("hybrid", "fhe"), default=None, help="the mode the server must serve (default: whichever it serves)")
     infer.add_argument("images", nargs="+", metavar="IMAGE", help=".npy/.npz arrays (float model inputs (C, H, W) or (N, C, H, W), or uint8 raw images), PNG/JPEG files "
                        "(preprocessed as the server's metadata says), "
                        "or bundled:K for the K-th bundled test image of the server's data set")
@@ -975,8 +927,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "plan":
             return _plan(args.model, args.mode, args.link, args.json, args.html, args.failure_probability, args.reserve_bits, args.algorithm, args.flood_bits)
         if args.command == "serve" and args.mode == "fhe":
-            return _serve_fhe(args.model, 7452 if args.port is None else args.port, args.host, args.max_sessions)
-        if args.command == "infer" and args.mode == "fhe":
+            return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions)
+        if args.command == "infer" and (args.mode or _server_mode(args.server)) == "fhe":
             return _infer_fhe(args.server, args.images, args.json)
         if args.command == "serve":
             return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,

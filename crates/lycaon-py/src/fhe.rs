@@ -40,6 +40,17 @@ struct SessionOptionsJson {
     timeout_s: Option<f64>,
     #[serde(default)]
     flood_precision_bits: Option<f64>,
+    /// "level-aware" (default) or "all-required" (every key at the top level; benchmarks).
+    #[serde(default)]
+    keyset: Option<String>,
+}
+
+fn keys_at_top(o: &SessionOptionsJson) -> PyResult<bool> {
+    match o.keyset.as_deref() {
+        None | Some("level-aware") => Ok(false),
+        Some("all-required") => Ok(true),
+        Some(other) => Err(LycaonError::new_err(format!("keyset '{other}': level-aware or all-required"))),
+    }
 }
 
 /// One client's FHE session: its keys made and sent at the start, then any number of queries.
@@ -68,9 +79,9 @@ fn call_stage(cb: &Option<Py<PyAny>>, what: &str) {
 }
 
 impl FheSession {
-    fn opened(mut channel: Box<dyn Channel + Send>, server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>, on_keys: &Option<Py<PyAny>>) -> lycaon_runtime::Result<Self> {
+    fn opened(mut channel: Box<dyn Channel + Send>, server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>, at_top: bool, on_keys: &Option<Py<PyAny>>) -> lycaon_runtime::Result<Self> {
         let t0 = std::time::Instant::now();
-        let (client, upload_bytes, keys) = open_session(channel.as_mut(), lycaon_runtime::fhe::cpu_backend(), &mut |what| call_stage(on_keys, what))?;
+        let (client, upload_bytes, keys) = open_session(channel.as_mut(), lycaon_runtime::fhe::cpu_backend(), at_top, &mut |what| call_stage(on_keys, what))?;
         let program_json = client.program().to_json();
         Ok(Self { inner: Mutex::new(Some(Open { client, channel, server })), program_json, keys, upload_bytes, keys_s: t0.elapsed().as_secs_f64() })
     }
@@ -85,9 +96,10 @@ impl FheSession {
     fn connect(py: Python<'_>, addr: &str, options_json: &str, on_keys: Option<Py<PyAny>>) -> PyResult<Self> {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
+        let at_top = keys_at_top(&o)?;
         py.detach(|| -> lycaon_runtime::Result<Self> {
             let channel = TcpChannel::connect(addr, lycaon_mpc::LinkModel::UNLIMITED, t)?;
-            Self::opened(Box::new(channel), None, &on_keys)
+            Self::opened(Box::new(channel), None, at_top, &on_keys)
         })
         .map_err(err)
     }
@@ -100,13 +112,14 @@ impl FheSession {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
         let served = Arc::new(served(py, program_json, None, o.flood_precision_bits)?);
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
+        let at_top = keys_at_top(&o)?;
         py.detach(|| -> lycaon_runtime::Result<Self> {
             let (mut server_end, client_end) = MemoryChannel::pair_with(lycaon_mpc::LinkModel::UNLIMITED, t);
             let handle = std::thread::Builder::new()
                 .name("lycaon-fhe-local-server".into())
                 .spawn(move || serve_session(&served, &mut server_end))
                 .map_err(|e| lycaon_runtime::RuntimeError::Protocol(format!("cannot start the server thread: {e}")))?;
-            Self::opened(Box::new(client_end), Some(handle), &on_keys)
+            Self::opened(Box::new(client_end), Some(handle), at_top, &on_keys)
         })
         .map_err(err)
     }

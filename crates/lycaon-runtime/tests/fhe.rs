@@ -128,7 +128,7 @@ fn a_small_network_runs_encrypted_over_tcp_and_matches_its_float_reference() {
     drop(ch);
 
     let mut ch = TcpChannel::connect(addr.as_str(), LinkModel::UNLIMITED, Duration::from_secs(60)).unwrap();
-    let (mut client, upload, accepted) = open_session(&mut ch, lycaon_runtime::fhe::cpu_backend(), &mut |_| {}).unwrap();
+    let (mut client, upload, accepted) = open_session(&mut ch, lycaon_runtime::fhe::cpu_backend(), false, &mut |_| {}).unwrap();
     assert!(upload > 0 && accepted.key_bytes > 0 && accepted.galois_keys > 0);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     for _ in 0..2 {

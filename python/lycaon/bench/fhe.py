@@ -81,12 +81,21 @@ def _peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _session(program: dict, keyset: str = "level-aware"):
+    """The runtime's FHE session with both halves in this process (the TCP protocol on an
+    in-memory channel): the client's keys made and sent."""
+    from lycaon import _native  # noqa: PLC0415
+
+    return _native.FheSession.local(json.dumps(program), json.dumps({"keyset": keyset}))
+
+
 def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = "run") -> dict:
     """Lycaon's side, run in a process of its own. phase 'run': compile, the level-aware keyset,
-    inference on every image (the peak memory reported is this process's). phase 'keysets':
-    each keyset strategy in turn (key memory, upload bytes, generation time, and the latency of
-    two inferences for the strategies the evaluator can use directly)."""
-    from lycaon import fhe  # noqa: PLC0415
+    inference on every image through the runtime (the peak memory reported is this process's,
+    both halves). phase 'keysets': each keyset strategy in turn (key memory, upload bytes,
+    generation time as real keys, and the latency of inferences for the strategies the runtime
+    serves: level-aware and all-required)."""
+    from lycaon import CkksKeyGenerator, fhe  # noqa: PLC0415
 
     weights = dict(np.load(weights_path))
     x = np.load(inputs_path)
@@ -94,51 +103,54 @@ def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = 
     log_q0, log_scale = LYCAON_BITS[model]
     t0 = time.perf_counter()
     server = fhe.FheModel(graph, log_scale=log_scale, log_q0=log_q0)
+    program = server.program(model)
     compile_s = time.perf_counter() - t0
-    client = fhe.FheClient(server.spec)
     result = {"model": model, "log_n": int(np.log2(server.params.n)), "levels": server.params.max_level, "log_scale": log_scale, "log_q0": log_q0,
-              "digits": server.params.key_switch_digits, "log2_qp": server.params.log2_qp, "compile_s": compile_s, "prepare_s": server.prepare_seconds,
-              "layers": server.summary()}
+              "digits": server.params.key_switch_digits, "log2_qp": server.params.log2_qp, "compile_s": compile_s, "layers": server.summary()}
     strategies = KEYSET_STRATEGIES if phase == "keysets" else ("level-aware",)
     keysets: dict = {}
-    keys: dict = {}
-    for strategy in strategies:
+    kg = CkksKeyGenerator(server.params)
+    for strategy in strategies:  # each keyset as real keys: memory, bytes, generation time
+        pairs = server.spec.keyset(strategy)
         t0 = time.perf_counter()
-        relin, galois = client.evaluation_keys(strategy)
+        relin = kg.relin_key(level=server.spec.relin_level if strategy == "level-aware" else None) if server.spec.relin_level is not None else None
+        galois = kg.galois_keys([s for s, _ in pairs], levels=[lv for _, lv in pairs]) if pairs else None
         keygen_s = time.perf_counter() - t0
-        keysets[strategy] = {"keys": len(server.spec.keyset(strategy)) + (relin is not None), "keygen_s": keygen_s,
+        keysets[strategy] = {"keys": len(pairs) + (relin is not None), "keygen_s": keygen_s,
                              "key_bytes": (relin.memory_bytes if relin else 0) + (galois.memory_bytes if galois else 0),
                              "upload_bytes": (len(relin.to_bytes()) if relin else 0) + (len(galois.to_bytes()) if galois else 0), "latency_s": None}
-        # The power-of-two keyset needs every rotation split into +-2^i rotations, which the
-        # evaluator's linear transforms do not do: memory only.
-        if strategy != "power-of-two":
-            keys[strategy] = (relin, galois)
         del relin, galois
+    # The runtime serves level-aware and all-required keys (power-of-two needs every rotation
+    # split into +-2^i rotations, which the linear transforms do not do: memory only).
+    served = [s for s in strategies if s != "power-of-two"]
+    t0 = time.perf_counter()
+    sessions = {s: _session(program, s) for s in served}
+    setup_s = time.perf_counter() - t0
     per_image = []
-    times: dict = {s: [] for s in keys}
-    # Interleaved, first one then the other first, so that a noisy machine (and whatever the
-    # first run after a key change pays) falls on both keysets alike.
+    times: dict = {s: [] for s in served}
+    # Interleaved, first one then the other first, so that a noisy machine falls on both alike.
     for i in range(len(x) if phase == "run" else 6):
-        for strategy, (relin, galois) in (list(keys.items()) if i % 2 == 0 else list(keys.items())[::-1]):
-            server.attach_keys(relin, galois, client.public_key)
+        for strategy in (served if i % 2 == 0 else served[::-1]):
             xi = x[i % len(x)].reshape(graph.input_shape)
-            ct = client.encrypt(xi)
-            t0 = time.perf_counter()
-            out = server.infer(ct)
-            times[strategy].append(time.perf_counter() - t0)
+            out = json.loads(sessions[strategy].infer(np.ascontiguousarray(xi.ravel(), dtype=np.float64)))
+            times[strategy].append(out["report"]["server_s"])
             if phase == "run":
-                got = client.decrypt(out)
+                got = np.asarray(out["logits"])
                 want = fhe.plaintext_reference(graph, xi)
                 err = float(np.abs(got - want).max())
                 per_image.append({"latency_s": times[strategy][-1], "max_abs_err": err, "bits": float(-np.log2(max(err, 1e-300) / np.abs(want).max())),
                                   "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "logits": got.tolist()})
+    runtime_keys = {s: json.loads(sessions[s].keys) for s in served}
+    for session in sessions.values():
+        session.close()
     for strategy, t in times.items():
         keysets[strategy]["latency_s"] = float(np.median(t))
         keysets[strategy]["latencies_s"] = t
-    result.update(keysets=keysets, images=per_image, peak_bytes=_peak_bytes())
+        keysets[strategy]["runtime_key_bytes"] = runtime_keys[strategy]["key_bytes"]
+    result.update(keysets=keysets, images=per_image, peak_bytes=_peak_bytes(), session_setup_s=setup_s)
     if phase == "run":
-        result.update(inference_s=float(np.median([r["latency_s"] for r in per_image])), key_bytes=keysets["level-aware"]["key_bytes"],
-                      keygen_s=keysets["level-aware"]["keygen_s"])
+        result.update(inference_s=float(np.median([r["latency_s"] for r in per_image])), key_bytes=runtime_keys["level-aware"]["key_bytes"],
+                      keygen_s=runtime_keys["level-aware"]["keys_s"])
     return result
 
 
@@ -243,7 +255,6 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
     `packing`: "mpconv" (one multiplexed packing throughout), "hyphen" (HyPHEN's changing packing
     where it applies, `FheResNet(hyphen=True)`), or "both": each image through both networks in
     turn, with one client's keys (the union of their rotation steps), records tagged by packing."""
-    import dataclasses  # noqa: PLC0415
 
     from lycaon import fhe_resnet  # noqa: PLC0415
     from lycaon.frontend import aespa, resnet, zoo  # noqa: PLC0415
@@ -280,10 +291,9 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
         raise ValueError(f"packing {packing!r}: mpconv, hyphen or both")
     t0 = time.perf_counter()
     nets = {p: fhe_resnet.FheResNet(graph, calibration, hyphen=p == "hyphen") for p in (("mpconv", "hyphen") if packing == "both" else (packing,))}
-    net = next(iter(nets.values()))
-    for other in nets.values():  # one bootstrapper (3.1 GB of diagonals once encoded) for both
-        other._bootstrapper = net.bootstrapper
+    programs = {p: n.program(network) for p, n in nets.items()}
     compile_s = (time.perf_counter() - t0) / len(nets)
+    net = next(iter(nets.values()))
     composite_check = None
     if net.relu is not None:
         exact = np.array([net.reference(v) for v in float_check])
@@ -292,32 +302,29 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
                            "bits": _bits(approx, exact)}
     del float_check
     _return_freed_memory()  # the data sets and calibration temporaries, before the keys
-    spec = net.spec
-    for other in nets.values():  # one keyset for every network run: each step at its highest level
-        spec = dataclasses.replace(spec, rotation_levels={s: max(spec.rotation_levels.get(s, 0), lvl) for s, lvl in {**spec.rotation_levels, **other.rotation_levels()}.items()})
-    client = fhe_resnet.FheResNetClient(spec)
-    t0 = time.perf_counter()
-    relin, galois, boot_keys = client.keys()
-    keygen_s = time.perf_counter() - t0
     per_image = []
-    for i, (name, net) in ((i, p) for i in range(images) for p in nets.items()):
-        ct = client.encrypt(x[i])
-        t0 = time.perf_counter()
-        out, stats = fhe_resnet.infer(net, relin, galois, boot_keys, ct)
-        latency = time.perf_counter() - t0
-        got, want = client.decrypt(out), net.reference(x[i])
-        record = {"test_row": int(picked[i]), "packing": name, "planned_bootstraps": net.planned_bootstraps, "range_ratio": float(net.range_ratio(x[i:i + 1])[0]),
-                  "latency_s": latency, "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]), **stats}
-        if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
-            twin = net.reference(x[i], approximate=True)
-            record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
-        per_image.append(record)
-        if log:
-            with open(log, "a") as f:
-                f.write(json.dumps({"network": network, "weights": source, "threads": _threads(), **record}) + "\n")
-    network_keys = relin.memory_bytes + galois.memory_bytes
-    return {"weights": source, "packing": packing, "log_n": 16, "compile_s": compile_s, "composite_float_check": composite_check, "keygen_s": keygen_s, "network_key_bytes": network_keys,
-            "bootstrap_key_bytes": boot_keys.memory_bytes, "key_bytes": network_keys + boot_keys.memory_bytes, "rotation_keys": len(spec.rotation_levels),
+    keys: dict = {}
+    for name, net in nets.items():  # one session (one client's keys) per packing, in turn
+        session = _session(programs[name])
+        keys[name] = json.loads(session.keys)
+        for i in range(images):
+            out = json.loads(session.infer(np.ascontiguousarray(x[i].ravel(), dtype=np.float64)))
+            stats = out["report"]
+            got, want = np.asarray(out["logits"]), net.reference(x[i])
+            record = {"test_row": int(picked[i]), "packing": name, "planned_bootstraps": net.planned_bootstraps, "range_ratio": float(net.range_ratio(x[i:i + 1])[0]),
+                      "latency_s": stats["server_s"], "bits": _bits(got, want), "top1": int(np.argmax(got)), "plain_top1": int(np.argmax(want)), "label": int(labels[i]),
+                      **{k: stats[k] for k in ("bootstraps", "bootstrap_s", "conv_s", "quadratic_s", "relu_s", "other_s", "late_encodings", "flood_log2")}}
+            if net.relu is not None:  # against the float twin with the same composite ReLU: the encryption's own error
+                twin = net.reference(x[i], approximate=True)
+                record.update(bits_vs_composite=_bits(got, twin), composite_top1=int(np.argmax(twin)))
+            per_image.append(record)
+            if log:
+                with open(log, "a") as f:
+                    f.write(json.dumps({"network": network, "weights": source, "threads": _threads(), **record}) + "\n")
+        session.close()
+    first = keys[next(iter(nets))]
+    return {"weights": source, "packing": packing, "log_n": 16, "compile_s": compile_s, "composite_float_check": composite_check, "keygen_s": first["keys_s"],
+            "key_bytes": first["key_bytes"], "key_upload_bytes": first["upload_bytes"], "rotation_keys": len(net.rotation_levels()),
             "inference_s": float(np.median([r["latency_s"] for r in per_image if r["packing"] == next(iter(nets))])),
             "inference_s_by_packing": {p: float(np.median([r["latency_s"] for r in per_image if r["packing"] == p])) for p in nets}, "images": per_image, "peak_bytes": _peak_bytes()}
 
@@ -355,7 +362,7 @@ def _print_resnet20(r: dict, out) -> None:
             print(f"  time ratio {list(by_packing)[1]} / {list(by_packing)[0]}: {second / first:.3f}", file=out)
         print(f"  inference {_fmt(ours['inference_s'], ' s', digits=1)} on this machine's 2 cores ({ours['images'][0]['bootstraps']} bootstraps, "
               f"{_fmt(ours['images'][0]['bootstrap_s'], ' s', digits=1)} of them), peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)} "
-              f"({ours['peak_bytes'] / 2**30:.2f} GiB), keys {_fmt(ours['network_key_bytes'], ' GB', 1e9)} network + {_fmt(ours['bootstrap_key_bytes'], ' GB', 1e9)} bootstrapping, "
+              f"({ours['peak_bytes'] / 2**30:.2f} GiB), keys {_fmt(ours['key_bytes'], ' GB', 1e9)} (network and bootstrapping, each key once at its highest level), "
               f"precision {min(i['bits'] for i in ours['images']):.1f} bits, top-1 = plaintext on {agree}/{len(ours['images'])}", file=out)
         if any("bits_vs_composite" in i for i in ours["images"]):
             print(f"  against the float twin with the same composite ReLU: {min(i['bits_vs_composite'] for i in ours['images']):.1f} bits "

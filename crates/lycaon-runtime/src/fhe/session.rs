@@ -281,6 +281,14 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
     let ctx = exe.context();
     let params = ctx.params();
     let header: KeyHeader = serde_json::from_slice(&wire::recv(channel, "the key header")?).map_err(|e| RuntimeError::Protocol(format!("the key header: {e}")))?;
+    // What can be checked before the bootstrapping circuit is built (seconds, at logN = 16).
+    let encapsulated = exe.bootstrap_params().is_some_and(|b| b.encapsulation_weight.is_some());
+    if header.encapsulation != encapsulated {
+        return Err(RuntimeError::Protocol(format!(
+            "the client announces encapsulation keys: {}; this program's bootstrapping needs them: {encapsulated}",
+            header.encapsulation
+        )));
+    }
     let boot = exe.bootstrap_params().map(|_| exe.bootstrapper()).transpose()?;
     let (plan, relin_level, encapsulate) = key_plan(exe.program(), ctx, boot);
     if header.galois > plan.len() || header.relin != relin_level.is_some() || header.encapsulation != encapsulate {
@@ -335,6 +343,9 @@ pub struct FheClient {
     ctx: Arc<CkksContext>,
     secret: SecretKey,
     sampler: Sampler,
+    /// Every key at the top level instead of the highest level it is used at (004's
+    /// "all-required" keyset; benchmarks compare it with the level-aware default).
+    all_at_top: bool,
 }
 
 impl FheClient {
@@ -343,7 +354,13 @@ impl FheClient {
         let ctx = program.parameters.context(backend)?;
         let mut sampler = Sampler::from_os()?;
         let secret = SecretKey::generate(ctx.params(), &mut sampler).map_err(rlwe)?;
-        Ok(Self { program, ctx, secret, sampler })
+        Ok(Self { program, ctx, secret, sampler, all_at_top: false })
+    }
+
+    /// Makes every key at the top level (004's "all-required" keyset) instead of the level-aware one.
+    pub fn with_keys_at_top(mut self, on: bool) -> Self {
+        self.all_at_top = on;
+        self
     }
 
     pub fn program(&self) -> &FheProgram {
@@ -361,7 +378,12 @@ impl FheClient {
             }
             None => None,
         };
-        let (plan, relin_level, encapsulate) = key_plan(&self.program, &self.ctx, boot.as_ref());
+        let (mut plan, mut relin_level, encapsulate) = key_plan(&self.program, &self.ctx, boot.as_ref());
+        if self.all_at_top {
+            let top = self.ctx.max_level();
+            plan.iter_mut().for_each(|(_, l)| *l = top);
+            relin_level = relin_level.map(|_| top);
+        }
         let header = KeyHeader { galois: plan.len(), relin: relin_level.is_some(), encapsulation: encapsulate };
         wire::send(channel, &serde_json::to_vec(&header).expect("JSON"))?;
         let (sk, sampler) = (&self.secret, &mut self.sampler);
@@ -486,12 +508,13 @@ pub struct QueryOutcome {
     pub report: QueryReport,
 }
 
-/// Opens an FHE session: hello, the public program, the client and its keys sent.
-pub fn open_session(channel: &mut dyn Channel, backend: Arc<dyn lycaon_backend::Backend>, stage: &mut dyn FnMut(&str)) -> Result<(FheClient, u64, KeysAccepted)> {
+/// Opens an FHE session: hello, the public program, the client and its keys sent
+/// (`keys_at_top`: 004's all-required keyset instead of the level-aware one).
+pub fn open_session(channel: &mut dyn Channel, backend: Arc<dyn lycaon_backend::Backend>, keys_at_top: bool, stage: &mut dyn FnMut(&str)) -> Result<(FheClient, u64, KeysAccepted)> {
     channel.send(&Hello { want: Want::Inference, mode: Some(Mode::Fhe) }.to_bytes())?;
     let public = PublicModel::parse(&wire::recv(channel, "the program")?)?;
     let program = fhe_program(public)?;
-    let mut client = FheClient::new(program, backend)?;
+    let mut client = FheClient::new(program, backend)?.with_keys_at_top(keys_at_top);
     let (bytes, accepted) = client.send_keys(channel, stage)?;
     Ok((client, bytes, accepted))
 }
