@@ -469,3 +469,14 @@ def test_resnet20_service_sends_its_program_and_refuses_uploads_without_bootstra
         assert sum(r.get("event") == "session_error" for r in server.logs()) == 1
     finally:
         server.stop()
+
+
+def test_the_planner_counts_the_bootstraps_of_the_program_the_runtime_runs():
+    import lycaon.plan as plan
+    from lycaon.data import demo_images
+
+    planned = plan.plan_fhe("resnet20-cifar10")
+    program, net = fhe.compile_model("resnet20", calibration=demo_images("cifar10")[0][-64:])
+    facts = json.loads(_native.fhe_program_facts(json.dumps(program)))
+    assert planned["bootstraps"] == facts["bootstraps"] == net.planned_bootstraps == 7
+    assert planned["program"]["rotation_keys"] == len(program["rotation_levels"]) == 104

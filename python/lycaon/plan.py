@@ -335,6 +335,14 @@ def plan_fhe(model: str, *, link: str = "lan", params: str = "lycaon", activatio
         raise ValueError(f"the FHE-mode planner covers ResNet-20 (CIFAR-10) so far, not {model!r}")
     report = json.loads(lycaon.keyset_json(json.dumps({"model": "resnet20", "params": params, "activation": activation})))
     net = report["models"][0]
+    # The bootstraps and the rotation keys by level of the program the runtime executes (the
+    # compiled network, bounds from the bundled images), not a separate model of it.
+    from lycaon import _native, fhe  # noqa: PLC0415
+    from lycaon.data import demo_images  # noqa: PLC0415
+
+    name = "resnet20-relu" if activation == "composite_relu" else "resnet20"
+    program, _ = fhe.compile_model(name, calibration=demo_images("cifar10")[0][-64:])
+    facts = json.loads(_native.fhe_program_facts(json.dumps(program)))
     full = net["with_bootstrapping"]
     chain = full["chain"]
     n = 1 << chain["log_n"]
@@ -345,7 +353,8 @@ def plan_fhe(model: str, *, link: str = "lan", params: str = "lycaon", activatio
     return {
         "log_n": chain["log_n"],
         "activation": activation,
-        "bootstraps": net["level_plan"]["bootstraps"],
+        "bootstraps": facts["bootstraps"],
+        "program": facts,
         "rotations": full["rotations"],
         "keysets": full["strategies"],
         "level_plan": net["level_plan"],

@@ -163,3 +163,27 @@ impl FheSession {
         }
     }
 }
+
+/// What a program implies (JSON): bootstraps an inference runs (refreshes and those inside
+/// composite ReLUs, at the levels the plan gives them), rotation keys by level, the
+/// relinearisation level, the ops by kind. The planner's FHE figures come from here.
+#[pyfunction]
+pub fn fhe_program_facts(program_json: &str) -> PyResult<String> {
+    let program = FheProgram::from_json(program_json).map_err(err)?;
+    let bootstraps = program.bootstraps().map_err(err)?;
+    let mut kinds: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for op in &program.ops {
+        let kind = serde_json::to_value(&op.kind).ok().and_then(|v| v.get("kind").and_then(|k| k.as_str().map(str::to_owned))).unwrap_or_default();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    Ok(serde_json::json!({
+        "bootstraps": bootstraps,
+        "refreshes": program.ops.iter().map(|op| op.refresh.len()).sum::<usize>(),
+        "rotation_keys": program.rotation_levels.len(),
+        "rotation_levels": program.rotation_levels,
+        "relin_level": program.relin_level,
+        "input_level": program.input_level,
+        "ops": kinds,
+    })
+    .to_string())
+}
