@@ -120,6 +120,6 @@ def test_cli_threads_are_checked_and_sized_before_the_pool_starts():
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--threads must be at least 1, not 0" in bad.stderr
     # A fresh process: the pool starts with the size asked for.
-    sized = subprocess.run([sys.executable, "-c", "import lycaon, lycaon.cli as c; print(c._set_threads(1), lycaon.ckks_threads())"],
+    sized = subprocess.run([sys.executable, "-c", "import lycaon, lycaon.cli.threads as t; print(t.set_threads(1), lycaon.ckks_threads())"],
                            capture_output=True, text=True, timeout=120)
     assert sized.stdout.split() == ["None", "1"], sized.stderr

@@ -1,0 +1,148 @@
+"""``lycaon serve``: private inference of a model for remote clients, in the hybrid or the FHE mode."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+from lycaon.cli.models import DEMO_MODELS
+from lycaon.cli.output import print_table
+
+
+def _log_line(record: dict) -> str:
+    """One server log record on one line: its scalar fields."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if not isinstance(v, (list, dict)))
+
+
+def _preprocess_spec(args) -> Optional[dict]:
+    """The preprocessing spec of ``lycaon serve``'s flags: --preprocess (JSON or a JSON file),
+    overridden field by field by --resize, --crop, --mean, --std, --scale, --channel-order."""
+    from lycaon.preprocessing import Preprocess  # noqa: PLC0415
+
+    base = Preprocess.from_any(args.preprocess)
+    spec = base.to_dict() if base is not None else {}
+    for key in ("resize", "crop", "mean", "std", "scale", "channel_order"):
+        value = getattr(args, key, None)
+        if value is not None:
+            spec[key] = value[0] if key in ("resize", "crop") and len(value) == 1 else value
+    return Preprocess.from_any(spec).to_dict() if spec else None
+
+
+def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float,
+           exact_truncation: bool = True, calibration: Optional[str] = None, preprocess: Optional[dict] = None, labels: Optional[str] = None,
+           calibration_images: int = 16, random_weights: Optional[int] = None) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from lycaon.hybrid import Server, load_graph  # noqa: PLC0415
+
+    graph = None
+    if random_weights is not None:
+        from lycaon.frontend.random_weights import with_random_weights  # noqa: PLC0415
+
+        graph = with_random_weights(load_graph(model), seed=random_weights)
+        print(f"{model}: random weights (seed {random_weights}; for benchmarks, not predictions)", file=sys.stderr)
+    with Console(stderr=True).status(f"{model}: quantising, {'reading the plan' if plan_path else f'planning for link {link}'} and compiling"):
+        server = Server(graph if graph is not None else model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits,
+                        exact_truncation=exact_truncation, calibration=calibration, preprocess=preprocess, labels=labels,
+                        calibration_images=calibration_images)
+    program = server.program
+    linear = [op for op in program["ops"] if op["op"] == "linear"]
+    print_table(f"{model}: hybrid program ({len(program['ops'])} ops, {program['fraction_bits']} fraction bits, reveals {reveal})",
+           ["layer", "algorithm", "n", "log q", "t bits", "c_in", "c_out", "k", "stride"],
+           [[op["name"], op["algorithm"], op["params"]["n"], sum(op["params"]["q_bits"]), op["params"]["t_bits"],
+             op["shape"]["c_in"], op["shape"]["c_out"], op["shape"]["k"], op["shape"]["stride"]] for op in linear])
+    address = server.start(port, host)
+    meta = server.metadata
+    print(f"serving {model} on {address} (input {tuple(meta['input_shape'])}, {meta['classes']} classes, up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
+    seen = 0
+    try:
+        while True:
+            time.sleep(0.5)
+            records = server.logs()
+            for record in records[seen:]:
+                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
+            seen = len(records)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
+
+
+def _fhe_summary(program: dict) -> str:
+    """One line on an FHE program: parameters, ops by kind, bootstraps, rotation keys."""
+    kinds = [op["kind"] for op in program["ops"]]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+    refreshes = sum(len(op.get("refresh") or []) for op in program["ops"])
+    params = program["parameters"]
+    ring = f"CKKS logN {int(np.log2(params['n']))}, {params['levels']} levels" if params["kind"] == "scale_stable" else f"CKKS {params['shape']} with bootstrapping"
+    return f"{program['name']}: FHE program ({ring}; {counts}; {refreshes} refreshes an image; {len(program['rotation_levels'])} rotation keys by level)"
+
+
+def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
+    from lycaon.hybrid import Server  # noqa: PLC0415
+
+    if model not in RESNET20_MODELS:
+        model = DEMO_MODELS.get(model, model)
+    with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
+        server = Server(model, mode="fhe", max_sessions=max_sessions)
+    print(_fhe_summary(server.program) + ("; a session holds about 10 GB of the client's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
+    address = server.start(port, host)
+    sessions = server.options["max_sessions"]
+    print(f"serving {model} in the FHE mode on {address} (up to {sessions} session{'s' if sessions != 1 else ''} at once); Ctrl-C stops", flush=True)
+    seen = 0
+    try:
+        while True:
+            time.sleep(0.5)
+            records = server.logs()
+            for record in records[seen:]:
+                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
+            seen = len(records)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
+
+
+def add_parser(sub) -> None:
+    serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
+    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file; with --mode fhe also cnn-square, "
+                       "resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu (composite minimax ReLU)")
+    serve.add_argument("--threads", type=int, metavar="N", help="worker threads of this server, for HE and two-party work alike (default: the cores)")
+    serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS: quadratic activations, or ResNet-20 with bootstrapping)")
+    serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451, both modes; 0: any free port)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
+    serve.add_argument("--reveal", choices=("logits", "label"), default="logits", help="what clients learn: the logits (default) or only the label")
+    serve.add_argument("--max-sessions", type=int, default=None, help="clients served at once (default 4; fhe ResNet-20: 1, ~10 GB of keys a session)")
+    serve.add_argument("--link", default="lan", metavar="lan|wan|BW,DELAY", help="link the plan is tuned for (default lan)")
+    serve.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the noise flooding the server's ciphertexts (default 40)")
+    serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
+    serve.add_argument("--calibration", metavar="DATA", help="data the quantiser takes its scales from: a .npy/.npz of model-ready float tensors (N, C, H, W) "
+                       "or a folder of images (with --preprocess or --resize/--crop/--mean/--std); required unless the model is a bundled MNIST/CIFAR-10 one")
+    serve.add_argument("--calibration-images", type=int, default=16, metavar="N", help="calibration samples used, spread over the data (default 16)")
+    serve.add_argument("--labels", metavar="FILE", help="class names: a text file (one per line) or a JSON list; sent to clients")
+    serve.add_argument("--preprocess", metavar="JSON|FILE", help='how images become model inputs, e.g. {"resize": 256, "crop": 224, "mean": [0.485, 0.456, 0.406], '
+                       '"std": [0.229, 0.224, 0.225], "scale": 255, "channel_order": "rgb"}; published to clients')
+    serve.add_argument("--resize", type=int, nargs="+", metavar="S", help="resize the shorter side to S, or to exactly H W")
+    serve.add_argument("--crop", type=int, nargs="+", metavar="S", help="centre crop to S x S, or H W")
+    serve.add_argument("--mean", type=float, nargs="+", help="per-channel mean (after dividing by --scale)")
+    serve.add_argument("--std", type=float, nargs="+", help="per-channel standard deviation")
+    serve.add_argument("--scale", type=float, help="divide pixel values by this first (default 255)")
+    serve.add_argument("--channel-order", choices=("rgb", "bgr", "gray"), help="channel order of the model's input (default rgb)")
+    serve.add_argument("--random-weights", type=int, metavar="SEED", help="benchmarks only: give a built-in architecture (resnet50, squeezenet, ...) random weights")
+
+
+def run(args) -> int:
+    if args.mode == "fhe":
+        return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions)
+    return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,
+                  args.link, args.flood_bits, not args.faithful_truncation, calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
+                  calibration_images=args.calibration_images, random_weights=args.random_weights)
