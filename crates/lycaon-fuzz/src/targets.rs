@@ -68,5 +68,42 @@ pub fn targets() -> Vec<FuzzTarget> {
     object_target!("prepared_plaintext", PreparedPlaintext, prepared.to_bytes());
     let r = real.clone();
     out.push(target("ciphertext_n4096", vec![real_ct.to_bytes()], move |b| Ciphertext::from_bytes(&r, b).is_ok()));
+    out.extend(runtime_targets());
     out
 }
+
+/// The runtime's messages: the hello, the server's description, the FHE program, the FHE key
+/// header, and the CKKS ciphertexts a query and an answer carry.
+fn runtime_targets() -> Vec<FuzzTarget> {
+    use lycaon_runtime::fhe::session::KeyHeader;
+    use lycaon_runtime::fhe::FheProgram;
+    use lycaon_runtime::hello::{Hello, Mode, PublicModel, Want};
+
+    let program = FHE_PROGRAM.as_bytes().to_vec();
+    let public = PublicModel::json(Mode::Fhe, FHE_PROGRAM).unwrap().into_bytes();
+    let utf8 = |b: &[u8]| std::str::from_utf8(b).ok().map(str::to_owned);
+    let mut out = vec![
+        target("hello", vec![Hello { want: Want::Inference, mode: Some(Mode::Fhe) }.to_bytes()], |b| Hello::parse(b).is_ok()),
+        target("public_model", vec![public], |b| PublicModel::parse(b).is_ok()),
+        target("fhe_program", vec![program], move |b| utf8(b).is_some_and(|t| FheProgram::from_json(&t).is_ok())),
+        target("fhe_key_header", vec![br#"{"galois":3,"relin":true,"encapsulation":false}"#.to_vec()], |b| KeyHeader::parse(b).is_ok()),
+    ];
+    let mut lit = lycaon_ckks::scale_stable_literal(64, 40, 30, 2, &[45]).unwrap();
+    lit.security = Security::InsecureTestOnly;
+    let params = Parameters::new(lit).unwrap();
+    let ctx = lycaon_ckks::CkksContext::new(&params, 2f64.powi(30)).unwrap();
+    let mut s = Sampler::from_seed([9; 32]);
+    let sk = SecretKey::generate(&params, &mut s).unwrap();
+    let pk = PublicKey::generate(&sk, &mut s).unwrap();
+    let pt = lycaon_ckks::Encoder::new(&ctx).encode_real(&[0.5, -0.25], 2, ctx.scale_at(2).unwrap()).unwrap();
+    let mut enc = lycaon_ckks::Encryptor::new(&ctx).unwrap();
+    let seeded = enc.encrypt_symmetric(&sk, &pt).unwrap().to_bytes();
+    let ct = enc.encrypt(&pk, &pt).unwrap().to_bytes();
+    let c = ctx.clone();
+    out.push(target("ckks_seeded_ciphertext", vec![seeded], move |b| lycaon_ckks::SeededCiphertext::from_bytes(&c, b).is_ok()));
+    out.push(target("ckks_ciphertext", vec![ct], move |b| lycaon_ckks::Ciphertext::from_bytes(&ctx, b).is_ok()));
+    out
+}
+
+/// A small valid FHE program (two ops) as the fuzzer's seed.
+const FHE_PROGRAM: &str = r#"{"format":1,"name":"seed","parameters":{"kind":"scale_stable","n":8192,"log_q0":50,"log_scale":36,"levels":2,"p_bits":[54]},"input":"x","input_shape":[4],"input_packing":{"kind":"slots","index":[0,1,2,3],"period":4},"input_level":2,"output":"y","output_slots":[0,1],"ops":[{"name":"fc","inputs":["x"],"output":"h","level":2,"depth":1,"kind":"linear","rows":[0,1],"cols":[1,2],"values":[0.5,-0.5],"period":4,"sum_steps":[],"bias":{"slots":[0],"values":[0.1]}},{"name":"sq","inputs":["h"],"output":"y","level":1,"depth":1,"refresh":[],"kind":"quadratic","a":null,"b":{"slots":[1],"values":[0.5]},"c":null}],"rotation_levels":{"1":2,"3":2},"relin_level":1,"metadata":{}}"#;

@@ -103,10 +103,16 @@ impl FheServed {
 /// What the client announces before its keys.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KeyHeader {
-    galois: usize,
-    relin: bool,
-    encapsulation: bool,
+pub struct KeyHeader {
+    pub galois: usize,
+    pub relin: bool,
+    pub encapsulation: bool,
+}
+
+impl KeyHeader {
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|e| RuntimeError::Protocol(format!("the key header: {e}")))
+    }
 }
 
 /// The keys' size in memory, as the server accepted them.
@@ -280,7 +286,7 @@ impl std::ops::Deref for ServerKeys {
 fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary) -> Result<ServerKeys> {
     let ctx = exe.context();
     let params = ctx.params();
-    let header: KeyHeader = serde_json::from_slice(&wire::recv(channel, "the key header")?).map_err(|e| RuntimeError::Protocol(format!("the key header: {e}")))?;
+    let header = KeyHeader::parse(&wire::recv(channel, "the key header")?)?;
     // What can be checked before the bootstrapping circuit is built (seconds, at logN = 16).
     let encapsulated = exe.bootstrap_params().is_some_and(|b| b.encapsulation_weight.is_some());
     if header.encapsulation != encapsulated {
