@@ -61,8 +61,9 @@ impl Flooding {
     pub fn for_precision(n: usize, scale: f64, precision_bits: f64) -> Self {
         let spread = (n as f64 / 3.0).sqrt().log2();
         let log2 = (scale.log2() - precision_bits - spread).floor().max(0.0) as u32;
-        // A rescale leaves rounding noise of about sqrt(n / 12) (1 + sqrt(2n / 3)) per coefficient (1 sigma).
-        let rescale_noise = (n as f64 / 12.0).sqrt() * (1.0 + (2.0 * n as f64 / 3.0).sqrt()) * 6.0;
+        // A rescale leaves rounding noise e_0 + e_1 s per coefficient (e_i uniform in [-1/2, 1/2],
+        // s ternary with about 2n/3 non-zero coefficients): sigma = sqrt((1 + 2n/3) / 12); 6 sigma.
+        let rescale_noise = 6.0 * ((1.0 + 2.0 * n as f64 / 3.0) / 12.0).sqrt();
         let distance_log2 = (n as f64).log2() + rescale_noise.log2() - (log2 as f64 + 1.0);
         Self { log2, precision_bits: scale.log2() - log2 as f64 - spread, distance_log2 }
     }
