@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 mod ckks;
+mod ckks_bench;
 mod fhe;
 mod hybrid;
 mod mpc;
@@ -1168,6 +1169,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hybrid::fetch_public_model, m)?)?;
     m.add_class::<fhe::FheSession>()?;
     m.add_function(wrap_pyfunction!(fhe::fhe_program_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_bootstrap, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;

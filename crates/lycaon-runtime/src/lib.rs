@@ -9,6 +9,7 @@
 //! truncation, ReLU and max-pooling as two-party protocols (`lycaon-mpc`). Only the client ever
 //! holds a secret key; the server sees ciphertexts and its own uniformly masked shares.
 
+pub mod ckks_bench;
 pub mod device;
 pub mod fhe;
 pub mod hello;

@@ -86,33 +86,6 @@ SEAL_NAME, LATTIGO_NAME = "seal", "lattigo"
 LATTIGO_BOOT_LOG_P = [61] * 6
 
 
-def _median_us(op: Callable[[], object], reps: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        op()
-    samples = []
-    for _ in range(reps):
-        start = time.perf_counter_ns()
-        op()
-        samples.append((time.perf_counter_ns() - start) / 1e3)
-    return statistics.median(samples)
-
-
-def _bits(expected: np.ndarray, got: np.ndarray) -> float:
-    """Mean precision in bits (-log2 of the mean absolute error), as the peers compute it."""
-    return float(lycaon.precision_stats(np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64))["mean_bits"])
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _available_bytes() -> Optional[int]:
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
@@ -134,115 +107,21 @@ def parameters(log_n: int) -> lycaon.CkksParameters:
 
 def lycaon_timings(log_n: int, reps: int, lt_diagonals: Optional[int] = None, seed: int = 1) -> dict:
     """Microseconds, precision and key bytes per operation (keys ``<op>_us``, ``<op>_bits``,
-    ``<op>_key_bytes``), each result checked for precision once."""
+    ``<op>_key_bytes``), each result checked for precision once: measured by the runtime
+    (lycaon-runtime's ``ckks_bench``) on the backend it chooses."""
     spec = PARAMETER_SETS[log_n]
-    params = parameters(log_n)
-    slots, top = params.max_slots, params.max_level
-    d = lt_diagonals or spec["lt_diagonals"] or slots
-    lt_level = top if spec["lt_level"] is None else spec["lt_level"]
-    rng = np.random.default_rng(seed)
-    x, y = rng.uniform(-1, 1, slots), rng.uniform(-1, 1, slots)
-    out: dict = {"params": repr(params), "log2_qp": params.log2_qp, "lt_diagonals": d, "lt_level": lt_level}
-    t0 = time.perf_counter()
-    kg = lycaon.CkksKeyGenerator(params)
-    rk = kg.relin_key()
-    steps = list(range(1, HOISTED + 1))
-    gk = kg.galois_keys(steps)
-    out["keygen_s"] = time.perf_counter() - t0
-    encoder = lycaon.CkksEncoder(params)
-    encryptor = lycaon.CkksEncryptor(params, public_key=kg.public_key())
-    decryptor = lycaon.CkksDecryptor(params, kg.secret_key())
-    ev = lycaon.CkksEvaluator(params, lycaon.CkksEvaluationKeys(rk, gk))
-
-    def decode(ct) -> np.ndarray:
-        return encoder.decode_real(decryptor.decrypt(ct))
-
-    cx, cy = encryptor.encrypt(encoder.encode(x)), encryptor.encrypt(encoder.encode(y))
-    prod = ev.mul_relin(cx, cy)
-    out["mul_relin_us"] = _median_us(lambda: ev.mul_relin(cx, cy), reps)
-    out["rescale_us"] = _median_us(lambda: ev.rescale(prod), reps)
-    out["mul_relin_bits"] = out["rescale_bits"] = _bits(x * y, decode(ev.rescale(prod)))
-    out["mul_relin_key_bytes"] = rk.memory_bytes
-    out["rotate_1_us"] = _median_us(lambda: ev.rotate(cx, 1), reps)
-    out["rotate_1_bits"] = _bits(np.roll(x, -1), decode(ev.rotate(cx, 1)))
-    per_key = gk.memory_bytes // len(gk.galois_elements)
-    out["rotate_1_key_bytes"] = per_key
-    name = f"rotate_hoisted_{HOISTED}"
-    out[f"{name}_us"] = _median_us(lambda: ev.rotate_hoisted(cx, steps), reps)
-    rotated = ev.rotate_hoisted(cx, steps)
-    out[f"{name}_bits"] = _bits(np.concatenate([np.roll(x, -k) for k in steps]), np.concatenate([decode(c) for c in rotated]))
-    out[f"{name}_key_bytes"] = gk.memory_bytes
-
-    # The linear transform: d consecutive diagonals (all of them: dense) at lt_level, with
-    # rotation keys generated only up to that level.
-    diags = rng.uniform(-1, 1, (d, slots)) / d
-    lt = lycaon.CkksLinearTransform(params, {k: diags[k] for k in range(d)})
-    lt_keys = kg.galois_keys(lt.rotations(), level=lt_level)
-    ev_lt = lycaon.CkksEvaluator(params, lycaon.CkksEvaluationKeys(None, lt_keys))
-    cl = encryptor.encrypt(encoder.encode(x, level=lt_level))
-    lt.prepare(cl)
-    out["linear_transform_us"] = _median_us(lambda: ev_lt.linear_transform(cl, lt), max(1, reps // 2))
-    want = np.zeros(slots)
-    for k in range(d):
-        want += diags[k] * np.roll(x, -k)
-    out["linear_transform_bits"] = _bits(want, decode(ev_lt.linear_transform(cl, lt)))
-    out["linear_transform_key_bytes"] = lt_keys.memory_bytes
-    out["linear_transform_galois_keys"] = len(lt_keys.galois_elements)
-    out["linear_transform_baby_steps"] = lt.baby_steps
-    del lt, lt_keys, ev_lt, diags
-
-    coeffs = rng.uniform(-1, 1, POLY_DEGREE + 1) / (POLY_DEGREE + 1)
-    name = f"poly_{POLY_DEGREE}"
-    out[f"{name}_us"] = _median_us(lambda: ev.evaluate_chebyshev(cx, coeffs), max(1, reps // 2))
-    res = ev.evaluate_chebyshev(cx, coeffs)
-    out[f"{name}_bits"] = _bits(np.polynomial.chebyshev.chebval(x, coeffs), decode(res))
-    out[f"{name}_levels_used"] = top - res.level
-    out[f"{name}_key_bytes"] = rk.memory_bytes
+    request = {"log_n": log_n, "log_q": spec["log_q"], "log_p": spec["log_p"], "log_scale": spec["log_scale"], "reps": int(reps),
+               "lt_diagonals": lt_diagonals or spec["lt_diagonals"], "lt_level": spec["lt_level"], "hoisted": HOISTED, "poly_degree": POLY_DEGREE, "seed": int(seed)}
+    out = json.loads(lycaon._native.ckks_bench_ops(json.dumps(request)))
+    out["params"] = repr(parameters(log_n))
     return out
 
 
 def lycaon_bootstrap(seed: int = 1) -> dict:
-    """One logN = 16 full-slot bootstrapping: keys, a first call (which encodes the transforms'
-    diagonals), a timed second call, precision against the input and levels left."""
-    shape = lycaon.CkksBootstrapParams.logn16_full_slots()
-    params = shape.parameters()
-    rss0 = _rss_bytes()
-    t0 = time.perf_counter()
-    kg = lycaon.CkksKeyGenerator(params)
-    boot = lycaon.CkksBootstrapper(params, shape)
-    keys = boot.generate_keys(kg)
-    boot.attach_keys(keys)
-    keygen_s = time.perf_counter() - t0
-    ev = lycaon.CkksEvaluator(params, keys.evaluation_keys)
-    encoder = lycaon.CkksEncoder(params)
-    encryptor = lycaon.CkksEncryptor(params, public_key=kg.public_key())
-    decryptor = lycaon.CkksDecryptor(params, kg.secret_key())
-    x = np.random.default_rng(seed).uniform(-1, 1, shape.slots)
-    ct = encryptor.encrypt(encoder.encode(x, level=0))
-    t1 = time.perf_counter()
-    boot.bootstrap(ev, ct)
-    first_s = time.perf_counter() - t1
-    rss = _rss_bytes() - rss0
-    t2, c2 = time.perf_counter(), time.process_time()
-    out = boot.bootstrap(ev, ct)
-    seconds = time.perf_counter() - t2
-    cpu_s = time.process_time() - c2
-    stats = lycaon.precision_stats(x, encoder.decode_real(decryptor.decrypt(out)))
-    return {
-        "bootstrap_us": seconds * 1e6,
-        "bootstrap_first_s": first_s,
-        "bootstrap_cpu_s": cpu_s,
-        "bootstrap_keygen_s": keygen_s,
-        "bootstrap_bits": stats["mean_bits"],
-        "bootstrap_min_bits": stats["min_bits"],
-        "bootstrap_levels_left": out.level,
-        "bootstrap_key_bytes": keys.memory_bytes,
-        "bootstrap_key_bytes_seeded": keys.serialized_len(True),
-        "bootstrap_rss_growth_bytes": rss,
-        "bootstrap_params": repr(params),
-        "bootstrap_log2_qp": params.log2_qp,
-        "bootstrap_encapsulation_weight": shape.encapsulation_weight,
-    }
+    """One logN = 16 full-slot bootstrapping (the runtime's ``ckks_bench``): keys, a first call
+    (which encodes the transforms' diagonals), a timed second call, precision against the input
+    and levels left."""
+    return json.loads(lycaon._native.ckks_bench_bootstrap(seed))
 
 
 def _seal_status() -> Optional[str]:
