@@ -51,11 +51,7 @@ from __future__ import annotations
 import gc
 import json
 import os
-import statistics
-import time
-from typing import Callable, Optional, Sequence
-
-import numpy as np
+from typing import Optional, Sequence
 
 import lycaon
 
