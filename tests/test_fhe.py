@@ -480,3 +480,24 @@ def test_the_planner_counts_the_bootstraps_of_the_program_the_runtime_runs():
     facts = json.loads(_native.fhe_program_facts(json.dumps(program)))
     assert planned["bootstraps"] == facts["bootstraps"] == net.planned_bootstraps == 7
     assert planned["program"]["rotation_keys"] == len(program["rotation_levels"]) == 104
+
+
+def test_flooded_answers_keep_the_unflooded_top1_on_bundled_images():
+    """The answers are noise-flooded (uniform noise on c_0 leaving 20 bits in the logits): on
+    bundled CIFAR-10 test images the flooded logits' top-1 is the unflooded one's, and they stay
+    within the stated precision of each other."""
+    from lycaon.data import demo_images
+    from lycaon.frontend import resnet
+
+    program, _ = fhe.compile_model("cnn-square")
+    x = resnet.preprocess(demo_images("cifar10")[0][:6])
+    runs = {}
+    for bits_left in (20.0, 0.0):  # 0: no flooding
+        session = _native.FheSession.local(json.dumps(program), json.dumps({"flood_precision_bits": bits_left}))
+        runs[bits_left] = [json.loads(session.infer(np.ascontiguousarray(v.ravel()))) for v in x]
+        session.close()
+    assert all(r["report"]["flood_log2"] > 0 for r in runs[20.0]) and all(r["report"]["flood_log2"] == 0 for r in runs[0.0])
+    flooded = np.array([r["logits"] for r in runs[20.0]])
+    plain = np.array([r["logits"] for r in runs[0.0]])
+    assert (flooded.argmax(1) == plain.argmax(1)).all()
+    assert bits(plain, flooded) >= 16

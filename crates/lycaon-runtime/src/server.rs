@@ -14,7 +14,10 @@ use lycaon_mpc::{Channel, LinkModel};
 use serde_json::json;
 
 use crate::fhe::session::FheServed;
-use crate::hello::Hello;
+use crate::hello::{Hello, Want};
+
+/// Connections that may be waiting for their hello at once (each for at most the hello timeout).
+const MAX_GREETING: usize = 64;
 use crate::session::ServedModel;
 use crate::{Mode, Result, RuntimeError};
 
@@ -110,6 +113,8 @@ pub struct Server {
     options: ServerOptions,
     stop: Arc<AtomicBool>,
     active: Arc<AtomicUsize>,
+    /// Connections whose hello has not arrived yet.
+    greeting: Arc<AtomicUsize>,
     sessions: AtomicU64,
     pub log: Arc<LogSink>,
 }
@@ -127,6 +132,7 @@ impl Server {
             options,
             stop: Arc::new(AtomicBool::new(false)),
             active: Arc::new(AtomicUsize::new(0)),
+            greeting: Arc::new(AtomicUsize::new(0)),
             sessions: AtomicU64::new(0),
             log: Arc::new(LogSink::default()),
         })
@@ -174,28 +180,37 @@ impl Server {
                 return;
             }
         };
-        if self.active.fetch_add(1, Ordering::SeqCst) >= self.options.max_sessions {
-            self.active.fetch_sub(1, Ordering::SeqCst);
+        // Connections still saying hello have a bounded number of threads of their own; a
+        // session slot is taken only by a client that asks for an inference (a request for the
+        // public program is answered at once and holds none).
+        if self.greeting.fetch_add(1, Ordering::SeqCst) >= MAX_GREETING {
+            self.greeting.fetch_sub(1, Ordering::SeqCst);
             let mut channel = channel;
-            let _ = channel.recv(); // the hello, so the refusal is what the client reads next
-            crate::wire::send_error(&mut channel, &format!("the server is busy ({} sessions); try again later", self.options.max_sessions));
-            self.log.push(json!({"event": "refused", "session": id, "peer": peer.to_string(), "reason": "busy"}));
+            crate::wire::send_error(&mut channel, "the server has too many connections waiting; try again later");
+            self.log.push(json!({"event": "refused", "session": id, "peer": peer.to_string(), "reason": "connections"}));
             return;
         }
-        let (model, log, active) = (self.model.clone(), self.log.clone(), self.active.clone());
-        let session_timeout = self.options.timeout;
+        let (model, log, active, greeting) = (self.model.clone(), self.log.clone(), self.active.clone(), self.greeting.clone());
+        let (session_timeout, max_sessions) = (self.options.timeout, self.options.max_sessions);
         let spawned = std::thread::Builder::new().name(format!("lycaon-session-{id}")).spawn(move || {
             let mut channel = channel;
             let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
+            greeting.fetch_sub(1, Ordering::SeqCst);
             let hello = match hello.and_then(|h| channel.set_timeout(session_timeout).map(|_| h).map_err(RuntimeError::from)) {
                 Ok(h) => h,
                 Err(e) => {
                     crate::wire::send_error(&mut channel, &e.to_string());
                     log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": format!("no valid hello: {e}")}));
-                    active.fetch_sub(1, Ordering::SeqCst);
                     return;
                 }
             };
+            let holds_slot = hello.want == Want::Inference;
+            if holds_slot && active.fetch_add(1, Ordering::SeqCst) >= max_sessions {
+                active.fetch_sub(1, Ordering::SeqCst);
+                crate::wire::send_error(&mut channel, &format!("the server is busy ({max_sessions} sessions); try again later"));
+                log.push(json!({"event": "refused", "session": id, "peer": peer.to_string(), "reason": "busy"}));
+                return;
+            }
             log.push(json!({"event": "session_start", "session": id, "peer": peer.to_string()}));
             let outcome = catch_unwind(AssertUnwindSafe(|| model.serve(&mut channel, hello)));
             match outcome {
@@ -208,10 +223,12 @@ impl Server {
                 Ok(Err(e)) => log.push(json!({"event": "session_error", "session": id, "peer": peer.to_string(), "error": e.to_string()})),
                 Err(_) => log.push(json!({"event": "session_panic", "session": id, "peer": peer.to_string()})),
             }
-            active.fetch_sub(1, Ordering::SeqCst);
+            if holds_slot {
+                active.fetch_sub(1, Ordering::SeqCst);
+            }
         });
         if spawned.is_err() {
-            self.active.fetch_sub(1, Ordering::SeqCst);
+            self.greeting.fetch_sub(1, Ordering::SeqCst);
             self.log.push(json!({"event": "session_error", "session": id, "error": "could not start a thread"}));
         }
     }
