@@ -45,3 +45,15 @@ def test_bench_fhe_without_benchmarks_skips_orions_networks_and_says_how(monkeyp
     out = io.StringIO()
     assert fhe.run(["mlp"], images=1, peer=False, out=out) == []
     assert out.getvalue().strip() == f"mlp: not run (Orion's network, its weights drawn by the Orion adapter); {peers.MISSING}"
+
+
+def test_bench_ckks_without_benchmarks_says_it_once(monkeypatch):
+    from lycaon.bench import ckks
+
+    for module, error in (("seal_ckks_peer", "_SEAL_IMPORT_ERROR"), ("lattigo_peer", "_LATTIGO_IMPORT_ERROR")):
+        monkeypatch.setattr(ckks, module, None)
+        monkeypatch.setattr(ckks, error, peers.MISSING)
+    lines: list[str] = []
+    records = ckks.run([14], reps=1, lt_diagonals=16, out=lines.append)
+    assert f"peers unavailable: showing Lycaon only ({peers.MISSING})" in lines
+    assert records and all(r["peer"] is None for r in records)
