@@ -13,7 +13,8 @@ target is ResNet-20 with AESPA activations (scripts/train_resnet20_aespa.py).
     python scripts/train_cnn_square.py [--epochs 15] [--threads 1]
 
 Accuracy in the registry: Lycaon's float executor on the folded network, all 10,000 test images.
-About 40 s an epoch on one core. Needs torch: pip install 'lycaon[train]'.
+About 40 s an epoch on one core. Needs torch and lycaon-benchmarks:
+pip install -e 'benchmarks[train]'.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from torch.nn import functional as F
 
 from lycaon.frontend import resnet, run_float, zoo
 from lycaon.frontend.lenet import cnn_square
-from lycaon.frontend.torch_training import augment, evaluate
+from lycaon_benchmarks.torch_training import augment, evaluate
 from lycaon.models import ship
 
 ROOT = Path(__file__).resolve().parents[1]

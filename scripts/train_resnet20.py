@@ -3,8 +3,8 @@ training set in ../shared/data and writes the weights Lycaon ships
 (python/lycaon/models/resnet20_cifar10.npz) with their accuracy in registry.json.
 
 Uses a GPU when one is present; checkpoints every epoch and resumes from the checkpoint, so a CPU
-run (about 1.5-2.5 minutes an epoch on 2 cores) can span sessions. Needs torch:
-pip install 'lycaon[train]'.
+run (about 1.5-2.5 minutes an epoch on 2 cores) can span sessions. Needs torch and lycaon-benchmarks:
+pip install -e 'benchmarks[train]'.
 
     python scripts/train_resnet20.py [--epochs 30] [--checkpoint ~/.cache/lycaon/resnet20.pt] [--threads 1] [--ship]
 
@@ -30,9 +30,9 @@ import torch
 from torch.nn import functional as F
 
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint, training_tensors
+from lycaon_benchmarks.torch_training import augment, evaluate, save_checkpoint, training_tensors
 from lycaon.frontend import resnet, run_float, zoo
-from lycaon.frontend.torch_models import ResNetCifar
+from lycaon_benchmarks.torch_models import ResNetCifar
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "python" / "lycaon" / "models"

@@ -3,9 +3,9 @@ arXiv:2201.06699) from scratch on the CIFAR-10 training set in ../shared/data, f
 HerPN into one quadratic a x^2 + b x + c per channel, and, with --ship, writes
 python/lycaon/models/resnet20_aespa_cifar10.npz and its registry entry.
 
-The network is torch_models.ResNetCifarAespa (every batch-norm + ReLU of the ReLU ResNet-20 is a
-HerPN: Hermite bases h_1, h_2 of degree <= 2, each batch-normalised, weighted by ReLU's Hermite
-coefficients, then gamma, beta); frontend/aespa.py has the formulas, the folding and the numpy
+The network is lycaon_benchmarks.torch_models.ResNetCifarAespa (every batch-norm + ReLU of the
+ReLU ResNet-20 is a HerPN: Hermite bases h_1, h_2 of degree <= 2, each batch-normalised, weighted
+by ReLU's Hermite coefficients, then gamma, beta); frontend/aespa.py has the formulas, the folding and the numpy
 forward of the folded network. The accuracy reported and shipped is that of the folded network
 (numpy, float64) on all 10,000 test images, after checking that it gives the same logits as the
 trained network (to 1e-4 of the largest logit).
@@ -16,7 +16,8 @@ of 8, 24 and 12 epochs at peaks 0.02, 0.04, 0.02; SGD with Nesterov momentum 0.9
 5e-4, batches of 128, random crops and flips. Checkpoints every epoch and resumes from the
 checkpoint (rerun the same command), so a CPU run can span sessions; on a GPU the training set
 is kept and augmented there (about 5 s an epoch on an H200), and --train-only stops after the last
-checkpoint so that another machine folds, tests and ships. Needs torch: pip install 'lycaon[train]'.
+checkpoint so that another machine folds, tests and ships. Needs torch and lycaon-benchmarks:
+pip install -e 'benchmarks[train]'.
 
 The shipped weights (87.45%): --epochs 50 --restart-epochs 0 on an H200, --train-only, then
 --ship here. Their ReLU twin, scripts/train_resnet20.py under the same options: 87.92%.
@@ -38,9 +39,9 @@ import torch
 from torch.nn import functional as F
 
 from lycaon.frontend import aespa, resnet, zoo
-from lycaon.frontend.torch_models import HerPN2d, ResNetCifarAespa
+from lycaon_benchmarks.torch_models import HerPN2d, ResNetCifarAespa
 from lycaon.models import ship
-from lycaon.frontend.torch_training import augment, evaluate, save_checkpoint, training_tensors
+from lycaon_benchmarks.torch_training import augment, evaluate, save_checkpoint, training_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "python" / "lycaon" / "models"

@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "train_resnet20_aespa.py"
 SHARED = ROOT / ".." / "shared" / "data"
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (pip install 'lycaon[train]')")
+# The PyTorch networks and the training helpers are not in the installed package: lycaon-benchmarks.
+needs_benchmarks = pytest.mark.skipif(importlib.util.find_spec("lycaon_benchmarks") is None,
+                                      reason="lycaon-benchmarks is not installed (pip install -e benchmarks)")
 needs_cifar = pytest.mark.skipif(not (SHARED / "cifar10" / "train.npz").is_file(), reason="../shared/data/cifar10 is not present")
 
 
@@ -70,8 +73,9 @@ def test_with_unit_statistics_herpn_is_the_truncated_hermite_expansion_of_relu()
 
 
 @needs_torch
+@needs_benchmarks
 def test_torch_herpn_matches_numpy_and_its_fold():
-    from lycaon.frontend.torch_models import HerPN2d
+    from lycaon_benchmarks.torch_models import HerPN2d
 
     rng = np.random.default_rng(2)
     gamma, beta, mean, var = random_statistics(rng, 8)
@@ -172,8 +176,9 @@ def test_per_channel_poly_node_is_checked_and_evaluated_per_channel():
 
 
 @needs_torch
+@needs_benchmarks
 def test_folded_numpy_resnet_equals_the_torch_network():
-    from lycaon.frontend.torch_models import HerPN2d, ResNetCifarAespa
+    from lycaon_benchmarks.torch_models import HerPN2d, ResNetCifarAespa
 
     torch.manual_seed(0)
     net = ResNetCifarAespa(20).double()
@@ -196,6 +201,7 @@ def test_folded_numpy_resnet_equals_the_torch_network():
 
 
 @needs_torch
+@needs_benchmarks
 @needs_cifar
 def test_training_smoke_run(tmp_path):
     registry = (ROOT / "python" / "lycaon" / "models" / "registry.json").read_text()

@@ -89,7 +89,8 @@ def test_unsupported_ring_degree_is_refused():
         bench.run([13], reps=1, peer=False, out=lambda _: None)
 
 
-@pytest.mark.skipif(not (_has("tenseal") or _has("orion")), reason="no CKKS peer installed (tenseal, orion-fhe)")
+@pytest.mark.skipif(not (_has("lycaon_benchmarks") and (_has("tenseal") or _has("orion"))),
+                    reason="no CKKS peer installed (lycaon-benchmarks with tenseal or orion-fhe)")
 def test_peers_in_the_same_run_give_ratios(tmp_path):
     path = tmp_path / "ckks.json"
     bench.run([14], reps=1, json_path=str(path), lt_diagonals=16, out=lambda _: None)

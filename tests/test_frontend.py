@@ -254,7 +254,7 @@ def test_pytorch_resnet20_exported_to_onnx_gives_the_same_ir():
     torch = pytest.importorskip("torch")
     import io
 
-    from lycaon.frontend.torch_models import ResNetCifar
+    ResNetCifar = pytest.importorskip("lycaon_benchmarks.torch_models", reason="lycaon-benchmarks is not installed (pip install -e benchmarks)").ResNetCifar
 
     torch.manual_seed(0)
     net = ResNetCifar(20).eval()
@@ -370,7 +370,8 @@ def test_pytorch_imports_both_ways_give_the_same_ir():
     import io
 
     from lycaon.frontend.torch_import import load_torch
-    from lycaon.frontend.torch_models import ResNetCifar
+
+    ResNetCifar = pytest.importorskip("lycaon_benchmarks.torch_models", reason="lycaon-benchmarks is not installed (pip install -e benchmarks)").ResNetCifar
 
     torch.manual_seed(1)
     net = ResNetCifar(20).eval()

@@ -17,13 +17,10 @@ import numpy as np
 
 import lycaon
 
-try:  # the SEAL side is optional: without it the benchmark shows Lycaon alone
-    from . import seal_peer
-except Exception as exc:  # noqa: BLE001 - any failure to import the peer only disables it
-    seal_peer = None
-    _PEER_IMPORT_ERROR: Optional[str] = f"{type(exc).__name__}: {exc}"
-else:
-    _PEER_IMPORT_ERROR = None
+from . import peers
+
+# The SEAL side is optional (lycaon-benchmarks' seal_peer): without it the benchmark shows Lycaon alone.
+seal_peer, _PEER_IMPORT_ERROR = peers.load("seal_peer")
 
 #: SEAL's BFVDefault split of the 128-bit modulus budget: data primes, then the special prime.
 SEAL_LIKE_BITS = {4096: ([36, 36], [37]), 8192: ([43, 43, 44, 44], [44])}

@@ -1,7 +1,8 @@
 """Side-by-side CKKS benchmark: every operation through Lycaon and, in the same run, through SEAL
 (``seal_ckks_peer``, via ``tenseal.sealapi``) and Lattigo (``lattigo_peer``, the library shipped in
-``orion-fhe``, in a child process). Both peers are optional extras; without them the benchmark
-says so in one line and reports Lycaon alone.
+``orion-fhe``, in a child process). Both adapters come with lycaon-benchmarks (``benchmarks/`` of
+a checkout) and both peers are optional extras; without them the benchmark says so in one line
+and reports Lycaon alone.
 
 Parameters (128-bit secure by the HE standard's table for a ternary secret):
 
@@ -55,14 +56,11 @@ from typing import Optional, Sequence
 
 import lycaon
 
-try:  # the peers are optional: without them the benchmark shows Lycaon alone
-    from . import seal_ckks_peer
-except Exception as exc:  # noqa: BLE001 - any failure to import a peer only disables it
-    seal_ckks_peer = None
-    _SEAL_IMPORT_ERROR: Optional[str] = f"{type(exc).__name__}: {exc}"
-else:
-    _SEAL_IMPORT_ERROR = None
-from . import lattigo_peer
+from . import peers
+
+# The peers are optional (lycaon-benchmarks' adapters): without them the benchmark shows Lycaon alone.
+seal_ckks_peer, _SEAL_IMPORT_ERROR = peers.load("seal_ckks_peer")
+lattigo_peer, _LATTIGO_IMPORT_ERROR = peers.load("lattigo_peer")
 
 #: Per ring degree: residual chain, special primes, scale, and the linear transform's shape
 #: (diagonal count, None = all slots; level, None = top).
@@ -123,7 +121,7 @@ def lycaon_bootstrap(seed: int = 1) -> dict:
 def _seal_status() -> Optional[str]:
     """None when SEAL can run, else why not."""
     if seal_ckks_peer is None:
-        return f"SEAL peer unavailable ({_SEAL_IMPORT_ERROR})"
+        return _SEAL_IMPORT_ERROR if _SEAL_IMPORT_ERROR == peers.MISSING else f"SEAL peer unavailable ({_SEAL_IMPORT_ERROR})"
     try:
         seal_ckks_peer.seal_version()
     except ImportError:
@@ -132,6 +130,8 @@ def _seal_status() -> Optional[str]:
 
 
 def _lattigo_status() -> Optional[str]:
+    if lattigo_peer is None:
+        return _LATTIGO_IMPORT_ERROR if _LATTIGO_IMPORT_ERROR == peers.MISSING else f"Lattigo peer unavailable ({_LATTIGO_IMPORT_ERROR})"
     try:
         lattigo_peer.library_path()
     except ImportError as exc:
@@ -236,7 +236,7 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     if not peer:
         out("peers: not run (--no-peer): showing Lycaon only")
     elif not peers_on:
-        out(f"peers unavailable: showing Lycaon only ({seal_why}; {lattigo_why})")
+        out(f"peers unavailable: showing Lycaon only ({'; '.join(dict.fromkeys((seal_why, lattigo_why)))})")
     else:
         missing = [why for why in (seal_why, lattigo_why) if why is not None]
         out(f"peers: {', '.join(peers_on)} (SEAL single-threaded; Lattigo with GOMAXPROCS={threads})" + (f"; {missing[0]}" if missing else ""))

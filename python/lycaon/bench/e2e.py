@@ -17,9 +17,10 @@ link is the loopback wall time plus that link time. Loopback time splits into th
 rest, the two-party protocols' computation together with serialisation and loopback transfer
 (the runtime's records do not separate those).
 
-The peer (``spu_peer.spu_network``): the same architecture in jax with batch-norm folded (the
-float weights of ``frontend.simplify(zoo.load_model(name))``), the weights shared by alice (rank
-0), the image by bob (rank 1), CHEETAH over brpc on loopback, FM64 with 18 fraction bits. SPU
+The peer (``lycaon_benchmarks.spu_peer.spu_network``): the same architecture in jax with
+batch-norm folded (the float weights of ``frontend.simplify(zoo.load_model(name))``), the weights
+shared by alice (rank 0), the image by bob (rank 1), CHEETAH over brpc on loopback, FM64 with 18
+fraction bits. SPU
 computes every convolution and FC layer with both operands secret-shared, more work than Lycaon's
 client-input x server-weight setting. SPU logs bytes per run but no rounds (only its send
 actions), so its link time is modelled from bytes alone, ``8 * bytes / bandwidth``, which leaves
@@ -48,7 +49,9 @@ import numpy as np
 
 from lycaon import _native
 
-from . import spu_peer  # SPU itself is imported only when the peer runs
+from . import peers
+
+spu_peer, _PEER_IMPORT_ERROR = peers.load("spu_peer")  # lycaon-benchmarks' adapter; SPU itself is imported only when the peer runs
 
 #: lycaon-plan's links (costs.rs ``Link::lan``, ``Link::wan``).
 LINKS = {
@@ -79,14 +82,16 @@ def link_seconds(nbytes: float, rounds: float, link: str) -> float:
 
 
 def peer_missing() -> Optional[str]:
-    """None when SPU can be imported here, else the line that says it cannot."""
+    """None when SPU and its adapter can be imported here, else the line that says they cannot."""
+    if spu_peer is None:
+        return f"peer not installed: {_PEER_IMPORT_ERROR}"
     try:
         found = importlib.util.find_spec("spu") is not None
     except (ImportError, ValueError):  # a broken or blocked package
         found = False
     if not found:
         return (f"peer not installed: spu is not importable from {sys.executable} "
-                "(an optional extra: pip install 'lycaon[bench]' in a Python 3.11 x86_64 environment, see lycaon/bench/spu_peer.py)")
+                "(an optional extra: pip install -e 'benchmarks[peers]' in a Python 3.11 x86_64 environment, see benchmarks/lycaon_benchmarks/spu_peer.py)")
     return None
 
 

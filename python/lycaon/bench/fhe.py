@@ -1,8 +1,9 @@
 """`lycaon bench fhe`: FHE-mode private inference, Lycaon against Orion (Lattigo CKKS) in one run.
 
 For Orion's MLP and LeNet-5 (x^2 activations; lycaon.frontend.lenet.mlp_square / lenet5_square)
-both systems run the same network with the same seeded weights (orion_peer.draw_weights) on the
-same bundled MNIST test images, each in a process of its own so that peak memory is the
+both systems run the same network with the same seeded weights
+(lycaon_benchmarks.orion_peer.draw_weights, so these two need lycaon-benchmarks even without Orion)
+on the same bundled MNIST test images, each in a process of its own so that peak memory is the
 process's own (ru_maxrss). Lycaon uses Orion's own CKKS bit sizes for each network (its
 configs: scale, q_0 and special primes), so the precision is of one class; Lycaon's ring is the
 standard one with 128-bit ternary secrets (Orion's LeNet config uses a sparse secret and the
@@ -172,10 +173,13 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
         peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
         resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen") -> list[dict]:
-    from lycaon.bench import orion_peer  # noqa: PLC0415  (numpy only at import)
+    from lycaon.bench import peers  # noqa: PLC0415
 
+    orion_peer, orion_missing = peers.load("orion_peer")  # numpy only at import
     root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    # Lycaon's workers and, from the adapter's own place, Orion's interpreter find their modules.
+    paths = [str(root)] + ([str(Path(orion_peer.__file__).resolve().parents[1])] if orion_peer is not None else [])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     py = orion_python(peer_python) if peer else None
     records = []
     with tempfile.TemporaryDirectory(prefix="lycaon-bench-fhe-") as tmp:
@@ -196,6 +200,9 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                 records.append(rec)
                 _print_resnet20(rec, out)
                 continue
+            if orion_peer is None:
+                print(f"{model}: not run (Orion's network, its weights drawn by the Orion adapter); {orion_missing}", file=out)
+                continue
             weights = orion_peer.draw_weights(model, seed, x)
             np.savez(tmp / f"{model}_w.npz", **weights)
             def worker(phase: str) -> dict:
@@ -209,7 +216,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
             ours = worker("run")
             ours["keysets"] = worker("keysets")["keysets"]
             theirs, peer_err = (None, "orion-fhe is not installed (pip install orion-fhe, or --peer-python PATH)") if py is None else \
-                _run_json([py, "-m", "lycaon.bench.orion_peer", "--model", model, "--weights", str(tmp / f"{model}_w.npz"), "--inputs", str(tmp / "x.npy"),
+                _run_json([py, "-m", "lycaon_benchmarks.orion_peer", "--model", model, "--weights", str(tmp / f"{model}_w.npz"), "--inputs", str(tmp / "x.npy"),
                            "--out", str(tmp / f"{model}_orion.json")], tmp / f"{model}_orion.json", env)
             rec = {"model": model, "lycaon_s": ours["inference_s"], "lycaon_peak_bytes": ours["peak_bytes"], "lycaon_key_bytes": ours["key_bytes"], "peer": "orion"}
             if theirs is not None:

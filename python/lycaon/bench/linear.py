@@ -26,13 +26,9 @@ import numpy as np
 
 import lycaon
 
-try:  # the SPU side is optional
-    from . import spu_peer
-except Exception as exc:  # noqa: BLE001 - any failure to import the peer only disables it
-    spu_peer = None
-    _PEER_IMPORT_ERROR: Optional[str] = f"{type(exc).__name__}: {exc}"
-else:
-    _PEER_IMPORT_ERROR = None
+from . import peers
+
+spu_peer, _PEER_IMPORT_ERROR = peers.load("spu_peer")  # the SPU side is optional (lycaon-benchmarks)
 
 N = 4096
 T_BITS = 20
@@ -167,6 +163,8 @@ def run(layers: Optional[Sequence[Sequence[int]]] = None, reps: int = 1, json_pa
     from rich.table import Table  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
+    if peer and spu_peer is None:
+        print(f"SPU peer unavailable ({_PEER_IMPORT_ERROR}): showing Lycaon only")
     layers = list(layers) if layers is not None else PAPER_LAYERS + RESNET20_LAYERS
     rows: list[dict] = []
     peers: list[dict] = []

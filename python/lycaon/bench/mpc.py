@@ -29,7 +29,9 @@ import numpy as np
 
 import lycaon
 
-from . import spu_peer  # SPU itself is imported only when the peer runs
+from . import peers
+
+spu_peer, _PEER_IMPORT_ERROR = peers.load("spu_peer")  # lycaon-benchmarks' adapter; SPU itself is imported only when the peer runs
 
 #: The hybrid mode's plaintext prime (20 bits, 1 mod 8192 so it batches at n = 4096).
 HYBRID_PRIME = 1_032_193
@@ -106,6 +108,8 @@ def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np
 
 
 def _peer(op: str, elements: int, reps: int) -> dict:
+    if spu_peer is None:
+        return {"peer": "spu-cheetah", "error": _PEER_IMPORT_ERROR}
     try:
         if op == "relu":
             return spu_peer.spu_relu(elements, reps=reps)
@@ -140,6 +144,8 @@ def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[st
     rng = np.random.default_rng(seed)
     link = {"bandwidth_bytes_per_s": bandwidth_mb_s * 1e6 if bandwidth_mb_s else None, "latency_ms": latency_ms}
     modelled = bandwidth_mb_s is not None or latency_ms > 0
+    if peer and not modelled and spu_peer is None:
+        print(f"SPU peer unavailable ({_PEER_IMPORT_ERROR}): showing Lycaon only")
     records: list[dict] = []
     started = time.time()
     for elements in sizes:

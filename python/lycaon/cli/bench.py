@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
                      help="with --models: convolutions by this algorithm only (e.g. walsh), each model also run with the conventional packed one (gazelle)")
     e2e.add_argument("--resnet20-images", type=int, default=2, help="CIFAR-10 test images for ResNet-20 (default 2; 0 skips it)")
     e2e.add_argument("--lenet5-images", type=int, default=3, help="MNIST test images for LeNet-5 (default 3; 0 skips it)")
-    e2e.add_argument("--no-peer", action="store_true", help="skip SPU (it needs the optional spu package: pip install 'lycaon[bench]')")
+    e2e.add_argument("--no-peer", action="store_true", help="skip SPU (it needs lycaon-benchmarks and the optional spu package: pip install -e 'benchmarks[peers]')")
     e2e.add_argument("--peer-weights", choices=("secret", "private"), default="secret",
                      help="SPU's weights secret-shared by alice (default) or plaintext at alice (Priv2k, Cheetah's setting)")
     e2e.add_argument("--concurrency-model", choices=("auto", "resnet20", "lenet5", "none"), default="auto",

@@ -17,8 +17,9 @@ The network (`forward`) is ResNet-20 with option-A shortcuts as resnet.resnet_ci
 batch-norm + ReLU replaced by an activation: stem conv -> act1; per block
 conv1 -> act1 -> conv2 -> (+ shortcut) -> act2 (the batch-norm before the addition goes, as
 AESPA replaces both batch-norm and ReLU). Shipped weights (scripts/train_resnet20_aespa.py) use
-the state-dict names of torch_models.ResNetCifarAespa for convolutions and the linear layer, and
-`{activation}.a`, `.b`, `.c` (one value per channel) for the folded quadratics.
+the state-dict names of lycaon_benchmarks.torch_models.ResNetCifarAespa (benchmarks/) for
+convolutions and the linear layer, and `{activation}.a`, `.b`, `.c` (one value per channel) for
+the folded quadratics.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 _FIELD, _FRAC_BITS = "FM64", 18  # SPU's defaults for a 64-bit ring
-_MISSING = "spu is not installed: pip install 'lycaon[bench]'"
+_MISSING = "spu is not installed: pip install -e 'benchmarks[peers]' from a Lycaon checkout"
 _NOTE = ("peer_s: median, peer_bytes: mean over warm runs of Runtime.run; one-time OT/HE setup excluded "
          "(see first_run_*); bytes: SPU link payload sent by both parties (no brpc/TCP framing)")
 

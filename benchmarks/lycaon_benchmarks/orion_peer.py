@@ -7,9 +7,9 @@ orion only inside ``main``), never Lycaon's compiled extension, so it runs in it
 environment, e.g.::
 
     python3 -m venv /tmp/orionenv && /tmp/orionenv/bin/pip install orion-fhe numpy
-    PYTHONPATH=python /tmp/orionenv/bin/python -m lycaon.bench.orion_peer \\
+    PYTHONPATH=benchmarks /tmp/orionenv/bin/python -m lycaon_benchmarks.orion_peer \\
         --model lenet5 --weights W.npz --inputs X.npy --out R.json
-    # or, without PYTHONPATH:  /tmp/orionenv/bin/python python/lycaon/bench/orion_peer.py ...
+    # or, without PYTHONPATH:  /tmp/orionenv/bin/python benchmarks/lycaon_benchmarks/orion_peer.py ...
 
 Without ``--weights`` it draws seeded random weights (see ``draw_weights``) and writes them to
 ``--save-weights``; without ``--inputs`` it draws seeded uniform [0, 1) images (``--save-inputs``).

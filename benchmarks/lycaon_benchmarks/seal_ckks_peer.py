@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from lycaon.bench.seal_peer import _sealapi, ntt_primes, seal_security_level, seal_version
+from lycaon_benchmarks.seal_peer import _sealapi, ntt_primes, seal_security_level, seal_version
 
 
 def _median_s(op: Callable[[Any], object], prepare: Callable[[], Any], reps: int) -> float:

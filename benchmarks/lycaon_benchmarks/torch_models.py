@@ -1,6 +1,7 @@
 """PyTorch definitions of the networks Lycaon trains and ships (torch is an optional extra:
-pip install 'lycaon[train]'). The CIFAR ResNet matches resnet.resnet_cifar layer for layer; its
-AESPA variant matches aespa.forward once its activations are folded."""
+pip install -e 'benchmarks[train]'). The CIFAR ResNet matches lycaon.frontend.resnet.resnet_cifar
+layer for layer; its AESPA variant matches lycaon.frontend.aespa.forward once its activations are
+folded."""
 
 from __future__ import annotations
 

@@ -266,7 +266,7 @@ def run(log_n: int, log_q: Sequence[int], log_p: Sequence[int], log_scale: int =
     if threads is not None:
         env["GOMAXPROCS"] = str(threads)
     try:
-        proc = subprocess.run([sys.executable, "-m", "lycaon.bench.lattigo_peer", args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
+        proc = subprocess.run([sys.executable, "-m", "lycaon_benchmarks.lattigo_peer", args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"Lattigo peer did not finish in {timeout_s:.0f} s"}
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
