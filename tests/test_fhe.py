@@ -200,7 +200,7 @@ def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsy
 
 
 def test_mpconv_binding_matches_the_float_convolution():
-    from lycaon import CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters
+    from lycaon import CkksDecryptor, CkksEncoder, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters, CkksSecretEncryptor
     from lycaon._native import FheMpConv, multiplexed_pack, multiplexed_unpack
     from lycaon.frontend.executor import conv2d
 
@@ -213,7 +213,7 @@ def test_mpconv_binding_matches_the_float_convolution():
     kg = CkksKeyGenerator(params)
     ev = CkksEvaluator(params, CkksEvaluationKeys(None, kg.galois_keys(layer.rotation_steps())))
     enc = CkksEncoder(params)
-    ct = CkksEncryptor(params, None, kg.secret_key()).encrypt_symmetric(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
+    ct = CkksSecretEncryptor(params, kg.secret_key()).encrypt(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
     out = layer.evaluate(ev, ct)
     got = multiplexed_unpack(*layer.output_layout, np.asarray(enc.decode_real(CkksDecryptor(params, kg.secret_key()).decrypt(out))))
     want = conv2d(x[None], weights, None, (2, 2), (1, 1, 1, 1), 1)[0].ravel()
@@ -339,14 +339,14 @@ def test_composite_relu_split_around_refreshes_matches_its_float_twin():
     float64 and against max(x, 0). The refresh here is the client's decrypt-and-re-encrypt at the
     top level (bootstrapping itself is tested in lycaon-ckks): what is tested is the split and
     the folding of the bound into the step."""
-    from lycaon import (CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator,
-                        CkksParameters, composite_relu)
+    from lycaon import (CkksDecryptor, CkksEncoder, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator,
+                        CkksParameters, CkksSecretEncryptor, composite_relu)
     from lycaon.fhe_resnet import composite_relu_schedule, evaluate_composite_relu
 
     top = 10
     params = CkksParameters.scale_stable(1 << 14, 40, 30, top, [50])
     kg = CkksKeyGenerator(params)
-    enc, encryptor = CkksEncoder(params), CkksEncryptor(params, None, kg.secret_key())
+    enc, encryptor = CkksEncoder(params), CkksSecretEncryptor(params, kg.secret_key())
     dec = CkksDecryptor(params, kg.secret_key())
     ev = CkksEvaluator(params, CkksEvaluationKeys(kg.relin_key(), None))
     refreshes = []
@@ -355,7 +355,7 @@ def test_composite_relu_split_around_refreshes_matches_its_float_twin():
         v = np.asarray(enc.decode_real(dec.decrypt(ct)))
         assert np.abs(v).max() <= 1.0 + 2.0**-8  # the schedule only refreshes values in [-1, 1] (to rounding)
         refreshes.append(ct.level)
-        return encryptor.encrypt_symmetric(enc.encode(v, level=top)).expand()
+        return encryptor.encrypt(enc.encode(v, level=top)).expand()
 
     spec = composite_relu()
     stages = [np.asarray(c, dtype=np.float64) for c in spec["stages"]]
@@ -367,7 +367,7 @@ def test_composite_relu_split_around_refreshes_matches_its_float_twin():
     x = rng.uniform(-bound, bound, params.max_slots)
     x[:64] = np.linspace(-0.05, 0.05, 64)  # near the gap
     for level in (top, 2):
-        ct = encryptor.encrypt_symmetric(enc.encode(x, level=level)).expand()
+        ct = encryptor.encrypt(enc.encode(x, level=level)).expand()
         refreshes.clear()
         out = evaluate_composite_relu(ev, ct, bound, step, depths, top, refresh)
         flags, out_level = composite_relu_schedule(depths, level, top)

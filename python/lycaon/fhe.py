@@ -44,7 +44,8 @@ from ._native import (
     CkksCiphertext,
     CkksDecryptor,
     CkksEncoder,
-    CkksEncryptor,
+    CkksPublicEncryptor,
+    CkksSecretEncryptor,
     CkksEvaluationKeys,
     CkksEvaluator,
     CkksGaloisKeys,
@@ -55,12 +56,13 @@ from ._native import (
     CkksRelinKey,
     LycaonError,
     SecurityError,
+    security_table,
 )
 from .frontend.ir import Graph, ModelError, Node
 from .frontend.transforms import fold_batchnorm
 
-# log2(QP) bound for 128-bit security with a ternary secret (HE standard, Table 1).
-MAX_LOG_QP = {13: 218, 14: 438, 15: 881, 16: 1761}
+# log2(QP) bound for 128-bit security with a ternary secret, by log2(n): lycaon-rlwe's table.
+MAX_LOG_QP = {n.bit_length() - 1: bits for n, bits in security_table().items()}
 KEYSETS = ("level-aware", "all-required", "power-of-two")
 
 
@@ -164,7 +166,7 @@ class FheClient:
         self._sk = self._keygen.secret_key()
         self.public_key: CkksPublicKey = self._keygen.public_key()
         self._encoder = CkksEncoder(spec.params)
-        self._encryptor = CkksEncryptor(spec.params, None, self._sk)
+        self._encryptor = CkksSecretEncryptor(spec.params, self._sk)
         self._decryptor = CkksDecryptor(spec.params, self._sk)
 
     def evaluation_keys(self, strategy: str = "level-aware") -> tuple[Optional[CkksRelinKey], Optional[CkksGaloisKeys]]:
@@ -181,7 +183,7 @@ class FheClient:
     def encrypt(self, x: np.ndarray) -> CkksCiphertext:
         """The input packed (every copy) and encrypted at the top level, seeded on the wire."""
         pt = self._encoder.encode(self.spec.pack(x), level=self.spec.top_level)
-        return self._encryptor.encrypt_symmetric(pt).expand()
+        return self._encryptor.encrypt(pt).expand()
 
     def decrypt(self, ct: CkksCiphertext) -> np.ndarray:
         v = self._encoder.decode_real(self._decryptor.decrypt(ct))
@@ -451,7 +453,7 @@ class FheSession:
         self.model = model
         self._ev = evaluator
         self._encoder = CkksEncoder(model.params)
-        self._rerandomiser = CkksEncryptor(model.params, public_key, None) if public_key is not None else None
+        self._rerandomiser = CkksPublicEncryptor(model.params, public_key) if public_key is not None else None
 
     def infer(self, ct: CkksCiphertext, progress: Optional[Callable[[int, int, str], None]] = None) -> CkksCiphertext:
         """Runs the program on an encrypted input; the result holds the logits at
@@ -496,7 +498,7 @@ class FheSession:
         return evaluate_quadratic(self._ev, self._encoder, x, st.a, st.b, st.c)
 
 
-def rerandomised(ev: CkksEvaluator, encoder: CkksEncoder, encryptor: CkksEncryptor, ct: CkksCiphertext) -> CkksCiphertext:
+def rerandomised(ev: CkksEvaluator, encoder: CkksEncoder, encryptor: CkksPublicEncryptor, ct: CkksCiphertext) -> CkksCiphertext:
     """ct plus a fresh public-key encryption of zero at its level and scale: what leaves the
     server carries fresh randomness, not the computation's (the noise is not flooded)."""
     return ev.add(ct, encryptor.encrypt(encoder.encode(np.zeros(ct.slots), level=ct.level, scale=ct.scale)))

@@ -49,7 +49,8 @@ from ._native import (
     CkksCiphertext,
     CkksDecryptor,
     CkksEncoder,
-    CkksEncryptor,
+    CkksPublicEncryptor,
+    CkksSecretEncryptor,
     CkksEvaluationKeys,
     CkksEvaluator,
     CkksKeyGenerator,
@@ -531,7 +532,7 @@ class FheResNetClient:
         self._sk = self._keygen.secret_key()
         self.public_key: CkksPublicKey = self._keygen.public_key()
         self._encoder = CkksEncoder(spec.params)
-        self._encryptor = CkksEncryptor(spec.params, None, self._sk)
+        self._encryptor = CkksSecretEncryptor(spec.params, self._sk)
         self._decryptor = CkksDecryptor(spec.params, self._sk)
 
     def network_keys(self):
@@ -564,7 +565,7 @@ class FheResNetClient:
         if x.shape != tuple(self.spec.input_shape):
             raise LycaonError(f"the model takes input of shape {tuple(self.spec.input_shape)}, got {x.shape}")
         v = multiplexed_pack(*self.spec.input_layout, x.ravel())
-        return self._encryptor.encrypt_symmetric(self._encoder.encode(v, level=self.spec.top)).expand()
+        return self._encryptor.encrypt(self._encoder.encode(v, level=self.spec.top)).expand()
 
     def decrypt(self, ct: CkksCiphertext) -> np.ndarray:
         return np.asarray(self._encoder.decode_real(self._decryptor.decrypt(ct)))[:self.spec.outputs]
@@ -576,7 +577,7 @@ class FheResNetSession:
 
     def __init__(self, net: FheResNet, relin, galois, boot_keys: CkksBootstrapKeys, public_key: Optional[CkksPublicKey] = None):
         self.net, self.relin, self.galois, self.boot_keys = net, relin, galois, boot_keys
-        self._rerandomiser = CkksEncryptor(net.params, public_key, None) if public_key is not None else None
+        self._rerandomiser = CkksPublicEncryptor(net.params, public_key) if public_key is not None else None
         self._encoder = CkksEncoder(net.params)
         self._adder = CkksEvaluator(net.params, CkksEvaluationKeys(None, None))
 

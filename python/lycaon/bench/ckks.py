@@ -150,7 +150,7 @@ def lycaon_timings(log_n: int, reps: int, lt_diagonals: Optional[int] = None, se
     gk = kg.galois_keys(steps)
     out["keygen_s"] = time.perf_counter() - t0
     encoder = lycaon.CkksEncoder(params)
-    encryptor = lycaon.CkksEncryptor(params, public_key=kg.public_key())
+    encryptor = lycaon.CkksPublicEncryptor(params, kg.public_key())
     decryptor = lycaon.CkksDecryptor(params, kg.secret_key())
     ev = lycaon.CkksEvaluator(params, lycaon.CkksEvaluationKeys(rk, gk))
 
@@ -215,7 +215,7 @@ def lycaon_bootstrap(seed: int = 1) -> dict:
     keygen_s = time.perf_counter() - t0
     ev = lycaon.CkksEvaluator(params, keys.evaluation_keys)
     encoder = lycaon.CkksEncoder(params)
-    encryptor = lycaon.CkksEncryptor(params, public_key=kg.public_key())
+    encryptor = lycaon.CkksPublicEncryptor(params, kg.public_key())
     decryptor = lycaon.CkksDecryptor(params, kg.secret_key())
     x = np.random.default_rng(seed).uniform(-1, 1, shape.slots)
     ct = encryptor.encrypt(encoder.encode(x, level=0))
