@@ -207,6 +207,15 @@ fn errors_name_the_problem() {
     // A malformed JSON request is an error, not a panic.
     assert!(matches!(keyset_json("{\"params\": 3}"), Err(PlanError::Invalid(_))));
     assert!(matches!(keyset_json("{\"model\": \"vgg99\"}"), Err(PlanError::UnknownModel { .. })));
+    // Measuring rotations needs keys, which the planner never makes: it says what to run instead,
+    // and takes a measured model as "cost_model".
+    let err = keyset_json(r#"{"calibrate": true}"#).unwrap_err();
+    assert!(matches!(err, PlanError::Invalid(_)) && err.to_string().contains("--calibrate") && err.to_string().contains("cost_model"), "{err}");
+    let mut model = KeySwitchCostModel::recorded();
+    model.scale *= 2.0;
+    let req = serde_json::json!({"params": "lycaon", "activation": "aespa", "cost_model": model});
+    let out: serde_json::Value = serde_json::from_str(&keyset_json(&req.to_string()).unwrap()).unwrap();
+    assert_eq!(out["cost_model"]["scale"].as_f64(), Some(model.scale));
 }
 
 #[test]
