@@ -61,7 +61,7 @@ def test_prepared_transform_matches_the_plain_product():
     ev = lycaon.CkksEvaluator(params, lycaon.CkksEvaluationKeys(None, kg.galois_keys(lt.rotations(), level=2)))
     enc = lycaon.CkksEncoder(params)
     x = rng.uniform(-1, 1, s)
-    ct = lycaon.CkksEncryptor(params, public_key=kg.public_key()).encrypt(enc.encode(x, level=2))
+    ct = lycaon.CkksPublicEncryptor(params, kg.public_key()).encrypt(enc.encode(x, level=2))
     lt.prepare(ct)
     out = ev.linear_transform(ct, lt)
     got = enc.decode_real(lycaon.CkksDecryptor(params, kg.secret_key()).decrypt(out))

@@ -26,7 +26,8 @@ class Suite:
         self.gk = self.keys.galois_keys([1, 2, 3, -1, 5], row_swap=True)
         self.be = lycaon.BatchEncoder(self.params)
         self.ce = lycaon.CoeffEncoder(self.params)
-        self.enc = lycaon.Encryptor(self.params, public_key=self.pk, secret_key=self.keys.secret_key())
+        self.enc = lycaon.PublicEncryptor(self.params, self.pk)
+        self.sym = lycaon.SecretEncryptor(self.params, self.keys.secret_key())
         self.dec = lycaon.Decryptor(self.params, self.keys.secret_key())
         self.ev = lycaon.Evaluator(self.params)
         self.rng = np.random.default_rng()
@@ -57,7 +58,7 @@ def test_every_operation_matches_numpy(s):
     x, y = s.rand(), s.rand()
     X, Y = obj(x), obj(y)
     cx = s.enc.encrypt(s.be.encode(x))
-    cy = s.enc.encrypt_symmetric(s.be.encode(y)).expand(s.params)
+    cy = s.sym.encrypt(s.be.encode(y)).expand(s.params)
     assert np.array_equal(s.dec_batch(cx), x)
     assert np.array_equal(s.dec_batch(cy), y)
     cases = {
@@ -111,14 +112,13 @@ def test_coefficient_encoding_is_negacyclic(s):
 def test_serialisation_round_trips_and_refuses_corruption(s):
     x = s.rand()
     ct = s.enc.encrypt(s.be.encode(x))
-    seeded = s.enc.encrypt_symmetric(s.be.encode(x))
+    seeded = s.sym.encrypt(s.be.encode(x))
     objects = [
         (lycaon.Ciphertext, ct),
         (lycaon.SeededCiphertext, seeded),
         (lycaon.PublicKey, s.pk),
         (lycaon.RelinKey, s.rk),
         (lycaon.GaloisKeys, s.gk),
-        (lycaon.SecretKey, s.keys.secret_key()),
         (lycaon.Plaintext, s.be.encode(x)),
         (lycaon.PreparedPlaintext, s.ev.prepare_plain(s.be.encode(x), 0)),
     ]
@@ -172,6 +172,39 @@ def test_ntt_primes_match_seal():
         lycaon.ntt_primes(10, 1024)
 
 
+def test_secret_keys_do_not_pickle_and_export_only_on_purpose(s):
+    sk = s.keys.secret_key()
+    with pytest.raises(TypeError, match="secret key cannot be pickled.*export_secret_key_bytes"):
+        pickle.dumps(sk)
+    assert not hasattr(sk, "to_bytes") and not hasattr(lycaon.SecretKey, "from_bytes")
+    data = sk.export_secret_key_bytes()
+    back = lycaon.SecretKey.import_secret_key_bytes(s.params, data)
+    assert back.export_secret_key_bytes() == data and back.params == s.params
+    x = s.rand()
+    assert np.array_equal(s.be.decode(lycaon.Decryptor(s.params, back).decrypt(s.enc.encrypt(s.be.encode(x)))), x)
+    with pytest.raises(lycaon.SerializationError, match="checksum"):
+        lycaon.SecretKey.import_secret_key_bytes(s.params, data[:-1] + bytes([data[-1] ^ 1]))
+    assert "<secret>" in repr(sk)
+    import copy
+
+    assert copy.deepcopy(sk).export_secret_key_bytes() == data
+    # A public encryptor re-randomises: same message, new ciphertext.
+    ct = s.enc.encrypt(s.be.encode(x))
+    fresh = s.enc.rerandomise(ct)
+    assert fresh.to_bytes() != ct.to_bytes() and np.array_equal(s.dec_batch(fresh), x)
+
+
+def test_one_security_table_and_power_of_two_ring_degrees():
+    assert lycaon.security_table() == {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881, 65536: 1772}
+    assert lycaon.max_log_qp(8192) == 218 and lycaon.max_log_qp(3000) is None
+    with pytest.raises(lycaon.ParameterError, match="n = 3000 is not a power of two"):
+        lycaon.BfvParameters.from_bits(3000, [36, 36], [37], 20)
+    with pytest.raises(lycaon.ParameterError, match="n = 3000 is not a power of two"):
+        lycaon.CkksParameters.from_bits(3000, [36, 36], [37], 30)
+    with pytest.raises(lycaon.ParameterError, match="n = 3000 is not a power of two"):
+        lycaon.CkksParameters.scale_stable(3000, 50, 40, 2, [50])
+
+
 def test_errors_are_clear():
     with pytest.raises(lycaon.SecurityError, match="128-bit"):
         lycaon.BfvParameters.from_bits(4096, [50, 50], [50], 20)
@@ -187,14 +220,17 @@ def test_errors_are_clear():
         s.be.encode(["a", "b"])
     with pytest.raises(lycaon.LycaonError, match="levels"):
         s.ev.add(cx, s.ev.mod_switch_to_next(cx))
-    with pytest.raises(lycaon.LycaonError, match="public key"):
-        lycaon.Encryptor(s.params, secret_key=s.keys.secret_key()).encrypt(s.be.encode([1]))
+    # Each encryptor takes its one key: the wrong kind is a TypeError naming the argument.
+    with pytest.raises(TypeError, match="public_key"):
+        lycaon.PublicEncryptor(s.params, s.keys.secret_key())
+    with pytest.raises(TypeError, match="secret_key"):
+        lycaon.SecretEncryptor(s.params, s.pk)
+    with pytest.raises(lycaon.LycaonError, match="different parameters"):
+        lycaon.PublicEncryptor(s.params, lycaon.KeyGenerator(lycaon.BfvParameters.default(8192)).public_key())
     # Negative values are reduced modulo t.
     assert s.be.decode(s.be.encode([-1, 5]))[0] == s.t - 1
     with pytest.raises(lycaon.MissingKeyError, match="no special primes"):
         lycaon.KeyGenerator(lycaon.BfvParameters.default(1024)).relin_key()
-    with pytest.raises(lycaon.MissingKeyError, match="no secret key"):
-        lycaon.Encryptor(s.params, public_key=s.pk).encrypt_symmetric(s.be.encode([1]))
     with pytest.raises(lycaon.LycaonError, match="different parameters"):
         lycaon.Decryptor(s.params, lycaon.KeyGenerator(lycaon.BfvParameters.default(8192)).secret_key())
     with pytest.raises(lycaon.LycaonError, match="only goes down"):

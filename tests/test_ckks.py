@@ -19,7 +19,8 @@ def suite():
     s.sk = keys.secret_key()
     s.pk = keys.public_key()
     s.ev = lycaon.CkksEvaluator(s.params, keys.evaluation_keys([1, -1, 2, 3], conjugate=True))
-    s.enc = lycaon.CkksEncryptor(s.params, public_key=s.pk, secret_key=s.sk)
+    s.enc = lycaon.CkksPublicEncryptor(s.params, s.pk)
+    s.sym = lycaon.CkksSecretEncryptor(s.params, s.sk)
     s.dec = lycaon.CkksDecryptor(s.params, s.sk)
     s.cod = lycaon.CkksEncoder(s.params)
     s.rng = np.random.default_rng(1)
@@ -52,7 +53,7 @@ def test_operations_keep_precision(suite):
     for step, c in zip([1, 2, 3, -1], r):
         assert bits(np.roll(x, -step), s.decrypt(c)) > 15
     assert bits(np.conj(x), s.decrypt(s.ev.conjugate(cx))) > 15
-    seeded = s.enc.encrypt_symmetric(s.cod.encode(y))
+    seeded = s.sym.encrypt(s.cod.encode(y))
     assert bits(y, s.cod.decode_real(s.dec.decrypt(seeded.expand()))) > 17
 
 
@@ -64,7 +65,7 @@ def test_linear_transform_and_polynomial(suite):
     diags = {k: np.array([m[t, (t + k) % slots] for t in range(slots)]) for k in range(slots)}
     keys = lycaon.CkksKeyGenerator(s.params)
     ev = lycaon.CkksEvaluator(s.params, keys.evaluation_keys([1, 2, 3]))
-    enc = lycaon.CkksEncryptor(s.params, public_key=keys.public_key())
+    enc = lycaon.CkksPublicEncryptor(s.params, keys.public_key())
     dec = lycaon.CkksDecryptor(s.params, keys.secret_key())
     out = ev.linear_transform(enc.encrypt(s.cod.encode(v)), diags)
     assert bits(m @ v, s.cod.decode_real(dec.decrypt(out))) > 15
@@ -95,6 +96,29 @@ def test_pickling_and_errors(suite):
         lycaon.CkksCiphertext.from_bytes(s.params, b"junk")
     with pytest.raises(lycaon.SecurityError):
         lycaon.CkksParameters.from_bits(1 << 13, [60, 60, 60, 60], [60], 40)
+
+
+def test_secret_key_does_not_pickle_and_encryptors_hold_one_key(suite):
+    s = suite
+    with pytest.raises(TypeError, match="secret key cannot be pickled.*export_secret_key_bytes"):
+        pickle.dumps(s.sk)
+    assert not hasattr(s.sk, "to_bytes") and not hasattr(lycaon.CkksSecretKey, "from_bytes")
+    data = s.sk.export_secret_key_bytes()
+    back = lycaon.CkksSecretKey.import_secret_key_bytes(s.params, data)
+    assert back.export_secret_key_bytes() == data
+    ct = s.encrypt([0.25, -0.5])
+    assert bits([0.25, -0.5], s.cod.decode(lycaon.CkksDecryptor(s.params, back).decrypt(ct))[:2]) > 17
+    with pytest.raises(lycaon.SerializationError):
+        lycaon.CkksSecretKey.import_secret_key_bytes(s.params, data[:-5])
+    # Each encryptor takes its one key; the wrong kind is a TypeError naming the argument.
+    with pytest.raises(TypeError, match="public_key"):
+        lycaon.CkksPublicEncryptor(s.params, s.sk)
+    with pytest.raises(TypeError, match="secret_key"):
+        lycaon.CkksSecretEncryptor(s.params, s.pk)
+    # The public encryptor re-randomises: same message and scale, new ciphertext.
+    fresh = s.enc.rerandomise(ct)
+    assert fresh.scale == ct.scale and fresh.level == ct.level and fresh.to_bytes() != ct.to_bytes()
+    assert bits([0.25, -0.5], s.decrypt(fresh)[:2]) > 17
 
 
 def test_composite_relu_is_within_its_stated_error_on_the_unit_interval():

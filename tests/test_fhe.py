@@ -225,7 +225,7 @@ def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsy
 
 
 def test_mpconv_binding_matches_the_float_convolution():
-    from lycaon import CkksDecryptor, CkksEncoder, CkksEncryptor, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters
+    from lycaon import CkksDecryptor, CkksEncoder, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters, CkksSecretEncryptor
     from lycaon._native import FheMpConv, multiplexed_pack, multiplexed_unpack
     from lycaon.frontend.executor import conv2d
 
@@ -238,7 +238,7 @@ def test_mpconv_binding_matches_the_float_convolution():
     kg = CkksKeyGenerator(params)
     ev = CkksEvaluator(params, CkksEvaluationKeys(None, kg.galois_keys(layer.rotation_steps())))
     enc = CkksEncoder(params)
-    ct = CkksEncryptor(params, None, kg.secret_key()).encrypt_symmetric(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
+    ct = CkksSecretEncryptor(params, kg.secret_key()).encrypt(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
     out = layer.evaluate(ev, ct)
     got = multiplexed_unpack(*layer.output_layout, np.asarray(enc.decode_real(CkksDecryptor(params, kg.secret_key()).decrypt(out))))
     want = conv2d(x[None], weights, None, (2, 2), (1, 1, 1, 1), 1)[0].ravel()

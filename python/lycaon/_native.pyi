@@ -29,8 +29,8 @@ class SerializationError(LycaonError):
     checksum mismatch, unsupported version, wrong kind, made under different parameters)."""
 
 class MissingKeyError(LycaonError):
-    """A key the operation needs is absent: a Galois key for a rotation, special primes for key
-    switching, or the public/secret key an Encryptor was asked to use."""
+    """A key the operation needs is absent: a Galois key for a rotation, or special primes for
+    key switching."""
 
 class BfvParameters:
     """Validated BFV parameters: ring degree n, ciphertext primes, special primes, plaintext
@@ -92,15 +92,17 @@ class BfvParameters:
     def __hash__(self) -> int: ...
 
 class SecretKey:
-    """The secret key. It stays with the client; serialise it only to store it."""
+    """The secret key. It stays with the client: it does not pickle (TypeError) and has no
+    ``to_bytes``; storing it takes the explicit ``export_secret_key_bytes``."""
     @property
     def params(self) -> BfvParameters:
         """The parameters the key belongs to."""
-    def to_bytes(self) -> bytes:
-        """Versioned, checksummed, bit-packed bytes (pickling uses them too, with the parameters)."""
+    def export_secret_key_bytes(self) -> bytes:
+        """The secret key's versioned bytes, to store it on purpose; never send them."""
     @staticmethod
-    def from_bytes(params: BfvParameters, data: BytesLike) -> "SecretKey":
-        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+    def import_secret_key_bytes(params: BfvParameters, data: BytesLike) -> "SecretKey":
+        """Reads bytes from ``export_secret_key_bytes`` under the same parameters
+        (SerializationError otherwise)."""
 
 class PublicKey:
     """The public encryption key: anyone holding it can encrypt. Pickles."""
@@ -221,15 +223,21 @@ class KeyGenerator:
     def params(self) -> BfvParameters:
         """The parameters of the keys."""
 
-class Encryptor:
-    """Encrypts with the public key (``encrypt``) or the secret key (``encrypt_symmetric``)."""
-    def __init__(self, params: BfvParameters, public_key: Optional[PublicKey] = None, secret_key: Optional[SecretKey] = None) -> None:
-        """Needs at least one key (MissingKeyError otherwise); each must belong to ``params``."""
+class PublicEncryptor:
+    """Public-key encryption (server side, or anyone); it can never hold a secret key."""
+    def __init__(self, params: BfvParameters, public_key: PublicKey) -> None:
+        """The public key must belong to ``params``."""
     def encrypt(self, plaintext: Plaintext) -> Ciphertext:
-        """Public-key encryption at the top level (MissingKeyError without a public key)."""
-    def encrypt_symmetric(self, plaintext: Plaintext) -> SeededCiphertext:
-        """Secret-key encryption at the top level, seeded: half the bytes on the wire
-        (MissingKeyError without a secret key)."""
+        """Encrypts at the top level."""
+    def rerandomise(self, ciphertext: Ciphertext) -> Ciphertext:
+        """The ciphertext plus a fresh encryption of zero at its level (same message)."""
+
+class SecretEncryptor:
+    """Secret-key encryption (client side)."""
+    def __init__(self, params: BfvParameters, secret_key: SecretKey) -> None:
+        """The secret key must belong to ``params``."""
+    def encrypt(self, plaintext: Plaintext) -> SeededCiphertext:
+        """Encrypts at the top level, seeded: half the bytes on the wire."""
 
 class Decryptor:
     """Decrypts and measures the noise budget; holds the secret key (client side)."""
@@ -346,6 +354,13 @@ def gpu_bench(log_n: int = 16, limbs: int = 24, reps: int = 5, device: int = 0) 
 
 def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
     """The ``count`` largest primes below 2**bits that are 1 modulo 2n, descending."""
+
+def max_log_qp(n: int) -> Optional[int]:
+    """The largest log2(QP) of a parameter set of ring degree ``n`` at 128-bit security (the HE
+    standard's table for a ternary secret, as the Rust crates enforce it); None outside it."""
+
+def security_table() -> dict[int, int]:
+    """The whole 128-bit table: ring degree n -> largest log2(QP)."""
 
 def profile_seconds() -> dict[str, float]:
     """CPU seconds this process has spent in each timed kernel (ntt, key_switch, ot_extension,
@@ -523,15 +538,17 @@ class CkksParameters:
         """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
 class CkksSecretKey:
-    """The secret key (client side); serialise it only to store it."""
+    """The secret key (client side). It does not pickle (TypeError) and has no ``to_bytes``;
+    storing it takes the explicit ``export_secret_key_bytes``."""
     @property
     def params(self) -> CkksParameters:
         """The parameters this object belongs to."""
-    def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes (pickling uses them too)."""
+    def export_secret_key_bytes(self) -> bytes:
+        """The secret key's versioned bytes, to store it on purpose; never send them."""
     @staticmethod
-    def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksSecretKey":
-        """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
+    def import_secret_key_bytes(params: CkksParameters, data: BytesLike) -> "CkksSecretKey":
+        """Reads bytes from ``export_secret_key_bytes`` under the same parameters
+        (SerializationError otherwise)."""
 
 class CkksPublicKey:
     """The public encryption key: anyone holding it can encrypt."""
@@ -671,14 +688,21 @@ class CkksEncoder:
     def decode_real(self, plaintext: CkksPlaintext) -> npt.NDArray[np.float64]:
         """The real parts of all slots as a float64 array."""
 
-class CkksEncryptor:
-    """Encrypts with the public key (``encrypt``) or the secret key (``encrypt_symmetric``)."""
-    def __init__(self, params: CkksParameters, public_key: Optional[CkksPublicKey] = None, secret_key: Optional[CkksSecretKey] = None) -> None:
-        """Needs at least one key (MissingKeyError otherwise); each must belong to ``params``."""
+class CkksPublicEncryptor:
+    """Public-key encryption (server side, or anyone); it can never hold a secret key."""
+    def __init__(self, params: CkksParameters, public_key: CkksPublicKey) -> None:
+        """The public key must belong to ``params``."""
     def encrypt(self, plaintext: CkksPlaintext) -> CkksCiphertext:
-        """Public-key encryption at the plaintext's level and scale."""
-    def encrypt_symmetric(self, plaintext: CkksPlaintext) -> CkksSeededCiphertext:
-        """Secret-key encryption, seeded."""
+        """Encrypts at the plaintext's level and scale."""
+    def rerandomise(self, ciphertext: CkksCiphertext) -> CkksCiphertext:
+        """The ciphertext plus a fresh encryption of zero at its level (same message and scale)."""
+
+class CkksSecretEncryptor:
+    """Secret-key encryption (client side)."""
+    def __init__(self, params: CkksParameters, secret_key: CkksSecretKey) -> None:
+        """The secret key must belong to ``params``."""
+    def encrypt(self, plaintext: CkksPlaintext) -> CkksSeededCiphertext:
+        """Encrypts at the plaintext's level and scale, seeded: half the bytes on the wire."""
 
 class CkksDecryptor:
     """Holds the secret key (client side)."""

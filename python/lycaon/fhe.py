@@ -42,12 +42,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ._native import CkksLinearTransform, CkksParameters, LycaonError, SecurityError
+from ._native import CkksLinearTransform, CkksParameters, LycaonError, SecurityError, security_table
 from .frontend.ir import Graph, ModelError, Node
 from .frontend.transforms import fold_batchnorm
 
-# log2(QP) bound for 128-bit security with a ternary secret (HE standard, Table 1).
-MAX_LOG_QP = {13: 218, 14: 438, 15: 881, 16: 1761}
+# log2(QP) bound for 128-bit security with a ternary secret, by log2(n): lycaon-rlwe's table.
+MAX_LOG_QP = {n.bit_length() - 1: bits for n, bits in security_table().items()}
 KEYSETS = ("level-aware", "all-required", "power-of-two")
 
 

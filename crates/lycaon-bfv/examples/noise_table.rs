@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use lycaon_bfv::noise::NoiseModel;
 use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey};
-use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Encryptor, Evaluator};
+use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 
 fn main() {
@@ -16,17 +16,18 @@ fn main() {
         let m = NoiseModel::from_params(&params).unwrap();
         let mut s = Sampler::from_os().unwrap();
         let sk = Arc::new(SecretKey::generate(&params, &mut s).unwrap());
-        let pk = PublicKey::generate(&sk, &mut s).unwrap();
+        let pk = Arc::new(PublicKey::generate(&sk, &mut s).unwrap());
         let rk = RelinKey::generate(&sk, &mut s).unwrap();
         let gk = GaloisKeys::for_rotations(&sk, &[1], false, &mut s).unwrap();
         let be = BatchEncoder::new(&params).unwrap();
-        let (mut enc, dec, ev) = (Encryptor::new(&ctx).unwrap(), Decryptor::new(&ctx, sk.clone()).unwrap(), Evaluator::new(&ctx));
+        let (mut enc, mut sym) = (PublicKeyEncryptor::new(&ctx, pk).unwrap(), SecretKeyEncryptor::new(&ctx, sk.clone()).unwrap());
+        let (dec, ev) = (Decryptor::new(&ctx, sk.clone()).unwrap(), Evaluator::new(&ctx));
         let t = params.plaintext_modulus().unwrap().value();
         let x: Vec<u64> = (0..n).map(|_| s.next_u64() % t).collect();
         let pt = be.encode(&x).unwrap();
         let top = params.max_level();
-        let a = enc.encrypt(&pk, &pt).unwrap();
-        let b = enc.encrypt_symmetric(&sk, &pt).unwrap().expand(&params).unwrap();
+        let a = enc.encrypt(&pt).unwrap();
+        let b = sym.encrypt(&pt).unwrap().expand(&params).unwrap();
         let fresh = m.fresh_public(top);
         let sym = m.fresh_symmetric(top);
         let prod = m.multiply(fresh, sym);

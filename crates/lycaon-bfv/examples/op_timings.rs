@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey};
-use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Encryptor, Evaluator};
+use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -33,24 +33,24 @@ fn main() {
         let ctx = BfvContext::new(&params).unwrap();
         let mut s = Sampler::from_os().unwrap();
         let sk = Arc::new(SecretKey::generate(&params, &mut s).unwrap());
-        let pk = PublicKey::generate(&sk, &mut s).unwrap();
+        let pk = Arc::new(PublicKey::generate(&sk, &mut s).unwrap());
         let rk = RelinKey::generate(&sk, &mut s).unwrap();
         let gk = GaloisKeys::for_rotations(&sk, &(1..=9).collect::<Vec<_>>(), false, &mut s).unwrap();
         let be = BatchEncoder::new(&params).unwrap();
-        let mut enc = Encryptor::new(&ctx).unwrap();
+        let (mut enc, mut sym) = (PublicKeyEncryptor::new(&ctx, pk).unwrap(), SecretKeyEncryptor::new(&ctx, sk.clone()).unwrap());
         let dec = Decryptor::new(&ctx, sk.clone()).unwrap();
         let ev = Evaluator::new(&ctx);
         let vals: Vec<u64> = (0..n as u64).map(|i| i * 31 % 1000).collect();
         let pt = be.encode(&vals).unwrap();
-        let ct = enc.encrypt(&pk, &pt).unwrap();
-        let ct2 = enc.encrypt(&pk, &pt).unwrap();
+        let ct = enc.encrypt(&pt).unwrap();
+        let ct2 = enc.encrypt(&pt).unwrap();
         let reps = 30;
         let steps: Vec<i64> = (1..=9).collect();
         let plan = params.q().plans()[0].clone();
         let mut limb = ct.parts()[0].limb(0).to_vec();
         let rows = [
-            ("encrypt", median_us(reps, || drop(enc.encrypt(&pk, &pt).unwrap()))),
-            ("encrypt_symmetric", median_us(reps, || drop(enc.encrypt_symmetric(&sk, &pt).unwrap()))),
+            ("encrypt", median_us(reps, || drop(enc.encrypt(&pt).unwrap()))),
+            ("encrypt_symmetric", median_us(reps, || drop(sym.encrypt(&pt).unwrap()))),
             ("decrypt", median_us(reps, || drop(dec.decrypt(&ct).unwrap()))),
             ("mul_plain", median_us(reps, || drop(ev.mul_plain(&ct, &pt).unwrap()))),
             ("mul_scalar", median_us(reps, || drop(ev.mul_scalar(&ct, 5).unwrap()))),

@@ -2,7 +2,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 use lycaon_bfv::rlwe::{keyswitch, GaloisKeys, Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor};
+use lycaon_bfv::{BatchEncoder, BfvContext, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -22,11 +22,11 @@ fn main() {
     let ctx = BfvContext::new(&params).unwrap();
     let mut s = Sampler::from_os().unwrap();
     let sk = Arc::new(SecretKey::generate(&params, &mut s).unwrap());
-    let pk = PublicKey::generate(&sk, &mut s).unwrap();
+    let pk = Arc::new(PublicKey::generate(&sk, &mut s).unwrap());
     let gk = GaloisKeys::for_rotations(&sk, &[1], false, &mut s).unwrap();
     let key = gk.get(3).unwrap();
     let pt = BatchEncoder::new(&params).unwrap().encode(&[1, 2, 3]).unwrap();
-    let ct = Encryptor::new(&ctx).unwrap().encrypt(&pk, &pt).unwrap();
+    let ct = PublicKeyEncryptor::new(&ctx, pk).unwrap().encrypt(&pt).unwrap();
     let c1 = ct.parts()[1].clone();
     let b = params.backend().clone();
     let coeff = b.intt(c1.clone());

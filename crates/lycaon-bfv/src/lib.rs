@@ -5,7 +5,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey, Security};
-//! use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Encryptor, Evaluator};
+//! use lycaon_bfv::{BatchEncoder, BfvContext, Decryptor, Evaluator, PublicKeyEncryptor};
 //! use lycaon_math::Sampler;
 //!
 //! // Toy parameters, NOT secure: n = 64 keeps the example instant. Real code keeps the default
@@ -16,13 +16,13 @@
 //! let ctx = BfvContext::new(&params)?;
 //! let mut rng = Sampler::from_os()?;
 //! let sk = Arc::new(SecretKey::generate(&params, &mut rng)?);
-//! let pk = PublicKey::generate(&sk, &mut rng)?;
+//! let pk = Arc::new(PublicKey::generate(&sk, &mut rng)?);
 //! let rk = RelinKey::generate(&sk, &mut rng)?;
 //! let gk = GaloisKeys::for_rotations(&sk, &[1], false, &mut rng)?;
 //!
 //! let encoder = BatchEncoder::new(&params)?;
 //! let x: Vec<u64> = (0..64).collect();
-//! let ct = Encryptor::new(&ctx)?.encrypt(&pk, &encoder.encode(&x)?)?;
+//! let ct = PublicKeyEncryptor::new(&ctx, pk)?.encrypt(&encoder.encode(&x)?)?;
 //! let eval = Evaluator::new(&ctx); // server side: no secret key
 //! let squared = eval.multiply_relin(&ct, &ct, &rk)?;
 //! let rotated = eval.rotate_rows(&squared, 1, &gk)?;
@@ -40,7 +40,7 @@ mod scheme;
 
 pub use context::BfvContext;
 pub use encoding::{BatchEncoder, CoeffEncoder, Plaintext};
-pub use scheme::{Decryptor, Encryptor, Evaluator, PreparedPlaintext};
+pub use scheme::{Decryptor, Encryptor, Evaluator, PreparedPlaintext, PublicKeyEncryptor, SecretKeyEncryptor};
 
 pub use lycaon_rlwe as rlwe;
 use lycaon_rlwe::RlweError;

@@ -40,7 +40,99 @@ fn scaled_message(ctx: &BfvContext, pt: &Plaintext, level: usize) -> Result<Poly
     Ok(ctx.params.backend().ntt(Poly::from_kernel_output(&lc.q, data)))
 }
 
-/// Encrypts with the public key (anyone) or the secret key (seeded, half the bytes).
+/// Public-key encryption: what a server holds to re-randomise its answers, and what anyone may
+/// use to encrypt for the key's owner. It owns the public key and a CSPRNG seeded by the OS, and
+/// nothing of it takes a [`SecretKey`], so a server-side value of this type cannot hold one:
+///
+/// ```compile_fail,E0308
+/// use std::sync::Arc;
+/// use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, SecretKey, Security};
+/// use lycaon_bfv::{BfvContext, PublicKeyEncryptor};
+/// use lycaon_math::Sampler;
+///
+/// let mut lit = ParametersLiteral::bfv_from_bits(64, &[50, 50], &[51], 17)?;
+/// lit.security = Security::InsecureTestOnly;
+/// let params = Parameters::new(lit)?;
+/// let ctx = BfvContext::new(&params)?;
+/// let secret_key = Arc::new(SecretKey::generate(&params, &mut Sampler::from_os()?)?);
+/// let encryptor = PublicKeyEncryptor::new(&ctx, secret_key)?; // expected `Arc<PublicKey>`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PublicKeyEncryptor {
+    ctx: Arc<BfvContext>,
+    public_key: Arc<PublicKey>,
+    sampler: Sampler,
+}
+
+impl PublicKeyEncryptor {
+    /// Errors: [`RlweError::ParamsMismatch`] when the key belongs to other parameters; a math
+    /// error when the OS gives no randomness.
+    pub fn new(ctx: &Arc<BfvContext>, public_key: Arc<PublicKey>) -> Result<Self, BfvError> {
+        if public_key.params_id() != ctx.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "public key" }.into());
+        }
+        Ok(Self { ctx: ctx.clone(), public_key, sampler: Sampler::from_os()? })
+    }
+
+    pub fn public_key(&self) -> &Arc<PublicKey> {
+        &self.public_key
+    }
+
+    /// Encrypts at the top level. Errors if the plaintext belongs to other parameters.
+    pub fn encrypt(&mut self, pt: &Plaintext) -> Result<Ciphertext, BfvError> {
+        let level = self.ctx.params.max_level();
+        let mut ct = lycaon_rlwe::encrypt_zero_public(&self.ctx.params, &self.public_key, level, &mut self.sampler)?;
+        ct.parts_mut()[0].add_assign(&scaled_message(&self.ctx, pt, level)?)?;
+        Ok(ct)
+    }
+
+    /// `ct` plus a fresh public-key encryption of zero at its level: the same message, fresh
+    /// randomness (the noise grows by that of one encryption; flooding is the caller's). Errors
+    /// if the ciphertext belongs to other parameters.
+    pub fn rerandomise(&mut self, ct: &Ciphertext) -> Result<Ciphertext, BfvError> {
+        if ct.params_id() != self.ctx.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "ciphertext" }.into());
+        }
+        let zero = lycaon_rlwe::encrypt_zero_public(&self.ctx.params, &self.public_key, ct.level(), &mut self.sampler)?;
+        let mut out = ct.clone();
+        for (part, z) in out.parts_mut().iter_mut().zip(zero.parts()) {
+            part.add_assign(z)?;
+        }
+        Ok(out)
+    }
+}
+
+/// Secret-key (symmetric) encryption at the top level, seeded: half the bytes of a public-key
+/// ciphertext upstream. Holds the secret key, so it belongs to the client.
+pub struct SecretKeyEncryptor {
+    ctx: Arc<BfvContext>,
+    secret_key: Arc<SecretKey>,
+    sampler: Sampler,
+}
+
+impl SecretKeyEncryptor {
+    /// Errors: [`RlweError::ParamsMismatch`] when the key belongs to other parameters; a math
+    /// error when the OS gives no randomness.
+    pub fn new(ctx: &Arc<BfvContext>, secret_key: Arc<SecretKey>) -> Result<Self, BfvError> {
+        if secret_key.params().id() != ctx.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "secret key" }.into());
+        }
+        Ok(Self { ctx: ctx.clone(), secret_key, sampler: Sampler::from_os()? })
+    }
+
+    /// Encrypts at the top level, returned seeded. Errors if the plaintext belongs to other
+    /// parameters.
+    pub fn encrypt(&mut self, pt: &Plaintext) -> Result<SeededCiphertext, BfvError> {
+        let level = self.ctx.params.max_level();
+        let mut ct = lycaon_rlwe::encrypt_zero_symmetric(&self.secret_key, level, &mut self.sampler)?;
+        ct.c0_mut().add_assign(&scaled_message(&self.ctx, pt, level)?)?;
+        Ok(ct)
+    }
+}
+
+/// Encryption with either key, passed per call; it holds no key itself. Kept for
+/// `lycaon-runtime`'s client key set, which still uses it; new code uses [`PublicKeyEncryptor`]
+/// (server, anyone) or [`SecretKeyEncryptor`] (client), whose types say which key they hold.
 pub struct Encryptor {
     ctx: Arc<BfvContext>,
     sampler: Sampler,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lycaon_bfv::noise::NoiseModel;
-use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator};
+use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor};
 use lycaon_bfv::rlwe::{GaloisKeys, Parameters, ParametersLiteral, PublicKey, RelinKey, SecretKey, Security};
 use lycaon_math::Sampler;
 
@@ -12,9 +12,12 @@ pub struct Setup {
     pub params: Arc<Parameters>,
     pub ctx: Arc<BfvContext>,
     pub dec: Decryptor,
-    pub enc: Encryptor,
+    /// Public-key encryption.
+    pub enc: PublicKeyEncryptor,
+    /// Secret-key encryption, seeded.
+    pub sym: SecretKeyEncryptor,
     pub eval: Evaluator,
-    pub pk: PublicKey,
+    pub pk: Arc<PublicKey>,
     pub rk: Option<RelinKey>,
     pub gk: Option<GaloisKeys>,
     pub model: NoiseModel,
@@ -44,9 +47,11 @@ pub fn setup_literal(lit: ParametersLiteral) -> Setup {
     };
     let t = params.plaintext_modulus().unwrap().value();
     let model = NoiseModel::from_params(&params).unwrap();
+    let (sk, pk) = (Arc::new(sk), Arc::new(pk));
     Setup {
-        enc: Encryptor::new(&ctx).unwrap(),
-        dec: Decryptor::new(&ctx, Arc::new(sk)).unwrap(),
+        enc: PublicKeyEncryptor::new(&ctx, pk.clone()).unwrap(),
+        sym: SecretKeyEncryptor::new(&ctx, sk.clone()).unwrap(),
+        dec: Decryptor::new(&ctx, sk).unwrap(),
         eval: Evaluator::new(&ctx),
         params,
         ctx,

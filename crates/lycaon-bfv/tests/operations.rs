@@ -30,14 +30,18 @@ fn all_operations(s: &mut Setup) {
     let (x, y) = (s.random(), s.random());
 
     // Encryption, both ways, both encoders.
-    let ct_x = s.enc.encrypt(&s.pk, &be.encode(&x).unwrap()).unwrap();
+    let ct_x = s.enc.encrypt(&be.encode(&x).unwrap()).unwrap();
     assert_eq!(be.decode(&s.dec.decrypt(&ct_x).unwrap()).unwrap(), x);
     assert_budget(s, &ct_x, s.model.fresh_public(top), "public encryption");
-    let ct_y = s.enc.encrypt_symmetric(s.dec.secret_key(), &be.encode(&y).unwrap()).unwrap().expand(&s.params).unwrap();
+    let ct_y = s.sym.encrypt(&be.encode(&y).unwrap()).unwrap().expand(&s.params).unwrap();
     assert_eq!(be.decode(&s.dec.decrypt(&ct_y).unwrap()).unwrap(), y);
     assert_budget(s, &ct_y, s.model.fresh_symmetric(top), "symmetric encryption");
-    let ct_cx = s.enc.encrypt(&s.pk, &ce.encode(&x).unwrap()).unwrap();
+    let ct_cx = s.enc.encrypt(&ce.encode(&x).unwrap()).unwrap();
     assert_eq!(ce.decode(&s.dec.decrypt(&ct_cx).unwrap()).unwrap(), x);
+    // Re-randomisation with the public key alone: the same message in a different ciphertext.
+    let fresh = s.enc.rerandomise(&ct_x).unwrap();
+    assert_ne!(fresh, ct_x);
+    assert_eq!(be.decode(&s.dec.decrypt(&fresh).unwrap()).unwrap(), x);
 
     // Add, sub, negate.
     let sum = s.eval.add(&ct_x, &ct_y).unwrap();
@@ -196,7 +200,7 @@ fn plaintext_serialisation() {
     assert!(err.to_string().contains("truncated"), "{err}");
     let prepared = s.eval.prepare_plain(&pt, 1).unwrap();
     let back = lycaon_bfv::PreparedPlaintext::from_bytes(&s.params, &prepared.to_bytes()).unwrap();
-    let ct = s.enc.encrypt(&s.pk, &pt).unwrap();
+    let ct = s.enc.encrypt(&pt).unwrap();
     assert_eq!(s.eval.mul_plain_prepared(&ct, &back).unwrap(), s.eval.mul_plain_prepared(&ct, &prepared).unwrap());
     let mut flipped = prepared.to_bytes();
     flipped[60] ^= 1;

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{keyswitch, Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::{Automorphism, Sampler};
 
 #[global_allocator]
@@ -23,13 +23,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = CkksContext::new(&params, 2f64.powi(40))?;
     let mut rng = Sampler::from_os()?;
     let sk = SecretKey::generate(&params, &mut rng)?;
-    let pk = PublicKey::generate(&sk, &mut rng)?;
+    let pk = std::sync::Arc::new(PublicKey::generate(&sk, &mut rng)?);
     let keys = EvaluationKeys::generate(&sk, &[1], false, &mut rng)?;
     let gk = keys.galois.clone().unwrap();
     let rk = keys.relin.clone().unwrap();
     let eval = Evaluator::new(&ctx, keys);
     let top = ctx.max_level();
-    let ct = Encryptor::new(&ctx)?.encrypt(&pk, &Encoder::new(&ctx).encode_real(&[0.5; 16], top, ctx.scale_at(top)?)?)?;
+    let ct = PublicKeyEncryptor::new(&ctx, pk)?.encrypt(&Encoder::new(&ctx).encode_real(&[0.5; 16], top, ctx.scale_at(top)?)?)?;
     let b = params.backend();
     let c1 = &ct.inner().parts()[1];
     let auto = Automorphism::new(5, n)?;

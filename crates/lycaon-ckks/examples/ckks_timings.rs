@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{precision_stats, ChebyshevPoly, CkksContext, Complex64, Encoder, Encryptor, EvaluationKeys, Evaluator, LinearTransform, RayonBackend};
+use lycaon_ckks::{precision_stats, ChebyshevPoly, CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = CkksContext::new(&params, 2f64.powi(40))?;
     let mut rng = Sampler::from_os()?;
     let sk = SecretKey::generate(&params, &mut rng)?;
-    let pk = PublicKey::generate(&sk, &mut rng)?;
+    let pk = std::sync::Arc::new(PublicKey::generate(&sk, &mut rng)?);
     let hoisted: Vec<i64> = (1..=8).collect();
     let slots = n / 2;
     // A transform with 64 diagonals (16 baby steps, 4 giant steps), encoded lazily or prepared.
@@ -47,11 +47,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<44} {:>10.2} ms", "key generation (relin + Galois)", t.elapsed().as_secs_f64() * 1e3);
     let eval = Evaluator::new(&ctx, keys);
     let encoder = Encoder::new(&ctx);
-    let mut enc = Encryptor::new(&ctx)?;
+    let mut enc = PublicKeyEncryptor::new(&ctx, pk)?;
     let x: Vec<f64> = (0..slots).map(|i| ((i * 7919) % 1000) as f64 / 500.0 - 1.0).collect();
     let top = ctx.max_level();
     let pt = time("encode (full slots, top level)", reps, || encoder.encode_real(&x, top, ctx.scale_at(top).unwrap()).unwrap());
-    let ct = time("encrypt (public key)", reps, || enc.encrypt(&pk, &pt).unwrap());
+    let ct = time("encrypt (public key)", reps, || enc.encrypt(&pt).unwrap());
     let prod = time("multiply + relinearise", reps, || eval.mul_relin(&ct, &ct).unwrap());
     let r = time("rescale", reps, || eval.rescale(&prod).unwrap());
     time("rotate by 1", reps, || eval.rotate(&ct, 1).unwrap());

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -16,11 +16,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = CkksContext::new(&params, 2f64.powi(40))?;
     let mut rng = Sampler::from_os()?;
     let sk = SecretKey::generate(&params, &mut rng)?;
-    let pk = PublicKey::generate(&sk, &mut rng)?;
+    let pk = std::sync::Arc::new(PublicKey::generate(&sk, &mut rng)?);
     let steps: Vec<i64> = (1..=8).collect();
     let eval = Evaluator::new(&ctx, EvaluationKeys::generate(&sk, &steps, false, &mut rng)?);
     let top = ctx.max_level();
-    let ct = Encryptor::new(&ctx)?.encrypt(&pk, &Encoder::new(&ctx).encode_real(&[0.5; 16], top, ctx.scale_at(top)?)?)?;
+    let ct = PublicKeyEncryptor::new(&ctx, pk)?.encrypt(&Encoder::new(&ctx).encode_real(&[0.5; 16], top, ctx.scale_at(top)?)?)?;
     for round in 0..3 {
         let t = Instant::now();
         for &s in &steps {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Complex64, Encoder, Encryptor, EvaluationKeys, Evaluator, LinearTransform, RayonBackend};
+use lycaon_ckks::{CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -18,12 +18,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lt = LinearTransform::from_dense(&ctx, &rows)?;
     let mut rng = Sampler::from_os()?;
     let sk = SecretKey::generate(&params, &mut rng)?;
-    let pk = PublicKey::generate(&sk, &mut rng)?;
+    let pk = std::sync::Arc::new(PublicKey::generate(&sk, &mut rng)?);
     let keys = EvaluationKeys::generate(&sk, &lt.rotations(), false, &mut rng)?;
     let eval = Evaluator::new(&ctx, keys);
     let top = ctx.max_level();
     let v: Vec<f64> = (0..slots).map(|i| i as f64 / slots as f64).collect();
-    let ct = Encryptor::new(&ctx)?.encrypt(&pk, &Encoder::new(&ctx).encode_real(&v, top, ctx.scale_at(top)?)?)?;
+    let ct = PublicKeyEncryptor::new(&ctx, pk)?.encrypt(&Encoder::new(&ctx).encode_real(&v, top, ctx.scale_at(top)?)?)?;
     let sigma = eval.linear_transform_scale(&ct, ctx.scale_at(top - 1)?)?;
     lt.prepare(&ctx, top, sigma)?;
     let single = lt.clone().with_double_hoisting(false);

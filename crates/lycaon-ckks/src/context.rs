@@ -284,7 +284,12 @@ fn prime_near(target: f64, n: usize, taken: &[u64]) -> Result<u64, CkksError> {
 /// 2n / 2^log_scale of 2^log_scale at every level (no drift however deep the circuit).
 /// `levels` primes follow q_0 (the multiplicative depth); `p_bits` gives the special primes.
 /// The set is checked for 128-bit security when it is turned into `Parameters`.
+///
+/// Errors: `InvalidParameters` (through [`CkksError::Rlwe`]) for an n that is not a power of two
+/// in 16..=65536, checked before any prime is searched; [`CkksError::InvalidArgument`] for bit
+/// sizes outside 2..=61 or when no prime is close enough.
 pub fn scale_stable_literal(n: usize, log_q0: u32, log_scale: u32, levels: usize, p_bits: &[u32]) -> Result<ParametersLiteral, CkksError> {
+    lycaon_rlwe::check_ring_degree(n)?;
     if !(2..=61).contains(&log_scale) || !(2..=61).contains(&log_q0) {
         return Err(CkksError::InvalidArgument { what: format!("log_q0 = {log_q0} and log_scale = {log_scale} must be between 2 and 61") });
     }
@@ -351,5 +356,12 @@ mod tests {
             let s = ctx.scale_at(l).unwrap();
             assert!((s.log2() - 40.0).abs() < 1e-4, "level {l}: scale 2^{}", s.log2());
         }
+    }
+
+    #[test]
+    fn a_ring_degree_that_is_not_a_power_of_two_is_refused_before_any_prime_search() {
+        let err = scale_stable_literal(3000, 50, 40, 2, &[50]).unwrap_err();
+        assert!(matches!(err, CkksError::Rlwe(lycaon_rlwe::RlweError::InvalidParameters { .. })), "{err}");
+        assert!(err.to_string().contains("n = 3000 is not a power of two"), "{err}");
     }
 }

@@ -16,7 +16,8 @@
 //! agree to 2^-40 relative (or by an integer ratio), otherwise the error names both scales.
 //!
 //! ```
-//! use lycaon_ckks::{CkksContext, Decryptor, Encoder, Encryptor, Evaluator, EvaluationKeys, precision_stats};
+//! use std::sync::Arc;
+//! use lycaon_ckks::{CkksContext, Decryptor, Encoder, PublicKeyEncryptor, Evaluator, EvaluationKeys, precision_stats};
 //! use lycaon_ckks::rlwe::{Parameters, SecretKey, PublicKey, Security};
 //! use lycaon_math::Sampler;
 //! use num_complex::Complex64;
@@ -29,12 +30,12 @@
 //! let ctx = CkksContext::new(&params, 2f64.powi(30))?;
 //! let mut rng = Sampler::from_os()?;
 //! let sk = SecretKey::generate(&params, &mut rng)?;
-//! let pk = PublicKey::generate(&sk, &mut rng)?;
+//! let pk = Arc::new(PublicKey::generate(&sk, &mut rng)?);
 //! let keys = EvaluationKeys::generate(&sk, &[1], true, &mut rng)?;
 //!
 //! let encoder = Encoder::new(&ctx);
 //! let x: Vec<f64> = (0..32).map(|i| i as f64 / 32.0).collect();
-//! let ct = Encryptor::new(&ctx)?.encrypt(&pk, &encoder.encode_real(&x, ctx.max_level(), ctx.scale_at(ctx.max_level())?)?)?;
+//! let ct = PublicKeyEncryptor::new(&ctx, pk)?.encrypt(&encoder.encode_real(&x, ctx.max_level(), ctx.scale_at(ctx.max_level())?)?)?;
 //! let eval = Evaluator::new(&ctx, keys); // server side: no secret key
 //! let sq = eval.rescale(&eval.mul_relin(&ct, &ct)?)?;
 //! let rotated = eval.rotate(&sq, 1)?;
@@ -66,7 +67,7 @@ pub use linear::{bsgs_split, LinearTransform};
 pub use parallel::RayonBackend;
 pub use polynomial::{chebyshev_coefficients, ChebyshevBasis, ChebyshevPoly};
 pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
-pub use scheme::{Ciphertext, Decryptor, Encryptor, SeededCiphertext};
+pub use scheme::{Ciphertext, Decryptor, PublicKeyEncryptor, SecretKeyEncryptor, SeededCiphertext};
 pub use sign::{odd_sign_minimax, CompositeSign, LEE_ALPHA13_DEGREES};
 
 pub use lycaon_rlwe as rlwe;

@@ -1,5 +1,7 @@
 //! CKKS ciphertexts (an RLWE ciphertext with its scale and slot count), encryption with the
-//! public key or the secret key (seeded: half the bytes upstream), and decryption.
+//! public key ([`PublicKeyEncryptor`], server or anyone) or the secret key ([`SecretKeyEncryptor`],
+//! client; seeded: half the bytes upstream), and decryption. Each encryptor owns its one key, so
+//! a type's role says which key it can hold.
 
 use std::sync::Arc;
 
@@ -112,33 +114,116 @@ fn check_plain(ctx: &CkksContext, pt: &Plaintext) -> Result<(), CkksError> {
     Ok(())
 }
 
-/// Encrypts plaintexts at their own level and scale. Holds a CSPRNG seeded by the OS.
-pub struct Encryptor {
+/// Public-key encryption: what a server holds to re-randomise its answers, and what anyone may
+/// use to encrypt for the key's owner. It owns the public key and a CSPRNG seeded by the OS, and
+/// nothing of it takes a [`SecretKey`], so a server-side value of this type cannot hold one.
+///
+/// ```
+/// use std::sync::Arc;
+/// use lycaon_ckks::{CkksContext, Encoder, PublicKeyEncryptor};
+/// use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
+/// use lycaon_math::Sampler;
+///
+/// // Toy parameters, NOT secure (n = 64).
+/// let mut lit = lycaon_ckks::scale_stable_literal(64, 50, 30, 2, &[50])?;
+/// lit.security = Security::InsecureTestOnly;
+/// let params = Parameters::new(lit)?;
+/// let ctx = CkksContext::new(&params, 2f64.powi(30))?;
+/// let mut rng = Sampler::from_os()?;
+/// let secret_key = SecretKey::generate(&params, &mut rng)?; // stays with the client
+/// let public_key = Arc::new(PublicKey::generate(&secret_key, &mut rng)?);
+/// let mut encryptor = PublicKeyEncryptor::new(&ctx, public_key)?;
+/// let pt = Encoder::new(&ctx).encode_real(&[0.5; 8], ctx.max_level(), ctx.scale_at(ctx.max_level())?)?;
+/// let ct = encryptor.encrypt(&pt)?;
+/// let fresh = encryptor.rerandomise(&ct)?; // what a server does before it answers
+/// assert_eq!(fresh.level(), ctx.max_level());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The same with the secret key does not compile: there is no way to build one from it.
+///
+/// ```compile_fail,E0308
+/// use std::sync::Arc;
+/// use lycaon_ckks::{CkksContext, PublicKeyEncryptor};
+/// use lycaon_ckks::rlwe::{Parameters, SecretKey, Security};
+/// use lycaon_math::Sampler;
+///
+/// let mut lit = lycaon_ckks::scale_stable_literal(64, 50, 30, 2, &[50])?;
+/// lit.security = Security::InsecureTestOnly;
+/// let params = Parameters::new(lit)?;
+/// let ctx = CkksContext::new(&params, 2f64.powi(30))?;
+/// let secret_key = Arc::new(SecretKey::generate(&params, &mut Sampler::from_os()?)?);
+/// let encryptor = PublicKeyEncryptor::new(&ctx, secret_key)?; // expected `Arc<PublicKey>`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PublicKeyEncryptor {
     ctx: Arc<CkksContext>,
+    public_key: Arc<PublicKey>,
     sampler: Sampler,
 }
 
-impl Encryptor {
-    pub fn new(ctx: &Arc<CkksContext>) -> Result<Self, CkksError> {
-        Ok(Self { ctx: ctx.clone(), sampler: Sampler::from_os()? })
+impl PublicKeyEncryptor {
+    /// Errors: [`RlweError::ParamsMismatch`] when the key belongs to other parameters; a math
+    /// error when the OS gives no randomness.
+    pub fn new(ctx: &Arc<CkksContext>, public_key: Arc<PublicKey>) -> Result<Self, CkksError> {
+        if public_key.params_id() != ctx.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "public key" }.into());
+        }
+        Ok(Self { ctx: ctx.clone(), public_key, sampler: Sampler::from_os()? })
     }
 
-    /// Public-key encryption (anyone with the public key). Errors if the key or the plaintext
-    /// belongs to other parameters.
-    pub fn encrypt(&mut self, pk: &PublicKey, pt: &Plaintext) -> Result<Ciphertext, CkksError> {
+    pub fn public_key(&self) -> &Arc<PublicKey> {
+        &self.public_key
+    }
+
+    /// Encrypts at the plaintext's level and scale. Errors if the plaintext belongs to other
+    /// parameters.
+    pub fn encrypt(&mut self, pt: &Plaintext) -> Result<Ciphertext, CkksError> {
         check_plain(&self.ctx, pt)?;
-        let mut ct = lycaon_rlwe::encrypt_zero_public(&self.ctx.params, pk, pt.level(), &mut self.sampler)?;
+        let mut ct = lycaon_rlwe::encrypt_zero_public(&self.ctx.params, &self.public_key, pt.level(), &mut self.sampler)?;
         ct.parts_mut()[0].add_assign(&pt.poly)?;
         Ok(Ciphertext { inner: ct, scale: pt.scale, log_slots: pt.log_slots })
     }
 
-    /// Secret-key encryption, returned seeded (half the bytes of a full ciphertext).
-    pub fn encrypt_symmetric(&mut self, sk: &SecretKey, pt: &Plaintext) -> Result<SeededCiphertext, CkksError> {
-        check_plain(&self.ctx, pt)?;
-        if sk.params().id() != self.ctx.params.id() {
+    /// `ct` plus a fresh public-key encryption of zero at its level: the same message and scale,
+    /// fresh randomness (the noise grows by that of one encryption; it is not flooded). Errors if
+    /// the ciphertext belongs to other parameters.
+    pub fn rerandomise(&mut self, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        if ct.inner.params_id() != self.ctx.params.id() {
+            return Err(RlweError::ParamsMismatch { what: "ciphertext" }.into());
+        }
+        let zero = lycaon_rlwe::encrypt_zero_public(&self.ctx.params, &self.public_key, ct.level(), &mut self.sampler)?;
+        let mut out = ct.clone();
+        for (part, z) in out.inner.parts_mut().iter_mut().zip(zero.parts()) {
+            part.add_assign(z)?;
+        }
+        Ok(out)
+    }
+}
+
+/// Secret-key (symmetric) encryption, seeded: half the bytes of a public-key ciphertext upstream.
+/// Holds the secret key, so it belongs to the client.
+pub struct SecretKeyEncryptor {
+    ctx: Arc<CkksContext>,
+    secret_key: Arc<SecretKey>,
+    sampler: Sampler,
+}
+
+impl SecretKeyEncryptor {
+    /// Errors: [`RlweError::ParamsMismatch`] when the key belongs to other parameters; a math
+    /// error when the OS gives no randomness.
+    pub fn new(ctx: &Arc<CkksContext>, secret_key: Arc<SecretKey>) -> Result<Self, CkksError> {
+        if secret_key.params().id() != ctx.params.id() {
             return Err(RlweError::ParamsMismatch { what: "secret key" }.into());
         }
-        let mut ct = lycaon_rlwe::encrypt_zero_symmetric(sk, pt.level(), &mut self.sampler)?;
+        Ok(Self { ctx: ctx.clone(), secret_key, sampler: Sampler::from_os()? })
+    }
+
+    /// Encrypts at the plaintext's level and scale, returned seeded. Errors if the plaintext
+    /// belongs to other parameters.
+    pub fn encrypt(&mut self, pt: &Plaintext) -> Result<SeededCiphertext, CkksError> {
+        check_plain(&self.ctx, pt)?;
+        let mut ct = lycaon_rlwe::encrypt_zero_symmetric(&self.secret_key, pt.level(), &mut self.sampler)?;
         ct.c0_mut().add_assign(&pt.poly)?;
         Ok(SeededCiphertext { inner: ct, scale: pt.scale, log_slots: pt.log_slots })
     }

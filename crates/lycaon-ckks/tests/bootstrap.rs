@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{BootstrapKeys, BootstrapParams, Bootstrapper};
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Encryptor, Evaluator, RayonBackend};
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 
 struct Setup {
@@ -15,7 +15,7 @@ struct Setup {
     boot: Bootstrapper,
     eval: Evaluator,
     sk: SecretKey,
-    pk: PublicKey,
+    pk: Arc<PublicKey>,
     key_bytes: usize,
     key_bytes_seeded: usize,
     keys: BootstrapKeys,
@@ -35,7 +35,7 @@ fn setup(bp: BootstrapParams, secure: bool) -> Setup {
     let mut s = Sampler::from_os().unwrap();
     let sk = SecretKey::generate(&params, &mut s).unwrap();
     assert!(sk.hamming_weight() > params.n() / 2, "the scheme's secret is dense");
-    let pk = PublicKey::generate(&sk, &mut s).unwrap();
+    let pk = Arc::new(PublicKey::generate(&sk, &mut s).unwrap());
     let boot = Bootstrapper::new(&ctx, bp).unwrap();
     let BootstrapKeys { evaluation, encapsulation } = boot.generate_keys(&sk, &mut s).unwrap();
     let all = BootstrapKeys { evaluation: evaluation.clone(), encapsulation: encapsulation.clone() };
@@ -59,7 +59,7 @@ fn random_values(count: usize, seed: u64) -> Vec<f64> {
 fn encrypt_at_level_0(st: &Setup, values: &[f64]) -> Ciphertext {
     let enc = Encoder::new(&st.ctx);
     let pt = enc.encode_real(values, 0, st.ctx.scale_at(0).unwrap()).unwrap();
-    Encryptor::new(&st.ctx).unwrap().encrypt(&st.pk, &pt).unwrap()
+    PublicKeyEncryptor::new(&st.ctx, st.pk.clone()).unwrap().encrypt(&pt).unwrap()
 }
 
 fn decrypt_complex(st: &Setup, ct: &Ciphertext) -> Vec<Complex64> {
@@ -201,7 +201,7 @@ fn toy_bootstrap_full_slots_and_a_chain_of_three_keep_precision() {
         let y = random_values(slots, 100 + round);
         let level = ct.level();
         let pt = enc.encode_real(&y, level, st.ctx.scale_at(level).unwrap()).unwrap();
-        let cy = Encryptor::new(&st.ctx).unwrap().encrypt(&st.pk, &pt).unwrap();
+        let cy = PublicKeyEncryptor::new(&st.ctx, st.pk.clone()).unwrap().encrypt(&pt).unwrap();
         ct = st.eval.mul_relin_rescale(&ct, &cy).unwrap();
         want.iter_mut().zip(&y).for_each(|(w, v)| *w *= v);
         let got = enc.decode_real(&Decryptor::new(&st.ctx, &st.sk).unwrap().decrypt(&ct).unwrap()).unwrap();

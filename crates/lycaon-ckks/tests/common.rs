@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{Ciphertext, CkksContext, Complex64, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]
@@ -13,9 +13,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub struct Setup {
     pub params: Arc<Parameters>,
     pub ctx: Arc<CkksContext>,
-    pub sk: SecretKey,
-    pub pk: PublicKey,
-    pub enc: Encryptor,
+    pub sk: Arc<SecretKey>,
+    pub pk: Arc<PublicKey>,
+    /// Public-key encryption (what `encrypt` uses).
+    pub enc: PublicKeyEncryptor,
+    /// Secret-key encryption, seeded.
+    pub sym: SecretKeyEncryptor,
     pub encoder: Encoder,
     pub eval: Evaluator,
     pub sampler: Sampler,
@@ -28,7 +31,9 @@ pub fn setup_literal(lit: ParametersLiteral, log_scale: i32, steps: &[i64]) -> S
     let sk = SecretKey::generate(&params, &mut sampler).unwrap();
     let pk = PublicKey::generate(&sk, &mut sampler).unwrap();
     let keys = EvaluationKeys::generate(&sk, steps, true, &mut sampler).unwrap();
-    Setup { enc: Encryptor::new(&ctx).unwrap(), encoder: Encoder::new(&ctx), eval: Evaluator::new(&ctx, keys), params, ctx, sk, pk, sampler }
+    let (sk, pk) = (Arc::new(sk), Arc::new(pk));
+    let (enc, sym) = (PublicKeyEncryptor::new(&ctx, pk.clone()).unwrap(), SecretKeyEncryptor::new(&ctx, sk.clone()).unwrap());
+    Setup { enc, sym, encoder: Encoder::new(&ctx), eval: Evaluator::new(&ctx, keys), params, ctx, sk, pk, sampler }
 }
 
 /// logN = 14, q_0 of 55 bits, 8 levels of 40 bits, one 55-bit special prime: 430 bits <= 438.
@@ -57,7 +62,7 @@ impl Setup {
     /// Encrypts at `level` with that level's canonical scale.
     pub fn encrypt_at(&mut self, values: &[Complex64], level: usize) -> Ciphertext {
         let pt = self.encoder.encode(values, level, self.ctx.scale_at(level).unwrap()).unwrap();
-        self.enc.encrypt(&self.pk, &pt).unwrap()
+        self.enc.encrypt(&pt).unwrap()
     }
 
     pub fn encrypt_real(&mut self, values: &[f64]) -> Ciphertext {

@@ -27,7 +27,7 @@ fn encode_decode_round_trip_full_and_sparse() {
     let v = s.random_complex(4);
     let pt = s.encoder.encode(&v, 0, 2f64.powi(40)).unwrap();
     let mut full = pt.clone();
-    let ct = s.enc.encrypt(&s.pk, &full).unwrap();
+    let ct = s.enc.encrypt(&full).unwrap();
     let mut ct_full = ct.clone();
     ct_full.set_slots(&s.ctx, 8192).unwrap();
     let got = s.decrypt(&ct_full);
@@ -47,9 +47,13 @@ fn encryption_and_arithmetic() {
     let (x, y) = (s.random_complex(slots), s.random_complex(slots));
     let cx = s.encrypt(&x);
     check("public encryption", &x, &s.decrypt(&cx), 19.0);
+    // Re-randomisation with the public key alone: the same message in a different ciphertext.
+    let fresh = s.enc.rerandomise(&cx).unwrap();
+    assert!(fresh != cx && fresh.scale() == cx.scale() && fresh.level() == cx.level());
+    check("re-randomised", &x, &s.decrypt(&fresh), 18.0);
     let level = s.ctx.max_level();
     let pt_y = s.encoder.encode(&y, level, s.ctx.scale_at(level).unwrap()).unwrap();
-    let seeded = s.enc.encrypt_symmetric(&s.sk, &pt_y).unwrap();
+    let seeded = s.sym.encrypt(&pt_y).unwrap();
     let cy = seeded.expand(&s.ctx).unwrap();
     check("symmetric encryption", &y, &s.decrypt(&cy), 19.0);
 

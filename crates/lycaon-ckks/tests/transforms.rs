@@ -191,7 +191,7 @@ fn wire_round_trips() {
     assert_eq!(Ciphertext::from_bytes(&s.ctx, &bytes).unwrap(), ct);
     let pt = s.encoder.encode(&v, 3, 2f64.powi(40)).unwrap();
     assert_eq!(Plaintext::from_bytes(&s.ctx, &pt.to_bytes()).unwrap(), pt);
-    let seeded = s.enc.encrypt_symmetric(&s.sk, &pt).unwrap();
+    let seeded = s.sym.encrypt(&pt).unwrap();
     let sb = seeded.to_bytes();
     assert!(sb.len() * 2 < bytes.len(), "seeded ciphertexts are about half the size");
     let back = SeededCiphertext::from_bytes(&s.ctx, &sb).unwrap();

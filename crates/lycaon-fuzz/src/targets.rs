@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lycaon_bfv::{BatchEncoder, BfvContext, Encryptor, Evaluator, Plaintext, PreparedPlaintext};
+use lycaon_bfv::{BatchEncoder, BfvContext, Evaluator, Plaintext, PreparedPlaintext, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 use lycaon_rlwe::wire::open_envelope;
 use lycaon_rlwe::{
@@ -42,7 +42,7 @@ pub fn targets() -> Vec<FuzzTarget> {
         let rsk = SecretKey::generate(&real, &mut s).unwrap();
         let rpk = PublicKey::generate(&rsk, &mut s).unwrap();
         let rpt = BatchEncoder::new(&real).unwrap().encode(&[7; 16]).unwrap();
-        Encryptor::new(&rctx).unwrap().encrypt(&rpk, &rpt).unwrap()
+        PublicKeyEncryptor::new(&rctx, Arc::new(rpk)).unwrap().encrypt(&rpt).unwrap()
     };
 
     let p = params.clone();

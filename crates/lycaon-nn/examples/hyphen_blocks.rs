@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 use lycaon_nn::fhe::mpconv::conv_reference_f64;
 use lycaon_nn::fhe::{CaConv, FheOps, MpConv, MultiplexedLayout, RaConv};
@@ -21,7 +21,7 @@ fn main() {
     let ctx = CkksContext::new(&params, 2f64.powi(40)).expect("context");
     let mut sampler = Sampler::from_os().expect("OS randomness");
     let sk = SecretKey::generate(&params, &mut sampler).expect("secret key");
-    let pk = PublicKey::generate(&sk, &mut sampler).expect("public key");
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).expect("public key"));
     let slots = ctx.max_slots();
     let (c, hw) = (16, 32);
     let layout = MultiplexedLayout::new(c, hw, hw, 1, slots).expect("layout");
@@ -44,7 +44,7 @@ fn main() {
     let x: Vec<f64> = (0..c * hw * hw).map(|i| ((i * 31) % 13) as f64 / 13.0 - 0.5).collect();
     let level = ctx.max_level();
     let pt = Encoder::new(&ctx).encode_real(&layout.pack(&x).expect("pack"), level, ctx.scale_at(level).expect("scale")).expect("encode");
-    let ct = Encryptor::new(&ctx).expect("encryptor").encrypt(&pk, &pt).expect("encrypt");
+    let ct = PublicKeyEncryptor::new(&ctx, pk.clone()).expect("encryptor").encrypt(&pt).expect("encrypt");
     let r1 = conv_reference_f64((c, hw, hw), &x, c, 3, 1, &w1);
     let want = layout.pack(&conv_reference_f64((c, hw, hw), &r1.iter().map(|v| v * v).collect::<Vec<_>>(), c, 3, 1, &w2)).expect("pack");
     let decrypt = |ct: &Ciphertext| Encoder::new(&ctx).decode_real(&Decryptor::new(&ctx, &sk).expect("decryptor").decrypt(ct).expect("decrypt")).expect("decode");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 use lycaon_nn::fhe::{FheOps, MpConv, MultiplexedLayout};
 
@@ -18,7 +18,7 @@ fn main() {
     let ctx = CkksContext::new(&params, 2f64.powi(40)).expect("context");
     let mut sampler = Sampler::from_os().expect("OS randomness");
     let sk = SecretKey::generate(&params, &mut sampler).expect("secret key");
-    let pk = PublicKey::generate(&sk, &mut sampler).expect("public key");
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).expect("public key"));
     let slots = ctx.max_slots();
     // (c_in, hw, gap, c_out, stride): ResNet-20's three stages and its two downsampling layers.
     for (c_in, hw, gap, c_out, stride) in [(16, 32, 1, 16, 1), (16, 32, 1, 32, 2), (32, 16, 2, 32, 1), (32, 16, 2, 64, 2), (64, 8, 4, 64, 1)] {
@@ -33,7 +33,7 @@ fn main() {
         let x: Vec<f64> = (0..c_in * hw * hw).map(|i| ((i * 31) % 13) as f64 / 13.0 - 0.5).collect();
         let level = ctx.max_level();
         let pt = Encoder::new(&ctx).encode_real(&input.pack(&x).expect("pack"), level, ctx.scale_at(level).expect("scale")).expect("encode");
-        let ct = Encryptor::new(&ctx).expect("encryptor").encrypt(&pk, &pt).expect("encrypt");
+        let ct = PublicKeyEncryptor::new(&ctx, pk.clone()).expect("encryptor").encrypt(&pt).expect("encrypt");
         let (mut t_plain, mut t_bsgs) = (Vec::new(), Vec::new());
         for _ in 0..reps {
             for (conv, times) in [(&plain, &mut t_plain), (&bsgs, &mut t_bsgs)] {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_bfv::rlwe::{GaloisKeys, Parameters, SecretKey};
-use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator};
+use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Evaluator, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 use rayon::prelude::*;
 
@@ -107,7 +107,7 @@ impl OpCosts {
         let sk = Arc::new(SecretKey::generate(params, &mut sampler)?);
         let ctx = BfvContext::new(params)?;
         let eval = Evaluator::new(&ctx);
-        let mut encryptor = Encryptor::new(&ctx)?;
+        let mut encryptor = SecretKeyEncryptor::new(&ctx, sk.clone())?;
         let decryptor = Decryptor::new(&ctx, sk.clone())?;
         let t = ctx.plaintext_modulus();
         let values: Vec<u64> = (0..n as u64).map(|i| (i * 7919 + 13) % t).collect();
@@ -115,11 +115,11 @@ impl OpCosts {
             Ok(b) => b.encode(&values)?,
             Err(_) => CoeffEncoder::new(params)?.encode(&values)?,
         };
-        let ct = encryptor.encrypt_symmetric(&sk, &pt)?.expand(params)?;
+        let ct = encryptor.encrypt(&pt)?.expand(params)?;
         let prepared = eval.prepare_plain(&pt, top)?;
 
         let encrypt_s = median_s(reps, || {
-            encryptor.encrypt_symmetric(&sk, &pt)?;
+            encryptor.encrypt(&pt)?;
             Ok(())
         })?;
         let low = eval.mod_switch_to(&ct, 0)?;

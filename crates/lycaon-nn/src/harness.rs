@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, Parameters, SecretKey};
-use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Encryptor, Evaluator, Plaintext};
+use lycaon_bfv::{BatchEncoder, BfvContext, CoeffEncoder, Decryptor, Evaluator, Plaintext, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 
 use crate::coeff::{kept_positions, PartialCiphertext};
@@ -97,11 +97,11 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
 
     let began = Instant::now();
     let layout_in = plan.input_layout();
-    let mut encryptor = Encryptor::new(&ctx)?;
+    let mut encryptor = SecretKeyEncryptor::new(&ctx, sk.clone())?;
     let seeded = layout_in
         .pack(x, n, t)?
         .iter()
-        .map(|v| Ok(encryptor.encrypt_symmetric(&sk, &enc.encode(layout_in.encoding, v)?)?))
+        .map(|v| Ok(encryptor.encrypt(&enc.encode(layout_in.encoding, v)?)?))
         .collect::<Result<Vec<_>, NnError>>()?;
     let encrypt_s = began.elapsed().as_secs_f64();
     let up_bytes_measured = seeded.iter().map(|c| c.to_bytes().len()).sum();

@@ -1,14 +1,13 @@
-//! Tests of the rotation-keyset planner (004): issue 6's keyset criterion at logN = 16, key bytes
-//! against rlwe's real serialisation, power-of-two composition, hybrid plans and errors.
+//! Tests of the rotation-keyset planner (004): issue 6's keyset criterion at logN = 16, key sizes
+//! by level, power-of-two composition, hybrid plans and errors. (Key bytes against rlwe's real
+//! serialised keys: tests/key_bytes.rs.)
 
 use std::collections::VecDeque;
 
-use lycaon_math::Sampler;
 use lycaon_plan::costs::Link;
 use lycaon_plan::hybrid::{DesignPoint, HybridPlan, ParamChoice, PlannedLayer, ShapeSpec};
 use lycaon_plan::keyset::*;
 use lycaon_plan::PlanError;
-use lycaon_rlwe::{GaloisKeys, Parameters, SecretKey};
 
 /// Deterministic pseudo-random numbers (no dependency, reproducible failures).
 struct Lcg(u64);
@@ -49,43 +48,6 @@ fn level_aware_beats_all_required_in_memory_and_power_of_two_in_latency_at_logn1
     }
 }
 
-/// Serialises real Galois keys and compares with the formula.
-fn check_bytes_against_rlwe(chain: &ChainParams, rotations: &[Rotation]) {
-    let params = Parameters::new(chain.rlwe_literal().unwrap()).unwrap();
-    let mut sampler = Sampler::from_os().unwrap();
-    let sk = SecretKey::generate(&params, &mut sampler).unwrap();
-    let elements: Vec<u64> = rotations.iter().map(|r| r.galois_element(params.n())).collect();
-    let keys = GaloisKeys::generate(&sk, &elements, &mut sampler).unwrap();
-    assert_eq!(keys.len(), rotations.len());
-    let top = chain.max_level();
-    let bytes = keys.to_bytes();
-    assert_eq!(bytes.len() as u64, chain.galois_keys_wire_bytes(&vec![top; rotations.len()]).unwrap(), "{chain:?}");
-    for &g in &elements {
-        let key = keys.get(g).unwrap();
-        let memory = key.num_digits() as u64 * 2 * params.qp().len() as u64 * params.n() as u64 * 8;
-        assert_eq!(memory, chain.key_memory_bytes(top).unwrap());
-        assert_eq!(key.num_digits(), chain.digits_at(top));
-    }
-    // A top-level keyset of the same rotations has the same size.
-    let mut table = RotationTable::new(chain.slots(), top);
-    for &r in rotations {
-        table.push("layer", Phase::Network, r, top, 1).unwrap();
-    }
-    let keyset = Keyset::all_required(&table);
-    assert_eq!(keyset.wire_bytes(chain).unwrap(), bytes.len() as u64);
-    assert_eq!(keyset.memory_bytes(chain).unwrap(), rotations.len() as u64 * chain.key_memory_bytes(top).unwrap());
-}
-
-#[test]
-fn key_byte_formula_equals_rlwe_serialised_size() {
-    let rotations = [Rotation::Step(1), Rotation::Step(-3), Rotation::Conjugate, Rotation::ConjugateStep(5)];
-    // Secure sets (128-bit per the HE standard): two digits of two primes; four one-prime digits
-    // with an uneven prime size; a last digit shorter than the others (3 primes in digits of 2).
-    check_bytes_against_rlwe(&ChainParams { log_n: 13, q_bits: vec![40, 40, 40, 40], p_bits: vec![50], digits: 2 }, &rotations);
-    check_bytes_against_rlwe(&ChainParams { log_n: 13, q_bits: vec![45, 37, 37, 37], p_bits: vec![50], digits: 4 }, &rotations);
-    check_bytes_against_rlwe(&ChainParams { log_n: 12, q_bits: vec![30, 25, 25], p_bits: vec![28], digits: 2 }, &rotations[..2]);
-}
-
 #[test]
 fn level_limited_keys_hold_only_the_limbs_and_digits_of_their_level() {
     let chain = FheParams::joo2024_table1().chain;
@@ -99,7 +61,7 @@ fn level_limited_keys_hold_only_the_limbs_and_digits_of_their_level() {
     assert_eq!(lyc.key_memory_bytes(5).unwrap(), 2 * 2 * 10 * n * 8);
     for l in 1..=chain.max_level() {
         assert!(chain.key_memory_bytes(l).unwrap() > chain.key_memory_bytes(l - 1).unwrap());
-        assert!(chain.key_wire_bytes(l).unwrap() > chain.key_wire_bytes(l - 1).unwrap());
+        assert!(chain.galois_keys_wire_bytes(&[l]).unwrap() > chain.galois_keys_wire_bytes(&[l - 1]).unwrap());
     }
 }
 
@@ -245,6 +207,15 @@ fn errors_name_the_problem() {
     // A malformed JSON request is an error, not a panic.
     assert!(matches!(keyset_json("{\"params\": 3}"), Err(PlanError::Invalid(_))));
     assert!(matches!(keyset_json("{\"model\": \"vgg99\"}"), Err(PlanError::UnknownModel { .. })));
+    // Measuring rotations needs keys, which the planner never makes: it says what to run instead,
+    // and takes a measured model as "cost_model".
+    let err = keyset_json(r#"{"calibrate": true}"#).unwrap_err();
+    assert!(matches!(err, PlanError::Invalid(_)) && err.to_string().contains("--calibrate") && err.to_string().contains("cost_model"), "{err}");
+    let mut model = KeySwitchCostModel::recorded();
+    model.scale *= 2.0;
+    let req = serde_json::json!({"params": "lycaon", "activation": "aespa", "cost_model": model});
+    let out: serde_json::Value = serde_json::from_str(&keyset_json(&req.to_string()).unwrap()).unwrap();
+    assert_eq!(out["cost_model"]["scale"].as_f64(), Some(model.scale));
 }
 
 #[test]

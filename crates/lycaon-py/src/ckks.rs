@@ -11,6 +11,7 @@ use lycaon_ckks::{CkksContext, CkksError, Complex64};
 use lycaon_math::Sampler;
 use lycaon_rlwe as rlwe;
 use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -210,7 +211,54 @@ macro_rules! ckks_object {
     };
 }
 
-ckks_object!(CkksSecretKey, rlwe::SecretKey, "The CKKS secret key (client side).", |p, b| rlwe::SecretKey::from_bytes(&p.params, b).map_err(parse_err));
+/// The CKKS secret key (client side). It neither pickles nor has `to_bytes`: storing it takes
+/// the explicit `export_secret_key_bytes`, so no generic serialisation path (pickle, Ray,
+/// multiprocessing, a cache) can carry it off by accident.
+#[pyclass(module = "lycaon._native", frozen)]
+#[derive(Clone)]
+pub struct CkksSecretKey {
+    inner: Arc<rlwe::SecretKey>,
+    params: CkksParameters,
+}
+
+#[pymethods]
+impl CkksSecretKey {
+    /// The secret key's versioned bytes, for the client to store it on purpose (encrypted at
+    /// rest, say); never send them. `import_secret_key_bytes` reads them back.
+    fn export_secret_key_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let inner = &self.inner;
+        let bytes = py.detach(|| inner.to_bytes());
+        PyBytes::new(py, &bytes)
+    }
+    /// Reads bytes made by `export_secret_key_bytes` under the same parameters.
+    #[staticmethod]
+    fn import_secret_key_bytes(py: Python<'_>, params: &CkksParameters, data: Cow<'_, [u8]>) -> PyResult<Self> {
+        let p = &params.params;
+        let inner = py.detach(|| rlwe::SecretKey::from_bytes(p, &data)).map_err(parse_err)?;
+        Ok(Self { inner: Arc::new(inner), params: params.clone() })
+    }
+    #[getter]
+    fn params(&self) -> CkksParameters {
+        self.params.clone()
+    }
+    /// Refuses: a secret key is never pickled (see the class documentation).
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(SECRET_KEY_NOT_PICKLED))
+    }
+    /// The same key (it is immutable); copying within a process serialises nothing.
+    fn __copy__(&self) -> Self {
+        self.clone()
+    }
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+        self.clone()
+    }
+    fn __repr__(&self) -> String {
+        format!("CkksSecretKey(<secret>, n={})", self.params.params.n())
+    }
+}
+
+/// Why `pickle.dumps(secret_key)` fails, and what to do instead.
+pub(crate) const SECRET_KEY_NOT_PICKLED: &str = "a secret key cannot be pickled: it must never leave the client by accident (pickle is how Ray, multiprocessing and caches move objects). To store it on purpose, use secret_key.export_secret_key_bytes() and import_secret_key_bytes(params, data).";
 ckks_object!(CkksPublicKey, rlwe::PublicKey, "The CKKS public key.", |p, b| rlwe::PublicKey::from_bytes(&p.params, b).map_err(parse_err));
 ckks_object!(CkksRelinKey, rlwe::RelinKey, "The relinearisation key.", |p, b| rlwe::RelinKey::from_bytes(&p.params, b).map_err(parse_err), {
     /// Bytes the key occupies in memory (8 bytes per residue).
@@ -441,48 +489,54 @@ impl CkksEncoder {
     }
 }
 
-/// Encrypts with the public key (`encrypt`) or the secret key (`encrypt_symmetric`, seeded).
+/// Public-key encryption (server side, or anyone): encrypts for the key's owner and
+/// re-randomises answers. It takes a public key only, so it can never hold a secret key.
 #[pyclass(module = "lycaon._native")]
-pub struct CkksEncryptor {
+pub struct CkksPublicEncryptor {
     params: CkksParameters,
-    enc: lycaon_ckks::Encryptor,
-    pk: Option<Arc<rlwe::PublicKey>>,
-    sk: Option<Arc<rlwe::SecretKey>>,
+    enc: lycaon_ckks::PublicKeyEncryptor,
 }
 
 #[pymethods]
-impl CkksEncryptor {
+impl CkksPublicEncryptor {
     #[new]
-    #[pyo3(signature = (params, public_key=None, secret_key=None))]
-    fn new(params: &CkksParameters, public_key: Option<&CkksPublicKey>, secret_key: Option<&CkksSecretKey>) -> PyResult<Self> {
-        if public_key.is_none() && secret_key.is_none() {
-            return Err(MissingKeyError::new_err("an Encryptor needs a public key, a secret key, or both"));
-        }
-        if let Some(k) = public_key {
-            params.same(k.inner.params_id(), "the public key was")?;
-        }
-        if let Some(k) = secret_key {
-            params.same(k.inner.params().id(), "the secret key was")?;
-        }
-        Ok(Self {
-            params: params.clone(),
-            enc: lycaon_ckks::Encryptor::new(&params.ctx).map_err(ckks_err)?,
-            pk: public_key.map(|k| k.inner.clone()),
-            sk: secret_key.map(|k| k.inner.clone()),
-        })
+    fn new(params: &CkksParameters, public_key: &CkksPublicKey) -> PyResult<Self> {
+        params.same(public_key.inner.params_id(), "the public key was")?;
+        Ok(Self { params: params.clone(), enc: lycaon_ckks::PublicKeyEncryptor::new(&params.ctx, public_key.inner.clone()).map_err(ckks_err)? })
     }
-    /// Public-key encryption at the plaintext's level and scale.
+    /// Encrypts at the plaintext's level and scale.
     fn encrypt(&mut self, py: Python<'_>, plaintext: &CkksPlaintext) -> PyResult<CkksCiphertext> {
-        let pk = self.pk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no public key; pass public_key= to encrypt with it"))?;
         let (enc, pt) = (&mut self.enc, &plaintext.inner);
-        let ct = py.detach(|| enc.encrypt(pk, pt)).map_err(ckks_err)?;
+        let ct = py.detach(|| enc.encrypt(pt)).map_err(ckks_err)?;
         Ok(CkksCiphertext::wrap(&self.params, ct))
     }
-    /// Secret-key encryption, seeded (half the bytes on the wire).
-    fn encrypt_symmetric(&mut self, py: Python<'_>, plaintext: &CkksPlaintext) -> PyResult<CkksSeededCiphertext> {
-        let sk = self.sk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no secret key; pass secret_key= to encrypt symmetrically"))?;
+    /// The ciphertext plus a fresh encryption of zero at its level: same message and scale,
+    /// fresh randomness (the noise is not flooded).
+    fn rerandomise(&mut self, py: Python<'_>, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
+        let (enc, ct) = (&mut self.enc, &ciphertext.inner);
+        let out = py.detach(|| enc.rerandomise(ct)).map_err(ckks_err)?;
+        Ok(CkksCiphertext::wrap(&self.params, out))
+    }
+}
+
+/// Secret-key encryption (client side), seeded: half the bytes of a public-key ciphertext.
+#[pyclass(module = "lycaon._native")]
+pub struct CkksSecretEncryptor {
+    params: CkksParameters,
+    enc: lycaon_ckks::SecretKeyEncryptor,
+}
+
+#[pymethods]
+impl CkksSecretEncryptor {
+    #[new]
+    fn new(params: &CkksParameters, secret_key: &CkksSecretKey) -> PyResult<Self> {
+        params.same(secret_key.inner.params().id(), "the secret key was")?;
+        Ok(Self { params: params.clone(), enc: lycaon_ckks::SecretKeyEncryptor::new(&params.ctx, secret_key.inner.clone()).map_err(ckks_err)? })
+    }
+    /// Encrypts at the plaintext's level and scale, seeded (`expand()` gives the full ciphertext).
+    fn encrypt(&mut self, py: Python<'_>, plaintext: &CkksPlaintext) -> PyResult<CkksSeededCiphertext> {
         let (enc, pt) = (&mut self.enc, &plaintext.inner);
-        let ct = py.detach(|| enc.encrypt_symmetric(sk, pt)).map_err(ckks_err)?;
+        let ct = py.detach(|| enc.encrypt(pt)).map_err(ckks_err)?;
         Ok(CkksSeededCiphertext::wrap(&self.params, ct))
     }
 }
@@ -983,7 +1037,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CkksCiphertext>()?;
     m.add_class::<CkksSeededCiphertext>()?;
     m.add_class::<CkksEncoder>()?;
-    m.add_class::<CkksEncryptor>()?;
+    m.add_class::<CkksPublicEncryptor>()?;
+    m.add_class::<CkksSecretEncryptor>()?;
     m.add_class::<CkksDecryptor>()?;
     m.add_class::<CkksEvaluator>()?;
     m.add_class::<CkksLinearTransform>()?;

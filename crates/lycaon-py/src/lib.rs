@@ -40,7 +40,7 @@ create_exception!(_native, LycaonError, PyValueError, "Base class of every Lycao
 create_exception!(_native, ParameterError, LycaonError, "Invalid encryption parameters.");
 create_exception!(_native, SecurityError, ParameterError, "Parameters below 128-bit security per the homomorphic encryption standard.");
 create_exception!(_native, SerializationError, LycaonError, "Bytes that are not a valid Lycaon object: truncated, corrupted, another version or kind, or made under other parameters.");
-create_exception!(_native, MissingKeyError, LycaonError, "An evaluation key the operation needs is absent (a Galois key, or special primes for key switching), or an Encryptor lacks the key for the requested encryption.");
+create_exception!(_native, MissingKeyError, LycaonError, "An evaluation key the operation needs is absent (a Galois key, or special primes for key switching).");
 
 // ---------------------------------------------------------------------------------------------
 // Error mapping
@@ -300,7 +300,6 @@ macro_rules! wire_impl {
     };
 }
 
-wire_impl!(rlwe::SecretKey, parse_err, |_d| String::new());
 wire_impl!(rlwe::PublicKey, parse_err, |_d| String::new());
 wire_impl!(rlwe::RelinKey, parse_err, |d| format!("digits={}, ", d.key().num_digits()));
 wire_impl!(rlwe::GaloisKeys, parse_err, |d| format!("galois_elements={:?}, ", d.galois_elements().collect::<Vec<_>>()));
@@ -365,7 +364,52 @@ macro_rules! wire_object {
     };
 }
 
-wire_object!(SecretKey, rlwe::SecretKey, "The secret key. It stays with the client; serialise it only to store it.");
+/// The secret key. It stays with the client: it neither pickles nor has `to_bytes`, so no
+/// generic serialisation path (pickle, Ray, multiprocessing, a cache) carries it off by accident;
+/// storing it takes the explicit `export_secret_key_bytes`.
+#[pyclass(module = "lycaon._native", frozen)]
+#[derive(Clone)]
+struct SecretKey {
+    inner: Arc<rlwe::SecretKey>,
+    params: BfvParameters,
+}
+
+#[pymethods]
+impl SecretKey {
+    /// The secret key's versioned bytes, for the client to store it on purpose (encrypted at
+    /// rest, say); never send them. `import_secret_key_bytes` reads them back.
+    fn export_secret_key_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let inner = &self.inner;
+        let bytes = py.detach(|| inner.to_bytes());
+        PyBytes::new(py, &bytes)
+    }
+    /// Reads bytes made by `export_secret_key_bytes` under the same parameters.
+    #[staticmethod]
+    fn import_secret_key_bytes(py: Python<'_>, params: &BfvParameters, data: Cow<'_, [u8]>) -> PyResult<Self> {
+        let p = &params.params;
+        let inner = py.detach(|| rlwe::SecretKey::from_bytes(p, &data)).map_err(parse_err)?;
+        Ok(Self { inner: Arc::new(inner), params: params.clone() })
+    }
+    /// The parameters this key belongs to.
+    #[getter]
+    fn params(&self) -> BfvParameters {
+        self.params.clone()
+    }
+    /// Refuses: a secret key is never pickled (see the class documentation).
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(pyo3::exceptions::PyTypeError::new_err(ckks::SECRET_KEY_NOT_PICKLED))
+    }
+    /// The same key (it is immutable); copying within a process serialises nothing.
+    fn __copy__(&self) -> Self {
+        self.clone()
+    }
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+        self.clone()
+    }
+    fn __repr__(&self) -> String {
+        format!("SecretKey(<secret>, n={}, params={})", self.params.params.n(), short_id(&self.params.params))
+    }
+}
 wire_object!(PublicKey, rlwe::PublicKey, "The public encryption key: anyone holding it can encrypt.");
 wire_object!(RelinKey, rlwe::RelinKey, "The relinearisation key (evaluation key for ciphertext products).");
 wire_object!(GaloisKeys, rlwe::GaloisKeys, "Rotation keys for a set of Galois elements (row rotations and the row swap).", {
@@ -477,49 +521,56 @@ impl KeyGenerator {
     }
 }
 
-/// Encrypts with the public key (`encrypt`) or the secret key (`encrypt_symmetric`, seeded).
+/// Public-key encryption (server side, or anyone): encrypts for the key's owner and
+/// re-randomises answers. It takes a public key only, so it can never hold a secret key.
 #[pyclass(module = "lycaon._native")]
-struct Encryptor {
+struct PublicEncryptor {
     params: BfvParameters,
-    enc: lycaon_bfv::Encryptor,
-    pk: Option<Arc<rlwe::PublicKey>>,
-    sk: Option<Arc<rlwe::SecretKey>>,
+    enc: lycaon_bfv::PublicKeyEncryptor,
 }
 
 #[pymethods]
-impl Encryptor {
-    /// Needs at least one key; each must belong to `params`.
+impl PublicEncryptor {
+    /// The public key must belong to `params`.
     #[new]
-    #[pyo3(signature = (params, public_key=None, secret_key=None))]
-    fn new(params: &BfvParameters, public_key: Option<&PublicKey>, secret_key: Option<&SecretKey>) -> PyResult<Self> {
-        if public_key.is_none() && secret_key.is_none() {
-            return Err(MissingKeyError::new_err("an Encryptor needs a public key, a secret key, or both"));
-        }
-        if let Some(k) = public_key {
-            params.same(k.inner.params_id(), "the public key was")?;
-        }
-        if let Some(k) = secret_key {
-            params.same(k.inner.params().id(), "the secret key was")?;
-        }
-        Ok(Self {
-            params: params.clone(),
-            enc: lycaon_bfv::Encryptor::new(&params.ctx).map_err(bfv_err)?,
-            pk: public_key.map(|k| k.inner.clone()),
-            sk: secret_key.map(|k| k.inner.clone()),
-        })
+    fn new(params: &BfvParameters, public_key: &PublicKey) -> PyResult<Self> {
+        params.same(public_key.inner.params_id(), "the public key was")?;
+        Ok(Self { params: params.clone(), enc: lycaon_bfv::PublicKeyEncryptor::new(&params.ctx, public_key.inner.clone()).map_err(bfv_err)? })
     }
-    /// Public-key encryption at the top level.
+    /// Encrypts at the top level.
     fn encrypt(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<Ciphertext> {
-        let pk = self.pk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no public key; pass public_key= to encrypt with it"))?;
         let (enc, pt) = (&mut self.enc, &plaintext.inner);
-        let ct = py.detach(|| enc.encrypt(pk, pt)).map_err(bfv_err)?;
+        let ct = py.detach(|| enc.encrypt(pt)).map_err(bfv_err)?;
         Ok(Ciphertext::wrap(&self.params, ct))
     }
-    /// Secret-key encryption at the top level, seeded (half the bytes on the wire).
-    fn encrypt_symmetric(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<SeededCiphertext> {
-        let sk = self.sk.as_ref().ok_or_else(|| MissingKeyError::new_err("this Encryptor has no secret key; pass secret_key= to encrypt symmetrically"))?;
+    /// The ciphertext plus a fresh encryption of zero at its level: same message, fresh
+    /// randomness (the noise is not flooded).
+    fn rerandomise(&mut self, py: Python<'_>, ciphertext: &Ciphertext) -> PyResult<Ciphertext> {
+        let (enc, ct) = (&mut self.enc, &ciphertext.inner);
+        let out = py.detach(|| enc.rerandomise(ct)).map_err(bfv_err)?;
+        Ok(Ciphertext::wrap(&self.params, out))
+    }
+}
+
+/// Secret-key encryption (client side) at the top level, seeded: half the bytes on the wire.
+#[pyclass(module = "lycaon._native")]
+struct SecretEncryptor {
+    params: BfvParameters,
+    enc: lycaon_bfv::SecretKeyEncryptor,
+}
+
+#[pymethods]
+impl SecretEncryptor {
+    /// The secret key must belong to `params`.
+    #[new]
+    fn new(params: &BfvParameters, secret_key: &SecretKey) -> PyResult<Self> {
+        params.same(secret_key.inner.params().id(), "the secret key was")?;
+        Ok(Self { params: params.clone(), enc: lycaon_bfv::SecretKeyEncryptor::new(&params.ctx, secret_key.inner.clone()).map_err(bfv_err)? })
+    }
+    /// Encrypts at the top level, seeded (`expand()` gives the full ciphertext).
+    fn encrypt(&mut self, py: Python<'_>, plaintext: &Plaintext) -> PyResult<SeededCiphertext> {
         let (enc, pt) = (&mut self.enc, &plaintext.inner);
-        let ct = py.detach(|| enc.encrypt_symmetric(sk, pt)).map_err(bfv_err)?;
+        let ct = py.detach(|| enc.encrypt(pt)).map_err(bfv_err)?;
         Ok(SeededCiphertext::wrap(&self.params, ct))
     }
 }
@@ -894,6 +945,20 @@ fn ntt_primes(py: Python<'_>, bits: u32, n: usize, count: usize) -> PyResult<Vec
     py.detach(|| lycaon_math::ntt_primes(bits, n, count, &[])).map_err(|e| ParameterError::new_err(e.to_string()))
 }
 
+/// The largest log2(QP) a parameter set of ring degree `n` may have at 128-bit security (the HE
+/// standard's table, ternary secret, as lycaon-rlwe enforces it); None for a degree it does not
+/// cover.
+#[pyfunction]
+fn max_log_qp(n: usize) -> Option<u32> {
+    rlwe::max_log_qp(n)
+}
+
+/// The whole 128-bit security table: ring degree n -> largest log2(QP).
+#[pyfunction]
+fn security_table() -> std::collections::BTreeMap<usize, u32> {
+    rlwe::MAX_LOG_QP_128.iter().copied().collect()
+}
+
 /// Predicted noise budgets from the analytical model (bits), keyed by operation.
 #[pyfunction]
 fn noise_model_budgets(params: &BfvParameters) -> PyResult<Vec<(String, f64)>> {
@@ -1147,7 +1212,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PreparedPlaintext>()?;
     m.add_class::<Ciphertext>()?;
     m.add_class::<SeededCiphertext>()?;
-    m.add_class::<Encryptor>()?;
+    m.add_class::<PublicEncryptor>()?;
+    m.add_class::<SecretEncryptor>()?;
     m.add_class::<Decryptor>()?;
     m.add_class::<Evaluator>()?;
     m.add_class::<BatchEncoder>()?;
@@ -1158,6 +1224,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;
+    m.add_function(wrap_pyfunction!(max_log_qp, m)?)?;
+    m.add_function(wrap_pyfunction!(security_table, m)?)?;
     m.add_function(wrap_pyfunction!(profile_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(plan_linear, m)?)?;
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;

@@ -15,7 +15,7 @@ pub use ciphertext::{Ciphertext, SeededCiphertext};
 pub use encryption::{encrypt_zero_public, encrypt_zero_symmetric, phase};
 pub use keys::{GaloisKeys, KeyBytes, KeySwitchKey, PublicKey, RelinKey, SecretKey};
 pub use keyset::RotationKeyset;
-pub use params::{hex_prefix, Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
+pub use params::{check_ring_degree, hex_prefix, max_log_qp, Parameters, ParametersLiteral, Security, MAX_LOG_QP_128};
 pub use serialize::{get_poly, put_poly};
 
 pub use lycaon_math::MathError;

@@ -10,10 +10,44 @@ use lycaon_math::{ntt_primes, BaseConverter, Modulus, NttPlan, RnsBasis, ShoupCo
 
 use crate::{wire::ParamsId, RlweError};
 
-/// Largest log2(QP) at 128-bit classical security for a ternary secret and sigma = 3.2, from the
-/// Homomorphic Encryption Standard (Albrecht et al. 2018, Table 1), by log2(n).
+/// Largest log2(QP) at 128-bit classical security for a uniform ternary secret and error of
+/// sigma = 3.2, by ring degree n: the one security table of Lycaon (every other crate and the
+/// Python package read it through [`max_log_qp`] or this constant).
+///
+/// Where each bound comes from:
+/// * n = 1024 .. 32768 (27, 54, 109, 218, 438, 881): the Homomorphic Encryption Standard
+///   (Albrecht et al. 2018, Table 1, "ternary secret, classical, 128 bits"), the same values SEAL's
+///   `SEAL_HE_STD_PARMS_128_TC` enforces.
+/// * n = 65536 (1772): not in the standard's table, which stops at 2^15. 1772 is the bound this
+///   project adopted for 2^16 when the table was written (commit 17538a6; no derivation was
+///   recorded), about twice the 2^15 bound. Tables recomputed since with the lattice estimator
+///   (e.g. those of the FHE-Security-Guidelines scripts) are lower in every row, about 1747 bits
+///   at 2^16, so a set at 2^16 that needs the last bits below 1772 deserves a fresh estimate.
 pub const MAX_LOG_QP_128: [(usize, u32); 7] =
     [(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881), (65536, 1772)];
+
+/// The largest log2(QP) a parameter set with ring degree `n` may have at 128-bit security
+/// ([`MAX_LOG_QP_128`]); `None` for a degree the table does not cover (not a power of two, or
+/// outside 1024..=65536).
+pub fn max_log_qp(n: usize) -> Option<u32> {
+    MAX_LOG_QP_128.iter().find(|&&(m, _)| m == n).map(|&(_, bits)| bits)
+}
+
+/// Checks that a ring degree can define the ring Z[X]/(X^n + 1) Lycaon works in: a power of two,
+/// at most 65536, at least 16 (the 128-bit floor of 1024 is checked by [`Parameters::new`] with the
+/// security level). Literal builders call it before they search for NTT-friendly primes, so a bad
+/// n is named as such instead of as a missing prime. Errors: [`RlweError::InvalidParameters`].
+pub fn check_ring_degree(n: usize) -> Result<(), RlweError> {
+    if !n.is_power_of_two() {
+        return Err(RlweError::InvalidParameters {
+            reason: format!("ring degree n = {n} is not a power of two; the ring is Z[X]/(X^n + 1) with n = 2^k (1024, 2048, 4096, 8192, 16384, 32768 or 65536 at 128-bit security)"),
+        });
+    }
+    if !(16..=1 << 16).contains(&n) {
+        return Err(RlweError::InvalidParameters { reason: format!("ring degree n = {n} is outside 16..=65536 (1024..=65536 at 128-bit security)") });
+    }
+    Ok(())
+}
 
 /// The security a parameter set must meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -44,7 +78,10 @@ pub struct ParametersLiteral {
 impl ParametersLiteral {
     /// A BFV literal with primes generated from bit sizes (largest NTT-friendly primes below each
     /// size, as SEAL's CoeffModulus::Create) and a batching-friendly prime t of `t_bits` bits.
+    /// Errors: [`RlweError::InvalidParameters`] for an n that is not a power of two in 16..=65536,
+    /// [`RlweError::Math`] when too few primes of a size exist.
     pub fn bfv_from_bits(n: usize, q_bits: &[u32], p_bits: &[u32], t_bits: u32) -> Result<Self, RlweError> {
+        check_ring_degree(n)?;
         let mut taken = Vec::new();
         let mut pick = |bits: u32| -> Result<u64, RlweError> {
             let q = ntt_primes(bits, n, 1, &taken)?[0];
@@ -69,7 +106,9 @@ impl ParametersLiteral {
     /// number of key-switching digits is chosen so that each digit's primes fit under P (the
     /// usual hybrid choice, dnum = ceil(L / alpha) with alpha = floor(log P / max log q_i)), or
     /// one digit per prime when there are no special primes.
+    /// Errors as [`Self::bfv_from_bits`].
     pub fn ckks_from_bits(n: usize, q_bits: &[u32], p_bits: &[u32]) -> Result<Self, RlweError> {
+        check_ring_degree(n)?;
         let mut taken = Vec::new();
         let mut pick = |bits: u32| -> Result<u64, RlweError> {
             let q = ntt_primes(bits, n, 1, &taken)?[0];
@@ -103,6 +142,7 @@ impl ParametersLiteral {
     /// The default BFV set for a ring degree: the largest modulus the standard allows at 128 bits,
     /// split like SEAL's BFVDefault (one special prime), and a 20-bit batching prime t.
     pub fn bfv_default(n: usize) -> Result<Self, RlweError> {
+        check_ring_degree(n)?;
         let (q_bits, p_bits): (&[u32], &[u32]) = match n {
             1024 => (&[27], &[]),
             2048 => (&[54], &[]),
@@ -165,7 +205,7 @@ fn check_security(lit: &ParametersLiteral, log_qp: f64) -> Result<(), RlweError>
     if lit.security == Security::InsecureTestOnly {
         return Ok(());
     }
-    let Some(&(_, max)) = MAX_LOG_QP_128.iter().find(|(n, _)| *n == lit.n) else {
+    let Some(max) = max_log_qp(lit.n) else {
         return Err(RlweError::Insecure { n: lit.n, log_qp, max_log_qp: 0 });
     };
     if log_qp > max as f64 {
@@ -184,9 +224,9 @@ impl Parameters {
     pub fn with_backend(literal: ParametersLiteral, backend: Arc<dyn Backend>) -> Result<Arc<Self>, RlweError> {
         let lit = literal;
         let n = lit.n;
-        let min_n = if lit.security == Security::InsecureTestOnly { 16 } else { 1024 };
-        if !n.is_power_of_two() || n < min_n || n > 1 << 16 {
-            return Err(RlweError::InvalidParameters { reason: format!("ring degree n = {n} must be a power of two in {min_n}..=65536") });
+        check_ring_degree(n)?;
+        if lit.security == Security::Bits128 && n < 1024 {
+            return Err(RlweError::InvalidParameters { reason: format!("ring degree n = {n} is below 1024, the smallest the HE standard rates at 128-bit security") });
         }
         if lit.ciphertext_moduli.is_empty() {
             return Err(RlweError::InvalidParameters { reason: "at least one ciphertext prime is required".into() });
@@ -368,7 +408,7 @@ mod tests {
     fn defaults_are_secure_and_distinct() {
         for n in [4096, 8192, 16384, 32768] {
             let p = Parameters::new(ParametersLiteral::bfv_default(n).unwrap()).unwrap();
-            let max = MAX_LOG_QP_128.iter().find(|e| e.0 == n).unwrap().1 as f64;
+            let max = max_log_qp(n).unwrap() as f64;
             assert!(p.log2_qp() <= max && p.log2_qp() > max - 8.0, "n={n} log qp {}", p.log2_qp());
         }
         let a = Parameters::new(ParametersLiteral::bfv_default(8192).unwrap()).unwrap();
@@ -414,5 +454,40 @@ mod tests {
         lit.ciphertext_moduli[1] = 1 << 40;
         assert!(Parameters::new(lit).is_err());
     }
-}
 
+    #[test]
+    fn the_security_table_is_the_standards() {
+        // HE standard, Table 1, ternary secret, classical 128 bits; 2^16 is the project's bound.
+        let want = [(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881), (65536, 1772)];
+        for (n, bits) in want {
+            assert_eq!(max_log_qp(n), Some(bits), "n = {n}");
+        }
+        for n in [0, 512, 3000, 1 << 17] {
+            assert_eq!(max_log_qp(n), None, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_ring_degree_that_is_not_a_power_of_two_is_named_as_such() {
+        let says_power_of_two = |e: RlweError| {
+            assert!(matches!(e, RlweError::InvalidParameters { .. }), "{e}");
+            assert!(e.to_string().contains("n = 3000 is not a power of two"), "{e}");
+        };
+        // Each builder refuses before it looks for NTT-friendly primes (which would fail with
+        // "no 1 NTT-friendly primes of 36 bits exist for n = 3000").
+        says_power_of_two(ParametersLiteral::bfv_from_bits(3000, &[36, 36], &[37], 20).unwrap_err());
+        says_power_of_two(ParametersLiteral::ckks_from_bits(3000, &[36, 36], &[37]).unwrap_err());
+        says_power_of_two(ParametersLiteral::bfv_default(3000).unwrap_err());
+        // A literal built by hand is refused by validation, with either security level.
+        let mut lit = ParametersLiteral::bfv_default(4096).unwrap();
+        lit.n = 3000;
+        says_power_of_two(Parameters::new(lit.clone()).unwrap_err());
+        lit.security = Security::InsecureTestOnly;
+        says_power_of_two(Parameters::new(lit).unwrap_err());
+        assert!(check_ring_degree(1 << 17).unwrap_err().to_string().contains("outside 16..=65536"));
+        assert!(check_ring_degree(8).is_err() && check_ring_degree(16).is_ok() && check_ring_degree(65536).is_ok());
+        // Below 1024 only with the test-only opt-out.
+        let small = ParametersLiteral::bfv_from_bits(512, &[30], &[31], 17).unwrap();
+        assert!(Parameters::new(small).unwrap_err().to_string().contains("below 1024"));
+    }
+}

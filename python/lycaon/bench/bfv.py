@@ -55,7 +55,8 @@ def lycaon_timings(params: lycaon.BfvParameters, reps: int) -> dict[str, float]:
     steps = list(range(1, 10))
     gk = keys.galois_keys(steps)
     encoder = lycaon.BatchEncoder(params)
-    encryptor = lycaon.Encryptor(params, public_key=pk, secret_key=keys.secret_key())
+    encryptor = lycaon.PublicEncryptor(params, pk)
+    secret_encryptor = lycaon.SecretEncryptor(params, keys.secret_key())
     decryptor = lycaon.Decryptor(params, keys.secret_key())
     evaluator = lycaon.Evaluator(params)
     rng = np.random.default_rng()
@@ -81,7 +82,7 @@ def lycaon_timings(params: lycaon.BfvParameters, reps: int) -> dict[str, float]:
     limb = lycaon.NttLimb(n, params.ciphertext_moduli[0])
     return {
         "encrypt": _median_us(lambda: encryptor.encrypt(pt_x), reps),
-        "encrypt_symmetric": _median_us(lambda: encryptor.encrypt_symmetric(pt_x), reps),
+        "encrypt_symmetric": _median_us(lambda: secret_encryptor.encrypt(pt_x), reps),
         "decrypt": _median_us(lambda: decryptor.decrypt(ct_x), reps),
         "mul_plain": _median_us(lambda: evaluator.mul_plain(ct_x, pt_y), reps),
         "mul_scalar": _median_us(lambda: evaluator.mul_scalar(ct_x, 5), reps),

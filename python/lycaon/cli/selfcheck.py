@@ -46,7 +46,8 @@ def _selfcheck(n: int) -> int:
         rk = step("relinearisation key", keys.relin_key)
         gk = step("Galois keys (1..9, row swap)", lambda: keys.galois_keys(list(range(1, 10)), row_swap=True))
         encoder = lycaon.BatchEncoder(params)
-        encryptor = lycaon.Encryptor(params, public_key=pk, secret_key=keys.secret_key())
+        encryptor = lycaon.PublicEncryptor(params, pk)
+        secret_encryptor = lycaon.SecretEncryptor(params, keys.secret_key())
         decryptor = lycaon.Decryptor(params, keys.secret_key())
         evaluator = lycaon.Evaluator(params)
         rng = np.random.default_rng()
@@ -62,7 +63,7 @@ def _selfcheck(n: int) -> int:
             return np.concatenate([np.roll(v[:half], -k), np.roll(v[half:], -k)])
 
         ct_x = step("encrypt (public key)", lambda: encryptor.encrypt(encoder.encode(x)), x, dec)
-        ct_y = step("encrypt (secret key, seeded)", lambda: encryptor.encrypt_symmetric(encoder.encode(y)).expand(), y, dec)
+        ct_y = step("encrypt (secret key, seeded)", lambda: secret_encryptor.encrypt(encoder.encode(y)).expand(), y, dec)
         step("add", lambda: evaluator.add(ct_x, ct_y), (xo + yo) % t, dec)
         step("multiply by plaintext", lambda: evaluator.mul_plain(ct_x, encoder.encode(y)), (xo * yo) % t, dec)
         step("multiply by scalar 7", lambda: evaluator.mul_scalar(ct_x, 7), (xo * 7) % t, dec)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, RayonBackend};
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
 use lycaon_math::Sampler;
 
 use super::mpconv::conv_reference_f64;
@@ -87,7 +87,7 @@ fn fhe_packing_round_trip_and_copies() {
 struct Fhe {
     ctx: Arc<CkksContext>,
     sk: SecretKey,
-    pk: PublicKey,
+    pk: Arc<PublicKey>,
     sampler: Sampler,
 }
 
@@ -104,7 +104,7 @@ impl Fhe {
         let ctx = CkksContext::new(&params, 2f64.powi(log_scale as i32)).unwrap();
         let mut sampler = Sampler::from_os().unwrap();
         let sk = SecretKey::generate(&params, &mut sampler).unwrap();
-        let pk = PublicKey::generate(&sk, &mut sampler).unwrap();
+        let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).unwrap());
         Self { ctx, sk, pk, sampler }
     }
 
@@ -119,7 +119,7 @@ impl Fhe {
     fn encrypt(&self, values: &[f64]) -> Ciphertext {
         let level = self.ctx.max_level();
         let pt = Encoder::new(&self.ctx).encode_real(values, level, self.ctx.scale_at(level).unwrap()).unwrap();
-        Encryptor::new(&self.ctx).unwrap().encrypt(&self.pk, &pt).unwrap()
+        PublicKeyEncryptor::new(&self.ctx, self.pk.clone()).unwrap().encrypt(&pt).unwrap()
     }
 
     fn decrypt(&self, ct: &Ciphertext) -> Vec<f64> {

@@ -195,19 +195,11 @@ impl HeParams {
     }
 }
 
-/// Largest `log q` for 128-bit security with a ternary secret (HomomorphicEncryption.org standard,
-/// classical), capped at one 60-bit word (003 Sec. IX). `None` for degrees the table does not cover.
+/// Largest `log q` for 128-bit security with a ternary secret (lycaon-rlwe's table of the
+/// HomomorphicEncryption.org standard, classical), capped at one 60-bit word (003 Sec. IX).
+/// `None` for degrees the table does not cover.
 pub fn max_log_q(n: usize) -> Option<u32> {
-    let standard = match n {
-        1024 => 27,
-        2048 => 54,
-        4096 => 109,
-        8192 => 218,
-        16384 => 438,
-        32768 => 881,
-        _ => return None,
-    };
-    Some(standard.min(MAX_LOG_Q))
+    lycaon_rlwe::max_log_qp(n).map(|bits| bits.min(MAX_LOG_Q))
 }
 
 /// How a layer's activations are packed into ciphertexts (003 Sec. IV-A1).
