@@ -96,9 +96,8 @@ fn runtime_targets() -> Vec<FuzzTarget> {
     let sk = SecretKey::generate(&params, &mut s).unwrap();
     let pk = PublicKey::generate(&sk, &mut s).unwrap();
     let pt = lycaon_ckks::Encoder::new(&ctx).encode_real(&[0.5, -0.25], 2, ctx.scale_at(2).unwrap()).unwrap();
-    let mut enc = lycaon_ckks::Encryptor::new(&ctx).unwrap();
-    let seeded = enc.encrypt_symmetric(&sk, &pt).unwrap().to_bytes();
-    let ct = enc.encrypt(&pk, &pt).unwrap().to_bytes();
+    let seeded = lycaon_ckks::SecretKeyEncryptor::new(&ctx, Arc::new(sk)).unwrap().encrypt(&pt).unwrap().to_bytes();
+    let ct = lycaon_ckks::PublicKeyEncryptor::new(&ctx, Arc::new(pk)).unwrap().encrypt(&pt).unwrap().to_bytes();
     let c = ctx.clone();
     out.push(target("ckks_seeded_ciphertext", vec![seeded], move |b| lycaon_ckks::SeededCiphertext::from_bytes(&c, b).is_ok()));
     out.push(target("ckks_ciphertext", vec![ct], move |b| lycaon_ckks::Ciphertext::from_bytes(&ctx, b).is_ok()));

@@ -9,7 +9,8 @@ use std::time::Instant;
 use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper};
 use lycaon_ckks::rlwe::{GaloisKeys, Parameters, PublicKey, RelinKey, SecretKey};
 use lycaon_ckks::{
-    precision_stats, rotation_galois_element, ChebyshevPoly, CkksContext, Complex64, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, LinearTransform,
+    precision_stats, rotation_galois_element, ChebyshevPoly, CkksContext, Complex64, Decryptor, Encoder, EvaluationKeys, Evaluator, LinearTransform,
+    PublicKeyEncryptor,
 };
 use lycaon_math::Sampler;
 use rand::{RngExt, SeedableRng};
@@ -101,13 +102,13 @@ pub fn op_timings(spec: &OpsSpec, backend: Arc<dyn lycaon_backend::Backend>) -> 
     let gk = Arc::new(EvaluationKeys::galois_keys(&sk, &steps, false, &mut sampler).map_err(ckks)?);
     out.insert("keygen_s".into(), json!(t0.elapsed().as_secs_f64()));
     let encoder = Encoder::new(&ctx);
-    let mut encryptor = Encryptor::new(&ctx).map_err(ckks)?;
+    let mut encryptor = PublicKeyEncryptor::new(&ctx, Arc::new(pk)).map_err(ckks)?;
     let decryptor = Decryptor::new(&ctx, &sk).map_err(ckks)?;
     let ev = Evaluator::new(&ctx, EvaluationKeys { relin: Some(rk.clone()), galois: Some(gk.clone()) });
     let decode = |ct: &lycaon_ckks::Ciphertext| -> Result<Vec<f64>> { encoder.decode_real(&decryptor.decrypt(ct).map_err(ckks)?).map_err(ckks) };
     let scale = ctx.scale_at(top).map_err(ckks)?;
-    let cx = encryptor.encrypt(&pk, &encoder.encode_real(&x, top, scale).map_err(ckks)?).map_err(ckks)?;
-    let cy = encryptor.encrypt(&pk, &encoder.encode_real(&y, top, scale).map_err(ckks)?).map_err(ckks)?;
+    let cx = encryptor.encrypt(&encoder.encode_real(&x, top, scale).map_err(ckks)?).map_err(ckks)?;
+    let cy = encryptor.encrypt(&encoder.encode_real(&y, top, scale).map_err(ckks)?).map_err(ckks)?;
 
     let prod = ev.mul_relin(&cx, &cy).map_err(ckks)?;
     out.insert("mul_relin_us".into(), json!(median_us(spec.reps, || ev.mul_relin(&cx, &cy).map(drop).map_err(ckks))?));
@@ -139,7 +140,7 @@ pub fn op_timings(spec: &OpsSpec, backend: Arc<dyn lycaon_backend::Backend>) -> 
     let pairs: Vec<(u64, usize)> = lt.rotations().iter().map(|&s| (rotation_galois_element(s, n), lt_level)).filter(|&(g, _)| g != 1).collect();
     let lt_keys = Arc::new(GaloisKeys::generate_at(&sk, &pairs, &mut sampler).map_err(rlwe)?);
     let ev_lt = Evaluator::new(&ctx, EvaluationKeys { relin: None, galois: Some(lt_keys.clone()) });
-    let cl = encryptor.encrypt(&pk, &encoder.encode_real(&x, lt_level, ctx.scale_at(lt_level).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
+    let cl = encryptor.encrypt(&encoder.encode_real(&x, lt_level, ctx.scale_at(lt_level).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
     if lt_level > 0 {
         let sigma = ev_lt.linear_transform_scale(&cl, ctx.scale_at(lt_level - 1).map_err(ckks)?).map_err(ckks)?;
         lt.prepare(&ctx, lt_level, sigma).map_err(ckks)?;
@@ -217,7 +218,7 @@ pub fn bootstrap_timing(seed: u64, backend: Arc<dyn lycaon_backend::Backend>) ->
     let encoder = Encoder::new(&ctx);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let x: Vec<f64> = (0..shape.slots()).map(|_| rng.random_range(-1.0..1.0)).collect();
-    let ct = Encryptor::new(&ctx).map_err(ckks)?.encrypt(&pk, &encoder.encode_real(&x, 0, ctx.scale_at(0).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
+    let ct = PublicKeyEncryptor::new(&ctx, Arc::new(pk)).map_err(ckks)?.encrypt(&encoder.encode_real(&x, 0, ctx.scale_at(0).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
     let t1 = Instant::now();
     boot.bootstrap(&ev, &ct).map_err(ckks)?;
     let first_s = t1.elapsed().as_secs_f64();

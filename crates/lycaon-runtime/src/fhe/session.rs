@@ -18,7 +18,10 @@ use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{Bootstrapper, EncapsulationKeys};
 use lycaon_ckks::rlwe::{GaloisKeys, KeySwitchKey, PublicKey, RelinKey, SecretKey};
-use lycaon_ckks::{conjugation_galois_element, rotation_galois_element, Ciphertext, CkksContext, Decryptor, Encoder, Encryptor, EvaluationKeys, Evaluator, SeededCiphertext};
+use lycaon_ckks::{
+    conjugation_galois_element, rotation_galois_element, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor,
+    SeededCiphertext,
+};
 use lycaon_math::Sampler;
 use lycaon_mpc::Channel;
 use lycaon_nn::fhe::{FheOps, MultiplexedLayout};
@@ -254,7 +257,7 @@ fn finish_answer(served: &FheServed, keys: &ServerKeys, out: Ciphertext) -> Resu
     let ctx = served.exe.context();
     let encoder = Encoder::new(ctx);
     let zero = encoder.encode_real(&vec![0.0; out.slots()], out.level(), out.scale()).map_err(ckks)?;
-    let fresh = Encryptor::new(ctx).map_err(ckks)?.encrypt(&keys.public, &zero).map_err(ckks)?;
+    let fresh = PublicKeyEncryptor::new(ctx, keys.public.clone()).map_err(ckks)?.encrypt(&zero).map_err(ckks)?;
     let mut out = keys.session.ops.evaluator().add(&out, &fresh).map_err(ckks)?;
     let Some(bits) = served.options.flood_precision_bits else { return Ok((out, 0)) };
     let flooding = Flooding::for_precision(ctx.n(), out.scale(), bits);
@@ -271,10 +274,12 @@ fn finish_answer(served: &FheServed, keys: &ServerKeys, out: Ciphertext) -> Resu
 }
 
 /// A session's keys on the server: evaluation and encapsulation keys, and the public key that
-/// re-randomises answers. No secret key can be put here.
+/// re-randomises answers through a `PublicKeyEncryptor` (which cannot be built from a secret key:
+/// the compile-fail test on that type). No field of a server session can hold a secret key, and
+/// a secret key sent where the public key goes is refused by its wire kind (tests/fhe.rs).
 pub struct ServerKeys {
     pub session: SessionKeys,
-    public: PublicKey,
+    public: Arc<PublicKey>,
 }
 
 impl std::ops::Deref for ServerKeys {
@@ -309,7 +314,7 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
             encapsulate
         )));
     }
-    let public = PublicKey::from_bytes(params, &wire::recv(channel, "the public key")?).map_err(rlwe)?;
+    let public = Arc::new(PublicKey::from_bytes(params, &wire::recv(channel, "the public key")?).map_err(rlwe)?);
     let relin = if header.relin { Some(Arc::new(RelinKey::from_bytes(params, &wire::recv(channel, "the relinearisation key")?).map_err(rlwe)?)) } else { None };
     let mut galois: Option<GaloisKeys> = None;
     for _ in 0..header.galois {
@@ -348,7 +353,7 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
 pub struct FheClient {
     program: FheProgram,
     ctx: Arc<CkksContext>,
-    secret: SecretKey,
+    secret: Arc<SecretKey>,
     sampler: Sampler,
     /// Every key at the top level instead of the highest level it is used at (004's
     /// "all-required" keyset; benchmarks compare it with the level-aware default).
@@ -360,7 +365,7 @@ impl FheClient {
         program.validate()?;
         let ctx = program.parameters.context(backend)?;
         let mut sampler = Sampler::from_os()?;
-        let secret = SecretKey::generate(ctx.params(), &mut sampler).map_err(rlwe)?;
+        let secret = Arc::new(SecretKey::generate(ctx.params(), &mut sampler).map_err(rlwe)?);
         Ok(Self { program, ctx, secret, sampler, all_at_top: false })
     }
 
@@ -448,7 +453,7 @@ impl FheClient {
         let v = self.pack(x)?;
         let level = self.program.input_level;
         let pt = Encoder::new(&self.ctx).encode_real(&v, level, self.ctx.scale_at(level).map_err(ckks)?).map_err(ckks)?;
-        Encryptor::new(&self.ctx).map_err(ckks)?.encrypt_symmetric(&self.secret, &pt).map_err(ckks)
+        SecretKeyEncryptor::new(&self.ctx, self.secret.clone()).map_err(ckks)?.encrypt(&pt).map_err(ckks)
     }
 
     /// The logits of an answer.
