@@ -206,7 +206,7 @@ fn label_only_reveals_the_argmax() {
 fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
     let (program, weights) = network(false, "logits");
     let model = Arc::new(ServedModel::new(program, &weights, no_flooding()).unwrap());
-    let server = Server::bind(model, "127.0.0.1:0", ServerOptions { timeout: Duration::from_secs(20), ..ServerOptions::default() }).unwrap();
+    let server = Server::bind(lycaon_runtime::Served::Hybrid(model), "127.0.0.1:0", ServerOptions { timeout: Duration::from_secs(20), ..ServerOptions::default() }).unwrap();
     let addr = server.local_addr();
     let stop = server.stopper();
     let log = server.log.clone();
@@ -232,10 +232,8 @@ fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
                     assert_eq!(reply[0], 0xEE, "the server names the error");
                     assert!(String::from_utf8_lossy(&reply[1..]).contains("hello"));
                     let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
-                    let mut hello = b"LYCN".to_vec();
-                    hello.extend(lycaon_runtime::program::PROGRAM_VERSION.to_le_bytes());
-                    hello.extend(1u32.to_le_bytes());
-                    ch.send(&hello).unwrap();
+                    let hello = lycaon_runtime::hello::Hello { want: lycaon_runtime::hello::Want::Inference, mode: None };
+                    ch.send(&hello.to_bytes()).unwrap();
                     let _program = ch.recv().unwrap();
                     ch.send(&[1, 9, 9, 9, 9, 9]).unwrap();
                     let reply = ch.recv().unwrap();
@@ -257,8 +255,14 @@ fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
         assert_eq!(fetch_program(&mut ch).unwrap().name, "test-net");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
+    // The last session's thread logs its end just after its answer went out: wait for it.
+    let ended = |lines: &[String]| lines.iter().filter(|l| l.contains("session_end")).count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while ended(&log.lines()) < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let lines = log.lines();
-    assert!(lines.iter().filter(|l| l.contains("session_end")).count() >= 4, "{lines:?}");
+    assert!(ended(&lines) >= 4, "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("session_error")), "{lines:?}");
 }
 
