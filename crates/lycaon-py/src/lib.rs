@@ -1167,6 +1167,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hybrid::hybrid_local, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::fetch_public_model, m)?)?;
     m.add_class::<fhe::FheSession>()?;
+    m.add_function(wrap_pyfunction!(fhe::fhe_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(fhe::fhe_compile_path, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;
