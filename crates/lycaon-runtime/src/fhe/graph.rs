@@ -213,7 +213,10 @@ impl ModelGraph {
     /// Checks the format, names, parameter sizes and every output shape (module docs).
     pub fn validate(&self) -> Result<()> {
         if self.format != GRAPH_FORMAT || self.version != GRAPH_VERSION {
-            return Err(invalid(format!("graph format '{}' version {} (this build reads '{GRAPH_FORMAT}' version {GRAPH_VERSION})", self.format, self.version)));
+            return Err(invalid(format!(
+                "graph format '{}' version {} (this build reads '{GRAPH_FORMAT}' version {GRAPH_VERSION})",
+                self.format, self.version
+            )));
         }
         if self.input.is_empty() {
             return Err(invalid("the input tensor has no name"));
@@ -243,7 +246,12 @@ impl ModelGraph {
                 if let Some(t) = t {
                     let size: usize = t.shape.iter().product();
                     if t.data.len() != size {
-                        return Err(invalid(format!("{}: parameter '{key}' of shape {:?} holds {} values, not {size}", node.describe(), t.shape, t.data.len())));
+                        return Err(invalid(format!(
+                            "{}: parameter '{key}' of shape {:?} holds {} values, not {size}",
+                            node.describe(),
+                            t.shape,
+                            t.data.len()
+                        )));
                     }
                     if t.data.iter().any(|v| !v.is_finite()) {
                         return Err(invalid(format!("{}: parameter '{key}' has a value that is not finite", node.describe())));
@@ -401,7 +409,15 @@ mod tests {
     use super::*;
 
     fn node(op: NodeOp, name: &str, inputs: &[&str], shape: &[usize]) -> GraphNode {
-        GraphNode { op, name: name.into(), inputs: inputs.iter().map(|s| s.to_string()).collect(), output: format!("{name}:o"), shape: shape.to_vec(), attrs: NodeAttrs::default(), params: BTreeMap::new() }
+        GraphNode {
+            op,
+            name: name.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            output: format!("{name}:o"),
+            shape: shape.to_vec(),
+            attrs: NodeAttrs::default(),
+            params: BTreeMap::new(),
+        }
     }
 
     fn graph(nodes: Vec<GraphNode>) -> ModelGraph {

@@ -90,6 +90,9 @@ fn linear_op(node: &GraphNode, inputs: Vec<String>, level: usize, matrix: SlotMa
 fn quadratic_op(node: &GraphNode, src: &SlotPacking, level: usize, slots: usize) -> Result<Step> {
     let c = node.required("coefficients")?;
     let width = *c.shape.last().unwrap_or(&0);
+    if !(1..=3).contains(&width) {
+        return Err(fail(format!("{}: the FHE mode evaluates polynomials up to degree 2, not {} coefficients", node.describe(), width)));
+    }
     let channels = src.shape[0];
     // Rows (c, b, a) per channel, padded with zeros to degree 2.
     let rows: Vec<[f64; 3]> = if c.shape.len() == 1 {
@@ -190,7 +193,15 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions, depth: usize, param
                 src
             }
             NodeOp::Flatten => {
-                let op = FheOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), level: lvl, depth: 0, refresh: vec![], kind: FheOpKind::Alias };
+                let op = FheOp {
+                    name: node.name.clone(),
+                    inputs: node.inputs.clone(),
+                    output: node.output.clone(),
+                    level: lvl,
+                    depth: 0,
+                    refresh: vec![],
+                    kind: FheOpKind::Alias,
+                };
                 steps.push(Step { op, rotations: vec![] });
                 src.flattened()
             }
@@ -199,7 +210,15 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions, depth: usize, param
                 if other.period != src.period || other.index != src.index {
                     return Err(fail(format!("{d}: its inputs are packed differently (a packing change before a residual addition is not built yet)")));
                 }
-                let op = FheOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), level: lvl, depth: 0, refresh: vec![], kind: FheOpKind::Add };
+                let op = FheOp {
+                    name: node.name.clone(),
+                    inputs: node.inputs.clone(),
+                    output: node.output.clone(),
+                    level: lvl,
+                    depth: 0,
+                    refresh: vec![],
+                    kind: FheOpKind::Add,
+                };
                 steps.push(Step { op, rotations: vec![] });
                 src
             }

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeSet;
 
-use super::packing::{next_pow2, Grid, SlotPacking};
 use super::fail;
-use crate::Result;
+use super::packing::{next_pow2, Grid, SlotPacking};
 use crate::fhe::graph::{GraphNode, NodeOp};
+use crate::Result;
 
 /// Entries (rows[i], cols[i]) = values[i] of a matrix on the slots; with `period`, the matrix
 /// acts on each block of `period` slots alike.
@@ -43,6 +43,17 @@ pub fn diagonal_rotations(indices: &[usize], slots: usize) -> Vec<i64> {
     set.into_iter().collect()
 }
 
+/// A convolution's weights [C_out][C_in][kh][kw] (an average pooling's: 1 / (kh kw) from each
+/// channel to itself), bias, stride and padding (top, left, bottom, right).
+struct Kernel<'a> {
+    weights: Vec<f64>,
+    kh: usize,
+    kw: usize,
+    bias: Option<&'a [f64]>,
+    stride: [usize; 2],
+    pads: [usize; 4],
+}
+
 /// The output of a convolution or average pooling: its packing, its matrix, the bias per slot.
 pub struct ConvMatrix {
     pub packing: SlotPacking,
@@ -58,14 +69,20 @@ pub fn conv_matrix(node: &GraphNode, input_shape: &[usize], src: &SlotPacking, s
     let (c_in, h_in, w_in) = (input_shape[0], input_shape[1], input_shape[2]);
     let (c_out, h_out, w_out) = (node.shape[0], node.shape[1], node.shape[2]);
     let a = &node.attrs;
-    // weight(co, ci, dy, dx) and the kernel size.
-    let (weights, kh, kw, bias, stride, pads): (Vec<f64>, usize, usize, Option<&[f64]>, [usize; 2], [usize; 4]) = match node.op {
+    let Kernel { weights, kh, kw, bias, stride, pads } = match node.op {
         NodeOp::Conv => {
             if a.groups() != 1 {
                 return Err(fail(format!("{d}: grouped convolutions are not built in the FHE mode yet")));
             }
             let w = node.required("weight")?;
-            (w.data.clone(), w.shape[2], w.shape[3], node.param("bias").map(|b| b.data.as_slice()), a.stride(), a.pads())
+            Kernel {
+                weights: w.data.clone(),
+                kh: w.shape[2],
+                kw: w.shape[3],
+                bias: node.param("bias").map(|b| b.data.as_slice()),
+                stride: a.stride(),
+                pads: a.pads(),
+            }
         }
         _ => {
             let k = a.kernel.ok_or_else(|| fail(format!("{d}: attribute 'kernel' is missing")))?;
@@ -78,7 +95,7 @@ pub fn conv_matrix(node: &GraphNode, input_shape: &[usize], src: &SlotPacking, s
                 let base = (c * c_in + c) * k[0] * k[1];
                 w[base..base + k[0] * k[1]].fill(v);
             }
-            (w, k[0], k[1], None, a.stride.unwrap_or(k), a.pads())
+            Kernel { weights: w, kh: k[0], kw: k[1], bias: None, stride: a.stride.unwrap_or(k), pads: a.pads() }
         }
     };
     if stride[0] != stride[1] {

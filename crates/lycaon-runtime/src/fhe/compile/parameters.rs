@@ -82,7 +82,9 @@ pub fn choose_parameters(depth: usize, slots_needed: usize, log_scale: u32, log_
     }
     let largest = *LEVELED_RINGS.last().expect("rings");
     if slots_needed > (1 << (largest - 1)) {
-        return Err(fail(format!("a tensor needs {slots_needed} slots, more than one ciphertext of the largest ring (2^{largest}) holds; several ciphertexts are not built yet")));
+        return Err(fail(format!(
+            "a tensor needs {slots_needed} slots, more than one ciphertext of the largest ring (2^{largest}) holds; several ciphertexts are not built yet"
+        )));
     }
     Err(fail(format!(
         "depth {depth} at scale 2^{log_scale} needs more than log2(QP) = {} bits, what 2^{largest} holds at 128-bit security: the network needs bootstrapping",

@@ -43,6 +43,13 @@ pub struct Levels<'a> {
 /// Before each op, the tensors refreshed (each once, in the order the op reads them).
 pub type RefreshPlan = Vec<Vec<String>>;
 
+/// A state of the search for the fewest bootstraps: the (tensor, level) pairs still to be read,
+/// sorted by name.
+type State = Vec<(String, usize)>;
+
+/// A state with its cost (bootstraps) and plan so far.
+type Entry = (State, (usize, RefreshPlan));
+
 fn unique(names: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(names.len());
     for n in names {
@@ -118,13 +125,11 @@ impl Levels<'_> {
                 *e = (*e).max(i);
             }
         }
-        // A state: the (tensor, level) pairs still to be read, sorted by name; its cost and
-        // plan so far. Insertion-ordered, as a Python dict.
-        type State = Vec<(String, usize)>;
-        let mut states: Vec<(State, (usize, Vec<Vec<String>>))> = vec![(vec![(input.to_string(), self.top)], (0, vec![]))];
+        // States insertion-ordered, as a Python dict.
+        let mut states: Vec<Entry> = vec![(vec![(input.to_string(), self.top)], (0, vec![]))];
         for (i, op) in ops.iter().enumerate() {
             let inputs = unique(&op.inputs);
-            let mut following: Vec<(State, (usize, Vec<Vec<String>>))> = Vec::new();
+            let mut following: Vec<Entry> = Vec::new();
             let mut position: HashMap<State, usize> = HashMap::new();
             for (state, (cost, plan)) in &states {
                 for mask in 0u32..(1 << inputs.len()) {
@@ -189,7 +194,7 @@ impl Levels<'_> {
             states = following;
         }
         let out_level = |s: &State| s.iter().find(|e| e.0 == output).map_or(0, |e| e.1);
-        let mut best: Option<&(State, (usize, Vec<Vec<String>>))> = None;
+        let mut best: Option<&Entry> = None;
         for s in &states {
             // Python's min: the first of the least (cost, -output level).
             if best.is_none_or(|b| (s.1 .0, std::cmp::Reverse(out_level(&s.0))) < (b.1 .0, std::cmp::Reverse(out_level(&b.0)))) {

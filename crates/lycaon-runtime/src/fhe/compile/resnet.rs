@@ -112,7 +112,11 @@ impl<'a> Compiler<'a> {
         if s1 != 1 || s2 != 1 || k1 % 2 == 0 || k2 % 2 == 0 || act.op != NodeOp::Poly {
             return Ok(None);
         }
-        if act.inputs != [conv1.output.clone()] || conv2.inputs != [act.output.clone()] || self.readers.get(conv1.output.as_str()) != Some(&1) || self.readers.get(act.output.as_str()) != Some(&1) {
+        if act.inputs != [conv1.output.clone()]
+            || conv2.inputs != [act.output.clone()]
+            || self.readers.get(conv1.output.as_str()) != Some(&1)
+            || self.readers.get(act.output.as_str()) != Some(&1)
+        {
             return Ok(None);
         }
         let Some(rows) = quadratic_rows(act) else { return Ok(None) };
@@ -202,7 +206,14 @@ impl<'a> Compiler<'a> {
                         let layer = MpConv::new(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt).map_err(|e| fail(format!("{d}: {e}")))?;
                         let out = layout_of(layer.output_layout());
                         let bias = node.param("bias").map(|b| pack_channels(&out, self.slots, &b.data, &d)).transpose()?;
-                        let kind = FheOpKind::MpConv { input: src, out_channels: c_out, kernel: k, stride, weights: wgt.to_vec(), bias: bias.map(|v| SlotValues::from_dense(&v)) };
+                        let kind = FheOpKind::MpConv {
+                            input: src,
+                            out_channels: c_out,
+                            kernel: k,
+                            stride,
+                            weights: wgt.to_vec(),
+                            bias: bias.map(|v| SlotValues::from_dense(&v)),
+                        };
                         let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
                         op.rotations = vec![(layer.rotation_steps(), 0)];
                         op
@@ -239,7 +250,9 @@ impl<'a> Compiler<'a> {
                         op
                     }
                     NodeOp::Add => {
-                        let other = layouts.get(node.inputs[1].as_str()).ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[1])))?;
+                        let other = layouts
+                            .get(node.inputs[1].as_str())
+                            .ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[1])))?;
                         if *other != src {
                             return Err(fail(format!("{d}: the two inputs are packed differently")));
                         }
@@ -294,7 +307,9 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
     let shape = bootstrap_shape(&options.bootstrap_shape)?;
     let slots = 1usize << (shape.log_n - 1);
     let top = shape.residual_levels;
-    let bounds = options.bounds.as_ref().ok_or_else(|| fail("the bootstrapped path needs the value bound of every tensor (bounds: from calibration images, as FheResNet._calibrate computes them)"))?;
+    let bounds = options.bounds.as_ref().ok_or_else(|| {
+        fail("the bootstrapped path needs the value bound of every tensor (bounds: from calibration images, as FheResNet._calibrate computes them)")
+    })?;
     for (name, &b) in bounds {
         if !(b.is_finite() && b > 0.0) {
             return Err(fail(format!("the bound {b} of tensor '{name}' is not a positive number")));
@@ -313,7 +328,8 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         Placement::Fewest => levels.fewest(&placed, &graph.input, &output)?,
     };
     let op_levels = levels.op_levels(&placed, &graph.input, &plan)?;
-    let bound = |name: &str| bounds.get(name).copied().ok_or_else(|| fail(format!("tensor '{name}' has no value bound; pass the calibrated bounds of every tensor")));
+    let bound =
+        |name: &str| bounds.get(name).copied().ok_or_else(|| fail(format!("tensor '{name}' has no value bound; pass the calibrated bounds of every tensor")));
     let mut rotation_levels: BTreeMap<i64, usize> = BTreeMap::new();
     let mut program_ops = Vec::with_capacity(ops.len());
     for ((op, refresh), &level) in ops.iter_mut().zip(&plan).zip(&op_levels) {
@@ -388,6 +404,87 @@ mod tests {
             let layer = AvgPoolFc::new(&ctx, l, n_out, &weights, &vec![0.0; n_out]).unwrap();
             assert_eq!(pool_fc_rotations(&l, n_out), layer.rotation_steps(), "{c} x {h} x {w} gap {gap}");
         }
+    }
+
+    /// A residual block on a 4 x 8 x 8 image: conv, general quadratic, conv, add, monic
+    /// quadratic, ReLU, global average pooling, flatten, linear.
+    fn tiny_resnet() -> ModelGraph {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let weights = |n: usize, scale: f64| (0..n).map(|i| ((i * 7919 % 101) as f64 / 101.0 - 0.5) * scale).collect::<Vec<f64>>();
+        let node = |op, name: &str, inputs: &[&str], shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
+            op,
+            name: name.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            output: format!("{name}:o"),
+            shape: shape.to_vec(),
+            attrs,
+            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
+        };
+        let quad = |a: f64| Tensor::new(vec![4, 3], (0..4).flat_map(|c| [0.1 * c as f64, 0.5, a]).collect());
+        let nodes = vec![
+            node(NodeOp::Conv, "conv1", &["x"], &[4, 8, 8], pad.clone(), vec![("weight", Tensor::new(vec![4, 4, 3, 3], weights(144, 0.4)))]),
+            node(NodeOp::Poly, "act1", &["conv1:o"], &[4, 8, 8], NodeAttrs::default(), vec![("coefficients", quad(0.3))]),
+            node(
+                NodeOp::Conv,
+                "conv2",
+                &["act1:o"],
+                &[4, 8, 8],
+                pad,
+                vec![("weight", Tensor::new(vec![4, 4, 3, 3], weights(144, 0.3))), ("bias", Tensor::new(vec![4], vec![0.1; 4]))],
+            ),
+            node(NodeOp::Add, "add", &["conv2:o", "x"], &[4, 8, 8], NodeAttrs::default(), vec![]),
+            node(NodeOp::Poly, "act2", &["add:o"], &[4, 8, 8], NodeAttrs::default(), vec![("coefficients", quad(1.0))]),
+            node(NodeOp::Relu, "relu", &["act2:o"], &[4, 8, 8], NodeAttrs::default(), vec![]),
+            node(NodeOp::GlobalAvgpool, "pool", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["pool:o"], &[4], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[3], NodeAttrs::default(), vec![("weight", Tensor::new(vec![3, 4], weights(12, 1.0)))]),
+        ];
+        let g = ModelGraph {
+            format: GRAPH_FORMAT.into(),
+            version: GRAPH_VERSION,
+            name: "tiny".into(),
+            input: "x".into(),
+            input_shape: vec![4, 8, 8],
+            output: "fc:o".into(),
+            nodes,
+        };
+        g.validate().unwrap();
+        g
+    }
+
+    #[test]
+    fn a_tiny_resnet_compiles_with_a_level_plan_that_fits() {
+        let g = tiny_resnet();
+        let mut bounds: BTreeMap<String, f64> = std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 4.0)).collect();
+        bounds.insert("add:o".into(), 0.5); // refreshed one level lower
+        for (hyphen, placement) in [(true, Placement::Greedy), (false, Placement::Greedy), (false, Placement::Fewest)] {
+            let options = CompileOptions { bounds: Some(bounds.clone()), hyphen, placement, ..Default::default() };
+            let choice = super::super::choose_path(&g, &options).unwrap();
+            assert_eq!(choice.path, super::super::CompilePath::Bootstrapped);
+            assert!(choice.reason.contains("relu node 'relu'"), "{}", choice.reason);
+            let p = super::super::compile(&g, &options).unwrap();
+            let kinds: Vec<String> = p.ops.iter().map(|o| serde_json::to_value(&o.kind).unwrap()["kind"].as_str().unwrap().to_string()).collect();
+            assert_eq!(kinds.last().map(String::as_str), Some("pool_fc"));
+            assert!(kinds.iter().any(|k| k == "composite_relu") && kinds.iter().any(|k| k == "quadratic"));
+            let top = p.input_level;
+            assert_eq!(top, bootstrap_shape("logn16_full_slots").unwrap().residual_levels);
+            assert!(p.ops.iter().all(|o| o.level >= o.depth && o.level <= top), "{:?}", p.ops.iter().map(|o| (o.level, o.depth)).collect::<Vec<_>>());
+            assert!(p.rotation_levels.values().all(|&l| l <= top) && !p.rotation_levels.is_empty());
+            assert_eq!(p.output_slots, [0, 1, 2]);
+            assert!(p.bootstraps().unwrap() >= 2, "the composite ReLU alone needs bootstraps");
+            let relu = p.ops.iter().find(|o| o.name == "relu").unwrap();
+            match &relu.kind {
+                FheOpKind::CompositeRelu { bound, stages, depths } => {
+                    assert_eq!((*bound, depths.as_slice()), (4.0, &[4usize, 4, 5][..]));
+                    assert_eq!(stages.len(), 3);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Without bounds: a clear error, naming why the leveled path was not taken either.
+        let e = super::super::compile(&g, &CompileOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("relu node 'relu'") && e.contains("value bound"), "{e}");
     }
 
     #[test]
