@@ -10,7 +10,10 @@
 //! [`choose_path`] picks the path and says why: a ReLU needs the bootstrapped path; otherwise
 //! the leveled one whenever it takes every node and the network's depth fits the largest ring
 //! at 128-bit security. Both paths reproduce the Python compilers' programs decision for
-//! decision (tests/test_fhe_compiler.py compares them).
+//! decision (tests/test_fhe_compiler.py compares them), with two deliberate differences: the
+//! 128-bit bound of 2^16 is lycaon-rlwe's (1772 bits; fhe.py's copy says 1761), and on the
+//! leveled path a polynomial without a square term (b x + c) is a one-level `scale_shift`
+//! (fhe.py writes a quadratic with a = 0 of two levels, against its own level plan of one).
 
 pub mod leveled;
 pub mod linear;
