@@ -962,3 +962,17 @@ class HybridServer:
 def hybrid_infer(addr: str, x_int: npt.NDArray[np.int64], options_json: str = "{}", progress: "object | None" = None) -> str: ...
 def hybrid_fetch_program(addr: str, options_json: str = "{}") -> str: ...
 def hybrid_local(program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], x_int: npt.NDArray[np.int64], options_json: str = "{}", progress: "object | None" = None) -> str: ...
+
+# FHE compiler (crates/lycaon-runtime/src/fhe/compile): lycaon.fhe_compiler wraps these.
+
+def fhe_compile(graph_json: str, options_json: str = "{}") -> str:
+    """The FHE program (JSON) of a model-front graph (``lycaon.frontend.graph_json``) under
+    ``options_json``: {"name", "metadata", "path": "leveled" | "bootstrapped", "log_scale",
+    "log_q0", "p_bits", "log_n", "bounds": {tensor: bound}, "relu_degrees", "hyphen",
+    "placement": "greedy" | "fewest", "bootstrap_shape"}. Releases the GIL; raises LycaonError
+    naming the node and the reason."""
+    ...
+
+def fhe_compile_path(graph_json: str, options_json: str = "{}") -> str:
+    """{"path", "reason"} (JSON): the compiler path the graph takes and why."""
+    ...

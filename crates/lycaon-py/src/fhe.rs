@@ -187,3 +187,27 @@ pub fn fhe_program_facts(program_json: &str) -> PyResult<String> {
     })
     .to_string())
 }
+
+/// Compiles a model-front graph (JSON from `lycaon.frontend.graph_json`, batch-norm folded and
+/// quadratics made monic) to the FHE program (JSON) under `options_json` (lycaon-runtime's
+/// `CompileOptions`: name, metadata, path, log_scale, log_q0, p_bits, log_n, bounds,
+/// relu_degrees, hyphen, placement, bootstrap_shape). Releases the GIL.
+#[pyfunction]
+#[pyo3(signature = (graph_json, options_json = "{}"))]
+pub fn fhe_compile(py: Python<'_>, graph_json: &str, options_json: &str) -> PyResult<String> {
+    py.detach(|| lycaon_runtime::fhe::compile::compile_json(graph_json, options_json)).map_err(err)
+}
+
+/// The compiler path a graph takes under `options_json` and why: JSON {"path": "leveled" |
+/// "bootstrapped", "reason"}.
+#[pyfunction]
+#[pyo3(signature = (graph_json, options_json = "{}"))]
+pub fn fhe_compile_path(py: Python<'_>, graph_json: &str, options_json: &str) -> PyResult<String> {
+    py.detach(|| -> lycaon_runtime::Result<String> {
+        let graph = lycaon_runtime::fhe::ModelGraph::from_json(graph_json)?;
+        let options = lycaon_runtime::fhe::CompileOptions::from_json(options_json)?;
+        let choice = lycaon_runtime::fhe::choose_path(&graph, &options)?;
+        serde_json::to_string(&choice).map_err(|e| lycaon_runtime::RuntimeError::Compile(e.to_string()))
+    })
+    .map_err(err)
+}

@@ -1239,6 +1239,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fhe::fhe_program_facts, m)?)?;
     m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_ops, m)?)?;
     m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_bootstrap, m)?)?;
+    m.add_function(wrap_pyfunction!(fhe::fhe_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(fhe::fhe_compile_path, m)?)?;
     m.add_function(wrap_pyfunction!(plan::simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan::reproduction_003_json, m)?)?;

@@ -45,6 +45,10 @@ pub enum RuntimeError {
     Plan(#[from] lycaon_plan::PlanError),
     #[error("FHE evaluation: {0}")]
     Fhe(String),
+    #[error("invalid model graph: {0}")]
+    Graph(String),
+    #[error("cannot compile for the FHE mode: {0}")]
+    Compile(String),
 }
 
 impl From<lycaon_bfv::rlwe::RlweError> for RuntimeError {

@@ -9,7 +9,7 @@ use lycaon_mpc::tcp::TcpChannel;
 use lycaon_mpc::{Channel, LinkModel};
 use lycaon_nn::{conv_reference, ConvShape};
 use lycaon_runtime::session::{fetch_program, run_client, run_local, ServedModel};
-use lycaon_runtime::{Program, Server, ServerOptions, SessionOptions, Weights};
+use lycaon_runtime::{Program, Served, Server, ServerOptions, SessionOptions, Weights};
 use rand::{Rng, RngExt};
 use serde_json::json;
 
@@ -206,7 +206,7 @@ fn label_only_reveals_the_argmax() {
 fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
     let (program, weights) = network(false, "logits");
     let model = Arc::new(ServedModel::new(program, &weights, no_flooding()).unwrap());
-    let server = Server::bind(lycaon_runtime::Served::Hybrid(model), "127.0.0.1:0", ServerOptions { timeout: Duration::from_secs(20), ..ServerOptions::default() }).unwrap();
+    let server = Server::bind(Served::Hybrid(model), "127.0.0.1:0", ServerOptions { timeout: Duration::from_secs(20), ..ServerOptions::default() }).unwrap();
     let addr = server.local_addr();
     let stop = server.stopper();
     let log = server.log.clone();
@@ -232,7 +232,7 @@ fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
                     assert_eq!(reply[0], 0xEE, "the server names the error");
                     assert!(String::from_utf8_lossy(&reply[1..]).contains("hello"));
                     let mut ch = TcpChannel::connect(addr, LinkModel::UNLIMITED, Duration::from_secs(20)).unwrap();
-                    let hello = lycaon_runtime::hello::Hello { want: lycaon_runtime::hello::Want::Inference, mode: None };
+                    let hello = lycaon_runtime::hello::Hello { want: lycaon_runtime::hello::Want::Inference, mode: Some(lycaon_runtime::Mode::Hybrid) };
                     ch.send(&hello.to_bytes()).unwrap();
                     let _program = ch.recv().unwrap();
                     ch.send(&[1, 9, 9, 9, 9, 9]).unwrap();
@@ -471,7 +471,7 @@ fn non_square_input_with_grouped_conv_pool_and_concat_is_exact() {
 fn ops_larger_than_one_two_party_batch_are_exact() {
     // 1 x 400 x 350 = 140,000 elements: the truncation, ReLU, clip and max-pool each run in two
     // chunks of at most NONLINEAR_CHUNK (2^17) elements.
-    assert!(400 * 350 > lycaon_runtime::session::NONLINEAR_CHUNK);
+    const { assert!(400 * 350 > lycaon_runtime::session::NONLINEAR_CHUNK) };
     let mut rng = rand::rng();
     let program = Program::from_json(
         &json!({"version": 2, "name": "wide", "input": "x", "input_shape": [1, 400, 350], "fraction_bits": 4, "output": "out", "ops": [

@@ -1,0 +1,496 @@
+//! The bootstrapped path (Python's `FheResNet`): CIFAR ResNets on the multiplexed packing at the
+//! bootstrappable parameter set. Convolutions by lycaon-nn's MPConv (two levels), or, where a
+//! stride-1 convolution on the gap-1 packing feeds a quadratic that feeds another stride-1
+//! convolution and the change saves rotations, HyPHEN's CAConv -> per-channel quadratic ->
+//! RAConv (the first convolution's bias folded into the quadratic); per-channel quadratics
+//! (one level when monic) and scales b x + c; ReLU by the composite minimax sign
+//! (lycaon-ckks' `CompositeSign::for_relu`, its last stage folded into the step B (1 + p) / 2
+//! with B the calibrated bound of its input); residual additions; global average pooling with
+//! the fully connected layer (lycaon-nn's AvgPoolFc). Bootstraps placed by
+//! [`super::placement`] from the calibrated value bounds; every rotation key at the highest
+//! level it is used at under that plan.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lycaon_nn::fhe::{CaConv, MpConv, MultiplexedLayout, RaConv};
+
+use super::linear::diagonal_rotations;
+use super::placement::{Levels, PlacedOp};
+use super::{fail, CompileOptions, Placement};
+use crate::fhe::graph::{GraphNode, ModelGraph, NodeOp};
+use crate::fhe::program::{bootstrap_shape, FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
+use crate::Result;
+
+/// A tensor's packing on this path: multiplexed (C, h, w, gap), or the logits (n values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Packed {
+    Multiplexed(Layout),
+    Logits(usize),
+}
+
+/// One op before placement: its program kind (a ReLU's stages come with its bound at the end),
+/// depth, and the rotation steps of its layers with the levels below its own they run at.
+struct ResOp {
+    placed: PlacedOp,
+    kind: FheOpKind,
+    rotations: Vec<(Vec<i64>, usize)>,
+    out: Packed,
+}
+
+fn nn_layout(l: &Layout, slots: usize, what: &str) -> Result<MultiplexedLayout> {
+    MultiplexedLayout::new(l.channels, l.height, l.width, l.gap, slots).map_err(|e| fail(format!("{what}: {e}")))
+}
+
+fn layout_of(l: &MultiplexedLayout) -> Layout {
+    Layout { channels: l.channels, height: l.height, width: l.width, gap: l.gap }
+}
+
+/// Per-channel values repeated over each channel's pixels, in the multiplexed packing (every
+/// copy filled): Python's `multiplexed_pack(*layout, np.repeat(values, h w))`.
+fn pack_channels(l: &Layout, slots: usize, values: &[f64], what: &str) -> Result<Vec<f64>> {
+    let nl = nn_layout(l, slots, what)?;
+    let area = l.height * l.width;
+    let tensor: Vec<f64> = values.iter().flat_map(|&v| std::iter::repeat_n(v, area)).collect();
+    nl.pack(&tensor).map_err(|e| fail(format!("{what}: {e}")))
+}
+
+/// (weights, kernel, stride) of a convolution with a square kernel padded by f/2 and no groups
+/// (what MPConv and HyPHEN's convolutions take; each refuses an even kernel itself), else None.
+fn conv_attrs(node: &GraphNode) -> Option<(&[f64], usize, usize, usize)> {
+    if node.op != NodeOp::Conv {
+        return None;
+    }
+    let w = node.param("weight")?;
+    let k = w.shape[2];
+    if w.shape[2] != w.shape[3] || node.attrs.pads().iter().any(|&p| p != k / 2) || node.attrs.groups() != 1 {
+        return None;
+    }
+    Some((&w.data, w.shape[0], k, node.attrs.stride()[0]))
+}
+
+/// Per-channel coefficient rows (c, b, a) of a `poly` node, or None unless (C, 3).
+fn quadratic_rows(node: &GraphNode) -> Option<Vec<[f64; 3]>> {
+    let c = node.param("coefficients")?;
+    if c.shape.len() != 2 || c.shape[1] != 3 {
+        return None;
+    }
+    Some(c.data.chunks(3).map(|r| [r[0], r[1], r[2]]).collect())
+}
+
+/// The rotation steps of lycaon-nn's `AvgPoolFc` on `input` with `n_out` outputs (its pooling
+/// steps, then its transform's baby and giant steps), without building the transform.
+fn pool_fc_rotations(input: &MultiplexedLayout, n_out: usize) -> Vec<i64> {
+    let l = input;
+    let mut steps: Vec<i64> = (0..l.width.trailing_zeros()).map(|j| (l.gap << j) as i64).collect();
+    steps.extend((0..l.height.trailing_zeros()).map(|j| ((l.gap * l.row_len()) << j) as i64));
+    let mut indices: Vec<usize> = (0..n_out).flat_map(|i| (0..l.channels).map(move |ch| (l.slot(ch, 0, 0) + l.slots - i) % l.slots)).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    steps.extend(diagonal_rotations(&indices, l.slots));
+    steps.sort_unstable();
+    steps.dedup();
+    steps
+}
+
+struct Compiler<'a> {
+    graph: &'a ModelGraph,
+    options: &'a CompileOptions,
+    slots: usize,
+    readers: HashMap<&'a str, usize>,
+}
+
+impl<'a> Compiler<'a> {
+    /// The HyPHEN op for conv -> quadratic -> conv at `i` (Python's `_hyphen_pair`), else None.
+    fn hyphen_pair(&self, i: usize, src: &Layout) -> Result<Option<ResOp>> {
+        let nodes = &self.graph.nodes;
+        if i + 2 >= nodes.len() || src.gap != 1 {
+            return Ok(None);
+        }
+        let (conv1, act, conv2) = (&nodes[i], &nodes[i + 1], &nodes[i + 2]);
+        let (Some(first), Some(second)) = (conv_attrs(conv1), conv_attrs(conv2)) else { return Ok(None) };
+        let ((w1, c_mid, k1, s1), (w2, c_out, k2, s2)) = (first, second);
+        if s1 != 1 || s2 != 1 || k1 % 2 == 0 || k2 % 2 == 0 || act.op != NodeOp::Poly {
+            return Ok(None);
+        }
+        if act.inputs != [conv1.output.clone()]
+            || conv2.inputs != [act.output.clone()]
+            || self.readers.get(conv1.output.as_str()) != Some(&1)
+            || self.readers.get(act.output.as_str()) != Some(&1)
+        {
+            return Ok(None);
+        }
+        let Some(rows) = quadratic_rows(act) else { return Ok(None) };
+        if rows.iter().any(|r| r[2] == 0.0) {
+            return Ok(None);
+        }
+        let d = conv1.describe();
+        let beta: Vec<f64> = conv1.param("bias").map_or(vec![0.0; c_mid], |b| b.data.clone());
+        if rows.len() != c_mid || beta.len() != c_mid {
+            return Ok(None);
+        }
+        // a (x + beta)^2 + b (x + beta) + c, in numpy's order of operations.
+        let a: Vec<f64> = rows.iter().map(|r| r[2]).collect();
+        let b: Vec<f64> = rows.iter().zip(&beta).map(|(r, &be)| 2.0 * r[2] * be + r[1]).collect();
+        let c: Vec<f64> = rows.iter().zip(&beta).map(|(r, &be)| r[2] * (be * be) + r[1] * be + r[0]).collect();
+        let monic = a.iter().all(|&x| x == 1.0);
+        let nl = nn_layout(src, self.slots, &d)?;
+        let nn = |e: lycaon_nn::fhe::FheError| fail(format!("{d}: {e}"));
+        let ca = CaConv::new(nl, c_mid, k1, w1).map_err(nn)?;
+        let ra = RaConv::new(c_mid, src.height, src.width, self.slots, c_out, k2, w2).map_err(nn)?;
+        // Only where the change of packing saves rotations against the two MPConvs it replaces.
+        let mp1 = MpConv::new(nl, c_mid, k1, 1, w1).map_err(nn)?;
+        let mp2 = MpConv::new(*mp1.output_layout(), c_out, k2, 1, w2).map_err(nn)?;
+        if ca.counts().rotations + ra.counts().rotations >= mp1.counts().rotations + mp2.counts().rotations {
+            return Ok(None);
+        }
+        let out = layout_of(ra.output_layout());
+        let bias = conv2.param("bias").map(|bv| pack_channels(&out, self.slots, &bv.data, &conv2.describe())).transpose()?;
+        let depth = 2 + if monic { 1 } else { 2 };
+        let kind = FheOpKind::Hyphen {
+            input: *src,
+            mid_channels: c_mid,
+            kernel1: k1,
+            weights1: w1.to_vec(),
+            out_channels: c_out,
+            kernel2: k2,
+            weights2: w2.to_vec(),
+            a: (!monic).then_some(a),
+            b,
+            c,
+            bias: bias.map(|v| SlotValues::from_dense(&v)),
+        };
+        let placed = PlacedOp { name: conv1.name.clone(), inputs: vec![conv1.inputs[0].clone()], output: conv2.output.clone(), depth, relu: false };
+        Ok(Some(ResOp { placed, kind, rotations: vec![(ca.rotation_steps(), 0), (ra.rotation_steps(), depth - 1)], out: Packed::Multiplexed(out) }))
+    }
+
+    /// Python's `FheResNet._compile`: the ops and the input's layout.
+    fn ops(&self) -> Result<(Vec<ResOp>, Layout)> {
+        let g = self.graph;
+        let [c, h, w] = g.input_shape[..] else {
+            return Err(fail(format!("the bootstrapped path takes a (C, H, W) image input, not shape {:?}", g.input_shape)));
+        };
+        let input = Layout { channels: c, height: h, width: w, gap: 1 };
+        let mut layouts: HashMap<&str, Packed> = HashMap::from([(g.input.as_str(), Packed::Multiplexed(input))]);
+        let mut ops: Vec<ResOp> = Vec::new();
+        let nodes = &g.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let mut node = &nodes[i];
+            let d = node.describe();
+            let src = *layouts.get(node.inputs[0].as_str()).ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[0])))?;
+            let image = |p: Packed| match p {
+                Packed::Multiplexed(l) => Ok(l),
+                Packed::Logits(_) => Err(fail(format!("{d}: its input is a vector; this path takes images up to the global average pooling"))),
+            };
+            let simple = |node: &GraphNode, depth: usize, kind: FheOpKind, out: Packed| ResOp {
+                placed: PlacedOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), depth, relu: false },
+                kind,
+                rotations: vec![],
+                out,
+            };
+            let pair = match src {
+                Packed::Multiplexed(l) if self.options.hyphen => self.hyphen_pair(i, &l)?,
+                _ => None,
+            };
+            let op = if let Some(pair) = pair {
+                node = &nodes[i + 2];
+                i += 2;
+                pair
+            } else {
+                match node.op {
+                    NodeOp::Conv => {
+                        let Some((wgt, c_out, k, stride)) = conv_attrs(node) else {
+                            return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2, no groups")));
+                        };
+                        let src = image(src)?;
+                        let layer = MpConv::new(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt).map_err(|e| fail(format!("{d}: {e}")))?;
+                        let out = layout_of(layer.output_layout());
+                        let bias = node.param("bias").map(|b| pack_channels(&out, self.slots, &b.data, &d)).transpose()?;
+                        let kind = FheOpKind::MpConv {
+                            input: src,
+                            out_channels: c_out,
+                            kernel: k,
+                            stride,
+                            weights: wgt.to_vec(),
+                            bias: bias.map(|v| SlotValues::from_dense(&v)),
+                        };
+                        let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
+                        op.rotations = vec![(layer.rotation_steps(), 0)];
+                        op
+                    }
+                    NodeOp::Poly => {
+                        let rows = quadratic_rows(node).ok_or_else(|| fail(format!("{d}: expected a per-channel quadratic (C, 3)")))?;
+                        let l = image(src)?;
+                        if rows.len() != l.channels {
+                            return Err(fail(format!("{d}: {} coefficient rows for {} channels", rows.len(), l.channels)));
+                        }
+                        // None for a coefficient that is 0 in every channel.
+                        let packed = |j: usize| -> Result<Option<Vec<f64>>> {
+                            if rows.iter().all(|r| r[j] == 0.0) {
+                                return Ok(None);
+                            }
+                            let col: Vec<f64> = rows.iter().map(|r| r[j]).collect();
+                            pack_channels(&l, self.slots, &col, &d).map(Some)
+                        };
+                        let sv = |v: Option<Vec<f64>>| v.map(|v| SlotValues::from_dense(&v));
+                        if rows.iter().all(|r| r[2] == 0.0) {
+                            // b x + c (a per-channel scale): one level.
+                            let b = packed(1)?.unwrap_or_else(|| vec![0.0; self.slots]);
+                            simple(node, 1, FheOpKind::ScaleShift { b: SlotValues::from_dense(&b), c: sv(packed(0)?) }, src)
+                        } else {
+                            // Monic (x times x): one level; else a x first, then times x: two.
+                            let monic = rows.iter().all(|r| r[2] == 1.0);
+                            let a = if monic { None } else { packed(2)? };
+                            simple(node, if monic { 1 } else { 2 }, FheOpKind::Quadratic { a: sv(a), b: sv(packed(1)?), c: sv(packed(0)?) }, src)
+                        }
+                    }
+                    NodeOp::Relu => {
+                        let mut op = simple(node, 0, FheOpKind::CompositeRelu { bound: 0.0, stages: vec![], depths: vec![] }, src);
+                        op.placed.relu = true;
+                        op
+                    }
+                    NodeOp::Add => {
+                        let other = layouts
+                            .get(node.inputs[1].as_str())
+                            .ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[1])))?;
+                        if *other != src {
+                            return Err(fail(format!("{d}: the two inputs are packed differently")));
+                        }
+                        simple(node, 0, FheOpKind::Add, src)
+                    }
+                    NodeOp::GlobalAvgpool => {
+                        let (flat, lin) = (nodes.get(i + 1), nodes.get(i + 2));
+                        let (Some(flat), Some(lin)) = (flat.filter(|f| f.op == NodeOp::Flatten), lin.filter(|l| l.op == NodeOp::Linear)) else {
+                            return Err(fail(format!("{d}: expected global average pooling, flatten, linear")));
+                        };
+                        let l = image(src)?;
+                        let wgt = lin.required("weight")?;
+                        let n_out = wgt.shape[0];
+                        let bias = lin.param("bias").map_or(vec![0.0; n_out], |b| b.data.clone());
+                        let nl = nn_layout(&l, self.slots, &d)?;
+                        if wgt.data.len() != n_out * l.channels || bias.len() != n_out || n_out == 0 || n_out > self.slots {
+                            return Err(fail(format!("{}: {n_out} x {} weights for {} channels", lin.describe(), wgt.shape[1], l.channels)));
+                        }
+                        let kind = FheOpKind::PoolFc { input: l, n_out, weights: wgt.data.clone(), bias };
+                        let placed = PlacedOp { name: node.name.clone(), inputs: node.inputs.clone(), output: lin.output.clone(), depth: 1, relu: false };
+                        layouts.insert(flat.output.as_str(), Packed::Logits(n_out));
+                        i += 2;
+                        node = lin;
+                        ResOp { placed, kind, rotations: vec![(pool_fc_rotations(&nl, n_out), 0)], out: Packed::Logits(n_out) }
+                    }
+                    other => return Err(fail(format!("{d}: the bootstrapped FHE path does not take '{}'", other.as_str()))),
+                }
+            };
+            layouts.insert(node.output.as_str(), op.out);
+            ops.push(op);
+            i += 1;
+        }
+        if !ops.last().is_some_and(|o| matches!(o.kind, FheOpKind::PoolFc { .. })) {
+            return Err(fail(format!("{}: the bootstrapped path expects the network to end in global average pooling and a linear layer", g.name)));
+        }
+        Ok((ops, input))
+    }
+}
+
+/// The composite ReLU's stages (Chebyshev coefficients on [-1, 1]) and their depths
+/// ceil(log2(coefficients)).
+fn relu_stages(degrees: Option<&[usize]>) -> Result<(Vec<Vec<f64>>, Vec<usize>)> {
+    let degrees = degrees.unwrap_or(&lycaon_ckks::LEE_ALPHA13_DEGREES);
+    let (sign, _) = lycaon_ckks::CompositeSign::for_relu(degrees).map_err(|e| fail(format!("composite ReLU of degrees {degrees:?}: {e}")))?;
+    let stages: Vec<Vec<f64>> = sign.stages.iter().map(|p| p.coeffs.clone()).collect();
+    let depths = stages.iter().map(|c| c.len().max(1).next_power_of_two().trailing_zeros() as usize).collect();
+    Ok((stages, depths))
+}
+
+/// The program of `graph` on the bootstrapped path.
+pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgram> {
+    let shape = bootstrap_shape(&options.bootstrap_shape)?;
+    let slots = 1usize << (shape.log_n - 1);
+    let top = shape.residual_levels;
+    let bounds = options.bounds.as_ref().ok_or_else(|| {
+        fail("the bootstrapped path needs the value bound of every tensor (bounds: from calibration images, as FheResNet._calibrate computes them)")
+    })?;
+    for (name, &b) in bounds {
+        if !(b.is_finite() && b > 0.0) {
+            return Err(fail(format!("the bound {b} of tensor '{name}' is not a positive number")));
+        }
+    }
+    let compiler = Compiler { graph, options, slots, readers: graph.readers() };
+    let (mut ops, input) = compiler.ops()?;
+    let (stages, depths) = if ops.iter().any(|o| o.placed.relu) { relu_stages(options.relu_degrees.as_deref())? } else { (vec![], vec![]) };
+    // A bound under 1 is put back by a product with it after the bootstrap (one level).
+    let refreshed: HashMap<String, usize> = bounds.iter().map(|(n, &b)| (n.clone(), if b >= 1.0 { top } else { top.saturating_sub(1) })).collect();
+    let levels = Levels { top, relu_depths: &depths, refreshed: &refreshed };
+    let placed: Vec<PlacedOp> = ops.iter().map(|o| o.placed.clone()).collect();
+    let output = placed.last().map(|o| o.output.clone()).unwrap_or_default();
+    let plan = match options.placement {
+        Placement::Greedy => levels.greedy(&placed, &graph.input)?,
+        Placement::Fewest => levels.fewest(&placed, &graph.input, &output)?,
+    };
+    let op_levels = levels.op_levels(&placed, &graph.input, &plan)?;
+    let bound =
+        |name: &str| bounds.get(name).copied().ok_or_else(|| fail(format!("tensor '{name}' has no value bound; pass the calibrated bounds of every tensor")));
+    let mut rotation_levels: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut program_ops = Vec::with_capacity(ops.len());
+    for ((op, refresh), &level) in ops.iter_mut().zip(&plan).zip(&op_levels) {
+        for (steps, below) in &op.rotations {
+            let at = level.saturating_sub(*below);
+            for &s in steps {
+                let s = s.rem_euclid(slots as i64);
+                if s != 0 {
+                    let e = rotation_levels.entry(s).or_insert(0);
+                    *e = (*e).max(at);
+                }
+            }
+        }
+        if op.placed.relu {
+            // The last stage folded into the step B (1 + p) / 2.
+            let b = bound(&op.placed.inputs[0])?;
+            let mut st = stages.clone();
+            if let Some(last) = st.last_mut() {
+                for c in last.iter_mut() {
+                    *c *= b / 2.0;
+                }
+                if let Some(c0) = last.first_mut() {
+                    *c0 += b / 2.0;
+                }
+            }
+            op.kind = FheOpKind::CompositeRelu { bound: b, stages: st, depths: depths.clone() };
+        }
+        let refresh = refresh.iter().map(|n| Ok(Refresh { tensor: n.clone(), bound: bound(n)? })).collect::<Result<Vec<_>>>()?;
+        program_ops.push(FheOp {
+            name: op.placed.name.clone(),
+            inputs: op.placed.inputs.clone(),
+            output: op.placed.output.clone(),
+            level,
+            depth: op.placed.depth,
+            refresh,
+            kind: std::mem::replace(&mut op.kind, FheOpKind::Alias),
+        });
+    }
+    let n_out = match ops.last().map(|o| o.out) {
+        Some(Packed::Logits(n)) => n,
+        _ => return Err(fail("the network's output must be the logits of the last linear layer")),
+    };
+    Ok(FheProgram {
+        format: FHE_PROGRAM_FORMAT,
+        name: options.name.clone().unwrap_or_else(|| graph.name.clone()),
+        parameters: FheParameters::Bootstrappable { shape: options.bootstrap_shape.clone() },
+        input: graph.input.clone(),
+        input_shape: graph.input_shape.clone(),
+        input_packing: InputPacking::Multiplexed { channels: input.channels, height: input.height, width: input.width, gap: input.gap },
+        input_level: top,
+        output,
+        output_slots: (0..n_out as u32).collect(),
+        ops: program_ops,
+        rotation_levels,
+        relin_level: Some(top),
+        metadata: options.metadata.clone().unwrap_or_else(|| serde_json::json!({})),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use lycaon_nn::fhe::AvgPoolFc;
+
+    use super::*;
+
+    #[test]
+    fn pool_fc_rotations_are_lycaon_nns() {
+        let ctx = super::super::linear::tests::toy_context();
+        for (c, h, w, gap, n_out) in [(4, 4, 4, 2, 3), (16, 8, 8, 1, 10), (8, 4, 4, 2, 5)] {
+            let l = MultiplexedLayout::new(c, h, w, gap, 1024).unwrap();
+            let weights = vec![0.5; n_out * c];
+            let layer = AvgPoolFc::new(&ctx, l, n_out, &weights, &vec![0.0; n_out]).unwrap();
+            assert_eq!(pool_fc_rotations(&l, n_out), layer.rotation_steps(), "{c} x {h} x {w} gap {gap}");
+        }
+    }
+
+    /// A residual block on a 4 x 8 x 8 image: conv, general quadratic, conv, add, monic
+    /// quadratic, ReLU, global average pooling, flatten, linear.
+    fn tiny_resnet() -> ModelGraph {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let weights = |n: usize, scale: f64| (0..n).map(|i| ((i * 7919 % 101) as f64 / 101.0 - 0.5) * scale).collect::<Vec<f64>>();
+        let node = |op, name: &str, inputs: &[&str], shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
+            op,
+            name: name.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            output: format!("{name}:o"),
+            shape: shape.to_vec(),
+            attrs,
+            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
+        };
+        let quad = |a: f64| Tensor::new(vec![4, 3], (0..4).flat_map(|c| [0.1 * c as f64, 0.5, a]).collect());
+        let nodes = vec![
+            node(NodeOp::Conv, "conv1", &["x"], &[4, 8, 8], pad.clone(), vec![("weight", Tensor::new(vec![4, 4, 3, 3], weights(144, 0.4)))]),
+            node(NodeOp::Poly, "act1", &["conv1:o"], &[4, 8, 8], NodeAttrs::default(), vec![("coefficients", quad(0.3))]),
+            node(
+                NodeOp::Conv,
+                "conv2",
+                &["act1:o"],
+                &[4, 8, 8],
+                pad,
+                vec![("weight", Tensor::new(vec![4, 4, 3, 3], weights(144, 0.3))), ("bias", Tensor::new(vec![4], vec![0.1; 4]))],
+            ),
+            node(NodeOp::Add, "add", &["conv2:o", "x"], &[4, 8, 8], NodeAttrs::default(), vec![]),
+            node(NodeOp::Poly, "act2", &["add:o"], &[4, 8, 8], NodeAttrs::default(), vec![("coefficients", quad(1.0))]),
+            node(NodeOp::Relu, "relu", &["act2:o"], &[4, 8, 8], NodeAttrs::default(), vec![]),
+            node(NodeOp::GlobalAvgpool, "pool", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["pool:o"], &[4], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[3], NodeAttrs::default(), vec![("weight", Tensor::new(vec![3, 4], weights(12, 1.0)))]),
+        ];
+        let g = ModelGraph {
+            format: GRAPH_FORMAT.into(),
+            version: GRAPH_VERSION,
+            name: "tiny".into(),
+            input: "x".into(),
+            input_shape: vec![4, 8, 8],
+            output: "fc:o".into(),
+            nodes,
+        };
+        g.validate().unwrap();
+        g
+    }
+
+    #[test]
+    fn a_tiny_resnet_compiles_with_a_level_plan_that_fits() {
+        let g = tiny_resnet();
+        let mut bounds: BTreeMap<String, f64> = std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 4.0)).collect();
+        bounds.insert("add:o".into(), 0.5); // refreshed one level lower
+        for (hyphen, placement) in [(true, Placement::Greedy), (false, Placement::Greedy), (false, Placement::Fewest)] {
+            let options = CompileOptions { bounds: Some(bounds.clone()), hyphen, placement, ..Default::default() };
+            let choice = super::super::choose_path(&g, &options).unwrap();
+            assert_eq!(choice.path, super::super::CompilePath::Bootstrapped);
+            assert!(choice.reason.contains("relu node 'relu'"), "{}", choice.reason);
+            let p = super::super::compile(&g, &options).unwrap();
+            let kinds: Vec<String> = p.ops.iter().map(|o| serde_json::to_value(&o.kind).unwrap()["kind"].as_str().unwrap().to_string()).collect();
+            assert_eq!(kinds.last().map(String::as_str), Some("pool_fc"));
+            assert!(kinds.iter().any(|k| k == "composite_relu") && kinds.iter().any(|k| k == "quadratic"));
+            let top = p.input_level;
+            assert_eq!(top, bootstrap_shape("logn16_full_slots").unwrap().residual_levels);
+            assert!(p.ops.iter().all(|o| o.level >= o.depth && o.level <= top), "{:?}", p.ops.iter().map(|o| (o.level, o.depth)).collect::<Vec<_>>());
+            assert!(p.rotation_levels.values().all(|&l| l <= top) && !p.rotation_levels.is_empty());
+            assert_eq!(p.output_slots, [0, 1, 2]);
+            assert!(p.bootstraps().unwrap() >= 2, "the composite ReLU alone needs bootstraps");
+            let relu = p.ops.iter().find(|o| o.name == "relu").unwrap();
+            match &relu.kind {
+                FheOpKind::CompositeRelu { bound, stages, depths } => {
+                    assert_eq!((*bound, depths.as_slice()), (4.0, &[4usize, 4, 5][..]));
+                    assert_eq!(stages.len(), 3);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Without bounds: a clear error, naming why the leveled path was not taken either.
+        let e = super::super::compile(&g, &CompileOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("relu node 'relu'") && e.contains("value bound"), "{e}");
+    }
+
+    #[test]
+    fn relu_stage_depths() {
+        let (stages, depths) = relu_stages(None).unwrap();
+        assert_eq!(depths, [4, 4, 5]);
+        assert_eq!(stages.iter().map(Vec::len).collect::<Vec<_>>(), [16, 16, 28]);
+    }
+}

@@ -1,0 +1,93 @@
+"""The FHE compiler in Rust (lycaon-runtime's `fhe::compile`) from Python: the graph rewrites
+that stay in Python (batch-norm folding, monic quadratics), the value bounds of the
+bootstrapped path from calibration inputs, then one native call that writes the runtime's FHE
+program. The Python compilers (`fhe.FheModel`, `fhe_resnet.FheResNet`) remain the reference
+it is tested against (tests/test_fhe_compiler.py).
+
+Paths (the Rust compiler chooses and explains, `compile_path`): "leveled" (no bootstrapping:
+the graph as `FheModel` rewrites it, monic quadratics folded into the next layer) when it has no
+ReLU and its depth fits the largest ring at 128-bit security; else "bootstrapped" (the graph as
+`FheResNet` rewrites it, monic quadratics with the scales applied at the additions, value
+bounds from `calibration`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ._native import fhe_compile, fhe_compile_path
+from .frontend.executor import run_node
+from .frontend.graph_json import graph_to_json
+from .frontend.ir import Graph, ModelError
+from .frontend.transforms import fold_batchnorm, monic_quadratics
+
+
+def value_bounds(graph: Graph, x: np.ndarray, chunk: int = 8) -> dict:
+    """Per tensor of `graph`, twice the largest |value| over the model-ready inputs `x` (N, ...),
+    rounded up to a power of two (`FheResNet._calibrate`'s rule: inputs beyond the calibration
+    maximum still land inside [-1, 1] after a refresh's division)."""
+    largest: dict = {}
+    for k in range(0, len(x), chunk):
+        values = {graph.input_name: np.asarray(x[k:k + chunk], dtype=np.float64)}
+        for node in graph.nodes:
+            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        for name, v in values.items():
+            largest[name] = max(largest.get(name, 0.0), float(np.abs(v).max()))
+    return {name: float(2.0 ** math.ceil(math.log2(max(2.0 * m, 1e-3)))) for name, m in largest.items()}
+
+
+def leveled_graph(graph: Graph) -> Graph:
+    """The graph as the leveled path takes it (`FheModel`'s rewrites)."""
+    from .fhe import _monic  # noqa: PLC0415
+
+    return _monic(fold_batchnorm(graph))
+
+
+def bootstrapped_graph(graph: Graph, monic: bool = True) -> Graph:
+    """The graph as the bootstrapped path takes it (`FheResNet`'s rewrites)."""
+    g = fold_batchnorm(graph)
+    if monic and any(n.op == "poly" for n in g.nodes):
+        try:
+            g = monic_quadratics(g, scale_at_adds=True)
+        except ModelError:
+            pass
+    return g
+
+
+def compile_path(graph: Graph, **options) -> dict:
+    """{"path", "reason"}: where the Rust compiler sends `graph` (after the leveled rewrites)."""
+    return json.loads(fhe_compile_path(graph_to_json(leveled_graph(graph)), json.dumps(options)))
+
+
+def compile_program(graph: Graph, calibration: Optional[np.ndarray] = None, **options) -> dict:
+    """The runtime's FHE program of `graph` as a dict (`compile_program_json`'s, parsed)."""
+    return json.loads(compile_program_json(graph, calibration, **options))
+
+
+def compile_program_json(graph: Graph, calibration: Optional[np.ndarray] = None, *, name: Optional[str] = None, metadata: Optional[dict] = None,
+                         path: Optional[str] = None, monic: bool = True, hyphen: bool = True, placement: str = "greedy",
+                         relu_degrees: Optional[Sequence[int]] = None, log_scale: int = 36, log_q0: int = 56,
+                         p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None) -> str:
+    """The runtime's FHE program (JSON text, what `FheSession.local` and the server take) of
+    `graph`, compiled in Rust. `calibration`: model-ready float inputs (N, ...) for the value
+    bounds of the bootstrapped path. The other arguments are the Python compilers'
+    (`FheModel`: log_scale, log_q0, p_bits, log_n; `FheResNet`: monic, hyphen, placement,
+    relu_degrees)."""
+    options = {"name": name or graph.name, "metadata": metadata or {}, "log_scale": log_scale, "log_q0": log_q0,
+               "p_bits": None if p_bits is None else [int(b) for b in p_bits], "log_n": log_n}
+    if path is None:
+        path = compile_path(graph, **options)["path"]
+    if path == "leveled":
+        return fhe_compile(graph_to_json(leveled_graph(graph)), json.dumps({**options, "path": "leveled"}))
+    if path != "bootstrapped":
+        raise ModelError(f"compiler path {path!r}: leveled or bootstrapped")
+    if calibration is None:
+        raise ModelError(f"{graph.name}: the bootstrapped path needs calibration inputs for the value bounds of its tensors")
+    g = bootstrapped_graph(graph, monic)
+    options.update(path="bootstrapped", bounds=value_bounds(g, calibration), hyphen=hyphen, placement=placement,
+                   relu_degrees=None if relu_degrees is None else [int(d) for d in relu_degrees])
+    return fhe_compile(graph_to_json(g), json.dumps(options))
