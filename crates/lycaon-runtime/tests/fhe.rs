@@ -139,7 +139,7 @@ fn a_small_network_runs_encrypted_over_tcp_and_matches_its_float_reference() {
         let err = max_error(&out.logits, &want);
         assert!(err < 1e-5, "logits {:?} vs float {want:?}: error {err}", out.logits);
         assert_eq!(steps, 3);
-        assert_eq!(out.report.late_encodings, 0, "every plaintext was encoded at load");
+        assert_eq!(out.report.run.late_encodings, 0, "every plaintext was encoded at load");
         assert!(out.report.flood_log2 > 0, "answers are flooded");
     }
     drop(ch);

@@ -17,6 +17,23 @@ def _log_line(record: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if not isinstance(v, (list, dict)))
 
 
+def _log_until_interrupted(server) -> int:
+    """Prints the server's log lines as they come (errors to stderr) until Ctrl-C, then stops it."""
+    seen = 0
+    try:
+        while True:
+            time.sleep(0.5)
+            records = server.logs()
+            for record in records[seen:]:
+                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
+            seen = len(records)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
+
+
 def _preprocess_spec(args) -> Optional[dict]:
     """The preprocessing spec of ``lycaon serve``'s flags: --preprocess (JSON or a JSON file),
     overridden field by field by --resize, --crop, --mean, --std, --scale, --channel-order."""
@@ -57,19 +74,7 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     address = server.start(port, host)
     meta = server.metadata
     print(f"serving {model} on {address} (input {tuple(meta['input_shape'])}, {meta['classes']} classes, up to {max_sessions} sessions at once); Ctrl-C stops", flush=True)
-    seen = 0
-    try:
-        while True:
-            time.sleep(0.5)
-            records = server.logs()
-            for record in records[seen:]:
-                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
-            seen = len(records)
-    except KeyboardInterrupt:
-        print("stopping", file=sys.stderr)
-    finally:
-        server.stop()
-    return 0
+    return _log_until_interrupted(server)
 
 
 def _fhe_summary(program: dict) -> str:
@@ -96,19 +101,7 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) ->
     address = server.start(port, host)
     sessions = server.options["max_sessions"]
     print(f"serving {model} in the FHE mode on {address} (up to {sessions} session{'s' if sessions != 1 else ''} at once); Ctrl-C stops", flush=True)
-    seen = 0
-    try:
-        while True:
-            time.sleep(0.5)
-            records = server.logs()
-            for record in records[seen:]:
-                print(_log_line(record), file=sys.stderr if "error" in record else sys.stdout, flush=True)
-            seen = len(records)
-    except KeyboardInterrupt:
-        print("stopping", file=sys.stderr)
-    finally:
-        server.stop()
-    return 0
+    return _log_until_interrupted(server)
 
 
 def add_parser(sub) -> None:

@@ -83,7 +83,7 @@ enum Prepared {
 }
 
 /// What one inference did: bootstraps, seconds per kind of work, late encodings.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct FheRunStats {
     pub bootstraps: usize,
     pub bootstrap_s: f64,

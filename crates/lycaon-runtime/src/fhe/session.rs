@@ -130,13 +130,8 @@ pub struct KeysAccepted {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct QueryReport {
     pub server_s: f64,
-    pub bootstraps: usize,
-    pub bootstrap_s: f64,
-    pub conv_s: f64,
-    pub quadratic_s: f64,
-    pub relu_s: f64,
-    pub other_s: f64,
-    pub late_encodings: u64,
+    #[serde(flatten)]
+    pub run: FheRunStats,
     pub flood_log2: u32,
 }
 
@@ -239,17 +234,7 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
 }
 
 fn report_of(stats: &FheRunStats, server_s: f64, flood_log2: u32) -> QueryReport {
-    QueryReport {
-        server_s,
-        bootstraps: stats.bootstraps,
-        bootstrap_s: stats.bootstrap_s,
-        conv_s: stats.conv_s,
-        quadratic_s: stats.quadratic_s,
-        relu_s: stats.relu_s,
-        other_s: stats.other_s,
-        late_encodings: stats.late_encodings,
-        flood_log2,
-    }
+    QueryReport { server_s, run: stats.clone(), flood_log2 }
 }
 
 /// Re-randomises (a fresh public-key encryption of zero) and floods the answer.
