@@ -1,6 +1,7 @@
 //! The hot kernels of Lycaon's schemes over whole RNS polynomials (all limbs at once), behind one
 //! trait so that a GPU implementation can take the same calls. [`CpuBackend`] is the reference;
-//! every other backend must agree with it bit for bit ([`conformance`]).
+//! [`RayonBackend`] computes the same on every core; every other backend must agree with the
+//! reference bit for bit ([`conformance`]).
 //!
 //! Kernels are coarse on purpose: a key-switching inner product is one call, not a loop of
 //! point-wise products, so that a device backend can fuse it.
@@ -12,6 +13,9 @@ use lycaon_math::{
 };
 
 pub mod conformance;
+pub mod parallel;
+
+pub use parallel::RayonBackend;
 
 /// Whole-polynomial kernels. Inputs are validated polynomials; errors are the math layer's.
 pub trait Backend: Send + Sync + std::fmt::Debug {

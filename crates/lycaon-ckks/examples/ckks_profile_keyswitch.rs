@@ -3,7 +3,8 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{keyswitch, Parameters, ParametersLiteral, SecretKey};
-use lycaon_ckks::{EvaluationKeys, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::EvaluationKeys;
 use lycaon_math::Sampler;
 
 #[global_allocator]

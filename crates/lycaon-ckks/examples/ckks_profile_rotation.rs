@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{keyswitch, Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor};
 use lycaon_math::{Automorphism, Sampler};
 
 #[global_allocator]

@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{precision_stats, ChebyshevPoly, CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{precision_stats, ChebyshevPoly, CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]

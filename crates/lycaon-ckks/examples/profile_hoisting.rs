@@ -3,7 +3,8 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]

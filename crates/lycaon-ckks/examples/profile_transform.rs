@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{CkksContext, Complex64, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use lycaon_math::{Ntt, Poly};
+use lycaon_math::{MathError, Ntt, Poly};
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -201,20 +201,20 @@ impl LinearTransform {
 }
 
 /// (sum_t pts[t] (.) c0[t], sum_t pts[t] (.) c1[t]) point-wise over one basis, in one blocked
-/// pass that reads each plaintext once (see [`crate::parallel::dot_blocked`]).
-pub(crate) fn dot_lazy(c0: &[&Poly<Ntt>], c1: &[&Poly<Ntt>], pts: &[&Poly<Ntt>]) -> [Poly<Ntt>; 2] {
+/// pass that reads each plaintext once (see [`lycaon_backend::parallel::dot_blocked`]).
+pub(crate) fn dot_lazy(c0: &[&Poly<Ntt>], c1: &[&Poly<Ntt>], pts: &[&Poly<Ntt>]) -> Result<[Poly<Ntt>; 2], MathError> {
     let basis = c0[0].basis().clone();
     let n = basis.n();
     let mut d0 = vec![0u64; basis.len() * n];
     let mut d1 = vec![0u64; basis.len() * n];
-    d0.par_chunks_exact_mut(n).zip(d1.par_chunks_exact_mut(n)).enumerate().for_each(|(i, (o0, o1))| {
+    d0.par_chunks_exact_mut(n).zip(d1.par_chunks_exact_mut(n)).enumerate().try_for_each(|(i, (o0, o1))| {
         let q = basis.moduli()[i];
         let x: Vec<&[u64]> = pts.iter().map(|p| p.limb(i)).collect();
         let y0: Vec<&[u64]> = c0.iter().map(|p| p.limb(i)).collect();
         let y1: Vec<&[u64]> = c1.iter().map(|p| p.limb(i)).collect();
-        crate::parallel::dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1]);
-    });
-    [Poly::from_kernel_output(&basis, d0), Poly::from_kernel_output(&basis, d1)]
+        lycaon_backend::parallel::dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1])
+    })?;
+    Ok([Poly::from_kernel_output(&basis, d0), Poly::from_kernel_output(&basis, d1)])
 }
 
 impl Evaluator {
@@ -287,7 +287,7 @@ impl Evaluator {
                 };
                 let c0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[0]).collect();
                 let c1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]].inner.parts()[1]).collect();
-                let [p0, p1] = dot_lazy(&c0, &c1, &pt_refs);
+                let [p0, p1] = dot_lazy(&c0, &c1, &pt_refs)?;
                 let inner = self.wrap(vec![p0, p1], ct.scale * sigma, ct.log_slots)?;
                 if g == 0 { Ok(inner) } else { self.rotate(&inner, g as i64) }
             })
@@ -366,7 +366,7 @@ impl Evaluator {
                 };
                 let e0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &extended[index[&b]][0]).collect();
                 let e1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &extended[index[&b]][1]).collect();
-                let [i0, i1] = dot_lazy(&e0, &e1, &pt_refs);
+                let [i0, i1] = dot_lazy(&e0, &e1, &pt_refs)?;
                 if g == 0 {
                     return Ok([i0, i1]);
                 }

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{BootstrapKeys, BootstrapParams, Bootstrapper};
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Complex64, Decryptor, Encoder, Evaluator, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 struct Setup {

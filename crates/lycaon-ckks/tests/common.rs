@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey};
-use lycaon_ckks::{Ciphertext, CkksContext, Complex64, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend, SecretKeyEncryptor};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{Ciphertext, CkksContext, Complex64, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor};
 use lycaon_math::Sampler;
 
 #[global_allocator]

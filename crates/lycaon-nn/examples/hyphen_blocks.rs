@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 use lycaon_nn::fhe::mpconv::conv_reference_f64;
 use lycaon_nn::fhe::{CaConv, FheOps, MpConv, MultiplexedLayout, RaConv};

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey};
-use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{CkksContext, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 use lycaon_nn::fhe::{FheOps, MpConv, MultiplexedLayout};
 

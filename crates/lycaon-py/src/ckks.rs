@@ -52,7 +52,7 @@ pub struct CkksParameters {
 impl CkksParameters {
     fn build(py: Python<'_>, lit: rlwe::ParametersLiteral, scale: f64) -> PyResult<Self> {
         py.detach(|| {
-            let params = rlwe::Parameters::with_backend(lit, lycaon_ckks::RayonBackend::shared()).map_err(param_err)?;
+            let params = rlwe::Parameters::with_backend(lit, lycaon_backend::RayonBackend::shared()).map_err(param_err)?;
             let ctx = CkksContext::new(&params, scale).map_err(|e| ParameterError::new_err(e.to_string()))?;
             Ok(Self { params, ctx })
         })

@@ -132,7 +132,7 @@ pub(crate) fn apply(
                 terms.iter().map(|&(_, k)| diags.get(&k).ok_or(CkksError::Internal("extended diagonal missing"))).collect::<Result<_, _>>()?;
             let r0: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]][0]).collect();
             let r1: Vec<&Poly<Ntt>> = terms.iter().map(|&(b, _)| &rotated[index[&b]][1]).collect();
-            let [a0, a1] = crate::linear::dot_lazy(&r0, &r1, &pts);
+            let [a0, a1] = crate::linear::dot_lazy(&r0, &r1, &pts)?;
             if g == 0 {
                 return Ok([a0, a1]);
             }

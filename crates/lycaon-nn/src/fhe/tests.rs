@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use lycaon_ckks::rlwe::{Parameters, PublicKey, SecretKey, Security};
-use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, RayonBackend};
+use lycaon_backend::RayonBackend;
+use lycaon_ckks::{precision_stats, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor};
 use lycaon_math::Sampler;
 
 use super::mpconv::conv_reference_f64;

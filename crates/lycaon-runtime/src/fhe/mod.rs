@@ -24,5 +24,5 @@ pub use session::{open_session, FheClient, FheServed, FheSessionOptions, Floodin
 
 /// The CPU backend the FHE mode runs on until the runtime's device choice covers it (all cores).
 pub fn cpu_backend() -> std::sync::Arc<dyn lycaon_backend::Backend> {
-    lycaon_ckks::RayonBackend::shared()
+    lycaon_backend::RayonBackend::shared()
 }

@@ -1,11 +1,11 @@
 //! A CPU backend that runs each kernel's limbs (or outputs) on rayon's thread pool. It computes
-//! exactly what [`lycaon_backend::CpuBackend`] computes, limb by limb, so the results agree bit
-//! for bit (checked by the backend's conformance suite in the tests below).
+//! exactly what [`CpuBackend`] computes, limb by limb, so the results agree bit for bit (checked
+//! by the conformance suite in the tests below).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use lycaon_backend::{Backend, CpuBackend};
+use crate::{check_inner_product_args, Backend, CpuBackend};
 use lycaon_math::{lazy_capacity, Automorphism, BaseConverter, Coeff, MathError, Modulus, Ntt, Poly};
 use num_traits::ToPrimitive;
 use rayon::prelude::*;
@@ -78,7 +78,11 @@ impl Backend for RayonBackend {
         if !a.basis().same_primes(b.basis()) {
             return Err(MathError::BasisMismatch { lhs: a.num_limbs(), rhs: b.num_limbs() });
         }
-        crate::evaluator::mul_assign_par(a, b);
+        let n = a.n();
+        let moduli = a.basis().moduli().to_vec();
+        a.data_mut().par_chunks_exact_mut(n).zip(b.data().par_chunks_exact(n)).zip(moduli).for_each(|((x, y), q)| {
+            x.iter_mut().zip(y).for_each(|(u, &v)| *u = q.mul(*u, v));
+        });
         Ok(())
     }
 
@@ -132,27 +136,27 @@ impl Backend for RayonBackend {
     }
 
     fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
-        let basis = lycaon_backend::check_inner_product_args(digits, keys, key_limbs, outputs)?;
+        let basis = check_inner_product_args(digits, keys, key_limbs, outputs)?;
         let n = basis.n();
         let key_rows: Vec<Vec<&Poly<Ntt>>> = (0..outputs).map(|o| keys.iter().map(|k| &k[o]).collect()).collect();
         let mut result: Vec<Vec<u64>> = (0..outputs).map(|_| vec![0u64; basis.len() * n]).collect();
         if outputs == 2 {
             let (first, second) = result.split_at_mut(1);
-            first[0].par_chunks_exact_mut(n).zip(second[0].par_chunks_exact_mut(n)).enumerate().for_each(|(i, (o0, o1))| {
+            first[0].par_chunks_exact_mut(n).zip(second[0].par_chunks_exact_mut(n)).enumerate().try_for_each(|(i, (o0, o1))| {
                 let q = basis.moduli()[i];
                 let x: Vec<&[u64]> = digits.iter().map(|d| d.limb(i)).collect();
                 let y0: Vec<&[u64]> = key_rows[0].iter().map(|k| k.limb(key_limbs[i])).collect();
                 let y1: Vec<&[u64]> = key_rows[1].iter().map(|k| k.limb(key_limbs[i])).collect();
-                dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1]);
-            });
+                dot_blocked(&q, &x, &[&y0, &y1], &mut [o0, o1])
+            })?;
         } else {
             for (o, out) in result.iter_mut().enumerate() {
-                out.par_chunks_exact_mut(n).enumerate().for_each(|(i, limb)| {
+                out.par_chunks_exact_mut(n).enumerate().try_for_each(|(i, limb)| {
                     let q = basis.moduli()[i];
                     let x: Vec<&[u64]> = digits.iter().map(|d| d.limb(i)).collect();
                     let y: Vec<&[u64]> = key_rows[o].iter().map(|k| k.limb(key_limbs[i])).collect();
-                    dot_blocked(&q, &x, &[&y], &mut [limb]);
-                });
+                    dot_blocked(&q, &x, &[&y], &mut [limb])
+                })?;
             }
         }
         let result = result.into_iter().map(|d| Poly::from_kernel_output(&basis, d)).collect();
@@ -166,9 +170,26 @@ const BLOCK: usize = 512;
 
 /// outs[o][k] = sum_j xs[j][k] ys[o][j][k] mod q, accumulated in u128 per block of coefficients
 /// (reducing early only if the sum could overflow) and reduced once: the same values as a
-/// term-by-term modular sum.
-pub(crate) fn dot_blocked(q: &Modulus, xs: &[&[u64]], ys: &[&[&[u64]]], outs: &mut [&mut [u64]]) {
+/// term-by-term modular sum. Schemes call it for point-wise dot products that bypass the trait
+/// (CKKS's linear transforms).
+///
+/// Every `xs[j]`, `ys[o][j]` and `outs[o]` is one limb of residues below q, all of one length,
+/// with one `ys[o]` per output and one `ys[o][j]` per `xs[j]`; otherwise `LimbCount` names the
+/// first count or length that differs.
+pub fn dot_blocked(q: &Modulus, xs: &[&[u64]], ys: &[&[&[u64]]], outs: &mut [&mut [u64]]) -> Result<(), MathError> {
     let n = outs.first().map_or(0, |o| o.len());
+    if ys.len() != outs.len() {
+        return Err(MathError::LimbCount { expected: outs.len(), found: ys.len() });
+    }
+    for y in ys {
+        if y.len() != xs.len() {
+            return Err(MathError::LimbCount { expected: xs.len(), found: y.len() });
+        }
+    }
+    let mut lengths = xs.iter().map(|x| x.len()).chain(ys.iter().flat_map(|y| y.iter().map(|v| v.len()))).chain(outs.iter().map(|o| o.len()));
+    if let Some(found) = lengths.find(|&len| len != n) {
+        return Err(MathError::LimbCount { expected: n, found });
+    }
     let cap = lazy_capacity(q).saturating_sub(1).max(1) as usize;
     let mut acc = vec![[0u128; BLOCK]; outs.len()];
     let mut start = 0;
@@ -193,6 +214,7 @@ pub(crate) fn dot_blocked(q: &Modulus, xs: &[&[u64]], ys: &[&[&[u64]]], outs: &m
         }
         start = end;
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -202,7 +224,25 @@ mod tests {
     #[test]
     fn agrees_with_the_reference_backend() {
         for n in [16, 1024] {
-            lycaon_backend::conformance::check_backend(&RayonBackend::new(), n);
+            crate::conformance::check_backend(&RayonBackend::new(), n);
         }
+    }
+
+    #[test]
+    fn dot_blocked_matches_a_term_by_term_sum_and_checks_lengths() {
+        let q = lycaon_math::ntt_moduli(&[60], 16, &[]).unwrap()[0];
+        let xs: Vec<Vec<u64>> = (0..5u64).map(|j| (0..1030u64).map(|k| q.value() - 1 - j * k).collect()).collect();
+        let ys: Vec<Vec<u64>> = (0..5u64).map(|j| (0..1030u64).map(|k| q.value() - 2 - j - k).collect()).collect();
+        let (x, y): (Vec<&[u64]>, Vec<&[u64]>) = (xs.iter().map(|v| v.as_slice()).collect(), ys.iter().map(|v| v.as_slice()).collect());
+        let mut out = vec![0u64; 1030];
+        dot_blocked(&q, &x, &[&y], &mut [&mut out]).unwrap();
+        for (k, &o) in out.iter().enumerate() {
+            let want = (0..5).fold(0u64, |s, j| q.add(s, q.mul(xs[j][k], ys[j][k])));
+            assert_eq!(o, want, "coefficient {k}");
+        }
+        let mut short = vec![0u64; 1029];
+        assert!(matches!(dot_blocked(&q, &x, &[&y], &mut [&mut short]), Err(MathError::LimbCount { expected: 1029, found: 1030 })));
+        assert!(matches!(dot_blocked(&q, &x[..4], &[&y], &mut [&mut out]), Err(MathError::LimbCount { expected: 4, found: 5 })));
+        assert!(matches!(dot_blocked(&q, &x, &[&y, &y], &mut [&mut out]), Err(MathError::LimbCount { expected: 1, found: 2 })));
     }
 }
