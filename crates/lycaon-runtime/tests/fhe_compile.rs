@@ -140,7 +140,7 @@ fn encrypted_error(g: &ModelGraph, inputs: &[Vec<f64>]) -> f64 {
     let served = Arc::new(FheServed::new(program, lycaon_runtime::fhe::cpu_backend(), FheSessionOptions::default()).unwrap());
     let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(120));
     let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
-    let (mut client, _, _) = open_session(&mut client_end, lycaon_runtime::fhe::cpu_backend(), &mut |_| {}).unwrap();
+    let (mut client, _, _) = open_session(&mut client_end, lycaon_runtime::fhe::cpu_backend(), false, &mut |_| {}).unwrap();
     let mut worst: f64 = 0.0;
     for x in inputs {
         let got = client.query(&mut client_end, x, &mut |_, _, _| {}).unwrap().logits;
