@@ -940,12 +940,21 @@ class FheAvgPoolFc:
 # Hybrid runtime (crates/lycaon-runtime): lycaon.hybrid wraps these.
 
 class HybridServer:
-    """A hybrid-mode server for one program and the server's integer weights
-    ({name: {"weight": int64 array, "bias": int64 array}}). options_json: {"max_sessions",
-    "timeout_s", "max_message_bytes", "link", "flood_bits", "metadata"}."""
+    """A server for one model in either mode: ``HybridServer(program_json, weights, options)``
+    for a hybrid program and the server's integer weights ({name: {"weight": int64 array,
+    "bias": int64 array}}), ``HybridServer.fhe(program_json, options)`` for an FHE program.
+    options_json: {"max_sessions", "timeout_s", "max_message_bytes", "link", "flood_bits",
+    "prepared_weights_bytes", "metadata", "flood_precision_bits" (FHE: bits the answers' noise
+    flooding leaves; 0: none)}."""
 
     def __init__(self, program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], options_json: str) -> None:
         """Compiles the program, checks and prepares the weights, works out each layer's flooding."""
+    @staticmethod
+    def fhe(program_json: str, options_json: str) -> "HybridServer":
+        """A server of an FHE program (prepared once; sessions bring their public keys)."""
+    @property
+    def mode(self) -> str:
+        """"hybrid" or "fhe"."""
     def start(self, addr: str) -> str:
         """Serves on ``addr`` in background threads; returns the bound address."""
     def stop(self) -> None:
@@ -962,6 +971,41 @@ class HybridServer:
 def hybrid_infer(addr: str, x_int: npt.NDArray[np.int64], options_json: str = "{}", progress: "object | None" = None) -> str: ...
 def hybrid_fetch_program(addr: str, options_json: str = "{}") -> str: ...
 def hybrid_local(program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], x_int: npt.NDArray[np.int64], options_json: str = "{}", progress: "object | None" = None) -> str: ...
+def fetch_public_model(addr: str, options_json: str = "{}") -> str:
+    """What a server (either mode) serves: {"mode", "program"} (JSON)."""
+    ...
+
+class FheSession:
+    """One client's FHE session (the runtime's client: the secret key stays inside); keys made
+    and sent when it opens. options_json: {"timeout_s", "flood_precision_bits" (local only),
+    "keyset": "level-aware" | "all-required"}."""
+
+    @staticmethod
+    def connect(addr: str, options_json: str = "{}", on_keys: "object | None" = None) -> "FheSession":
+        """Connects to an FHE server and sends this client's keys."""
+    @staticmethod
+    def local(program_json: str, options_json: str = "{}", on_keys: "object | None" = None) -> "FheSession":
+        """Both halves in this process (the server's on a thread, over an in-memory channel)."""
+    @property
+    def program_json(self) -> str:
+        """The public program (JSON)."""
+    @property
+    def keys(self) -> str:
+        """{"upload_bytes", "key_bytes", "galois_keys", "keys_s"} (JSON)."""
+    def infer(self, x: npt.NDArray[np.float64], progress: "object | None" = None) -> str:
+        """One query; the outcome (JSON: logits, label, timings, bytes, the server's report)."""
+    def close(self) -> "str | None":
+        """Ends the session; a local server's summary (JSON)."""
+
+def fhe_program_facts(program_json: str) -> str:
+    """{"bootstraps", "refreshes", "rotation_keys", "rotation_levels", "relin_level", "input_level", "ops"} (JSON)."""
+    ...
+def ckks_bench_ops(spec_json: str) -> str:
+    """Each CKKS operation timed by the runtime (lycaon bench ckks, Lycaon's side); JSON."""
+    ...
+def ckks_bench_bootstrap(seed: int = 1) -> str:
+    """One logN = 16 full-slot bootstrapping, timed by the runtime; JSON."""
+    ...
 
 # FHE compiler (crates/lycaon-runtime/src/fhe/compile): lycaon.fhe_compiler wraps these.
 
