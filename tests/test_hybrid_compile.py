@@ -109,7 +109,7 @@ def test_reveal_label_and_client_encoding(compiled):
     assert labelled["reveal"] == "label" and labelled["ops"] == program["ops"]
     client = hybrid.Client("127.0.0.1:1")
     dataset = MODELS[model]
-    client._program = dict(program, metadata={"preprocess": dataset, "labels": hybrid.LABELS[dataset]})
+    client._public = {"mode": "hybrid", "program": dict(program, metadata={"preprocess": dataset, "labels": hybrid.LABELS[dataset]})}
     raw, _ = (mnist_test_subset() if dataset == "mnist" else cifar10_test_subset())
     np.testing.assert_array_equal(client.encode(raw[8:10]), q.encode_input(planner.preprocessor(dataset)(raw[8:10])).reshape(2, -1))
     np.testing.assert_array_equal(client.encode(x[0]), q.encode_input(x[:1]).reshape(1, -1))  # float: model-ready
