@@ -50,6 +50,7 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     /// Waits for every launch before it and copies the buffer back.
     fn download(&self, buf: &Self::Buf) -> ExecResult<Vec<u64>>;
 
+    #[allow(clippy::too_many_arguments)]
     fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, n: u32, m: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, mods: &Self::Buf, last_consts: &Self::Buf, n: u32, h: u32) -> ExecResult<()>;
@@ -469,7 +470,7 @@ mod tests {
         assert!(matches!(backend.convert_basis(&conv, &one, false), Err(MathError::Device { .. })));
         let keys = [vec![ntt.clone()]];
         let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
-        assert!(matches!(backend.inner_product(&[ntt.clone()], &refs, &[0, 1], 1), Err(MathError::Device { .. })));
+        assert!(matches!(backend.inner_product(std::slice::from_ref(&ntt), &refs, &[0, 1], 1), Err(MathError::Device { .. })));
     }
 
     #[test]

@@ -149,7 +149,7 @@ mod tests {
             assert!(text.contains("built without the `cuda` feature"), "{text}");
         }
         // A device number far past any machine's count is never there, in any build.
-        let err = Device::Cuda(4096).backend().err().expect("no machine has 4097 GPUs");
+        let err = Device::Cuda(4096).backend().expect_err("no machine has 4097 GPUs");
         assert!(err.to_string().starts_with("device cuda:4096 is not available: "), "{err}");
     }
 }

@@ -195,5 +195,5 @@ pub fn check_errors(backend: &dyn Backend) {
     assert_eq!(backend.convert_basis(&conv, &c, false).unwrap_err(), cpu.convert_basis(&conv, &c, false).unwrap_err());
     let keys = [vec![x.clone()]];
     let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
-    assert_eq!(backend.inner_product(&[x.clone()], &refs, &[0], 2).unwrap_err(), cpu.inner_product(&[x.clone()], &refs, &[0], 2).unwrap_err());
+    assert_eq!(backend.inner_product(std::slice::from_ref(&x), &refs, &[0], 2).unwrap_err(), cpu.inner_product(std::slice::from_ref(&x), &refs, &[0], 2).unwrap_err());
 }
