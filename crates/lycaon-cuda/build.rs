@@ -3,11 +3,8 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    if std::env::var_os("CARGO_FEATURE_EMULATE").is_none() {
-        return;
-    }
     #[cfg(feature = "emulate")]
-    {
+    if std::env::var_os("CARGO_FEATURE_EMULATE").is_some() {
         for file in ["emulate/emulate.cpp", "emulate/cuda_shim.h", "kernels"] {
             println!("cargo:rerun-if-changed={file}");
         }

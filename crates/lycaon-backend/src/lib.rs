@@ -4,7 +4,9 @@
 //! reference bit for bit ([`conformance`]).
 //!
 //! Kernels are coarse on purpose: a key-switching inner product is one call, not a loop of
-//! point-wise products, so that a device backend can fuse it.
+//! point-wise products, so that a device backend can fuse it. Every kernel returns a `Result`:
+//! the math layer's errors for bad operands, and [`MathError::Device`] when a device fails, so a
+//! GPU failure reaches the caller as an error instead of a panic.
 
 use std::sync::Arc;
 
@@ -17,16 +19,17 @@ pub mod parallel;
 
 pub use parallel::RayonBackend;
 
-/// Whole-polynomial kernels. Inputs are validated polynomials; errors are the math layer's.
+/// Whole-polynomial kernels. Inputs are validated polynomials; errors are the math layer's, with
+/// [`MathError::Device`] for a failure of the device itself (never returned by the CPU backends).
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// A short name for logs and benchmarks ("cpu", "cuda:0").
     fn name(&self) -> &str;
 
     /// Forward NTT of every limb.
-    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt>;
+    fn ntt(&self, poly: Poly<Coeff>) -> Result<Poly<Ntt>, MathError>;
 
     /// Inverse NTT of every limb.
-    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff>;
+    fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError>;
 
     /// Point-wise product a *= b.
     fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError>;
@@ -94,12 +97,12 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
-        poly.ntt()
+    fn ntt(&self, poly: Poly<Coeff>) -> Result<Poly<Ntt>, MathError> {
+        Ok(poly.ntt())
     }
 
-    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
-        poly.intt()
+    fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError> {
+        Ok(poly.intt())
     }
 
     fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {

@@ -58,20 +58,20 @@ impl Backend for RayonBackend {
         "cpu-rayon"
     }
 
-    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
+    fn ntt(&self, poly: Poly<Coeff>) -> Result<Poly<Ntt>, MathError> {
         let basis = poly.basis().clone();
         let n = basis.n();
         let mut data = poly.into_data();
         data.par_chunks_exact_mut(n).zip(basis.plans().par_iter()).for_each(|(limb, plan)| plan.forward(limb));
-        Poly::from_kernel_output(&basis, data)
+        Ok(Poly::from_kernel_output(&basis, data))
     }
 
-    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
+    fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError> {
         let basis = poly.basis().clone();
         let n = basis.n();
         let mut data = poly.into_data();
         data.par_chunks_exact_mut(n).zip(basis.plans().par_iter()).for_each(|(limb, plan)| plan.inverse(limb));
-        Poly::from_kernel_output(&basis, data)
+        Ok(Poly::from_kernel_output(&basis, data))
     }
 
     fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {

@@ -29,9 +29,9 @@ fn main() {
     let ct = PublicKeyEncryptor::new(&ctx, pk).unwrap().encrypt(&pt).unwrap();
     let c1 = ct.parts()[1].clone();
     let b = params.backend().clone();
-    let coeff = b.intt(c1.clone());
+    let coeff = b.intt(c1.clone()).unwrap();
     let dec = keyswitch::decompose(&params, &coeff, &c1).unwrap();
-    time("intt c1", 200, || drop(b.intt(c1.clone())));
+    time("intt c1", 200, || drop(b.intt(c1.clone()).unwrap()));
     time("decompose", 200, || drop(keyswitch::decompose(&params, &coeff, &c1).unwrap()));
     time("key_switch_decomposed", 200, || drop(keyswitch::key_switch_decomposed(&params, &dec, key).unwrap()));
     let qp = params.qp().clone();

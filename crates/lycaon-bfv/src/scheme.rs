@@ -37,7 +37,7 @@ fn scaled_message(ctx: &BfvContext, pt: &Plaintext, level: usize) -> Result<Poly
             *x = qi.add(qi.mul_shoup(qi.reduce_i64(m), d.value, d.shoup), qi.reduce_i64(f));
         }
     }
-    Ok(ctx.params.backend().ntt(Poly::from_kernel_output(&lc.q, data)))
+    Ok(ctx.params.backend().ntt(Poly::from_kernel_output(&lc.q, data))?)
 }
 
 /// Public-key encryption: what a server holds to re-randomise its answers, and what anyone may
@@ -179,7 +179,7 @@ impl Decryptor {
     }
 
     fn phase_coeff(&self, ct: &Ciphertext) -> Result<Poly<Coeff>, BfvError> {
-        Ok(self.ctx.params.backend().intt(lycaon_rlwe::phase(&self.sk, ct)?))
+        Ok(self.ctx.params.backend().intt(lycaon_rlwe::phase(&self.sk, ct)?)?)
     }
 
     /// m = round(t (c_0 + c_1 s) / Q_l) mod t, computed as round(sum_i y_i t / q_i) with
@@ -391,7 +391,7 @@ impl Evaluator {
         check_plain(&self.ctx, pt)?;
         let q = self.params().q_at(level)?;
         let centred: Vec<i64> = pt.coeffs.iter().map(|&m| self.ctx.t.center(m)).collect();
-        let poly = self.params().backend().ntt(Poly::from_signed(q, &centred)?);
+        let poly = self.params().backend().ntt(Poly::from_signed(q, &centred)?)?;
         Ok(PreparedPlaintext { poly, params_id: *self.params().id() })
     }
 
@@ -430,18 +430,18 @@ impl Evaluator {
     pub fn multiply(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, BfvError> {
         let [d0, d1, d2] = self.tensor(a, b)?;
         let backend = self.params().backend();
-        Ok(Ciphertext::from_parts(self.params(), vec![backend.ntt(d0), backend.ntt(d1), backend.ntt(d2)])?)
+        Ok(Ciphertext::from_parts(self.params(), vec![backend.ntt(d0)?, backend.ntt(d1)?, backend.ntt(d2)?])?)
     }
 
     /// Multiplication followed by relinearisation, sharing the coefficient form of the third part.
     pub fn multiply_relin(&self, a: &Ciphertext, b: &Ciphertext, rk: &RelinKey) -> Result<Ciphertext, BfvError> {
         let [d0, d1, d2] = self.tensor(a, b)?;
         let backend = self.params().backend();
-        let d2_ntt = backend.ntt(d2.clone());
+        let d2_ntt = backend.ntt(d2.clone())?;
         let dec = keyswitch::decompose(self.params(), &d2, &d2_ntt)?;
         let [k0, k1] = keyswitch::key_switch_decomposed(self.params(), &dec, rk.key())?;
-        let mut c0 = backend.ntt(d0);
-        let mut c1 = backend.ntt(d1);
+        let mut c0 = backend.ntt(d0)?;
+        let mut c1 = backend.ntt(d1)?;
         c0.add_assign(&k0)?;
         c1.add_assign(&k1)?;
         Ok(Ciphertext::from_parts(self.params(), vec![c0, c1])?)
@@ -464,7 +464,7 @@ impl Evaluator {
         let mc = self.ctx.mul_constants(level)?;
         let backend = self.params().backend();
         let extend = |p: &Poly<Ntt>| -> Result<Poly<Ntt>, BfvError> {
-            Ok(backend.ntt(backend.convert_basis(&mc.q_to_aux, &backend.intt(p.clone()), true)?))
+            Ok(backend.ntt(backend.convert_basis(&mc.q_to_aux, &backend.intt(p.clone())?, true)?)?)
         };
         let (a0, a1) = (&a.parts()[0], &a.parts()[1]);
         let (b0, b1) = (&b.parts()[0], &b.parts()[1]);
@@ -473,7 +473,7 @@ impl Evaluator {
         let tensor_p = tensor_ntt(&a0p, &a1p, &b0p, &b1p);
         let mut out = Vec::with_capacity(3);
         for (dq, dp) in tensor_q.into_iter().zip(tensor_p) {
-            let scaled = scale_to_aux(mc, &backend.intt(dq), &backend.intt(dp));
+            let scaled = scale_to_aux(mc, &backend.intt(dq)?, &backend.intt(dp)?);
             out.push(backend.convert_basis(&mc.aux_to_q, &scaled, true)?);
         }
         let [d0, d1, d2]: [Poly<Coeff>; 3] = out.try_into().map_err(|_| BfvError::Internal("tensor arity"))?;
@@ -535,7 +535,7 @@ impl Evaluator {
             let mut r = p.limb(level).to_vec();
             last_plan.inverse(&mut r);
             let centred: Vec<i64> = r.iter().map(|&x| last.center(x)).collect();
-            let r_ntt = backend.ntt(Poly::from_signed(&q_next, &centred)?);
+            let r_ntt = backend.ntt(Poly::from_signed(&q_next, &centred)?)?;
             let mut data = p.data()[..level * n].to_vec();
             for (i, qi) in q_next.moduli().iter().enumerate() {
                 let c = lc.last_inv[i];

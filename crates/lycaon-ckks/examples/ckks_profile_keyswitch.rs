@@ -26,9 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let reps = 10;
         let b = params.backend();
         let t = Instant::now();
-        for _ in 0..reps { let _ = b.intt(c.clone()); }
+        for _ in 0..reps { let _ = b.intt(c.clone())?; }
         let t_intt = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
-        let cc = b.intt(c.clone());
+        let cc = b.intt(c.clone())?;
         let t = Instant::now();
         for _ in 0..reps { let _ = keyswitch::decompose(&params, &cc, &c)?; }
         let t_dec = t.elapsed().as_secs_f64() * 1e3 / reps as f64;

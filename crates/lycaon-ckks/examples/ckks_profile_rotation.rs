@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let auto = Automorphism::new(5, n)?;
     for _ in 0..3 {
         let t = Instant::now();
-        let cc = b.intt(c1.clone());
+        let cc = b.intt(c1.clone())?;
         let t_intt = ms(t);
         let t = Instant::now();
         let dec = keyswitch::decompose(&params, &cc, c1)?;

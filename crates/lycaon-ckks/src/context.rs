@@ -160,7 +160,7 @@ impl CkksContext {
         let n = params.n();
         let mut half = vec![0i64; n];
         half[n / 2] = 1;
-        let imag_unit_ntt = params.backend().ntt(lycaon_math::Poly::from_signed(q, &half)?).into_data();
+        let imag_unit_ntt = params.backend().ntt(lycaon_math::Poly::from_signed(q, &half)?)?.into_data();
         Ok(Arc::new(Self {
             params: params.clone(),
             scales,

@@ -163,7 +163,7 @@ impl Encoder {
         if pt.params_id != *self.ctx.params.id() {
             return Err(lycaon_rlwe::RlweError::ParamsMismatch { what: "plaintext" }.into());
         }
-        let coeff = self.ctx.params.backend().intt(pt.poly.clone());
+        let coeff = self.ctx.params.backend().intt(pt.poly.clone())?;
         let level = pt.level();
         let slots = pt.slots();
         let n = self.ctx.n();

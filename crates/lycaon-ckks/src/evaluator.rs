@@ -484,7 +484,7 @@ impl Evaluator {
     }
 
     fn key_switch(&self, c: &Poly<Ntt>, key: &lycaon_rlwe::KeySwitchKey) -> Result<[Poly<Ntt>; 2], CkksError> {
-        let coeff = self.params().backend().intt(c.clone());
+        let coeff = self.params().backend().intt(c.clone())?;
         let dec = keyswitch::decompose(self.params(), &coeff, c)?;
         Ok(keyswitch::key_switch_decomposed(self.params(), &dec, key)?)
     }
@@ -546,7 +546,7 @@ impl Evaluator {
         let params = self.params();
         let backend = params.backend();
         let (c0, c1) = (&ct.inner.parts()[0], &ct.inner.parts()[1]);
-        let dec = keyswitch::decompose(params, &backend.intt(c1.clone()), c1)?;
+        let dec = keyswitch::decompose(params, &backend.intt(c1.clone())?, c1)?;
         elements
             .par_iter()
             .map(|(g, what)| {

@@ -324,7 +324,7 @@ impl Evaluator {
         let (c0, c1) = (&ct.inner.parts()[0], &ct.inner.parts()[1]);
         let p_c0 = hoisting::lift_times_p(&params, c0)?;
         let non_zero: Vec<usize> = babies.iter().copied().filter(|&b| b != 0).collect();
-        let dec = if non_zero.is_empty() { None } else { Some(keyswitch::decompose(&params, &backend.intt(c1.clone()), c1)?) };
+        let dec = if non_zero.is_empty() { None } else { Some(keyswitch::decompose(&params, &backend.intt(c1.clone())?, c1)?) };
         let gk = if non_zero.is_empty() && plan.keys().all(|&g| g == 0) { None } else { Some(self.galois_keys(|| "linear transform".into())?) };
         let key_for = |step: usize| -> Result<(&lycaon_rlwe::KeySwitchKey, Arc<lycaon_math::Automorphism>), CkksError> {
             let g = crate::rotation_galois_element(step as i64, n);
@@ -372,7 +372,7 @@ impl Evaluator {
                 }
                 // Giant step: ModDown c_1 of the inner sum, decompose it, switch lazily; c_0 stays P-lifted.
                 let a1 = keyswitch::mod_down(&params, i1, level)?;
-                let dec = keyswitch::decompose(&params, &backend.intt(a1.clone()), &a1)?;
+                let dec = keyswitch::decompose(&params, &backend.intt(a1.clone())?, &a1)?;
                 let (key, auto) = key_for(g)?;
                 let [mut w0, w1] = hoisting::key_switch_decomposed_lazy(&params, &dec, key)?;
                 w0.add_assign(&i0)?;

@@ -25,6 +25,9 @@ pub struct BenchReport {
     pub kernels: Vec<KernelTiming>,
 }
 
+/// One kernel run on a backend, its output as words.
+type KernelRun<'a> = &'a dyn Fn(&dyn Backend) -> Result<Vec<u64>, MathError>;
+
 fn median_ms<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, T) {
     let mut times = Vec::with_capacity(reps);
     let mut last = None;
@@ -60,14 +63,14 @@ pub fn bench_backend(backend: &dyn Backend, log_n: u32, limbs: usize, reps: usiz
     let limb_ids: Vec<usize> = (0..bq.len()).collect();
 
     let mut kernels = Vec::new();
-    let mut time = |kernel: &'static str, run: &dyn Fn(&dyn Backend) -> Result<Vec<u64>, MathError>| -> Result<(), MathError> {
+    let mut time = |kernel: &'static str, run: KernelRun| -> Result<(), MathError> {
         let (backend_ms, got) = median_ms(reps, || run(backend));
         let (cpu_ms, want) = median_ms(reps, || run(&cpu));
         kernels.push(KernelTiming { kernel, backend_ms, cpu_ms, matches_cpu: got? == want? });
         Ok(())
     };
-    time("ntt", &|be| Ok(be.ntt(a.clone()).into_data()))?;
-    time("intt", &|be| Ok(be.intt(a_ntt.clone()).into_data()))?;
+    time("ntt", &|be| Ok(be.ntt(a.clone())?.into_data()))?;
+    time("intt", &|be| Ok(be.intt(a_ntt.clone())?.into_data()))?;
     time("mul_assign", &|be| {
         let mut x = a_ntt.clone();
         be.mul_assign(&mut x, &b_ntt)?;

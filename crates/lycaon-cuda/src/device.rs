@@ -87,9 +87,12 @@ impl CudaExec {
         &self.info
     }
 
-    fn function(&self, name: &str) -> &CudaFunction {
-        let i = KERNEL_NAMES.iter().position(|k| *k == name).expect("kernel names are listed in KERNEL_NAMES");
-        &self.functions[i]
+    fn function(&self, name: &str) -> ExecResult<&CudaFunction> {
+        KERNEL_NAMES
+            .iter()
+            .position(|k| *k == name)
+            .and_then(|i| self.functions.get(i))
+            .ok_or_else(|| ExecError(format!("kernel {name} is not in the compiled program")))
     }
 }
 
@@ -115,7 +118,7 @@ impl KernelBackend<CudaExec> {
 
 macro_rules! launch {
     ($self:ident, $name:literal, $dims:expr, $($arg:expr),* $(,)?) => {{
-        let mut builder = $self.stream.launch_builder($self.function($name));
+        let mut builder = $self.stream.launch_builder($self.function($name)?);
         $( builder.arg($arg); )*
         // Safety: the argument list matches the kernel's signature in kernels/*.cu, and the
         // host code sizes every buffer for the launch geometry (checked in the emulation).

@@ -4,13 +4,14 @@
 //! far slower than the CPU backend.
 //!
 //! Before each launch the buffer lengths are checked against what the kernel will index for the
-//! given geometry, so a layout bug on the host side fails here instead of reading out of bounds
-//! (on a GPU it would read garbage or fault).
+//! given geometry, so a layout bug on the host side fails here, as an [`ExecError`] naming the
+//! kernel and the buffer, instead of reading out of bounds (on a GPU it would read garbage or
+//! fault).
 
 // The kernels are C++ behind an FFI boundary; every call passes live, correctly sized buffers.
 #![allow(unsafe_code)]
 
-use crate::host::{ExecResult, KernelBackend, KernelExec, LaunchDims};
+use crate::host::{ExecError, ExecResult, KernelBackend, KernelExec, LaunchDims};
 
 mod ffi {
     extern "C" {
@@ -52,14 +53,23 @@ impl Default for KernelBackend<EmulatedExec> {
     }
 }
 
-/// Panics unless `buf` holds at least `needed` words.
-fn need(kernel: &str, what: &str, buf: &[u64], needed: usize) {
-    assert!(buf.len() >= needed, "{kernel}: {what} has {} words, the launch reads {needed}", buf.len());
+/// An error unless `buf` holds at least `needed` words.
+fn need(kernel: &str, what: &str, buf: &[u64], needed: usize) -> ExecResult<()> {
+    check(buf.len() >= needed, || format!("{kernel}: {what} has {} words, the launch reads {needed}", buf.len()))
 }
 
-/// Panics unless grid.x blocks of `block` threads cover exactly the work rounded up to a block.
-fn covers(kernel: &str, d: LaunchDims, work: usize) {
-    assert!((d.grid.0 as usize) * (d.block as usize) >= work, "{kernel}: grid {d:?} does not cover {work} items");
+/// An error unless grid.x blocks of `block` threads cover the work.
+fn covers(kernel: &str, d: LaunchDims, work: usize) -> ExecResult<()> {
+    check((d.grid.0 as usize) * (d.block as usize) >= work, || format!("{kernel}: grid {d:?} does not cover {work} items"))
+}
+
+/// An error with `message` unless `ok`: a launch the kernel could not run correctly.
+fn check(ok: bool, message: impl FnOnce() -> String) -> ExecResult<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ExecError(message()))
+    }
 }
 
 impl EmulatedExec {
@@ -86,12 +96,12 @@ impl KernelExec for EmulatedExec {
     fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, n: u32, m: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_forward_stage";
-        covers(k, d, n_ / 2);
-        need(k, "data", data, limbs * n_);
-        need(k, "roots", roots, limbs * n_);
-        need(k, "roots_shoup", roots_shoup, limbs * n_);
-        need(k, "mods", mods, 3 * limbs);
-        assert!(m >= 1 && m < n && m.is_power_of_two(), "{k}: stage m = {m} for n = {n}");
+        covers(k, d, n_ / 2)?;
+        need(k, "data", data, limbs * n_)?;
+        need(k, "roots", roots, limbs * n_)?;
+        need(k, "roots_shoup", roots_shoup, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        check(m >= 1 && m < n && m.is_power_of_two(), || format!("{k}: stage m = {m} for n = {n}"))?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_ntt_forward_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), roots.as_ptr(), roots_shoup.as_ptr(), mods.as_ptr(), n, m) };
         Ok(())
@@ -100,13 +110,13 @@ impl KernelExec for EmulatedExec {
     fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Vec<u64>, inv_roots: &Vec<u64>, inv_roots_shoup: &Vec<u64>, mods: &Vec<u64>, last_consts: &Vec<u64>, n: u32, h: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_inverse_stage";
-        covers(k, d, n_ / 2);
-        need(k, "data", data, limbs * n_);
-        need(k, "inv_roots", inv_roots, limbs * n_);
-        need(k, "inv_roots_shoup", inv_roots_shoup, limbs * n_);
-        need(k, "mods", mods, 3 * limbs);
-        need(k, "last_consts", last_consts, 4 * limbs);
-        assert!(h >= 1 && h < n && h.is_power_of_two(), "{k}: stage h = {h} for n = {n}");
+        covers(k, d, n_ / 2)?;
+        need(k, "data", data, limbs * n_)?;
+        need(k, "inv_roots", inv_roots, limbs * n_)?;
+        need(k, "inv_roots_shoup", inv_roots_shoup, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        need(k, "last_consts", last_consts, 4 * limbs)?;
+        check(h >= 1 && h < n && h.is_power_of_two(), || format!("{k}: stage h = {h} for n = {n}"))?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe {
             ffi::lyc_emulate_ntt_inverse_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), inv_roots.as_ptr(), inv_roots_shoup.as_ptr(), mods.as_ptr(), last_consts.as_ptr(), n, h)
@@ -117,10 +127,10 @@ impl KernelExec for EmulatedExec {
     fn mul_pointwise(&self, d: LaunchDims, a: &mut Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_mul_pointwise";
-        covers(k, d, n_);
-        need(k, "a", a, limbs * n_);
-        need(k, "b", b, limbs * n_);
-        need(k, "mods", mods, 3 * limbs);
+        covers(k, d, n_)?;
+        need(k, "a", a, limbs * n_)?;
+        need(k, "b", b, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_mul_pointwise(gx, gy, gz, bx, rev, a.as_mut_ptr(), b.as_ptr(), mods.as_ptr(), n) };
         Ok(())
@@ -129,11 +139,11 @@ impl KernelExec for EmulatedExec {
     fn automorphism_ntt(&self, d: LaunchDims, out: &mut Vec<u64>, input: &Vec<u64>, n: u32, log_n: u32, galois: u64) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_automorphism_ntt";
-        covers(k, d, n_);
-        need(k, "out", out, limbs * n_);
-        need(k, "input", input, limbs * n_);
-        assert!(n == 1 << log_n && (1..=31).contains(&log_n), "{k}: n = {n}, log_n = {log_n}");
-        assert!(galois % 2 == 1 && galois < 2 * n as u64, "{k}: Galois element {galois}");
+        covers(k, d, n_)?;
+        need(k, "out", out, limbs * n_)?;
+        need(k, "input", input, limbs * n_)?;
+        check((1..=31).contains(&log_n) && n == 1 << log_n, || format!("{k}: n = {n}, log_n = {log_n}"))?;
+        check(galois % 2 == 1 && galois < 2 * n as u64, || format!("{k}: Galois element {galois}"))?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_automorphism_ntt(gx, gy, gz, bx, rev, out.as_mut_ptr(), input.as_ptr(), n, log_n, galois) };
         Ok(())
@@ -142,11 +152,11 @@ impl KernelExec for EmulatedExec {
     fn convert_scale(&self, d: LaunchDims, scaled: &mut Vec<u64>, input: &Vec<u64>, mods_from: &Vec<u64>, punctured_inv: &Vec<u64>, n: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_convert_scale";
-        covers(k, d, n_);
-        need(k, "scaled", scaled, limbs * n_);
-        need(k, "input", input, limbs * n_);
-        need(k, "mods_from", mods_from, 3 * limbs);
-        need(k, "punctured_inv", punctured_inv, 2 * limbs);
+        covers(k, d, n_)?;
+        need(k, "scaled", scaled, limbs * n_)?;
+        need(k, "input", input, limbs * n_)?;
+        need(k, "mods_from", mods_from, 3 * limbs)?;
+        need(k, "punctured_inv", punctured_inv, 2 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_convert_scale(gx, gy, gz, bx, rev, scaled.as_mut_ptr(), input.as_ptr(), mods_from.as_ptr(), punctured_inv.as_ptr(), n) };
         Ok(())
@@ -155,13 +165,13 @@ impl KernelExec for EmulatedExec {
     fn convert_accumulate(&self, d: LaunchDims, out: &mut Vec<u64>, scaled: &Vec<u64>, mods_to: &Vec<u64>, punctured_mod_to: &Vec<u64>, inv_q_from: &Vec<u64>, q_mod_to: &Vec<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
         let (l_to, n_, l_from_) = (d.grid.1 as usize, n as usize, l_from as usize);
         let k = "lycaon_convert_accumulate";
-        covers(k, d, n_);
-        need(k, "out", out, l_to * n_);
-        need(k, "scaled", scaled, l_from_ * n_);
-        need(k, "mods_to", mods_to, 3 * l_to);
-        need(k, "punctured_mod_to", punctured_mod_to, l_to * l_from_);
-        need(k, "inv_q_from", inv_q_from, l_from_);
-        need(k, "q_mod_to", q_mod_to, l_to);
+        covers(k, d, n_)?;
+        need(k, "out", out, l_to * n_)?;
+        need(k, "scaled", scaled, l_from_ * n_)?;
+        need(k, "mods_to", mods_to, 3 * l_to)?;
+        need(k, "punctured_mod_to", punctured_mod_to, l_to * l_from_)?;
+        need(k, "inv_q_from", inv_q_from, l_from_)?;
+        need(k, "q_mod_to", q_mod_to, l_to)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         // inv_q_from holds f64 bit patterns; the kernel reads the same words as doubles.
         unsafe {
@@ -188,12 +198,12 @@ impl KernelExec for EmulatedExec {
     fn inner_product(&self, d: LaunchDims, out: &mut Vec<u64>, digits: &Vec<u64>, keys: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
         let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
         let k = "lycaon_inner_product";
-        covers(k, d, n_);
-        assert_eq!(d.grid.1, limbs, "{k}: grid.y must be the limb count");
-        need(k, "out", out, outputs * limbs_ * n_);
-        need(k, "digits", digits, nd * limbs_ * n_);
-        need(k, "keys", keys, outputs * nd * limbs_ * n_);
-        need(k, "mods", mods, 3 * limbs_);
+        covers(k, d, n_)?;
+        check(d.grid.1 == limbs, || format!("{k}: grid.y = {} must be the limb count {limbs}", d.grid.1))?;
+        need(k, "out", out, outputs * limbs_ * n_)?;
+        need(k, "digits", digits, nd * limbs_ * n_)?;
+        need(k, "keys", keys, outputs * nd * limbs_ * n_)?;
+        need(k, "mods", mods, 3 * limbs_)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_inner_product(gx, gy, gz, bx, rev, out.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), mods.as_ptr(), n, limbs, num_digits) };
         Ok(())

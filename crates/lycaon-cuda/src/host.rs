@@ -50,6 +50,7 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     /// Waits for every launch before it and copies the buffer back.
     fn download(&self, buf: &Self::Buf) -> ExecResult<Vec<u64>>;
 
+    #[allow(clippy::too_many_arguments)]
     fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, n: u32, m: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, mods: &Self::Buf, last_consts: &Self::Buf, n: u32, h: u32) -> ExecResult<()>;
@@ -207,8 +208,9 @@ fn basis_key(basis: &RnsBasis) -> BasisKey {
     (basis.n(), basis.moduli().iter().map(|q| q.value()).collect())
 }
 
-/// [`Backend`] over any [`KernelExec`]. Device failures panic (the trait's NTT methods cannot
-/// return errors); so do kernel outputs that are not reduced residues, which would be a kernel bug.
+/// [`Backend`] over any [`KernelExec`]. A device failure, and a kernel output that is not made of
+/// reduced residues (a kernel bug), are returned as [`MathError::Device`] naming this backend and
+/// the step that failed; nothing here panics.
 pub struct KernelBackend<E: KernelExec> {
     exec: E,
     name: String,
@@ -222,17 +224,6 @@ impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
     }
 }
 
-fn device<T>(what: &str, r: ExecResult<T>) -> T {
-    match r {
-        Ok(v) => v,
-        Err(ExecError(e)) => panic!("{what} failed on the device: {e}"),
-    }
-}
-
-/// Wraps kernel output, checking that every residue is reduced (a kernel bug otherwise).
-fn kernel_output<R: lycaon_math::Representation>(kernel: &str, basis: &Arc<RnsBasis>, data: Vec<u64>) -> Poly<R> {
-    Poly::from_data(basis, data).unwrap_or_else(|e| panic!("kernel {kernel} returned an invalid polynomial: {e}"))
-}
 
 impl<E: KernelExec> KernelBackend<E> {
     pub fn with_exec(exec: E, name: impl Into<String>) -> Self {
@@ -243,56 +234,75 @@ impl<E: KernelExec> KernelBackend<E> {
         &self.exec
     }
 
-    fn tables(&self, basis: &RnsBasis) -> Arc<DeviceNttTables<E::Buf>> {
+    /// A device failure during `operation`, as the math layer's error naming this backend.
+    fn device_error(&self, operation: &str, ExecError(message): ExecError) -> MathError {
+        MathError::Device { device: self.name.clone(), operation: operation.to_string(), message }
+    }
+
+    /// The result of an executor call, its failure named after `operation`.
+    fn device<T>(&self, operation: &str, r: ExecResult<T>) -> Result<T, MathError> {
+        r.map_err(|e| self.device_error(operation, e))
+    }
+
+    /// Wraps kernel output, checking that every residue is reduced (a kernel bug otherwise).
+    fn kernel_output<R: lycaon_math::Representation>(&self, kernel: &str, basis: &Arc<RnsBasis>, data: Vec<u64>) -> Result<Poly<R>, MathError> {
+        Poly::from_data(basis, data).map_err(|e| self.device_error(kernel, ExecError(format!("the kernel returned an invalid polynomial: {e}"))))
+    }
+
+    fn tables(&self, basis: &RnsBasis) -> Result<Arc<DeviceNttTables<E::Buf>>, MathError> {
         let key = basis_key(basis);
         if let Some(t) = self.ntt_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
-            return t;
+            return Ok(t);
         }
         // Plans exist only for NTT-friendly primes, so the inverses below exist.
-        let host = NttTables::new(basis).expect("NTT primes are invertible");
-        let up = |v: &[u64]| device("uploading NTT tables", self.exec.upload(v));
+        let host = NttTables::new(basis)?;
+        let up = |v: &[u64]| self.device("uploading NTT tables", self.exec.upload(v));
         let t = Arc::new(DeviceNttTables {
-            mods: up(&host.mods),
-            roots: up(&host.roots),
-            roots_shoup: up(&host.roots_shoup),
-            inv_roots: up(&host.inv_roots),
-            inv_roots_shoup: up(&host.inv_roots_shoup),
-            last_consts: up(&host.last_consts),
+            mods: up(&host.mods)?,
+            roots: up(&host.roots)?,
+            roots_shoup: up(&host.roots_shoup)?,
+            inv_roots: up(&host.inv_roots)?,
+            inv_roots_shoup: up(&host.inv_roots_shoup)?,
+            last_consts: up(&host.last_consts)?,
         });
         if let Ok(mut m) = self.ntt_tables.write() {
             m.insert(key, t.clone());
         }
-        t
+        Ok(t)
     }
 
-    fn conversion(&self, conv: &BaseConverter) -> Arc<DeviceConversionTables<E::Buf>> {
+    fn conversion(&self, conv: &BaseConverter) -> Result<Arc<DeviceConversionTables<E::Buf>>, MathError> {
         let (n, from_primes) = basis_key(conv.from_basis());
         let key = (n, from_primes, basis_key(conv.to_basis()).1);
         if let Some(t) = self.conversion_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
-            return t;
+            return Ok(t);
         }
         let host = ConversionTables::new(conv);
-        let up = |v: &[u64]| device("uploading base-conversion tables", self.exec.upload(v));
+        let up = |v: &[u64]| self.device("uploading base-conversion tables", self.exec.upload(v));
         let t = Arc::new(DeviceConversionTables {
-            mods_from: up(&host.mods_from),
-            mods_to: up(&host.mods_to),
-            punctured_inv: up(&host.punctured_inv),
-            punctured_mod_to: up(&host.punctured_mod_to),
-            inv_q_from: up(&host.inv_q_from),
-            q_mod_to: up(&host.q_mod_to),
+            mods_from: up(&host.mods_from)?,
+            mods_to: up(&host.mods_to)?,
+            punctured_inv: up(&host.punctured_inv)?,
+            punctured_mod_to: up(&host.punctured_mod_to)?,
+            inv_q_from: up(&host.inv_q_from)?,
+            q_mod_to: up(&host.q_mod_to)?,
         });
         if let Ok(mut m) = self.conversion_tables.write() {
             m.insert(key, t.clone());
         }
-        t
+        Ok(t)
     }
 
-    fn upload(&self, data: &[u64]) -> E::Buf {
-        device("upload", self.exec.upload(data))
+    fn upload(&self, data: &[u64]) -> Result<E::Buf, MathError> {
+        self.device("host-to-device upload", self.exec.upload(data))
     }
 
-    fn download(&self, buf: &E::Buf) -> Vec<u64> {
-        device("download", self.exec.download(buf))
+    fn zeros(&self, len: usize) -> Result<E::Buf, MathError> {
+        self.device("allocation", self.exec.zeros(len))
+    }
+
+    fn download(&self, buf: &E::Buf) -> Result<Vec<u64>, MathError> {
+        self.device("device-to-host download", self.exec.download(buf))
     }
 }
 
@@ -301,35 +311,35 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         &self.name
     }
 
-    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
+    fn ntt(&self, poly: Poly<Coeff>) -> Result<Poly<Ntt>, MathError> {
         let basis = poly.basis().clone();
         let n = basis.n();
-        let t = self.tables(&basis);
-        let mut data = self.upload(poly.data());
+        let t = self.tables(&basis)?;
+        let mut data = self.upload(poly.data())?;
         let dims = LaunchDims::cover(n / 2, basis.len(), 1);
         let mut m = 1;
         while m < n {
-            device("lycaon_ntt_forward_stage", self.exec.ntt_forward_stage(dims, &mut data, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32));
+            self.device("lycaon_ntt_forward_stage", self.exec.ntt_forward_stage(dims, &mut data, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32))?;
             m *= 2;
         }
-        kernel_output("lycaon_ntt_forward_stage", &basis, self.download(&data))
+        self.kernel_output("lycaon_ntt_forward_stage", &basis, self.download(&data)?)
     }
 
-    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
+    fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError> {
         let basis = poly.basis().clone();
         let n = basis.n();
-        let t = self.tables(&basis);
-        let mut data = self.upload(poly.data());
+        let t = self.tables(&basis)?;
+        let mut data = self.upload(poly.data())?;
         let dims = LaunchDims::cover(n / 2, basis.len(), 1);
         let mut h = n / 2;
         while h >= 1 {
-            device(
+            self.device(
                 "lycaon_ntt_inverse_stage",
                 self.exec.ntt_inverse_stage(dims, &mut data, &t.inv_roots, &t.inv_roots_shoup, &t.mods, &t.last_consts, n as u32, h as u32),
-            );
+            )?;
             h /= 2;
         }
-        kernel_output("lycaon_ntt_inverse_stage", &basis, self.download(&data))
+        self.kernel_output("lycaon_ntt_inverse_stage", &basis, self.download(&data)?)
     }
 
     fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {
@@ -338,11 +348,11 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         }
         let basis = a.basis().clone();
         let n = basis.n();
-        let t = self.tables(&basis);
-        let mut x = self.upload(a.data());
-        let y = self.upload(b.data());
-        device("lycaon_mul_pointwise", self.exec.mul_pointwise(LaunchDims::cover(n, basis.len(), 1), &mut x, &y, &t.mods, n as u32));
-        *a = kernel_output("lycaon_mul_pointwise", &basis, self.download(&x));
+        let t = self.tables(&basis)?;
+        let mut x = self.upload(a.data())?;
+        let y = self.upload(b.data())?;
+        self.device("lycaon_mul_pointwise", self.exec.mul_pointwise(LaunchDims::cover(n, basis.len(), 1), &mut x, &y, &t.mods, n as u32))?;
+        *a = self.kernel_output("lycaon_mul_pointwise", &basis, self.download(&x)?)?;
         Ok(())
     }
 
@@ -352,11 +362,11 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         }
         let basis = poly.basis().clone();
         let n = basis.n();
-        let input = self.upload(poly.data());
-        let mut out = device("allocation", self.exec.zeros(poly.data().len()));
+        let input = self.upload(poly.data())?;
+        let mut out = self.zeros(poly.data().len())?;
         let dims = LaunchDims::cover(n, basis.len(), 1);
-        device("lycaon_automorphism_ntt", self.exec.automorphism_ntt(dims, &mut out, &input, n as u32, n.trailing_zeros(), auto.galois_element()));
-        Ok(kernel_output("lycaon_automorphism_ntt", &basis, self.download(&out)))
+        self.device("lycaon_automorphism_ntt", self.exec.automorphism_ntt(dims, &mut out, &input, n as u32, n.trailing_zeros(), auto.galois_element()))?;
+        self.kernel_output("lycaon_automorphism_ntt", &basis, self.download(&out)?)
     }
 
     fn convert_basis(&self, conv: &BaseConverter, poly: &Poly<Coeff>, centered: bool) -> Result<Poly<Coeff>, MathError> {
@@ -365,12 +375,12 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
             return Err(MathError::BasisMismatch { lhs: poly.num_limbs(), rhs: from.len() });
         }
         let n = from.n();
-        let t = self.conversion(conv);
-        let input = self.upload(poly.data());
-        let mut scaled = device("allocation", self.exec.zeros(poly.data().len()));
-        device("lycaon_convert_scale", self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32));
-        let mut out = device("allocation", self.exec.zeros(to.len() * n));
-        device(
+        let t = self.conversion(conv)?;
+        let input = self.upload(poly.data())?;
+        let mut scaled = self.zeros(poly.data().len())?;
+        self.device("lycaon_convert_scale", self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32))?;
+        let mut out = self.zeros(to.len() * n)?;
+        self.device(
             "lycaon_convert_accumulate",
             self.exec.convert_accumulate(
                 LaunchDims::cover(n, to.len(), 1),
@@ -384,14 +394,14 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
                 from.len() as u32,
                 centered as u32,
             ),
-        );
-        Ok(kernel_output("lycaon_convert_accumulate", to, self.download(&out)))
+        )?;
+        self.kernel_output("lycaon_convert_accumulate", to, self.download(&out)?)
     }
 
     fn inner_product(&self, digits: &[Poly<Ntt>], keys: &[&[Poly<Ntt>]], key_limbs: &[usize], outputs: usize) -> Result<Vec<Poly<Ntt>>, MathError> {
         let basis = check_inner_product_args(digits, keys, key_limbs, outputs)?;
         let (n, limbs) = (basis.n(), basis.len());
-        let t = self.tables(&basis);
+        let t = self.tables(&basis)?;
         let digit_words: Vec<u64> = digits.iter().flat_map(|d| d.data().iter().copied()).collect();
         // Gather the key limbs matching the digits' limbs: [o][j][i][k] (kernels/inner_product.cu).
         let mut key_words = Vec::with_capacity(outputs * digits.len() * limbs * n);
@@ -402,13 +412,13 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
                 }
             }
         }
-        let d = self.upload(&digit_words);
-        let k = self.upload(&key_words);
-        let mut out = device("allocation", self.exec.zeros(outputs * limbs * n));
+        let d = self.upload(&digit_words)?;
+        let k = self.upload(&key_words)?;
+        let mut out = self.zeros(outputs * limbs * n)?;
         let dims = LaunchDims::cover(n, limbs, outputs);
-        device("lycaon_inner_product", self.exec.inner_product(dims, &mut out, &d, &k, &t.mods, n as u32, limbs as u32, digits.len() as u32));
-        let words = self.download(&out);
-        Ok(words.chunks_exact(limbs * n).map(|c| kernel_output("lycaon_inner_product", &basis, c.to_vec())).collect())
+        self.device("lycaon_inner_product", self.exec.inner_product(dims, &mut out, &d, &k, &t.mods, n as u32, limbs as u32, digits.len() as u32))?;
+        let words = self.download(&out)?;
+        words.chunks_exact(limbs * n).map(|c| self.kernel_output("lycaon_inner_product", &basis, c.to_vec())).collect()
     }
 }
 
@@ -416,6 +426,52 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
 mod tests {
     use super::*;
     use lycaon_math::ntt_moduli;
+
+    /// An executor whose device has failed: every call errs.
+    #[derive(Debug)]
+    struct FailedDevice;
+
+    fn failed<T>() -> ExecResult<T> {
+        Err(ExecError("out of memory".into()))
+    }
+
+    #[rustfmt::skip]
+    impl KernelExec for FailedDevice {
+        type Buf = ();
+        fn upload(&self, _: &[u64]) -> ExecResult<()> { failed() }
+        fn zeros(&self, _: usize) -> ExecResult<()> { failed() }
+        fn download(&self, _: &()) -> ExecResult<Vec<u64>> { failed() }
+        fn ntt_forward_stage(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn ntt_inverse_stage(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn mul_pointwise(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn automorphism_ntt(&self, _: LaunchDims, _: &mut (), _: &(), _: u32, _: u32, _: u64) -> ExecResult<()> { failed() }
+        fn convert_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn convert_accumulate(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn inner_product(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+    }
+
+    #[test]
+    fn device_failures_are_errors_naming_the_device_and_the_step() {
+        let n = 16;
+        let q = ntt_moduli(&[50, 40], n, &[]).unwrap();
+        let basis = RnsBasis::new(n, &q).unwrap();
+        let backend = KernelBackend::with_exec(FailedDevice, "cuda:7");
+        let coeff = Poly::<Coeff>::from_data(&basis, vec![1; 2 * n]).unwrap();
+        let err = backend.ntt(coeff.clone()).unwrap_err();
+        assert_eq!(err, MathError::Device { device: "cuda:7".into(), operation: "uploading NTT tables".into(), message: "out of memory".into() });
+        assert_eq!(err.to_string(), "uploading NTT tables failed on device cuda:7: out of memory");
+        let ntt = coeff.ntt();
+        assert!(matches!(backend.intt(ntt.clone()), Err(MathError::Device { .. })));
+        assert!(matches!(backend.mul_assign(&mut ntt.clone(), &ntt), Err(MathError::Device { .. })));
+        let auto = Automorphism::new(3, n).unwrap();
+        assert!(matches!(backend.automorphism_ntt(&ntt, &auto), Err(MathError::Device { ref operation, .. }) if operation == "host-to-device upload"));
+        let conv = BaseConverter::new(basis.prefix(1).unwrap(), RnsBasis::new(n, &q[1..]).unwrap()).unwrap();
+        let one = Poly::<Coeff>::from_data(conv.from_basis(), vec![1; n]).unwrap();
+        assert!(matches!(backend.convert_basis(&conv, &one, false), Err(MathError::Device { .. })));
+        let keys = [vec![ntt.clone()]];
+        let refs: Vec<&[Poly<Ntt>]> = keys.iter().map(Vec::as_slice).collect();
+        assert!(matches!(backend.inner_product(std::slice::from_ref(&ntt), &refs, &[0, 1], 1), Err(MathError::Device { .. })));
+    }
 
     #[test]
     fn barrett_ratio_matches_the_math_crate() {

@@ -98,10 +98,10 @@ impl lycaon_backend::Backend for CudaBackend {
     fn name(&self) -> &str {
         match self.never {}
     }
-    fn ntt(&self, _: lycaon_math::Poly<lycaon_math::Coeff>) -> lycaon_math::Poly<lycaon_math::Ntt> {
+    fn ntt(&self, _: lycaon_math::Poly<lycaon_math::Coeff>) -> Result<lycaon_math::Poly<lycaon_math::Ntt>, lycaon_math::MathError> {
         match self.never {}
     }
-    fn intt(&self, _: lycaon_math::Poly<lycaon_math::Ntt>) -> lycaon_math::Poly<lycaon_math::Coeff> {
+    fn intt(&self, _: lycaon_math::Poly<lycaon_math::Ntt>) -> Result<lycaon_math::Poly<lycaon_math::Coeff>, lycaon_math::MathError> {
         match self.never {}
     }
     fn mul_assign(&self, _: &mut lycaon_math::Poly<lycaon_math::Ntt>, _: &lycaon_math::Poly<lycaon_math::Ntt>) -> Result<(), lycaon_math::MathError> {

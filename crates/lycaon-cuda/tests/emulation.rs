@@ -6,7 +6,8 @@
 mod common;
 
 use lycaon_backend::conformance::check_backend;
-use lycaon_cuda::EmulatedBackend;
+use lycaon_cuda::host::{KernelExec, LaunchDims};
+use lycaon_cuda::{EmulatedBackend, EmulatedExec};
 
 #[test]
 fn emulated_kernels_pass_the_backend_conformance_suite() {
@@ -40,4 +41,14 @@ fn emulated_backend_rejects_what_the_cpu_rejects() {
 fn bench_reports_agreement_for_the_emulation() {
     let report = lycaon_cuda::bench::bench_backend(&EmulatedBackend::new(), 8, 3, 1).unwrap();
     assert!(report.kernels.iter().all(|k| k.matches_cpu), "{report:?}");
+}
+
+#[test]
+fn a_launch_the_kernel_cannot_run_is_an_error_not_a_panic() {
+    let exec = EmulatedExec::default();
+    let (mut short, other) = (vec![0u64; 8], vec![0u64; 16]);
+    let err = exec.mul_pointwise(LaunchDims::cover(16, 1, 1), &mut short, &other, &vec![0; 3], 16).unwrap_err();
+    assert!(err.0.contains("lycaon_mul_pointwise: a has 8 words, the launch reads 16"), "{err:?}");
+    let err = exec.automorphism_ntt(LaunchDims::cover(16, 1, 1), &mut other.clone(), &other, 16, 40, 3).unwrap_err();
+    assert!(err.0.contains("log_n = 40"), "{err:?}");
 }

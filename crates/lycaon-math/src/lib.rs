@@ -52,4 +52,8 @@ pub enum MathError {
     InvalidGaloisElement { galois_element: u64, n: usize },
     #[error("the operating system's random number generator failed: {0}")]
     Entropy(String),
+    /// A backend's device (a GPU, or its driver) failed while running a kernel: never a fault of
+    /// the operands. `device` is the backend's name ("cuda:0"), `operation` what it was doing.
+    #[error("{operation} failed on device {device}: {message}")]
+    Device { device: String, operation: String, message: String },
 }

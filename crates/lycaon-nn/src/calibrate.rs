@@ -188,7 +188,7 @@ impl OpCosts {
             let elements = &rotation_elements;
             let c1 = &ct.parts()[1];
             let decomposition = median_s(reps, || {
-                let coeff = params.backend().intt(c1.clone());
+                let coeff = params.backend().intt(c1.clone())?;
                 lycaon_bfv::rlwe::keyswitch::decompose(params, &coeff, c1)?;
                 Ok(())
             })?;

@@ -463,7 +463,7 @@ impl PartialCiphertext {
         if ct.level() != 0 || ct.len() != 2 {
             return Err(NnError::Shape("only two-part ciphertexts at level 0 are compressed".into()));
         }
-        let c0: Poly<Coeff> = params.backend().intt(ct.parts()[0].clone());
+        let c0: Poly<Coeff> = params.backend().intt(ct.parts()[0].clone())?;
         let c0_kept = positions.iter().map(|&p| c0.limb(0)[p as usize]).collect();
         Ok(Self { positions: positions.to_vec(), c0_kept, c1: ct.parts()[1].clone() })
     }
@@ -475,7 +475,7 @@ impl PartialCiphertext {
         for (&p, &v) in self.positions.iter().zip(&self.c0_kept) {
             data[p as usize] = v;
         }
-        let c0 = params.backend().ntt(Poly::<Coeff>::from_data(q0, data)?);
+        let c0 = params.backend().ntt(Poly::<Coeff>::from_data(q0, data)?)?;
         Ok(Ciphertext::from_parts(params, vec![c0, self.c1.clone()])?)
     }
 }

@@ -108,11 +108,11 @@ impl Backend for CountingBackend {
     fn name(&self) -> &str {
         "cpu (counting NTTs)"
     }
-    fn ntt(&self, poly: Poly<Coeff>) -> Poly<Ntt> {
+    fn ntt(&self, poly: Poly<Coeff>) -> Result<Poly<Ntt>, MathError> {
         self.counter.add(poly.num_limbs());
         self.inner.ntt(poly)
     }
-    fn intt(&self, poly: Poly<Ntt>) -> Poly<Coeff> {
+    fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError> {
         self.counter.add(poly.num_limbs());
         self.inner.intt(poly)
     }

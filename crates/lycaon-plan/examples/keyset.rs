@@ -47,9 +47,9 @@ fn measure(chains: &[(ChainParams, Vec<usize>)], reps: usize) -> Result<Calibrat
         let basis = lycaon_math::RnsBasis::from_plans(params.qp().plans()[..limbs].to_vec())?;
         let a = sampler.uniform_poly(&basis);
         let b = sampler.uniform_poly(&basis);
-        let coeff = backend.intt(a.clone());
+        let coeff = backend.intt(a.clone())?;
         let ntt = median_seconds(reps.max(5), || {
-            std::hint::black_box(backend.ntt(coeff.clone()));
+            std::hint::black_box(backend.ntt(coeff.clone())?);
             Ok(())
         })?;
         let product = median_seconds(reps.max(5), || {

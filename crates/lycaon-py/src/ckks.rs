@@ -52,7 +52,9 @@ pub struct CkksParameters {
 impl CkksParameters {
     fn build(py: Python<'_>, lit: rlwe::ParametersLiteral, scale: f64) -> PyResult<Self> {
         py.detach(|| {
-            let params = rlwe::Parameters::with_backend(lit, lycaon_backend::RayonBackend::shared()).map_err(param_err)?;
+            // Every core of this machine: the runtime chooses the backend for the device.
+            let backend = lycaon_runtime::device::Device::Cpu.backend().map_err(crate::hybrid::err)?;
+            let params = rlwe::Parameters::with_backend(lit, backend).map_err(param_err)?;
             let ctx = CkksContext::new(&params, scale).map_err(|e| ParameterError::new_err(e.to_string()))?;
             Ok(Self { params, ctx })
         })

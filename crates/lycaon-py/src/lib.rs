@@ -19,7 +19,6 @@ mod planner;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use lycaon_backend::Backend;
 use lycaon_bfv::rlwe::{self, RlweError};
 use lycaon_bfv::{BfvContext, BfvError};
 use lycaon_math::Sampler;
@@ -915,7 +914,7 @@ impl NttLimb {
 fn bench_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
-    d.set_item("backend", lycaon_backend::CpuBackend.name())?;
+    d.set_item("backend", lycaon_runtime::device::Device::Cpu.to_string())?;
     d.set_item("ntt", "tfhe-ntt")?;
     // tfhe-ntt picks IFMA per plan (prime below 2^52 and CPU support); probe with a 50-bit prime.
     let ifma = lycaon_math::ntt_primes(50, 4096, 1, &[])
@@ -1157,13 +1156,14 @@ fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usiz
     if !(4..=16).contains(&log_n) || limbs == 0 || reps == 0 {
         return Err(ParameterError::new_err(format!("gpu_bench needs 4 <= log_n <= 16, limbs >= 1, reps >= 1 (got {log_n}, {limbs}, {reps})")));
     }
-    let backend = lycaon_runtime::device::CudaBackend::new(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let backend = py.detach(|| lycaon_runtime::device::Device::Cuda(device).backend()).map_err(crate::hybrid::err)?;
+    let info = lycaon_runtime::device::probe(device).map_err(|e| LycaonError::new_err(e.to_string()))?;
     let report = py
-        .detach(|| lycaon_runtime::device::bench::bench_backend(&backend, log_n, limbs, reps))
+        .detach(|| lycaon_runtime::device::bench::bench_backend(backend.as_ref(), log_n, limbs, reps))
         .map_err(|e| LycaonError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("backend", report.backend)?;
-    d.set_item("device", backend.device_info().name.clone())?;
+    d.set_item("device", info.name)?;
     d.set_item("n", report.n)?;
     d.set_item("limbs", report.limbs)?;
     d.set_item("reps", report.reps)?;

@@ -21,13 +21,13 @@ pub fn encrypt_zero_public(params: &Parameters, pk: &PublicKey, level: usize, sa
     }
     let q = params.q_at(level)?.clone();
     let backend = params.backend();
-    let u = backend.ntt(Poly::<Coeff>::from_signed(&q, &sampler.ternary(params.n()))?);
+    let u = backend.ntt(Poly::<Coeff>::from_signed(&q, &sampler.ternary(params.n()))?)?;
     let mut parts = Vec::with_capacity(2);
     for key_part in [&pk.b, &pk.a] {
         let mut k = key_part.clone();
         k.truncate_to(&q)?;
         backend.mul_assign(&mut k, &u)?;
-        let e = backend.ntt(Poly::<Coeff>::from_signed(&q, &sampler.gaussian(params.n()))?);
+        let e = backend.ntt(Poly::<Coeff>::from_signed(&q, &sampler.gaussian(params.n()))?)?;
         k.add_assign(&e)?;
         parts.push(k);
     }

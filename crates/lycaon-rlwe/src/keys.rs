@@ -75,7 +75,7 @@ impl SecretKey {
         if coeffs.len() != params.n() || coeffs.iter().any(|c| !(-1..=1).contains(c)) {
             return Err(RlweError::Malformed { what: "secret key coefficients must be n values in {-1, 0, 1}".into() });
         }
-        let ntt = params.backend().ntt(Poly::from_signed(params.qp(), &coeffs)?);
+        let ntt = params.backend().ntt(Poly::from_signed(params.qp(), &coeffs)?)?;
         Ok(Self { params: params.clone(), coeffs, ntt })
     }
 
@@ -127,7 +127,7 @@ impl PublicKey {
 
 /// -a s + e with fresh Gaussian e, in NTT form over a's basis.
 pub(crate) fn minus_as_plus_e(params: &Parameters, a: &Poly<Ntt>, s: &Poly<Ntt>, sampler: &mut Sampler) -> Result<Poly<Ntt>, RlweError> {
-    let e = params.backend().ntt(Poly::<Coeff>::from_signed(a.basis(), &sampler.gaussian(params.n()))?);
+    let e = params.backend().ntt(Poly::<Coeff>::from_signed(a.basis(), &sampler.gaussian(params.n()))?)?;
     let mut b = a.clone();
     params.backend().mul_assign(&mut b, s)?;
     b.neg_assign();

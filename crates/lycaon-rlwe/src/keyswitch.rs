@@ -30,7 +30,7 @@ pub fn decompose(params: &Parameters, c_coeff: &Poly<Coeff>, c_ntt: &Poly<Ntt>) 
     let mut digits = Vec::with_capacity(ctx.digits.len());
     for ((range, own), conv) in ctx.digits.iter().zip(&ctx.digit_bases).zip(&ctx.mod_up) {
         let own_coeff = Poly::<Coeff>::from_kernel_output(own, c_coeff.data()[range.start * n..range.end * n].to_vec());
-        let rest = backend.ntt(backend.convert_basis(conv, &own_coeff, false)?);
+        let rest = backend.ntt(backend.convert_basis(conv, &own_coeff, false)?)?;
         // Reassemble in QP_l order: rest holds the limbs before and after the digit's own.
         let mut data = Vec::with_capacity(ctx.qp.len() * n);
         data.extend_from_slice(&rest.data()[..range.start * n]);
@@ -56,7 +56,7 @@ pub fn mod_down(params: &Parameters, x: Poly<Ntt>, level: usize) -> Result<Poly<
     }
     let mut data = x.into_data();
     let p_part = Poly::<Ntt>::from_kernel_output(conv.from_basis(), data.split_off(count * n));
-    let correction = backend.ntt(backend.convert_basis(conv, &backend.intt(p_part), false)?);
+    let correction = backend.ntt(backend.convert_basis(conv, &backend.intt(p_part)?, false)?)?;
     for (i, q) in ctx.q.moduli().iter().enumerate() {
         let c = ctx.p_inv[i];
         for (x, &y) in data[i * n..(i + 1) * n].iter_mut().zip(correction.limb(i)) {
@@ -137,7 +137,7 @@ pub fn p_mod_q(params: &Parameters, level: usize) -> Result<Vec<u64>, RlweError>
 
 /// Switches one polynomial c (over Q_l, NTT form) from the key's source secret to s.
 pub fn key_switch(params: &Parameters, c: &Poly<Ntt>, key: &KeySwitchKey) -> Result<[Poly<Ntt>; 2], RlweError> {
-    let coeff = params.backend().intt(c.clone());
+    let coeff = params.backend().intt(c.clone())?;
     let dec = decompose(params, &coeff, c)?;
     key_switch_decomposed(params, &dec, key)
 }
@@ -185,7 +185,7 @@ pub fn automorphisms_hoisted(params: &Parameters, ct: &Ciphertext, galois_elemen
         })
         .collect::<Result<_, RlweError>>()?;
     let backend = params.backend();
-    let c1_coeff = backend.intt(ct.parts[1].clone());
+    let c1_coeff = backend.intt(ct.parts[1].clone())?;
     let dec = decompose(params, &c1_coeff, &ct.parts[1])?;
     let mut out = Vec::with_capacity(needed.len());
     for (key, auto) in needed {
@@ -224,7 +224,7 @@ mod tests {
 
     /// Largest centred coefficient of a small polynomial (read from its first limb).
     fn max_abs(params: &Parameters, p: &Poly<Ntt>) -> i64 {
-        let c = params.backend().intt(p.clone());
+        let c = params.backend().intt(p.clone()).unwrap();
         let q0 = c.basis().moduli()[0];
         c.limb(0).iter().map(|&x| q0.center(x).abs()).max().unwrap_or(0)
     }

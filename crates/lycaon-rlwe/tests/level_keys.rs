@@ -40,14 +40,14 @@ fn encrypt(sk: &SecretKey, m: &[i64], level: usize, s: &mut Sampler) -> Cipherte
     let mut seeded = encrypt_zero_symmetric(sk, level, s).unwrap();
     let scaled: Vec<i64> = m.iter().map(|&c| c * DELTA).collect();
     let q = params.q_at(level).unwrap();
-    let pt = params.backend().ntt(Poly::<Coeff>::from_signed(q, &scaled).unwrap());
+    let pt = params.backend().ntt(Poly::<Coeff>::from_signed(q, &scaled).unwrap()).unwrap();
     seeded.c0_mut().add_assign(&pt).unwrap();
     seeded.expand(params).unwrap()
 }
 
 /// Largest |phase - DELTA * want| over the coefficients, read from the first limb (centred).
 fn error(sk: &SecretKey, ct: &Ciphertext, want: &[i64]) -> i64 {
-    let p = sk.params().backend().intt(phase(sk, ct).unwrap());
+    let p = sk.params().backend().intt(phase(sk, ct).unwrap()).unwrap();
     let q0 = p.basis().moduli()[0].value() as i64;
     p.limb(0)
         .iter()
@@ -115,7 +115,7 @@ fn a_relinearisation_key_up_to_level_k_works_there_and_is_refused_above() {
         let ct = encrypt(&sk, &vec![0; params.n()], level, &mut s);
         let q = params.q_at(level).unwrap();
         let scaled: Vec<i64> = m.iter().map(|&c| c * DELTA).collect();
-        let c2 = params.backend().ntt(Poly::<Coeff>::from_signed(q, &scaled).unwrap());
+        let c2 = params.backend().ntt(Poly::<Coeff>::from_signed(q, &scaled).unwrap()).unwrap();
         let mut parts = ct.into_parts();
         parts.push(c2);
         let three = Ciphertext::from_parts(&params, parts).unwrap();
@@ -125,7 +125,7 @@ fn a_relinearisation_key_up_to_level_k_works_there_and_is_refused_above() {
                 assert!(level <= 1);
                 let mut diff = phase(&sk, &two).unwrap();
                 diff.sub_assign(&before).unwrap();
-                let d = params.backend().intt(diff);
+                let d = params.backend().intt(diff).unwrap();
                 let q0 = q.moduli()[0].value();
                 let worst = d.limb(0).iter().map(|&x| x.min(q0 - x)).max().unwrap();
                 assert!(worst < 1 << 12, "level {level}: relinearisation error {worst}");

@@ -49,6 +49,8 @@ pub enum RuntimeError {
     Graph(String),
     #[error("cannot compile for the FHE mode: {0}")]
     Compile(String),
+    #[error(transparent)]
+    Device(#[from] device::DeviceError),
 }
 
 impl From<lycaon_bfv::rlwe::RlweError> for RuntimeError {

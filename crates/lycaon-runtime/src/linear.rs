@@ -300,7 +300,7 @@ pub(crate) fn flooding_poly(params: &Parameters, level: usize, positions: &[usiz
             data[limb * n + p] = v.rem_euclid(i128::from(q.value())) as u64;
         }
     }
-    Ok(params.backend().ntt(Poly::<Coeff>::from_data(basis, data)?))
+    Ok(params.backend().ntt(Poly::<Coeff>::from_data(basis, data)?)?)
 }
 
 fn q0_bits(params: &Parameters) -> Result<(u64, u32)> {
@@ -317,8 +317,8 @@ fn response_ciphertext(params: &Parameters, ct: &Ciphertext, positions: Option<&
     }
     let (q0, bits) = q0_bits(params)?;
     let backend = params.backend();
-    let c0: Poly<Coeff> = backend.intt(ct.parts()[0].clone());
-    let c1: Poly<Coeff> = backend.intt(ct.parts()[1].clone());
+    let c0: Poly<Coeff> = backend.intt(ct.parts()[0].clone())?;
+    let c1: Poly<Coeff> = backend.intt(ct.parts()[1].clone())?;
     let (c0, c1) = (c0.limb(0), c1.limb(0));
     let high = |v: u64, d: u32| round_away_low_bits(v, q0, d);
     let kept: Vec<u64> = match positions {
@@ -378,6 +378,6 @@ fn read_response_ciphertext(params: &Parameters, positions: Option<&[u32]>, blob
         None => c0_kept,
     };
     let backend = params.backend();
-    let parts = vec![backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c0)?), backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c1)?)];
+    let parts = vec![backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c0)?)?, backend.ntt(Poly::<Coeff>::from_data(params.q_at(0)?, c1)?)?];
     Ok(Ciphertext::from_parts(params, parts)?)
 }

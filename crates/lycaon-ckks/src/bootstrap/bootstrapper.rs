@@ -512,9 +512,9 @@ impl Bootstrapper {
         let q0 = params.q_at(0)?.moduli()[0];
         let mut parts = Vec::with_capacity(2);
         for part in ct.parts() {
-            let coeff: Poly<Coeff> = backend.intt(part.clone());
+            let coeff: Poly<Coeff> = backend.intt(part.clone())?;
             let centred: Vec<i64> = coeff.limb(0).iter().map(|&x| q0.center(x)).collect();
-            parts.push(backend.ntt(Poly::<Coeff>::from_signed(&top, &centred)?));
+            parts.push(backend.ntt(Poly::<Coeff>::from_signed(&top, &centred)?)?);
         }
         Ok(lycaon_rlwe::Ciphertext::from_parts(params, parts)?)
     }

@@ -108,7 +108,7 @@ pub(crate) fn apply(
     };
     let (c0, c1) = (&ct.inner().parts()[0], &ct.inner().parts()[1]);
     let p_c0 = lift(c0, &basis, &p_mod_q);
-    let dec = keyswitch::decompose(params, &backend.intt(c1.clone()), c1)?;
+    let dec = keyswitch::decompose(params, &backend.intt(c1.clone())?, c1)?;
     // Baby steps as P-multiples over Q_l P.
     let rotated: Vec<[Poly<Ntt>; 2]> = babies
         .par_iter()
@@ -138,7 +138,7 @@ pub(crate) fn apply(
             }
             // Rotate (a0, a1) / P by g: ModDown only a1, switch it lazily, keep a0 as it is.
             let b1 = keyswitch::mod_down(params, a1, level)?;
-            let dec = keyswitch::decompose(params, &backend.intt(b1.clone()), &b1)?;
+            let dec = keyswitch::decompose(params, &backend.intt(b1.clone())?, &b1)?;
             let (ge, k) = key(g)?;
             let [mut k0, k1] = keyswitch::key_switch_decomposed_lazy(params, &dec, k)?;
             k0.add_assign(&a0)?;
