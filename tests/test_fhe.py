@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from lycaon import LycaonError, _native, fhe
+import lycaon
+from lycaon import LycaonError, _native, fhe, hybrid
 from lycaon.frontend.ir import Graph, ModelError, Node
 
 
@@ -36,6 +37,24 @@ def small_cnn(rng, c_in: int, c_mid: int, n_out: int) -> Graph:
     t = square(g, "act", conv(g, rng, "conv1", "image", c_in, c_mid, 3, 2, 1, 0.3))
     g.add(Node("flatten", "flat", [t], "flat:o"))
     linear(g, rng, "fc", "flat:o", c_mid * 16, n_out, 0.2, "logits")
+    return g
+
+
+def relu_mlp(rng) -> Graph:
+    """fc - ReLU - fc: the leveled path refuses ReLU."""
+    g = Graph("x", (16,), name="relu-mlp")
+    h = linear(g, rng, "fc1", "x", 16, 8, 0.1)
+    g.add(Node("relu", "relu", [h], "relu:o"))
+    linear(g, rng, "fc2", "relu:o", 8, 4, 0.1, "logits")
+    return g
+
+
+def deep_mlp(rng, layers: int = 60) -> Graph:
+    """More levels than the largest ring at 128-bit security holds."""
+    g = Graph("x", (16,), name="deep")
+    t = "x"
+    for i in range(layers):
+        t = linear(g, rng, f"fc{i}", t, 16, 16, 0.1)
     return g
 
 
@@ -132,18 +151,10 @@ def test_level_aware_keyset_is_smaller_and_serves_the_program():
 
 def test_errors_name_what_is_wrong():
     rng = np.random.default_rng(7)
-    g = Graph("x", (16,), name="relu-mlp")
-    h = linear(g, rng, "fc1", "x", 16, 8, 0.1)
-    g.add(Node("relu", "relu", [h], "relu:o"))
-    linear(g, rng, "fc2", "relu:o", 8, 4, 0.1, "logits")
     with pytest.raises(ModelError, match="ReLU"):
-        fhe.FheModel(g)
-    g = Graph("x", (16,), name="deep")
-    t = "x"
-    for i in range(60):
-        t = linear(g, rng, f"fc{i}", t, 16, 16, 0.1)
+        fhe.FheModel(relu_mlp(rng))
     with pytest.raises(ModelError, match="bootstrapping"):
-        fhe.FheModel(g)
+        fhe.FheModel(deep_mlp(rng))
     g = Graph("x", (16,), name="ok")
     linear(g, rng, "fc", "x", 16, 4, 0.1, "logits")
     model = fhe.FheModel(g)
@@ -162,6 +173,26 @@ def test_errors_name_what_is_wrong():
         _native.FheSession.local(json.dumps({**program, "format": 7}))
     with pytest.raises(LycaonError, match="lacks rotation"):
         _native.FheSession.local(json.dumps({**program, "rotation_levels": {}}))
+
+
+def test_the_device_is_chosen_in_the_runtime_and_named_in_its_errors():
+    """Every FHE entry point takes a device name; a bad name or a device this build or machine
+    lacks is an error that says which (CI has no GPU: cuda:0 is unavailable there)."""
+    g = Graph("x", (16,), name="ok")
+    linear(g, np.random.default_rng(7), "fc", "x", 16, 4, 0.1, "logits")
+    program = json.dumps(fhe.FheModel(g).program())
+    with pytest.raises(LycaonError, match="unknown device \"tpu\""):
+        _native.FheSession.local(program, json.dumps({"device": "tpu"}))
+    with pytest.raises(LycaonError, match="unknown device"):
+        _native.ckks_bench_bootstrap(1, "cuda:x")
+    if not lycaon.gpu_status(0)["available"]:
+        with pytest.raises(LycaonError, match="device cuda:0 is not available"):
+            _native.HybridServer.fhe(program, json.dumps({"device": "cuda:0"}))
+    session = _native.FheSession.local(program, json.dumps({"device": "cpu"}))
+    assert len(json.loads(session.infer(np.zeros(16)))["logits"]) == 4
+    session.close()
+    with pytest.raises(ValueError, match="hybrid mode runs on the CPU"):
+        hybrid.Server("lenet5-mnist", device="cuda:0")
 
 
 def test_service_over_tcp_survives_a_bad_client():

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from test_fhe import conv, linear, small_cnn, square
+from test_fhe import conv, deep_mlp, linear, relu_mlp, small_cnn, square
 
 from lycaon import LycaonError, fhe, fhe_compiler, fhe_resnet
 from lycaon._native import fhe_compile, fhe_compile_path
@@ -180,18 +180,12 @@ def test_a_polynomial_without_square_term_is_one_level_as_the_level_plan_says():
 
 def test_leveled_errors_name_the_node():
     rng = np.random.default_rng(7)
-    g = Graph("x", (16,), name="relu-mlp")
-    h = linear(g, rng, "fc1", "x", 16, 8, 0.1)
-    g.add(Node("relu", "relu", [h], "relu:o"))
-    linear(g, rng, "fc2", "relu:o", 8, 4, 0.1, "logits")
+    g = relu_mlp(rng)
     with pytest.raises(LycaonError, match="relu node 'relu'.*ReLU"):
         fhe_compile(graph_to_json(g), json.dumps({"path": "leveled"}))
     choice = json.loads(fhe_compile_path(graph_to_json(g)))
     assert choice["path"] == "bootstrapped" and "relu node 'relu'" in choice["reason"]
-    g = Graph("x", (16,), name="deep")
-    t = "x"
-    for i in range(60):
-        t = linear(g, rng, f"fc{i}", t, 16, 16, 0.1)
+    g = deep_mlp(rng)
     # Too deep for one ring: the automatic choice goes to bootstrapping, which needs bounds
     # (and, being no ResNet, would not take it anyway): the error says both.
     with pytest.raises(LycaonError, match="needs bootstrapping.*bootstrapped"):

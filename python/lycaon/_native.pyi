@@ -978,7 +978,7 @@ def fetch_public_model(addr: str, options_json: str = "{}") -> str:
 class FheSession:
     """One client's FHE session (the runtime's client: the secret key stays inside); keys made
     and sent when it opens. options_json: {"timeout_s", "flood_precision_bits" (local only),
-    "keyset": "level-aware" | "all-required"}."""
+    "keyset": "level-aware" | "all-required", "device": "cpu" | "cuda:N"}."""
 
     @staticmethod
     def connect(addr: str, options_json: str = "{}", on_keys: "object | None" = None) -> "FheSession":
@@ -1000,11 +1000,11 @@ class FheSession:
 def fhe_program_facts(program_json: str) -> str:
     """{"bootstraps", "refreshes", "rotation_keys", "rotation_levels", "relin_level", "input_level", "ops"} (JSON)."""
     ...
-def ckks_bench_ops(spec_json: str) -> str:
-    """Each CKKS operation timed by the runtime (lycaon bench ckks, Lycaon's side); JSON."""
+def ckks_bench_ops(spec_json: str, device: str = "cpu") -> str:
+    """Each CKKS operation timed by the runtime on ``device`` (lycaon bench ckks, Lycaon's side); JSON."""
     ...
-def ckks_bench_bootstrap(seed: int = 1) -> str:
-    """One logN = 16 full-slot bootstrapping, timed by the runtime; JSON."""
+def ckks_bench_bootstrap(seed: int = 1, device: str = "cpu") -> str:
+    """One logN = 16 full-slot bootstrapping, timed by the runtime on ``device``; JSON."""
     ...
 
 # FHE compiler (crates/lycaon-runtime/src/fhe/compile): lycaon.fhe_compiler wraps these.

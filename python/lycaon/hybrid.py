@@ -456,11 +456,17 @@ class Server:
     ``emulate_link`` delays and throttles traffic as ``link`` would (demos on one machine);
     ``flood_bits`` is the statistical security of the noise flooding the server's ciphertexts
     before they go back; ``max_sessions`` clients are served at once; a session idle for
-    ``timeout_s`` is dropped."""
+    ``timeout_s`` is dropped.
+
+    ``mode="fhe"``: the whole network under CKKS (``lycaon.fhe``'s compilers); the client sends
+    its public keys once per session. ``flood_precision_bits`` is the precision the answers'
+    noise flooding leaves in the logits (0: no flooding); ``device`` ("cpu", "cuda:N") is where
+    the server's CKKS work runs."""
 
     def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
                  link: str = "lan", emulate_link: bool = False, calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
-                 timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0):
+                 timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0,
+                 device: str = "cpu"):
         from lycaon.plan import dataset_of  # noqa: PLC0415
         from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
@@ -469,8 +475,10 @@ class Server:
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
         if mode == "fhe":
-            self._init_fhe(native_server, model, calibration, labels, max_sessions, timeout_s, link if emulate_link else "none", flood_precision_bits)
+            self._init_fhe(native_server, model, calibration, labels, max_sessions, timeout_s, link if emulate_link else "none", flood_precision_bits, device)
             return
+        if device != "cpu":
+            raise ValueError(f"device {device!r}: the hybrid mode runs on the CPU; a device applies to the FHE mode (mode='fhe')")
         max_sessions = 4 if max_sessions is None else max_sessions
         spec = Preprocess.from_any(preprocess)
         self.program, self.weights, self.quantized, self.plan = _prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
@@ -492,7 +500,8 @@ class Server:
         self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
         self.address: Optional[str] = None
 
-    def _init_fhe(self, native_server, model, calibration, labels, max_sessions: Optional[int], timeout_s: float, link: str, flood_precision_bits: float) -> None:
+    def _init_fhe(self, native_server, model, calibration, labels, max_sessions: Optional[int], timeout_s: float, link: str, flood_precision_bits: float,
+                  device: str) -> None:
         """The FHE mode: the network compiled for CKKS (lycaon.fhe), served by the runtime; the
         server holds the weights and each session's public keys. ResNet-20 sessions hold about
         10 GB of keys each: one at a time unless ``max_sessions`` says otherwise."""
@@ -510,7 +519,7 @@ class Server:
         bootstrapping = self.program["parameters"]["kind"] == "bootstrappable"
         self.options = {"max_sessions": int(max_sessions if max_sessions is not None else 1 if bootstrapping else 4), "timeout_s": float(timeout_s),
                         "link": link, "metadata": self.metadata, "flood_precision_bits": float(flood_precision_bits),
-                        "max_message_bytes": 1 << 30}
+                        "max_message_bytes": 1 << 30, "device": str(device)}
         self.weights, self.quantized, self.plan = None, None, None
         self._server = native_server.fhe(json.dumps(self.program), json.dumps(self.options))
         self.address = None
@@ -594,13 +603,15 @@ class Client:
     half of the protocol; the server learns nothing of the image and the client nothing of the
     weights beyond the revealed output."""
 
-    def __init__(self, addr: str, *, timeout_s: float = 300.0, link: str = "none", mode: Optional[str] = None):
+    def __init__(self, addr: str, *, timeout_s: float = 300.0, link: str = "none", mode: Optional[str] = None, device: str = "cpu"):
         """``link`` emulates a link on what the client sends (``lan``, ``wan``, ``100mbps,10ms``;
         the server emulates its own direction) and prices communication time in the results.
         ``mode``: the mode the server must serve ("hybrid" or "fhe"; None: whichever it serves).
         In the FHE mode the first ``infer`` makes this client's keys and sends them once (a
-        ResNet-20 session: about 5 GB and minutes); later calls reuse the session."""
+        ResNet-20 session: about 5 GB and minutes); later calls reuse the session. ``device``
+        ("cpu", "cuda:N"): where the FHE mode's key generation, encryption and decryption run."""
         self.address = addr
+        self.device = device
         self.options = {"timeout_s": float(timeout_s), "link": link}
         self._expected_mode = mode
         self._public: Optional[dict] = None
@@ -681,7 +692,7 @@ class Client:
     def fhe_session(self):
         """The FHE session (keys made and sent on first use)."""
         if self._fhe is None:
-            opts = {"timeout_s": max(self.options["timeout_s"], 3600.0)}
+            opts = {"timeout_s": max(self.options["timeout_s"], 3600.0), "device": self.device}
             self._fhe = _native_fn("FheSession").connect(self.address, json.dumps(opts), self.on_keys)
         return self._fhe
 

@@ -2,22 +2,26 @@
 
 use pyo3::prelude::*;
 
+use crate::fhe::backend_on;
 use crate::hybrid::{err, json_err};
 
 /// Each CKKS operation timed on this machine's CPU backend (the runtime's choice), its
 /// precision and key bytes: `spec_json` = {log_n, log_q, log_p, log_scale, reps, lt_diagonals,
-/// lt_level, hoisted, poly_degree, seed}; returns JSON.
+/// lt_level, hoisted, poly_degree, seed}; returns JSON. `device`: "cpu" or "cuda:N".
 #[pyfunction]
-pub fn ckks_bench_ops(py: Python<'_>, spec_json: &str) -> PyResult<String> {
+#[pyo3(signature = (spec_json, device = "cpu"))]
+pub fn ckks_bench_ops(py: Python<'_>, spec_json: &str, device: &str) -> PyResult<String> {
     let spec: lycaon_runtime::ckks_bench::OpsSpec = serde_json::from_str(spec_json).map_err(|e| json_err("benchmark spec", e))?;
-    let out = py.detach(|| lycaon_runtime::ckks_bench::op_timings(&spec, lycaon_runtime::fhe::cpu_backend())).map_err(err)?;
+    let backend = backend_on(Some(device))?;
+    let out = py.detach(|| lycaon_runtime::ckks_bench::op_timings(&spec, backend)).map_err(err)?;
     Ok(out.to_string())
 }
 
 /// One logN = 16 full-slot bootstrapping, timed (keys, first call, second call); returns JSON.
 #[pyfunction]
-#[pyo3(signature = (seed = 1))]
-pub fn ckks_bench_bootstrap(py: Python<'_>, seed: u64) -> PyResult<String> {
-    let out = py.detach(|| lycaon_runtime::ckks_bench::bootstrap_timing(seed, lycaon_runtime::fhe::cpu_backend())).map_err(err)?;
+#[pyo3(signature = (seed = 1, device = "cpu"))]
+pub fn ckks_bench_bootstrap(py: Python<'_>, seed: u64, device: &str) -> PyResult<String> {
+    let backend = backend_on(Some(device))?;
+    let out = py.detach(|| lycaon_runtime::ckks_bench::bootstrap_timing(seed, backend)).map_err(err)?;
     Ok(out.to_string())
 }

@@ -19,7 +19,14 @@ use crate::hybrid::{call_progress, err, json_err, timeout};
 use crate::LycaonError;
 
 /// The served program: `program_json` from `FheModel.program` or `FheResNet.program`.
-pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_json::Value>, flood_precision_bits: Option<f64>) -> PyResult<FheServed> {
+/// The backend on `device` ("cpu" when None; "cuda:N"): the runtime's choice, with its error.
+pub(crate) fn backend_on(device: Option<&str>) -> PyResult<Arc<dyn lycaon_runtime::Backend>> {
+    let device = lycaon_runtime::Device::parse(device.unwrap_or("cpu")).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    device.backend().map_err(err)
+}
+
+/// The served program on `device` ("cpu" when None).
+pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_json::Value>, flood_precision_bits: Option<f64>, device: Option<&str>) -> PyResult<FheServed> {
     let mut program = FheProgram::from_json(program_json).map_err(err)?;
     if let Some(m) = metadata {
         program.metadata = m;
@@ -30,7 +37,8 @@ pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_
         Some(b) if b.is_finite() && b > 0.0 && b <= 60.0 => FheSessionOptions { flood_precision_bits: Some(b) },
         Some(b) => return Err(LycaonError::new_err(format!("flood_precision_bits must be 0 (no flooding) or in (0, 60], not {b}"))),
     };
-    py.detach(|| FheServed::new(program, lycaon_runtime::fhe::cpu_backend(), options)).map_err(err)
+    let backend = backend_on(device)?;
+    py.detach(|| FheServed::new(program, backend, options)).map_err(err)
 }
 
 #[derive(Deserialize)]
@@ -43,6 +51,9 @@ struct SessionOptionsJson {
     /// "level-aware" (default) or "all-required" (every key at the top level; benchmarks).
     #[serde(default)]
     keyset: Option<String>,
+    /// Where this process's CKKS work runs: "cpu" (default) or "cuda:N".
+    #[serde(default)]
+    device: Option<String>,
 }
 
 fn keys_at_top(o: &SessionOptionsJson) -> PyResult<bool> {
@@ -79,9 +90,15 @@ fn call_stage(cb: &Option<Py<PyAny>>, what: &str) {
 }
 
 impl FheSession {
-    fn opened(mut channel: Box<dyn Channel + Send>, server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>, at_top: bool, on_keys: &Option<Py<PyAny>>) -> lycaon_runtime::Result<Self> {
+    fn opened(
+        mut channel: Box<dyn Channel + Send>,
+        server: Option<JoinHandle<lycaon_runtime::Result<FheServerSummary>>>,
+        backend: Arc<dyn lycaon_runtime::Backend>,
+        at_top: bool,
+        on_keys: &Option<Py<PyAny>>,
+    ) -> lycaon_runtime::Result<Self> {
         let t0 = std::time::Instant::now();
-        let (client, upload_bytes, keys) = open_session(channel.as_mut(), lycaon_runtime::fhe::cpu_backend(), at_top, &mut |what| call_stage(on_keys, what))?;
+        let (client, upload_bytes, keys) = open_session(channel.as_mut(), backend, at_top, &mut |what| call_stage(on_keys, what))?;
         let program_json = client.program().to_json();
         Ok(Self { inner: Mutex::new(Some(Open { client, channel, server })), program_json, keys, upload_bytes, keys_s: t0.elapsed().as_secs_f64() })
     }
@@ -97,9 +114,10 @@ impl FheSession {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
         let at_top = keys_at_top(&o)?;
+        let backend = backend_on(o.device.as_deref())?;
         py.detach(|| -> lycaon_runtime::Result<Self> {
             let channel = TcpChannel::connect(addr, lycaon_mpc::LinkModel::UNLIMITED, t)?;
-            Self::opened(Box::new(channel), None, at_top, &on_keys)
+            Self::opened(Box::new(channel), None, backend, at_top, &on_keys)
         })
         .map_err(err)
     }
@@ -110,16 +128,17 @@ impl FheSession {
     #[pyo3(signature = (program_json, options_json = "{}", on_keys = None))]
     fn local(py: Python<'_>, program_json: &str, options_json: &str, on_keys: Option<Py<PyAny>>) -> PyResult<Self> {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
-        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits)?);
+        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits, o.device.as_deref())?);
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
         let at_top = keys_at_top(&o)?;
+        let backend = backend_on(o.device.as_deref())?;
         py.detach(|| -> lycaon_runtime::Result<Self> {
             let (mut server_end, client_end) = MemoryChannel::pair_with(lycaon_mpc::LinkModel::UNLIMITED, t);
             let handle = std::thread::Builder::new()
                 .name("lycaon-fhe-local-server".into())
                 .spawn(move || serve_session(&served, &mut server_end))
                 .map_err(|e| lycaon_runtime::RuntimeError::Protocol(format!("cannot start the server thread: {e}")))?;
-            Self::opened(Box::new(client_end), Some(handle), at_top, &on_keys)
+            Self::opened(Box::new(client_end), Some(handle), backend, at_top, &on_keys)
         })
         .map_err(err)
     }

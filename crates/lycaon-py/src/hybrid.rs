@@ -45,6 +45,9 @@ pub(crate) struct ServerOptionsJson {
     /// FHE mode: bits of precision the answers' noise flooding leaves in the logits (0: none).
     #[serde(default)]
     pub(crate) flood_precision_bits: Option<f64>,
+    /// FHE mode: where the server's CKKS work runs, "cpu" (default) or "cuda:N".
+    #[serde(default)]
+    pub(crate) device: Option<String>,
 }
 
 impl ServerOptionsJson {
@@ -162,7 +165,7 @@ impl HybridServer {
     #[staticmethod]
     fn fhe(py: Python<'_>, program_json: &str, options_json: &str) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits)?;
+        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits, o.device.as_deref())?;
         Ok(Self::with(Served::Fhe(Arc::new(served)), o.server_options()?))
     }
 

@@ -1,5 +1,6 @@
-//! Executes a plan: the client and server sessions of hybrid private inference (DESIGN.md,
-//! mode `hybrid`), over TCP or in memory.
+//! Executes a plan: the client and server sessions of private inference in both modes (DESIGN.md),
+//! over TCP or in memory, on the device [`Device`] chooses. The FHE mode is in [`fhe`]; what
+//! follows describes the hybrid mode.
 //!
 //! A [`Program`] is the public description of a quantised network (architecture, the planned
 //! algorithm and BFV parameters of every linear layer, truncation shifts); the server adds its
@@ -19,8 +20,11 @@ pub mod server;
 pub mod session;
 mod wire;
 
-pub use program::{Op, OpKind, Program, Reveal, Weights};
+pub use device::Device;
 pub use hello::Mode;
+/// The kernels' interface; [`Device::backend`] gives the one to use.
+pub use lycaon_backend::Backend;
+pub use program::{Op, OpKind, Program, Reveal, Weights};
 pub use server::{Served, Server, ServerOptions};
 pub use session::{ClientOutcome, LayerRecord, SessionOptions};
 

@@ -97,7 +97,7 @@ impl Net {
 
     fn with_keys(&self) -> FheProgram {
         let mut p = self.program();
-        p.rotation_levels = FheExecutable::rotation_plan(p.clone(), lycaon_runtime::fhe::cpu_backend()).unwrap();
+        p.rotation_levels = FheExecutable::rotation_plan(p.clone(), cpu()).unwrap();
         p
     }
 }
@@ -109,7 +109,7 @@ fn max_error(a: &[f64], b: &[f64]) -> f64 {
 #[test]
 fn a_small_network_runs_encrypted_over_tcp_and_matches_its_float_reference() {
     let net = Net::random(7);
-    let served = Arc::new(FheServed::new(net.with_keys(), lycaon_runtime::fhe::cpu_backend(), FheSessionOptions::default()).unwrap());
+    let served = Arc::new(FheServed::new(net.with_keys(), cpu(), FheSessionOptions::default()).unwrap());
     let server = Server::bind(Served::Fhe(served), "127.0.0.1:0", ServerOptions { max_sessions: 2, ..ServerOptions::default() }).unwrap();
     let addr = server.local_addr().to_string();
     let stop = server.stopper();
@@ -128,7 +128,7 @@ fn a_small_network_runs_encrypted_over_tcp_and_matches_its_float_reference() {
     drop(ch);
 
     let mut ch = TcpChannel::connect(addr.as_str(), LinkModel::UNLIMITED, Duration::from_secs(60)).unwrap();
-    let (mut client, upload, accepted) = open_session(&mut ch, lycaon_runtime::fhe::cpu_backend(), false, &mut |_| {}).unwrap();
+    let (mut client, upload, accepted) = open_session(&mut ch, cpu(), false, &mut |_| {}).unwrap();
     assert!(upload > 0 && accepted.key_bytes > 0 && accepted.galois_keys > 0);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     for _ in 0..2 {
@@ -152,7 +152,7 @@ fn a_small_network_runs_encrypted_over_tcp_and_matches_its_float_reference() {
 #[test]
 fn the_server_refuses_wrong_modes_bad_keys_and_silent_connections() {
     let net = Net::random(8);
-    let served = Arc::new(FheServed::new(net.with_keys(), lycaon_runtime::fhe::cpu_backend(), FheSessionOptions::default()).unwrap());
+    let served = Arc::new(FheServed::new(net.with_keys(), cpu(), FheSessionOptions::default()).unwrap());
 
     // A hybrid client at an FHE server is told which mode to use.
     let (mut s, mut c) = lycaon_mpc::channel::MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(10));
@@ -174,7 +174,7 @@ fn the_server_refuses_wrong_modes_bad_keys_and_silent_connections() {
     c.send(&Hello { want: Want::Inference, mode: Some(Mode::Fhe) }.to_bytes()).unwrap();
     let public = PublicModel::parse(&c.recv().unwrap()[1..]).unwrap();
     let program = fhe_program(public).unwrap();
-    let ctx = program.parameters.context(lycaon_runtime::fhe::cpu_backend()).unwrap();
+    let ctx = program.parameters.context(cpu()).unwrap();
     let mut sampler = lycaon_math::Sampler::from_os().unwrap();
     let sk = lycaon_ckks::rlwe::SecretKey::generate(ctx.params(), &mut sampler).unwrap();
     let header = serde_json::json!({"galois": 1, "relin": true, "encapsulation": false});
@@ -200,7 +200,7 @@ fn the_server_refuses_wrong_modes_bad_keys_and_silent_connections() {
 #[test]
 fn a_program_whose_keyset_lacks_a_rotation_is_refused_when_loaded() {
     let net = Net::random(9);
-    let err = FheServed::new(net.program(), lycaon_runtime::fhe::cpu_backend(), FheSessionOptions::default()).err().unwrap().to_string();
+    let err = FheServed::new(net.program(), cpu(), FheSessionOptions::default()).err().unwrap().to_string();
     assert!(err.contains("lacks rotation"), "{err}");
     let mut bad = net.with_keys();
     bad.format = 99;
@@ -208,4 +208,9 @@ fn a_program_whose_keyset_lacks_a_rotation_is_refused_when_loaded() {
     let mut bad = net.with_keys();
     bad.ops[1].inputs = vec!["nowhere".into()];
     assert!(FheProgram::from_json(&bad.to_json()).unwrap_err().to_string().contains("before it is written"));
+}
+
+/// Every core of this machine (the runtime's device choice).
+fn cpu() -> Arc<dyn lycaon_runtime::Backend> {
+    lycaon_runtime::Device::Cpu.backend().expect("the CPU backend is always available")
 }

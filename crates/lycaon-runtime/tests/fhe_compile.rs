@@ -133,14 +133,14 @@ fn run_float(g: &ModelGraph, x: &[f64]) -> Vec<f64> {
 fn encrypted_error(g: &ModelGraph, inputs: &[Vec<f64>]) -> f64 {
     let program = compile(g, &CompileOptions::default()).unwrap();
     // The executor's own rotation plan is covered by the compiler's keyset.
-    let needed = FheExecutable::rotation_plan(program.clone(), lycaon_runtime::fhe::cpu_backend()).unwrap();
+    let needed = FheExecutable::rotation_plan(program.clone(), cpu()).unwrap();
     for (step, level) in &needed {
         assert!(program.rotation_levels.get(step).is_some_and(|l| l >= level), "rotation {step} at level {level}: {:?}", program.rotation_levels.get(step));
     }
-    let served = Arc::new(FheServed::new(program, lycaon_runtime::fhe::cpu_backend(), FheSessionOptions::default()).unwrap());
+    let served = Arc::new(FheServed::new(program, cpu(), FheSessionOptions::default()).unwrap());
     let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(120));
     let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
-    let (mut client, _, _) = open_session(&mut client_end, lycaon_runtime::fhe::cpu_backend(), false, &mut |_| {}).unwrap();
+    let (mut client, _, _) = open_session(&mut client_end, cpu(), false, &mut |_| {}).unwrap();
     let mut worst: f64 = 0.0;
     for x in inputs {
         let got = client.query(&mut client_end, x, &mut |_, _, _| {}).unwrap().logits;
@@ -202,4 +202,9 @@ fn a_compiled_residual_mlp_decrypts_to_its_float_reference() {
     let inputs: Vec<Vec<f64>> = (0..2).map(|_| (0..40).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
     let err = encrypted_error(&g, &inputs);
     assert!(err < 2f64.powi(-12), "relative error {err}");
+}
+
+/// Every core of this machine (the runtime's device choice).
+fn cpu() -> Arc<dyn lycaon_runtime::Backend> {
+    lycaon_runtime::Device::Cpu.backend().expect("the CPU backend is always available")
 }

@@ -99,23 +99,23 @@ def parameters(log_n: int) -> lycaon.CkksParameters:
     return lycaon.CkksParameters.scale_stable(1 << log_n, p["log_q"][0], p["log_scale"], len(p["log_q"]) - 1, p["log_p"])
 
 
-def lycaon_timings(log_n: int, reps: int, lt_diagonals: Optional[int] = None, seed: int = 1) -> dict:
+def lycaon_timings(log_n: int, reps: int, lt_diagonals: Optional[int] = None, seed: int = 1, device: str = "cpu") -> dict:
     """Microseconds, precision and key bytes per operation (keys ``<op>_us``, ``<op>_bits``,
     ``<op>_key_bytes``), each result checked for precision once: measured by the runtime
-    (lycaon-runtime's ``ckks_bench``) on the backend it chooses."""
+    (lycaon-runtime's ``ckks_bench``) on ``device`` ("cpu", "cuda:N")."""
     spec = PARAMETER_SETS[log_n]
     request = {"log_n": log_n, "log_q": spec["log_q"], "log_p": spec["log_p"], "log_scale": spec["log_scale"], "reps": int(reps),
                "lt_diagonals": lt_diagonals or spec["lt_diagonals"], "lt_level": spec["lt_level"], "hoisted": HOISTED, "poly_degree": POLY_DEGREE, "seed": int(seed)}
-    out = json.loads(lycaon._native.ckks_bench_ops(json.dumps(request)))
+    out = json.loads(lycaon._native.ckks_bench_ops(json.dumps(request), device))
     out["params"] = repr(parameters(log_n))
     return out
 
 
-def lycaon_bootstrap(seed: int = 1) -> dict:
+def lycaon_bootstrap(seed: int = 1, device: str = "cpu") -> dict:
     """One logN = 16 full-slot bootstrapping (the runtime's ``ckks_bench``): keys, a first call
     (which encodes the transforms' diagonals), a timed second call, precision against the input
     and levels left."""
-    return json.loads(lycaon._native.ckks_bench_bootstrap(seed))
+    return json.loads(lycaon._native.ckks_bench_bootstrap(seed, device))
 
 
 def _seal_status() -> Optional[str]:
@@ -204,7 +204,7 @@ def _record(op: str, log_n: int, ours: dict, peer: Optional[str], theirs: Option
 
 
 def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str] = None, peer: bool = True, bootstrap: bool = False,
-        threads: Optional[int] = None, lt_diagonals: Optional[int] = None, out=print, bootstrap_only: bool = False) -> list[dict]:
+        threads: Optional[int] = None, lt_diagonals: Optional[int] = None, out=print, bootstrap_only: bool = False, device: str = "cpu") -> list[dict]:
     """Runs the benchmark, prints a table and returns (and optionally writes) the records.
 
     Records have the BFV benchmark's shape, one per (op, n, peer): ``{"op", "n", "lycaon_us",
@@ -213,7 +213,8 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     ``peer_levels_left`` on bootstrapping records. ``peer`` is None (and the peer fields too)
     when no peer ran. ``bootstrap`` adds the logN = 16 bootstrapping (see the module docstring);
     ``lt_diagonals`` overrides the transform's diagonal count (tests use a small one);
-    ``bootstrap_only`` runs the logN = 16 bootstrapping alone.
+    ``bootstrap_only`` runs the logN = 16 bootstrapping alone; ``device`` ("cpu", "cuda:N") is
+    where Lycaon's side runs.
     The JSON file holds ``{"info": ..., "records": [...]}``.
     """
     if reps < 1:
@@ -228,7 +229,7 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     if threads is not None and lycaon_threads != threads:
         out(f"note: Lycaon's thread pool had already started with {lycaon_threads} threads; asked for {threads}")
     threads = lycaon_threads
-    info = dict(lycaon.bench_info(), backend="cpu-rayon", threads=threads)
+    info = dict(lycaon.bench_info(), backend="cpu-rayon" if device == "cpu" else device, threads=threads)
     out(f"Lycaon {info['version']}: CKKS on {threads} threads (rayon), median of {reps} runs after one warm-up run")
     seal_why = _seal_status() if peer else "not run (--no-peer)"
     lattigo_why = _lattigo_status() if peer else "not run (--no-peer)"
@@ -244,7 +245,7 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
     rows: list[tuple[dict, dict, dict]] = []  # (ours, seal, lattigo) per ring degree, for the table
     for log_n in log_ns:
         spec = PARAMETER_SETS[log_n]
-        ours = {} if bootstrap_only else lycaon_timings(log_n, reps, lt_diagonals)
+        ours = {} if bootstrap_only else lycaon_timings(log_n, reps, lt_diagonals, device=device)
         gc.collect()
         seal: dict = {}
         lattigo: dict = {}
@@ -279,7 +280,7 @@ def run(log_ns: Sequence[int] = (14, 16), reps: int = 5, json_path: Optional[str
                 ours["bootstrap_note"] = f"skipped: {avail / 2**30:.1f} GiB available, it needs about {BOOTSTRAP_MEMORY['lycaon'] / 2**30:.0f} GiB"
                 out(f"Lycaon bootstrapping {ours['bootstrap_note']}")
             else:
-                ours.update(lycaon_bootstrap())
+                ours.update(lycaon_bootstrap(device=device))
                 gc.collect()
         elif bootstrap:
             out(f"bootstrapping at logN = {log_n}: not run (no 128-bit secure bootstrappable chain fits logN = {log_n}; only logN = 16 is benchmarked)")

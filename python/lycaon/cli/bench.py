@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
                       help="also one logN = 16 bootstrapping per library (off by default: Lattigo's keys take ~17 GB, Lycaon's ~9 GB; run one at a time)")
     ckks.add_argument("--bootstrap-only", action="store_true", help="only the logN = 16 bootstrapping (implies --bootstrap)")
     ckks.add_argument("--threads", type=int, help="Lycaon's threads and Lattigo's GOMAXPROCS (default: the CPU count)")
+    ckks.add_argument("--device", default="cpu", metavar="cpu|cuda:N", help="where Lycaon's side runs (default cpu)")
     gpu = bench_sub.add_parser("gpu", help="the CUDA backend's kernels against the CPU, bit-exact check included (says why when there is no GPU)")
     gpu.add_argument("--json", metavar="FILE", help="write the result as JSON ({\"gpu\": null, \"reason\": ...} without a GPU)")
     gpu.add_argument("--logn", type=int, default=16, help="ring degree as log2 (default 16)")
@@ -82,7 +83,7 @@ def run(args) -> int:
         from lycaon.bench import ckks as bench_ckks  # noqa: PLC0415
 
         bench_ckks.run(args.logn, args.reps, args.json, peer=not args.no_peer, bootstrap=args.bootstrap, threads=args.threads,
-                       bootstrap_only=args.bootstrap_only)
+                       bootstrap_only=args.bootstrap_only, device=args.device)
         return 0
     if args.suite == "gpu":
         from lycaon.bench import gpu as bench_gpu  # noqa: PLC0415

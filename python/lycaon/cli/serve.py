@@ -87,7 +87,7 @@ def _fhe_summary(program: dict) -> str:
     return f"{program['name']}: FHE program ({ring}; {counts}; {refreshes} refreshes an image; {len(program['rotation_levels'])} rotation keys by level)"
 
 
-def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) -> int:
+def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], device: str = "cpu", flood_precision_bits: float = 20.0) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
@@ -96,7 +96,7 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int]) ->
     if model not in RESNET20_MODELS:
         model = DEMO_MODELS.get(model, model)
     with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
-        server = Server(model, mode="fhe", max_sessions=max_sessions)
+        server = Server(model, mode="fhe", max_sessions=max_sessions, device=device, flood_precision_bits=flood_precision_bits)
     print(_fhe_summary(server.program) + ("; a session holds about 10 GB of the client's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
     address = server.start(port, host)
     sessions = server.options["max_sessions"]
@@ -130,12 +130,18 @@ def add_parser(sub) -> None:
     serve.add_argument("--std", type=float, nargs="+", help="per-channel standard deviation")
     serve.add_argument("--scale", type=float, help="divide pixel values by this first (default 255)")
     serve.add_argument("--channel-order", choices=("rgb", "bgr", "gray"), help="channel order of the model's input (default rgb)")
+    serve.add_argument("--device", default="cpu", metavar="cpu|cuda:N", help="--mode fhe: where the server's CKKS work runs (default cpu)")
+    serve.add_argument("--flood-precision-bits", type=float, default=20.0, metavar="BITS",
+                       help="--mode fhe: bits of precision the noise flooding of answers leaves in the logits (default 20; 0: no flooding)")
     serve.add_argument("--random-weights", type=int, metavar="SEED", help="benchmarks only: give a built-in architecture (resnet50, squeezenet, ...) random weights")
 
 
 def run(args) -> int:
     if args.mode == "fhe":
-        return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions)
+        return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions, args.device, args.flood_precision_bits)
+    if args.device != "cpu":
+        print(f"lycaon serve: --device {args.device} applies to --mode fhe; the hybrid mode runs on the CPU", file=sys.stderr)
+        return 2
     return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,
                   args.link, args.flood_bits, not args.faithful_truncation, calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
                   calibration_images=args.calibration_images, random_weights=args.random_weights)

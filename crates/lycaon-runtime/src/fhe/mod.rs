@@ -21,8 +21,3 @@ pub use executor::{FheExecutable, FheRunStats, SessionKeys};
 pub use graph::ModelGraph;
 pub use program::{FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
 pub use session::{open_session, FheClient, FheServed, FheSessionOptions, Flooding, QueryOutcome};
-
-/// The CPU backend the FHE mode runs on until the runtime's device choice covers it (all cores).
-pub fn cpu_backend() -> std::sync::Arc<dyn lycaon_backend::Backend> {
-    lycaon_backend::RayonBackend::shared()
-}

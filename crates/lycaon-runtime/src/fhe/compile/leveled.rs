@@ -71,6 +71,11 @@ struct Step {
     rotations: Vec<i64>,
 }
 
+/// An op of the node that uses no level and no rotation (an alias, an addition).
+fn free_step(node: &GraphNode, level: usize, kind: FheOpKind) -> Step {
+    Step { op: FheOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), level, depth: 0, refresh: vec![], kind }, rotations: vec![] }
+}
+
 fn linear_op(node: &GraphNode, inputs: Vec<String>, level: usize, matrix: SlotMatrix, sum_steps: Vec<i64>, bias: Option<Vec<f64>>, slots: usize) -> Step {
     let mut rotations = diagonal_rotations(&matrix.diagonal_indices(slots), slots);
     rotations.extend(&sum_steps);
@@ -193,16 +198,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions, depth: usize, param
                 src
             }
             NodeOp::Flatten => {
-                let op = FheOp {
-                    name: node.name.clone(),
-                    inputs: node.inputs.clone(),
-                    output: node.output.clone(),
-                    level: lvl,
-                    depth: 0,
-                    refresh: vec![],
-                    kind: FheOpKind::Alias,
-                };
-                steps.push(Step { op, rotations: vec![] });
+                steps.push(free_step(node, lvl, FheOpKind::Alias));
                 src.flattened()
             }
             NodeOp::Add => {
@@ -210,16 +206,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions, depth: usize, param
                 if other.period != src.period || other.index != src.index {
                     return Err(fail(format!("{d}: its inputs are packed differently (a packing change before a residual addition is not built yet)")));
                 }
-                let op = FheOp {
-                    name: node.name.clone(),
-                    inputs: node.inputs.clone(),
-                    output: node.output.clone(),
-                    level: lvl,
-                    depth: 0,
-                    refresh: vec![],
-                    kind: FheOpKind::Add,
-                };
-                steps.push(Step { op, rotations: vec![] });
+                steps.push(free_step(node, lvl, FheOpKind::Add));
                 src
             }
             other => return Err(fail(format!("{d}: the leveled FHE path does not compile '{}'", other.as_str()))),
