@@ -40,6 +40,22 @@ def small_cnn(rng, c_in: int, c_mid: int, n_out: int) -> Graph:
     return g
 
 
+def conv_net(seed, size, c1, c2, k, stride, pad) -> Graph:
+    """conv, general per-channel quadratic (two levels), conv, average pooling, flatten, square,
+    fully connected (7 logits)."""
+    rng = np.random.default_rng(seed)
+    g = Graph("image", (c1, size, size), name="cnn")
+    t = conv(g, rng, "conv1", "image", c1, c2, k, stride, pad, 0.3)
+    t = square(g, "act1", t, rng.normal(0, 0.2, (c2, 3)) + [0, 0, 1])
+    t = conv(g, rng, "conv2", t, c2, c2, 3, 1, 1, 0.2)
+    g.add(Node("avgpool", "pool", [t], "pool:o", {"kernel": (2, 2), "stride": (2, 2)}))
+    g.add(Node("flatten", "flat", ["pool:o"], "flat:o"))
+    n = int(np.prod(g.shapes()["flat:o"]))
+    t = square(g, "act2", "flat:o")
+    linear(g, rng, "fc", t, n, 7, 0.2, "logits")
+    return g
+
+
 def relu_mlp(rng) -> Graph:
     """fc - ReLU - fc: the leveled path refuses ReLU."""
     g = Graph("x", (16,), name="relu-mlp")
@@ -80,17 +96,8 @@ def bits(want: np.ndarray, got: np.ndarray) -> float:
 
 @pytest.mark.parametrize("seed,size,c1,c2,k,stride,pad", [(1, 12, 3, 5, 3, 2, 1), (2, 9, 2, 4, 5, 2, 2), (3, 8, 4, 4, 3, 1, 1), (4, 10, 1, 6, 3, 2, 0)])
 def test_convolutional_networks_match_their_float_twin(seed, size, c1, c2, k, stride, pad):
-    rng = np.random.default_rng(seed)
-    g = Graph("image", (c1, size, size), name="cnn")
-    t = conv(g, rng, "conv1", "image", c1, c2, k, stride, pad, 0.3)
-    t = square(g, "act1", t, rng.normal(0, 0.2, (c2, 3)) + [0, 0, 1])  # general per-channel quadratic (two levels)
-    t = conv(g, rng, "conv2", t, c2, c2, 3, 1, 1, 0.2)
-    g.add(Node("avgpool", "pool", [t], "pool:o", {"kernel": (2, 2), "stride": (2, 2)}))
-    g.add(Node("flatten", "flat", ["pool:o"], "flat:o"))
-    n = int(np.prod(g.shapes()["flat:o"]))
-    t = square(g, "act2", "flat:o")
-    linear(g, rng, "fc", t, n, 7, 0.2, "logits")
-    x = rng.uniform(0, 1, (c1, size, size))
+    g = conv_net(seed, size, c1, c2, k, stride, pad)
+    x = np.random.default_rng(seed + 100).uniform(0, 1, (c1, size, size))
     model, _, got, want = run(g, x)
     assert got.shape == (7,)
     assert bits(want, got) >= 12, (want, got)

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from test_fhe import conv, deep_mlp, linear, relu_mlp, small_cnn, square
+from test_fhe import conv_net, deep_mlp, linear, relu_mlp, small_cnn, square
 
 from lycaon import LycaonError, fhe, fhe_compiler, fhe_resnet
 from lycaon._native import fhe_compile, fhe_compile_path
@@ -65,22 +65,6 @@ def check_leveled(graph: Graph, name: str = "") -> fhe.FheModel:
     assert_same(got, want)
     assert json.loads(fhe_compile_path(graph_to_json(model.graph)))["path"] == "leveled"
     return model
-
-
-def conv_net(seed, size, c1, c2, k, stride, pad) -> Graph:
-    """test_fhe's convolutional network: conv, general quadratic, conv, average pooling, flatten,
-    square, fully connected."""
-    rng = np.random.default_rng(seed)
-    g = Graph("image", (c1, size, size), name="cnn")
-    t = conv(g, rng, "conv1", "image", c1, c2, k, stride, pad, 0.3)
-    t = square(g, "act1", t, rng.normal(0, 0.2, (c2, 3)) + [0, 0, 1])
-    t = conv(g, rng, "conv2", t, c2, c2, 3, 1, 1, 0.2)
-    g.add(Node("avgpool", "pool", [t], "pool:o", {"kernel": (2, 2), "stride": (2, 2)}))
-    g.add(Node("flatten", "flat", ["pool:o"], "flat:o"))
-    n = int(np.prod(g.shapes()["flat:o"]))
-    t = square(g, "act2", "flat:o")
-    linear(g, rng, "fc", t, n, 7, 0.2, "logits")
-    return g
 
 
 # ---------------------------------------------------------------------------------------------

@@ -202,24 +202,14 @@ fn stats_diff(before: ChannelStats, after: ChannelStats, record: &mut LayerRecor
 /// Runs the server's half of one session on `channel`. Errors are also sent to the client.
 pub fn serve_session(model: &ServedModel, channel: &mut dyn Channel) -> Result<ServerSummary> {
     let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
-    match hello {
-        Ok(h) => serve_after_hello(model, channel, h),
-        Err(e) => {
-            wire::send_error(channel, &e.to_string());
-            Err(e)
-        }
-    }
+    let hello = wire::tell_peer(channel, hello)?;
+    serve_after_hello(model, channel, hello)
 }
 
 /// [`serve_session`] once the hello is read (the server reads it to choose the mode).
 pub fn serve_after_hello(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {
     let result = serve_inner(model, channel, hello);
-    if let Err(e) = &result {
-        if !matches!(e, RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)) | RuntimeError::Mpc(lycaon_mpc::MpcError::Timeout(_))) {
-            wire::send_error(channel, &e.to_string());
-        }
-    }
-    result
+    wire::tell_peer(channel, result)
 }
 
 fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {

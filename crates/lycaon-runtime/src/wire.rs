@@ -40,6 +40,17 @@ pub(crate) fn send_error(channel: &mut dyn Channel, text: &str) {
     let _ = channel.send(&message);
 }
 
+/// A session's result, its error also sent to the peer unless the peer is gone or silent
+/// (closed or timed out: nobody would read it).
+pub(crate) fn tell_peer<T>(channel: &mut dyn Channel, result: crate::Result<T>) -> crate::Result<T> {
+    if let Err(e) = &result {
+        if !matches!(e, crate::RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)) | crate::RuntimeError::Mpc(lycaon_mpc::MpcError::Timeout(_))) {
+            send_error(channel, &e.to_string());
+        }
+    }
+    result
+}
+
 #[derive(Default)]
 pub(crate) struct Writer {
     buf: Vec<u8>,

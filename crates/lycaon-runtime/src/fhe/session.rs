@@ -176,17 +176,13 @@ pub fn key_plan(program: &FheProgram, ctx: &Arc<CkksContext>, bootstrapper: Opti
 /// Serves one FHE session after its hello. Errors are also sent to the client.
 pub fn serve_after_hello(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> Result<FheServerSummary> {
     let result = serve_inner(served, channel, hello);
-    if let Err(e) = &result {
-        if !matches!(e, RuntimeError::Mpc(lycaon_mpc::MpcError::PeerClosed(_)) | RuntimeError::Mpc(lycaon_mpc::MpcError::Timeout(_))) {
-            wire::send_error(channel, &e.to_string());
-        }
-    }
-    result
+    wire::tell_peer(channel, result)
 }
 
 /// Serves one FHE session on `channel`, hello included (tests, in-memory runs).
 pub fn serve_session(served: &FheServed, channel: &mut dyn Channel) -> Result<FheServerSummary> {
-    let hello = Hello::parse(&channel.recv()?)?;
+    let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
+    let hello = wire::tell_peer(channel, hello)?;
     serve_after_hello(served, channel, hello)
 }
 
