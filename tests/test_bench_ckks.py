@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import lycaon
@@ -50,23 +49,6 @@ def test_level_limited_keys_are_smaller():
     # 9 digits over 10 limbs against 2 digits over 3 limbs (one special prime).
     assert full.memory_bytes == 9 * 2 * 10 * params.n * 8
     assert low.memory_bytes == 2 * 2 * 3 * params.n * 8
-
-
-def test_prepared_transform_matches_the_plain_product():
-    params = bench.parameters(14)
-    kg = lycaon.CkksKeyGenerator(params)
-    rng = np.random.default_rng(3)
-    s = params.max_slots
-    lt = lycaon.CkksLinearTransform(params, {k: rng.uniform(-1, 1, s) / 8 for k in range(8)})
-    ev = lycaon.CkksEvaluator(params, lycaon.CkksEvaluationKeys(None, kg.galois_keys(lt.rotations(), level=2)))
-    enc = lycaon.CkksEncoder(params)
-    x = rng.uniform(-1, 1, s)
-    ct = lycaon.CkksPublicEncryptor(params, kg.public_key()).encrypt(enc.encode(x, level=2))
-    lt.prepare(ct)
-    out = ev.linear_transform(ct, lt)
-    got = enc.decode_real(lycaon.CkksDecryptor(params, kg.secret_key()).decrypt(out))
-    assert out.level == 1
-    assert lycaon.precision_stats(lt.apply_plain(x).real, got)["mean_bits"] > 20
 
 
 def test_bootstrap_record_carries_precision_and_levels_left():

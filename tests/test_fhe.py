@@ -262,28 +262,6 @@ def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsy
     assert "in the FHE mode" in capsys.readouterr().out
 
 
-def test_mpconv_binding_matches_the_float_convolution():
-    from lycaon import CkksDecryptor, CkksEncoder, CkksEvaluationKeys, CkksEvaluator, CkksKeyGenerator, CkksParameters, CkksSecretEncryptor
-    from lycaon._native import FheMpConv, multiplexed_pack, multiplexed_unpack
-    from lycaon.frontend.executor import conv2d
-
-    rng = np.random.default_rng(10)
-    params = CkksParameters.scale_stable(8192, 48, 36, 3, [56])
-    c, h, w, k_out = 4, 8, 8, 8
-    weights = rng.normal(0, 0.3, (k_out, c, 3, 3))
-    x = rng.uniform(-1, 1, (c, h, w))
-    layer = FheMpConv((c, h, w, 1, params.max_slots), k_out, 3, 2, weights.ravel())
-    kg = CkksKeyGenerator(params)
-    ev = CkksEvaluator(params, CkksEvaluationKeys(None, kg.galois_keys(layer.rotation_steps())))
-    enc = CkksEncoder(params)
-    ct = CkksSecretEncryptor(params, kg.secret_key()).encrypt(enc.encode(multiplexed_pack(c, h, w, 1, params.max_slots, x.ravel()))).expand()
-    out = layer.evaluate(ev, ct)
-    got = multiplexed_unpack(*layer.output_layout, np.asarray(enc.decode_real(CkksDecryptor(params, kg.secret_key()).decrypt(out))))
-    want = conv2d(x[None], weights, None, (2, 2), (1, 1, 1, 1), 1)[0].ravel()
-    assert layer.output_layout == (k_out, 4, 4, 2, params.max_slots)
-    assert bits(want, got) >= 14
-
-
 def test_resnet20_compiles_with_bootstrapping_planned():
     from lycaon import fhe_resnet
     from lycaon.frontend import aespa

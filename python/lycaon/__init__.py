@@ -1,11 +1,15 @@
 """Lycaon: homomorphic encryption for private inference.
 
 This release holds the BFV scheme (exact arithmetic modulo t on encrypted integers) and the CKKS
-scheme (approximate arithmetic on real and complex vectors: ``CkksParameters``, ``CkksEncoder``,
-``CkksEvaluator`` with rescaling, rotations, linear transforms, Chebyshev polynomials, and
-``CkksBootstrapper``) over Lycaon's RNS/NTT core. Client-side objects (``KeyGenerator``,
-``Decryptor``) hold the secret key; the server-side ``Evaluator`` never does. The packing, dataflow
-and accelerator simulator (sweeps, reproduction tables, HTML reports) is ``lycaon.simulate``; the
+scheme (approximate arithmetic on real and complex vectors) over Lycaon's RNS/NTT core. BFV
+client-side objects (``KeyGenerator``, ``Decryptor``) hold the secret key; the server-side
+``Evaluator`` never does. CKKS from Python is the client side only (``CkksParameters``,
+``CkksKeyGenerator``, ``CkksEncoder``, the encryptors, ``CkksDecryptor``, keys and ciphertexts)
+plus what the FHE compilers read (``CkksLinearTransform``'s rotation steps,
+``CkksBootstrapParams``, the ``Fhe*`` layers' keys and counts): homomorphic CKKS evaluation and
+bootstrapping run in the Rust runtime (``Server``/``Client`` in FHE mode, ``lycaon serve --mode
+fhe``, ``lycaon bench ckks``; in Rust, ``lycaon_ckks::Evaluator``). The packing, dataflow and
+accelerator simulator (sweeps, reproduction tables, HTML reports) is ``lycaon.simulate``; the
 planner (per-layer parameters and algorithms, noise and cost models, rotation keysets) is
 ``lycaon.plan``; their JSON entry points are exported here. Hybrid private inference (homomorphic
 linear layers, two-party ReLU and truncation) is ``Server(model).start()`` on the side with the
@@ -16,15 +20,11 @@ from ._native import (
     BatchEncoder,
     BfvParameters,
     Ciphertext,
-    CkksBootstrapKeys,
     CkksBootstrapParams,
-    CkksBootstrapper,
     CkksCiphertext,
     CkksDecryptor,
     CkksEncoder,
     CkksPublicEncryptor,
-    CkksEvaluationKeys,
-    CkksEvaluator,
     CkksGaloisKeys,
     CkksKeyGenerator,
     CkksLinearTransform,
@@ -91,15 +91,11 @@ __all__ = [
     "BatchEncoder",
     "BfvParameters",
     "Ciphertext",
-    "CkksBootstrapKeys",
     "CkksBootstrapParams",
-    "CkksBootstrapper",
     "CkksCiphertext",
     "CkksDecryptor",
     "CkksEncoder",
     "CkksPublicEncryptor",
-    "CkksEvaluationKeys",
-    "CkksEvaluator",
     "CkksGaloisKeys",
     "CkksKeyGenerator",
     "CkksLinearTransform",

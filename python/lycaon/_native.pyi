@@ -595,14 +595,6 @@ class CkksGaloisKeys:
     def from_bytes(params: CkksParameters, data: BytesLike) -> "CkksGaloisKeys":
         """Parses bytes from ``to_bytes`` under the same parameters (SerializationError otherwise)."""
 
-class CkksEvaluationKeys:
-    """The public keys an evaluator may use."""
-    def __init__(self, relin_key: Optional[CkksRelinKey] = None, galois_keys: Optional[CkksGaloisKeys] = None) -> None:
-        """Bundles the keys; either may be absent (operations needing it then raise MissingKeyError)."""
-    @property
-    def memory_bytes(self) -> int:
-        """Bytes of the relinearisation and Galois keys in memory."""
-
 class CkksKeyGenerator:
     """Samples the secret key from the OS CSPRNG and derives the other keys (client side)."""
     def __init__(self, params: CkksParameters) -> None:
@@ -617,8 +609,6 @@ class CkksKeyGenerator:
         """Keys for rotations by each step (slot j receives slot j + step) and conjugation; with
         ``level``, each key serves ciphertexts at levels <= ``level`` only (smaller keys); with
         ``levels`` (one per step, 004's level-aware keyset), each step's key at its own level."""
-    def evaluation_keys(self, steps: Sequence[int] = ..., conjugate: bool = False) -> CkksEvaluationKeys:
-        """A relinearisation key and Galois keys, bundled for ``CkksEvaluator``."""
 
 class CkksPlaintext:
     """An encoded message: round(scale * m) at a level, with its slot count."""
@@ -653,7 +643,7 @@ class CkksCiphertext:
         """The slot count (a power of two up to n/2)."""
     @property
     def size(self) -> int:
-        """2, or 3 after ``multiply`` without relinearisation."""
+        """2, or 3 after a product without relinearisation."""
     @property
     def params(self) -> CkksParameters:
         """The parameters this object belongs to."""
@@ -711,59 +701,10 @@ class CkksDecryptor:
     def decrypt(self, ciphertext: CkksCiphertext) -> CkksPlaintext:
         """The plaintext of a ciphertext (size 2 or 3), with its scale and slots."""
 
-class CkksEvaluator:
-    """Homomorphic CKKS operations with the given evaluation keys (never the secret key).
-    Products are not rescaled: call ``rescale``. Levels of operands are aligned downwards;
-    scales differing at one level raise LycaonError suggesting ``set_scale``."""
-    def __init__(self, params: CkksParameters, keys: Optional[CkksEvaluationKeys] = None) -> None:
-        """An evaluator for ``params`` with the given keys (none: no relinearisation or rotation)."""
-    def add(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
-        """a + b; levels aligned downwards, scales per the evaluator policy."""
-    def sub(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
-        """a - b; as ``add``."""
-    def negate(self, a: CkksCiphertext) -> CkksCiphertext:
-        """-a."""
-    def add_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
-        """a + p; p at a's level or above and at its scale."""
-    def sub_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
-        """a - p; as ``add_plain``."""
-    def mul_plain(self, a: CkksCiphertext, p: CkksPlaintext) -> CkksCiphertext:
-        """a * p slot-wise, not rescaled (scale multiplies)."""
-    def plaintext_scale_for(self, a: CkksCiphertext) -> float:
-        """The plaintext scale whose product with ``a`` rescales to the canonical scale."""
-    def add_const(self, a: CkksCiphertext, c: ComplexLike) -> CkksCiphertext:
-        """Adds a real or complex constant to every slot."""
-    def mul_const(self, a: CkksCiphertext, c: ComplexLike) -> CkksCiphertext:
-        """Multiplies every slot by a real or complex constant, not rescaled; the rescale lands on the canonical scale."""
-    def mul_integer(self, a: CkksCiphertext, k: int) -> CkksCiphertext:
-        """a * k exactly for an integer k, scale unchanged."""
-    def multiply(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
-        """a * b without relinearisation (size 3), not rescaled."""
-    def mul_relin(self, a: CkksCiphertext, b: CkksCiphertext) -> CkksCiphertext:
-        """MissingKeyError without a relinearisation key."""
-    def relinearize(self, a: CkksCiphertext) -> CkksCiphertext:
-        """A size-3 ciphertext back to size 2 (MissingKeyError without a relinearisation key)."""
-    def rescale(self, a: CkksCiphertext) -> CkksCiphertext:
-        """Divides by the last prime with rounding: level - 1, scale / q_l."""
-    def drop_level(self, a: CkksCiphertext, levels: int = 1) -> CkksCiphertext:
-        """Drops ``levels`` primes without touching the scale."""
-    def set_scale(self, a: CkksCiphertext, scale: float) -> CkksCiphertext:
-        """Exactly ``scale``, using one level."""
-    def rotate(self, a: CkksCiphertext, step: int) -> CkksCiphertext:
-        """Slot j receives slot j + step (MissingKeyError naming the step without its key)."""
-    def rotate_hoisted(self, a: CkksCiphertext, steps: Sequence[int]) -> list[CkksCiphertext]:
-        """One rotation per step sharing one decomposition (hoisting), in step order."""
-    def conjugate(self, a: CkksCiphertext) -> CkksCiphertext:
-        """Complex conjugation of every slot (needs the conjugation key)."""
-    def linear_transform(self, a: CkksCiphertext, diagonals: Union[dict[int, npt.ArrayLike], "CkksLinearTransform"]) -> CkksCiphertext:
-        """M a with d_k[t] = M[t][(t + k) mod slots]; baby-step giant-step, one level. A
-        ``CkksLinearTransform`` reuses its diagonals encoded by ``prepare``."""
-    def evaluate_chebyshev(self, x: CkksCiphertext, coeffs: Sequence[float], a: float = -1.0, b: float = 1.0) -> CkksCiphertext:
-        """sum_i coeffs[i] T_i on [a, b] in depth ceil(log2(d + 1)), plus one unless 2 / (b - a) is an integer."""
-
 class CkksLinearTransform:
-    """A plaintext matrix by its non-zero diagonals with its baby-step giant-step split; the
-    diagonals can be encoded ahead (``prepare``) so that evaluations only multiply."""
+    """A plaintext matrix by its non-zero diagonals with its baby-step giant-step split: the
+    rotation steps its evaluation needs keys for, and its product in the clear (the evaluation
+    itself runs in the runtime)."""
     def __init__(self, params: CkksParameters, diagonals: dict[int, npt.ArrayLike], slots: Optional[int] = None, double_hoisting: bool = True) -> None:
         """Diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots]; ``slots`` defaults to their length."""
     def rotations(self) -> list[int]:
@@ -777,12 +718,6 @@ class CkksLinearTransform:
     @property
     def diagonal_count(self) -> int:
         """Number of non-zero diagonals."""
-    def prepare(self, ciphertext: CkksCiphertext) -> None:
-        """Encodes every diagonal for inputs at ``ciphertext``'s level and scale and keeps them
-        (memory: one plaintext over Q_l P per diagonal)."""
-    def prepare_at(self, level: int) -> None:
-        """Encodes every diagonal for inputs at ``level`` on its canonical scale (a server can
-        prepare before any ciphertext arrives)."""
     def apply_plain(self, values: npt.ArrayLike) -> npt.NDArray[np.complex128]:
         """M v in the clear, the reference the encrypted result approximates."""
 
@@ -815,53 +750,8 @@ class CkksBootstrapParams:
     def parameters(self) -> CkksParameters:
         """The CKKS parameters of the shape (128-bit security checked)."""
 
-class CkksBootstrapKeys:
-    """Every key bootstrapping needs (rotations by level, conjugation, relinearisation, the two
-    encapsulation keys). Public material."""
-    @property
-    def memory_bytes(self) -> int:
-        """Bytes of all keys in memory (8 bytes per residue)."""
-    def serialized_len(self, seeded: bool = True) -> int:
-        """Bytes of all keys serialised."""
-    @property
-    def evaluation_keys(self) -> CkksEvaluationKeys:
-        """The keys for the ``CkksEvaluator`` bootstrapping runs on."""
-    @property
-    def galois_key_count(self) -> int:
-        """Number of Galois keys (each generated only up to the level it is used at)."""
-    @property
-    def params(self) -> CkksParameters:
-        """The parameters the keys were made under."""
-    def to_bytes(self) -> bytes:
-        """Versioned, checksummed bytes, every key seeded (about half the memory); pickling uses them."""
-    @staticmethod
-    def from_bytes(params: CkksParameters, data: bytes) -> "CkksBootstrapKeys":
-        """Parses bytes made by ``to_bytes`` under the same parameters (LycaonError otherwise)."""
-
-class CkksBootstrapper:
-    """ModRaise, CoeffsToSlots, EvalMod and SlotsToCoeffs for one parameter set and shape."""
-    def __init__(self, params: CkksParameters, shape: CkksBootstrapParams) -> None:
-        """``params`` must be ``shape.parameters()`` (LycaonError otherwise)."""
-    def generate_keys(self, keygen: CkksKeyGenerator) -> CkksBootstrapKeys:
-        """The keys the circuit uses, each only up to the level where it is used (client side)."""
-    def attach_keys(self, keys: CkksBootstrapKeys) -> None:
-        """Attaches the encapsulation keys (needed before ``bootstrap``)."""
-    def key_memory_estimate(self) -> int:
-        """Bytes in memory of the keys ``generate_keys`` makes, without making them."""
-    @property
-    def rotation_count(self) -> int:
-        """Number of (rotation, level) pairs the circuit uses."""
-    def generate_keys_bytes(self, keygen: CkksKeyGenerator) -> bytes:
-        """The bytes ``generate_keys(keygen).to_bytes()`` would give, made without holding the keys
-        (each written and dropped before the next): what a client uploads."""
-    def bootstrap(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext, keys: Optional[CkksBootstrapKeys] = None) -> CkksCiphertext:
-        """Refreshes ``ciphertext`` (the shape's slot count, any level) to the top residual level;
-        ``evaluator`` holds ``keys.evaluation_keys``; ``keys`` supplies the encapsulation keys in
-        place of attached ones (one bootstrapper serves many sessions). The first call also
-        encodes the transforms."""
-
 def ckks_threads() -> int:
-    """Threads of the pool CKKS evaluation runs on (RAYON_NUM_THREADS when the pool starts)."""
+    """Threads of the pool CKKS evaluation runs on in this process (RAYON_NUM_THREADS when the pool starts)."""
 
 def chebyshev_coefficients(f: "object", a: float, b: float, degree: int) -> list[float]:
     """Chebyshev interpolation coefficients of the callable f on [a, b]."""
@@ -875,7 +765,8 @@ def composite_relu(degrees: Optional[list[int]] = None) -> dict[str, object]:
 def precision_stats(expected: npt.ArrayLike, got: npt.ArrayLike) -> dict[str, float]:
     """Bits of precision: min_bits, mean_bits, median_bits, max_bits and max_error."""
 
-# FHE-mode layers (crates/lycaon-nn/src/fhe): lycaon.fhe_resnet uses these.
+# FHE-mode layers (crates/lycaon-nn/src/fhe): lycaon.fhe_resnet reads their layouts, rotation
+# steps and counts at compile time; the runtime evaluates them.
 
 Layout = tuple[int, int, int, int, int]
 
@@ -898,8 +789,6 @@ class FheMpConv:
         """Every rotation step the evaluation needs a key for."""
     def counts(self) -> tuple[int, int, int, int]:
         """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
-    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
-        """The convolution of a ciphertext in the input layout, two levels lower."""
 
 class FheCaConv:
     """HyPHEN's CAConv: from the gap-1 multiplexed packing (CA, one ciphertext) to the RA
@@ -910,8 +799,6 @@ class FheCaConv:
         """Every rotation step the evaluation needs a key for."""
     def counts(self) -> tuple[int, int, int, int]:
         """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
-    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> list[CkksCiphertext]:
-        """The C_out RA ciphertexts, one level lower."""
 
 class FheRaConv:
     """HyPHEN's RAConv: from the RA packing (one ciphertext per input channel) to the gap-1
@@ -925,8 +812,6 @@ class FheRaConv:
         """Every rotation step the evaluation needs a key for."""
     def counts(self) -> tuple[int, int, int, int]:
         """(rotations, plaintext products, rescales, depth) from the algorithm's structure."""
-    def evaluate(self, evaluator: CkksEvaluator, ciphertexts: list[CkksCiphertext]) -> CkksCiphertext:
-        """The CA ciphertext of the output channels, one level below the inputs."""
 
 class FheAvgPoolFc:
     """Global average pooling into a fully connected layer on a multiplexed packing (one level)."""
@@ -934,8 +819,6 @@ class FheAvgPoolFc:
         """``weights`` = [n_out][C] flattened; ``bias`` has n_out values."""
     def rotation_steps(self) -> list[int]:
         """Every rotation step the evaluation needs a key for."""
-    def evaluate(self, evaluator: CkksEvaluator, ciphertext: CkksCiphertext) -> CkksCiphertext:
-        """The logits in slots 0..n_out, one level lower."""
 
 # Hybrid runtime (crates/lycaon-runtime): lycaon.hybrid wraps these.
 

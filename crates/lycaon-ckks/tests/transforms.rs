@@ -4,7 +4,13 @@
 mod common;
 use common::*;
 
-use lycaon_ckks::{precision_stats, precision_stats_complex, Ciphertext, ChebyshevPoly, CkksError, Complex64, LinearTransform, Plaintext, SeededCiphertext};
+use std::sync::Arc;
+
+use lycaon_ckks::rlwe::GaloisKeys;
+use lycaon_ckks::{
+    precision_stats, precision_stats_complex, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksError, Complex64, EvaluationKeys, Evaluator,
+    LinearTransform, Plaintext, SeededCiphertext,
+};
 
 fn report(label: &str, s: lycaon_ckks::PrecisionStats, min_bits: f64) {
     println!("{label:<40} {s}");
@@ -48,6 +54,31 @@ fn dense_linear_transform_matches_matrix_vector_product() {
     let out1 = s.eval.linear_transform(&ct, &single).unwrap();
     println!("single-hoisted: {:?}", t.elapsed());
     report("single-hoisted linear transform", precision_stats_complex(&want, &s.decrypt(&out1)), 12.0);
+}
+
+/// What the runtime does with a transform (the FHE executor, `lycaon bench ckks`): diagonals
+/// encoded ahead for one level, rotation keys generated only up to that level; above it the keys
+/// are refused.
+#[test]
+fn prepared_transform_with_keys_only_up_to_its_level_matches_the_plain_product() {
+    let (slots, level) = (8192usize, 2usize);
+    let mut s = setup14(&[]);
+    let diags: Vec<(i64, Vec<Complex64>)> = (0..8).map(|k| (k, s.random_real(slots).into_iter().map(|r| Complex64::new(r / 8.0, 0.0)).collect())).collect();
+    let lt = LinearTransform::new(&s.ctx, slots, diags).unwrap();
+    let n = s.params.n();
+    let pairs: Vec<(u64, usize)> = lt.rotations().iter().map(|&k| (rotation_galois_element(k, n), level)).filter(|&(g, _)| g != 1).collect();
+    let galois = GaloisKeys::generate_at(&s.sk, &pairs, &mut s.sampler).unwrap();
+    let ev = Evaluator::new(&s.ctx, EvaluationKeys { relin: None, galois: Some(Arc::new(galois)) });
+    let x: Vec<Complex64> = s.random_real(slots).into_iter().map(|r| Complex64::new(r, 0.0)).collect();
+    let ct = s.encrypt_at(&x, level);
+    let sigma = ev.linear_transform_scale(&ct, s.ctx.scale_at(level - 1).unwrap()).unwrap();
+    lt.prepare(&s.ctx, level, sigma).unwrap();
+    let out = ev.linear_transform(&ct, &lt).unwrap();
+    assert_eq!(out.level(), level - 1);
+    assert_eq!(out.scale(), s.ctx.scale_at(level - 1).unwrap());
+    report("prepared transform, level-2 keys (8 diagonals)", precision_stats_complex(&lt.apply_plain(&x), &s.decrypt(&out)), 18.0);
+    let err = ev.linear_transform(&s.encrypt(&x), &lt).unwrap_err();
+    assert!(err.to_string().contains("up to level 2"), "{err}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
-//! Bindings of the CKKS scheme: parameters, keys, encoding of float64/complex128 vectors,
-//! encryption, the evaluator (products, rescaling, rotations, linear transforms, Chebyshev
-//! polynomials) and precision in bits. Long calls release the GIL; objects pickle through the
-//! versioned wire format.
+//! Bindings of the CKKS scheme's client side: parameters, keys, encoding of float64/complex128
+//! vectors, encryption and decryption, and what the Python compilers read at compile time
+//! (linear transforms' rotation steps, bootstrappable shapes, the FHE layers' keys and counts)
+//! and precision in bits. Homomorphic evaluation is not bound: it runs in the runtime
+//! (`lycaon_runtime::fhe`, on `lycaon_ckks::Evaluator`). Long calls release the GIL; objects
+//! pickle through the versioned wire format.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -312,7 +314,7 @@ ckks_object!(CkksCiphertext, lycaon_ckks::Ciphertext, "A CKKS ciphertext with it
     fn slots(&self) -> usize {
         self.inner.slots()
     }
-    /// 2, or 3 after `multiply` without relinearisation.
+    /// 2, or 3 after a product without relinearisation.
     #[getter]
     fn size(&self) -> usize {
         self.inner.len()
@@ -329,27 +331,6 @@ ckks_object!(CkksSeededCiphertext, lycaon_ckks::SeededCiphertext, "A fresh symme
         Ok(CkksCiphertext::wrap(&self.params, ct))
     }
 });
-
-/// Relinearisation and Galois keys an evaluator may use (public material).
-#[pyclass(module = "lycaon._native", frozen)]
-#[derive(Clone)]
-pub struct CkksEvaluationKeys {
-    keys: lycaon_ckks::EvaluationKeys,
-}
-
-#[pymethods]
-impl CkksEvaluationKeys {
-    #[new]
-    #[pyo3(signature = (relin_key=None, galois_keys=None))]
-    fn new(relin_key: Option<&CkksRelinKey>, galois_keys: Option<&CkksGaloisKeys>) -> Self {
-        Self { keys: lycaon_ckks::EvaluationKeys { relin: relin_key.map(|k| k.inner.clone()), galois: galois_keys.map(|k| k.inner.clone()) } }
-    }
-    /// Bytes of the relinearisation and Galois keys in memory.
-    #[getter]
-    fn memory_bytes(&self) -> usize {
-        self.keys.relin.as_ref().map_or(0, |r| r.key().memory_bytes()) + self.keys.galois.as_ref().map_or(0, |g| g.memory_bytes())
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Keys, encoding, encryption
@@ -419,13 +400,6 @@ impl CkksKeyGenerator {
             }
         };
         Ok(CkksGaloisKeys::wrap(&self.params, gk))
-    }
-    /// A relinearisation key and Galois keys for `steps` (and conjugation), bundled.
-    #[pyo3(signature = (steps=Vec::new(), conjugate=false))]
-    fn evaluation_keys(&mut self, py: Python<'_>, steps: Vec<i64>, conjugate: bool) -> PyResult<CkksEvaluationKeys> {
-        let (sk, s) = (&self.sk, &mut self.sampler);
-        let keys = py.detach(|| lycaon_ckks::EvaluationKeys::generate(sk, &steps, conjugate, s)).map_err(ckks_err)?;
-        Ok(CkksEvaluationKeys { keys })
     }
 }
 
@@ -565,148 +539,13 @@ impl CkksDecryptor {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Evaluation
+// Linear transforms and bootstrapping shapes (compile time)
 
-/// Homomorphic CKKS operations; holds evaluation keys, never the secret key.
-#[pyclass(module = "lycaon._native", frozen)]
-pub struct CkksEvaluator {
-    params: CkksParameters,
-    ev: lycaon_ckks::Evaluator,
-}
-
-impl CkksEvaluator {
-    fn run<F>(&self, py: Python<'_>, f: F) -> PyResult<CkksCiphertext>
-    where
-        F: FnOnce(&lycaon_ckks::Evaluator) -> Result<lycaon_ckks::Ciphertext, CkksError> + Send,
-    {
-        let ev = &self.ev;
-        py.detach(|| f(ev)).map(|c| CkksCiphertext::wrap(&self.params, c)).map_err(ckks_err)
-    }
-}
-
-fn constant(value: &Bound<'_, PyAny>) -> PyResult<Complex64> {
-    let bad = |_| LycaonError::new_err("the constant must be a real or complex number");
-    if let Ok(x) = value.extract::<f64>() {
-        return Ok(Complex64::new(x, 0.0));
-    }
-    let re = value.getattr("real").and_then(|v| v.extract::<f64>()).map_err(bad)?;
-    let im = value.getattr("imag").and_then(|v| v.extract::<f64>()).map_err(bad)?;
-    Ok(Complex64::new(re, im))
-}
-
-#[pymethods]
-impl CkksEvaluator {
-    #[new]
-    #[pyo3(signature = (params, keys=None))]
-    fn new(params: &CkksParameters, keys: Option<&CkksEvaluationKeys>) -> Self {
-        let keys = keys.map(|k| k.keys.clone()).unwrap_or_default();
-        Self { params: params.clone(), ev: lycaon_ckks::Evaluator::new(&params.ctx, keys) }
-    }
-    /// a + b (levels and scales aligned; ScaleMismatch errors say how to fix them).
-    fn add(&self, py: Python<'_>, a: &CkksCiphertext, b: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.add(&a.inner, &b.inner))
-    }
-    fn sub(&self, py: Python<'_>, a: &CkksCiphertext, b: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.sub(&a.inner, &b.inner))
-    }
-    fn negate(&self, py: Python<'_>, a: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.negate(&a.inner))
-    }
-    fn add_plain(&self, py: Python<'_>, a: &CkksCiphertext, p: &CkksPlaintext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.add_plain(&a.inner, &p.inner))
-    }
-    fn sub_plain(&self, py: Python<'_>, a: &CkksCiphertext, p: &CkksPlaintext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.sub_plain(&a.inner, &p.inner))
-    }
-    /// a * p, not rescaled.
-    fn mul_plain(&self, py: Python<'_>, a: &CkksCiphertext, p: &CkksPlaintext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.mul_plain(&a.inner, &p.inner))
-    }
-    /// The plaintext scale that makes a product with `a` rescale to the canonical scale.
-    fn plaintext_scale_for(&self, a: &CkksCiphertext) -> PyResult<f64> {
-        self.ev.plaintext_scale_for(&a.inner).map_err(ckks_err)
-    }
-    /// Adds a real or complex constant to every slot.
-    fn add_const(&self, py: Python<'_>, a: &CkksCiphertext, c: &Bound<'_, PyAny>) -> PyResult<CkksCiphertext> {
-        let c = constant(c)?;
-        self.run(py, |ev| ev.add_const(&a.inner, c))
-    }
-    /// Multiplies every slot by a real or complex constant, not rescaled.
-    fn mul_const(&self, py: Python<'_>, a: &CkksCiphertext, c: &Bound<'_, PyAny>) -> PyResult<CkksCiphertext> {
-        let c = constant(c)?;
-        self.run(py, |ev| ev.mul_const_complex(&a.inner, c))
-    }
-    fn mul_integer(&self, py: Python<'_>, a: &CkksCiphertext, k: i64) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.mul_integer(&a.inner, k))
-    }
-    /// a * b without relinearisation (size 3), not rescaled.
-    fn multiply(&self, py: Python<'_>, a: &CkksCiphertext, b: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.mul(&a.inner, &b.inner))
-    }
-    /// a * b relinearised, not rescaled.
-    fn mul_relin(&self, py: Python<'_>, a: &CkksCiphertext, b: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.mul_relin(&a.inner, &b.inner))
-    }
-    fn relinearize(&self, py: Python<'_>, a: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.relinearize(&a.inner))
-    }
-    /// Divides by the last prime: level - 1, scale / q_l.
-    fn rescale(&self, py: Python<'_>, a: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.rescale(&a.inner))
-    }
-    #[pyo3(signature = (a, levels=1))]
-    fn drop_level(&self, py: Python<'_>, a: &CkksCiphertext, levels: usize) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.drop_level(&a.inner, levels))
-    }
-    /// Brings the ciphertext to `scale` exactly, using one level.
-    fn set_scale(&self, py: Python<'_>, a: &CkksCiphertext, scale: f64) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.set_scale(&a.inner, scale))
-    }
-    /// Slot j receives slot j + step.
-    fn rotate(&self, py: Python<'_>, a: &CkksCiphertext, step: i64) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.rotate(&a.inner, step))
-    }
-    /// Several rotations sharing one decomposition.
-    fn rotate_hoisted(&self, py: Python<'_>, a: &CkksCiphertext, steps: Vec<i64>) -> PyResult<Vec<CkksCiphertext>> {
-        let (ev, ct) = (&self.ev, &a.inner);
-        let out = py.detach(|| ev.rotate_hoisted(ct, &steps)).map_err(ckks_err)?;
-        Ok(out.into_iter().map(|c| CkksCiphertext::wrap(&self.params, c)).collect())
-    }
-    fn conjugate(&self, py: Python<'_>, a: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        self.run(py, |ev| ev.conjugate(&a.inner))
-    }
-    /// M a for M given by its diagonals {k: d_k} with d_k[t] = M[t][(t + k) mod slots} (one
-    /// level), or by a `CkksLinearTransform` (whose diagonals may be encoded ahead with `prepare`).
-    fn linear_transform(&self, py: Python<'_>, a: &CkksCiphertext, diagonals: &Bound<'_, PyAny>) -> PyResult<CkksCiphertext> {
-        if let Ok(lt) = diagonals.cast::<CkksLinearTransform>() {
-            let lt = lt.get().lt.clone();
-            return self.run(py, |ev| ev.linear_transform(&a.inner, &lt));
-        }
-        let diagonals: BTreeMap<i64, Bound<'_, PyAny>> = diagonals.extract().map_err(|_| LycaonError::new_err("diagonals must be a dict {index: values} or a CkksLinearTransform"))?;
-        let diags = diagonals.iter().map(|(&k, v)| Ok((k, complex_values(v)?))).collect::<PyResult<Vec<_>>>()?;
-        let (ctx, slots) = (&self.params.ctx, a.inner.slots());
-        self.run(py, |ev| {
-            let lt = lycaon_ckks::LinearTransform::new(ctx, slots, diags)?;
-            ev.linear_transform(&a.inner, &lt)
-        })
-    }
-    /// sum_i coeffs[i] T_i((2x - a - b) / (b - a)) in minimal depth, at the canonical scale.
-    #[pyo3(signature = (x, coeffs, a=-1.0, b=1.0))]
-    fn evaluate_chebyshev(&self, py: Python<'_>, x: &CkksCiphertext, coeffs: Vec<f64>, a: f64, b: f64) -> PyResult<CkksCiphertext> {
-        let poly = lycaon_ckks::ChebyshevPoly::new(coeffs, a, b).map_err(ckks_err)?;
-        self.run(py, |ev| ev.evaluate_chebyshev(&x.inner, &poly))
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Linear transforms and bootstrapping
-
-/// A plaintext matrix by its non-zero diagonals, with its baby-step giant-step split; its
-/// diagonals can be encoded ahead (`prepare`) so that evaluations only multiply.
+/// A plaintext matrix by its non-zero diagonals, with its baby-step giant-step split: the
+/// rotation steps its evaluation (in the runtime) needs keys for, and its product in the clear.
 #[pyclass(module = "lycaon._native", frozen)]
 pub struct CkksLinearTransform {
-    params: CkksParameters,
-    lt: Arc<lycaon_ckks::LinearTransform>,
+    lt: lycaon_ckks::LinearTransform,
 }
 
 #[pymethods]
@@ -720,7 +559,7 @@ impl CkksLinearTransform {
         let slots = slots.or_else(|| diags.first().map(|d| d.1.len())).unwrap_or(0);
         let ctx = &params.ctx;
         let lt = py.detach(|| lycaon_ckks::LinearTransform::new(ctx, slots, diags)).map_err(ckks_err)?.with_double_hoisting(double_hoisting);
-        Ok(Self { params: params.clone(), lt: Arc::new(lt) })
+        Ok(Self { lt })
     }
     /// The rotation steps the evaluation needs Galois keys for.
     fn rotations(&self) -> Vec<i64> {
@@ -737,33 +576,6 @@ impl CkksLinearTransform {
     #[getter]
     fn diagonal_count(&self) -> usize {
         self.lt.diagonals().len()
-    }
-    /// Encodes every diagonal for inputs like `ciphertext` (its level and scale, result at the
-    /// canonical scale of the level below) and keeps them: later evaluations only multiply.
-    fn prepare(&self, py: Python<'_>, ciphertext: &CkksCiphertext) -> PyResult<()> {
-        let (ctx, lt, ct) = (&self.params.ctx, &self.lt, &ciphertext.inner);
-        py.detach(|| {
-            if ct.level() == 0 {
-                return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
-            }
-            let ev = lycaon_ckks::Evaluator::without_keys(ctx);
-            let sigma = ev.linear_transform_scale(ct, ctx.scale_at(ct.level() - 1)?)?;
-            lt.prepare(ctx, ct.level(), sigma)
-        })
-        .map_err(ckks_err)
-    }
-    /// Encodes every diagonal for inputs at `level` on its canonical scale (what `prepare` does
-    /// with a ciphertext there), so a server can prepare before any ciphertext arrives.
-    fn prepare_at(&self, py: Python<'_>, level: usize) -> PyResult<()> {
-        let (ctx, lt) = (&self.params.ctx, &self.lt);
-        py.detach(|| {
-            if level == 0 || level > ctx.max_level() {
-                return Err(CkksError::InvalidArgument { what: format!("prepare_at: level {level} must be in 1..={}", ctx.max_level()) });
-            }
-            let sigma = ctx.scale_at(level - 1)? * ctx.prime_at(level)? as f64 / ctx.scale_at(level)?;
-            lt.prepare(ctx, level, sigma)
-        })
-        .map_err(ckks_err)
     }
     /// M v in the clear (complex128), the reference the encrypted result approximates.
     fn apply_plain<'py>(&self, py: Python<'py>, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
@@ -837,138 +649,8 @@ impl CkksBootstrapParams {
     }
 }
 
-/// Every key bootstrapping needs: evaluation keys (rotations by level, conjugation,
-/// relinearisation) and the two sparse-secret encapsulation keys. Public material.
-#[pyclass(module = "lycaon._native", frozen)]
-pub struct CkksBootstrapKeys {
-    keys: lycaon_ckks::bootstrap::BootstrapKeys,
-    params: CkksParameters,
-}
-
-#[pymethods]
-impl CkksBootstrapKeys {
-    /// Versioned, checksummed bytes, every key seeded (about half the memory; pickling uses them
-    /// too). What a client uploads once per session.
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let (keys, params) = (&self.keys, &self.params.params);
-        let bytes = py.detach(|| keys.to_bytes(params)).map_err(ckks_err)?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-    /// Parses bytes made by `to_bytes` under the same parameters.
-    #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &CkksParameters, data: Cow<'_, [u8]>) -> PyResult<Self> {
-        let (p, b) = (&params.params, &*data);
-        let keys = py.detach(|| lycaon_ckks::bootstrap::BootstrapKeys::from_bytes(p, b)).map_err(ckks_err)?;
-        Ok(Self { keys, params: params.clone() })
-    }
-    #[getter]
-    fn params(&self) -> CkksParameters {
-        self.params.clone()
-    }
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (CkksParameters, Bound<'py, PyBytes>))> {
-        Ok((py.get_type::<CkksBootstrapKeys>().getattr("from_bytes")?, (self.params.clone(), self.to_bytes(py)?)))
-    }
-    /// Bytes of all keys in memory (8 bytes per residue).
-    #[getter]
-    fn memory_bytes(&self) -> usize {
-        self.keys.memory_bytes()
-    }
-    /// Bytes of all keys serialised (seeded: uniform halves as 32-byte seeds).
-    #[pyo3(signature = (seeded=true))]
-    fn serialized_len(&self, seeded: bool) -> usize {
-        self.keys.serialized_len(seeded)
-    }
-    /// The evaluation keys, for the `CkksEvaluator` that bootstrapping runs on.
-    #[getter]
-    fn evaluation_keys(&self) -> CkksEvaluationKeys {
-        CkksEvaluationKeys { keys: self.keys.evaluation.clone() }
-    }
-    #[getter]
-    fn galois_key_count(&self) -> usize {
-        self.keys.evaluation.galois.as_ref().map_or(0, |g| g.galois_elements().count())
-    }
-}
-
-/// The bootstrapping circuit (ModRaise, CoeffsToSlots, EvalMod, SlotsToCoeffs) for one
-/// parameter set and shape. Server side: holds public keys only.
-#[pyclass(module = "lycaon._native", frozen)]
-pub struct CkksBootstrapper {
-    params: CkksParameters,
-    boot: std::sync::RwLock<Option<lycaon_ckks::bootstrap::Bootstrapper>>,
-}
-
-impl CkksBootstrapper {
-    fn with<T>(&self, f: impl FnOnce(&lycaon_ckks::bootstrap::Bootstrapper) -> Result<T, CkksError>) -> PyResult<T> {
-        let guard = self.boot.read().map_err(|_| LycaonError::new_err("the bootstrapper's lock is poisoned"))?;
-        let boot = guard.as_ref().ok_or_else(|| LycaonError::new_err("the bootstrapper is being updated"))?;
-        f(boot).map_err(ckks_err)
-    }
-}
-
-#[pymethods]
-impl CkksBootstrapper {
-    /// Builds the transforms and the EvalMod polynomial for parameters made by `shape.parameters()`.
-    #[new]
-    fn new(py: Python<'_>, params: &CkksParameters, shape: &CkksBootstrapParams) -> PyResult<Self> {
-        let (ctx, bp) = (&params.ctx, shape.inner.clone());
-        let boot = py.detach(|| lycaon_ckks::bootstrap::Bootstrapper::new(ctx, bp)).map_err(ckks_err)?;
-        Ok(Self { params: params.clone(), boot: std::sync::RwLock::new(Some(boot)) })
-    }
-    /// Generates the keys the circuit uses, each only up to the level where it is used (client
-    /// side: uses the key generator's secret key).
-    fn generate_keys(&self, py: Python<'_>, keygen: &mut CkksKeyGenerator) -> PyResult<CkksBootstrapKeys> {
-        keygen.params.same(self.params.params.id(), "the key generator was")?;
-        let (sk, s) = (&keygen.sk, &mut keygen.sampler);
-        let keys = py.detach(|| self.with(|b| b.generate_keys(sk, s)))?;
-        Ok(CkksBootstrapKeys { keys, params: self.params.clone() })
-    }
-    /// The bytes of the keys `generate_keys` makes (what `CkksBootstrapKeys.to_bytes` writes),
-    /// made without holding the keys: each is written and dropped before the next (client side:
-    /// about 2.5 GB at logN 16 instead of 6.9 GB of keys plus their bytes).
-    fn generate_keys_bytes<'py>(&self, py: Python<'py>, keygen: &mut CkksKeyGenerator) -> PyResult<Bound<'py, PyBytes>> {
-        keygen.params.same(self.params.params.id(), "the key generator was")?;
-        let (sk, s) = (&keygen.sk, &mut keygen.sampler);
-        let bytes = py.detach(|| self.with(|b| b.generate_keys_bytes(sk, s)))?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-    /// Attaches the encapsulation keys of `keys` (needed before `bootstrap`).
-    fn attach_keys(&self, keys: &CkksBootstrapKeys) -> PyResult<()> {
-        let mut guard = self.boot.write().map_err(|_| LycaonError::new_err("the bootstrapper's lock is poisoned"))?;
-        let boot = guard.take().ok_or_else(|| LycaonError::new_err("the bootstrapper is being updated"))?;
-        *guard = Some(boot.with_encapsulation_keys(keys.keys.encapsulation.clone()));
-        Ok(())
-    }
-    /// The bytes in memory of the keys `generate_keys` makes, computed without making them.
-    fn key_memory_estimate(&self) -> PyResult<usize> {
-        self.with(|b| b.key_memory_estimate())
-    }
-    /// Number of (rotation, level) pairs the circuit uses.
-    #[getter]
-    fn rotation_count(&self) -> PyResult<usize> {
-        self.with(|b| Ok(b.rotations().rotations.len()))
-    }
-    /// Refreshes `ciphertext` (the shape's slot count, any level) to the top residual level at
-    /// its canonical scale; `evaluator` must hold the keys' `evaluation_keys`. `keys`: their
-    /// encapsulation keys, in place of attached ones (a server's one bootstrapper serves every
-    /// client's session). The first call also encodes the transforms' diagonals and keeps them.
-    #[pyo3(signature = (evaluator, ciphertext, keys=None))]
-    fn bootstrap(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext, keys: Option<&CkksBootstrapKeys>) -> PyResult<CkksCiphertext> {
-        if let Some(k) = keys {
-            k.params.same(self.params.params.id(), "the bootstrapping keys were")?;
-        }
-        let (ev, ct) = (&evaluator.ev, &ciphertext.inner);
-        let out = py.detach(|| {
-            self.with(|b| match keys {
-                Some(k) => b.bootstrap_with(ev, ct, k.keys.encapsulation.as_ref()),
-                None => b.bootstrap(ev, ct),
-            })
-        })?;
-        Ok(CkksCiphertext::wrap(&self.params, out))
-    }
-}
-
-/// Threads of the pool the CKKS evaluator runs on (rayon's global pool; RAYON_NUM_THREADS,
-/// read when the pool first starts, sets it).
+/// Threads of the pool CKKS evaluation runs on in this process (the runtime's CPU backend on
+/// rayon's global pool; RAYON_NUM_THREADS, read when the pool first starts, sets it).
 #[pyfunction]
 pub fn ckks_threads() -> usize {
     rayon::current_num_threads()
@@ -1033,7 +715,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CkksPublicKey>()?;
     m.add_class::<CkksRelinKey>()?;
     m.add_class::<CkksGaloisKeys>()?;
-    m.add_class::<CkksEvaluationKeys>()?;
     m.add_class::<CkksKeyGenerator>()?;
     m.add_class::<CkksPlaintext>()?;
     m.add_class::<CkksCiphertext>()?;
@@ -1042,11 +723,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CkksPublicEncryptor>()?;
     m.add_class::<CkksSecretEncryptor>()?;
     m.add_class::<CkksDecryptor>()?;
-    m.add_class::<CkksEvaluator>()?;
     m.add_class::<CkksLinearTransform>()?;
     m.add_class::<CkksBootstrapParams>()?;
-    m.add_class::<CkksBootstrapKeys>()?;
-    m.add_class::<CkksBootstrapper>()?;
     m.add_function(wrap_pyfunction!(ckks_threads, m)?)?;
     m.add_function(wrap_pyfunction!(chebyshev_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(composite_relu, m)?)?;
@@ -1055,7 +733,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// FHE-mode network layers (lycaon-nn's fhe module): multiplexed packing, MPConv, pool + fc
+// FHE-mode network layers (lycaon-nn's fhe module): multiplexed packing, MPConv, CAConv/RAConv,
+// pool + fc, for the compiler (layouts, rotation steps, counts); the runtime evaluates them
 
 fn fhe_err(e: lycaon_nn::fhe::FheError) -> PyErr {
     match e {
@@ -1114,12 +793,6 @@ impl FheMpConv {
         let c = self.conv.counts();
         (c.rotations, c.plain_mults, c.rescales, c.depth)
     }
-    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
-        let (conv, ct) = (&self.conv, &ciphertext.inner);
-        let out = py.detach(|| conv.evaluate(&ops, ct)).map_err(fhe_err)?;
-        Ok(CkksCiphertext::wrap(&evaluator.params, out))
-    }
 }
 
 /// HyPHEN's CAConv: a convolution from the gap-1 multiplexed packing (CA, one ciphertext) to the
@@ -1145,12 +818,6 @@ impl FheCaConv {
     fn counts(&self) -> (u64, u64, u64, u64) {
         let c = self.conv.counts();
         (c.rotations, c.plain_mults, c.rescales, c.depth)
-    }
-    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<Vec<CkksCiphertext>> {
-        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
-        let (conv, ct) = (&self.conv, &ciphertext.inner);
-        let out = py.detach(|| conv.evaluate(&ops, ct)).map_err(fhe_err)?;
-        Ok(out.into_iter().map(|c| CkksCiphertext::wrap(&evaluator.params, c)).collect())
     }
 }
 
@@ -1181,13 +848,6 @@ impl FheRaConv {
         let c = self.conv.counts();
         (c.rotations, c.plain_mults, c.rescales, c.depth)
     }
-    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertexts: Vec<PyRef<'_, CkksCiphertext>>) -> PyResult<CkksCiphertext> {
-        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
-        let inputs: Vec<_> = ciphertexts.iter().map(|c| c.inner.clone()).collect();
-        let conv = &self.conv;
-        let out = py.detach(|| conv.evaluate(&ops, &inputs)).map_err(fhe_err)?;
-        Ok(CkksCiphertext::wrap(&evaluator.params, out))
-    }
 }
 
 /// Global average pooling into a fully connected layer on a multiplexed packing (one level);
@@ -1209,12 +869,6 @@ impl FheAvgPoolFc {
     }
     fn rotation_steps(&self) -> Vec<i64> {
         self.layer.rotation_steps()
-    }
-    fn evaluate(&self, py: Python<'_>, evaluator: &CkksEvaluator, ciphertext: &CkksCiphertext) -> PyResult<CkksCiphertext> {
-        let ops = lycaon_nn::fhe::FheOps::new(evaluator.ev.clone());
-        let (layer, ct) = (&self.layer, &ciphertext.inner);
-        let out = py.detach(|| layer.evaluate(&ops, ct)).map_err(fhe_err)?;
-        Ok(CkksCiphertext::wrap(&evaluator.params, out))
     }
 }
 
