@@ -87,6 +87,10 @@ def test_cnn_square_equals_the_python_compiler():
     choice = fhe_compiler.compile_path(graph)
     assert choice["path"] == "leveled" and "fits" in choice["reason"], choice
     assert_same(normalise(fhe_compiler.compile_program(graph, name="cnn-square-cifar10")), want)
+    # What the product serves (lycaon.Server(..., mode="fhe"), demo, plan) is the Rust program.
+    served, net = fhe.compile_model("cnn-square")
+    assert_same(normalise(served), want)
+    assert isinstance(net, fhe_compiler.CompiledNetwork) and not net.bootstrapped and net.planned_bootstraps == 0
 
 
 @pytest.mark.parametrize("seed,size,c1,c2,k,stride,pad", [(1, 12, 3, 5, 3, 2, 1), (2, 9, 2, 4, 5, 2, 2), (3, 8, 4, 4, 3, 1, 1), (4, 10, 1, 6, 3, 2, 0)])
@@ -273,5 +277,12 @@ def test_the_python_entry_point_compiles_resnet20_automatically(calibration):
     x = resnet.preprocess(calibration)
     assert fhe_compiler.value_bounds(net.graph, x) == net.bounds
     assert_same(normalise(fhe_compiler.compile_program(graph, x)), normalise(net.program()))
+    # What the product serves, with the demo's checks: reference logits and range ratios as
+    # the Python compiler computes them.
+    served, compiled = fhe.compile_model("resnet20", calibration=calibration)
+    assert_same(normalise(served), normalise(net.program(fhe_resnet.RESNET20_MODELS["resnet20"])))
+    assert compiled.bootstrapped and compiled.planned_bootstraps == 7 and not compiled.relu and compiled.bounds == net.bounds
+    np.testing.assert_allclose(compiled.range_ratio(x[:3]), net.range_ratio(x[:3]))
+    np.testing.assert_allclose(compiled.reference(x[0]), net.reference(x[0]))
     with pytest.raises(Exception, match="calibration"):
         fhe_compiler.compile_program(graph)

@@ -516,20 +516,23 @@ FHE_MODELS = {"cnn-square": "cnn-square-cifar10"}
 
 
 def compile_model(model, *, calibration=None) -> tuple[dict, object]:
-    """(the runtime's FHE program, the compiler object) for `model`: a ResNet-20 name
-    (`fhe_resnet.RESNET20_MODELS`: bootstrapping, value bounds from `calibration`, raw uint8
-    CIFAR-10 images, default the bundled training images), a built-in name, a model file, or a
-    model-front `Graph` (quadratic activations, no bootstrapping)."""
-    from .fhe_resnet import RESNET20_MODELS, load_resnet20  # noqa: PLC0415
+    """(the runtime's FHE program, the `fhe_compiler.CompiledNetwork`) for `model`, compiled by
+    the runtime's Rust compiler: a ResNet-20 name (`fhe_resnet.RESNET20_MODELS`: bootstrapping,
+    value bounds from `calibration`, raw uint8 CIFAR-10 images, default the bundled training
+    images), a built-in name, a model file, or a model-front `Graph` (quadratic activations, no
+    bootstrapping)."""
+    from .fhe_compiler import compile_network  # noqa: PLC0415
+    from .fhe_resnet import RESNET20_MODELS, resnet20_graph  # noqa: PLC0415
     from .frontend import zoo  # noqa: PLC0415
 
     if isinstance(model, str) and model in RESNET20_MODELS:
-        net = load_resnet20(model, calibration)
-        return net.program(RESNET20_MODELS[model]), net
+        graph, x = resnet20_graph(model, calibration)
+        net = compile_network(graph, x, name=RESNET20_MODELS[model], path="bootstrapped")
+        return net.program, net
     if isinstance(model, Graph):
         graph, name = model, model.name
     else:
         name = FHE_MODELS.get(str(model), str(model))
         graph = zoo.load_model(name)
-    compiled = FheModel(graph)
-    return compiled.program(name), compiled
+    net = compile_network(graph, name=name, path="leveled")
+    return net.program, net

@@ -1,8 +1,10 @@
 """The FHE compiler in Rust (lycaon-runtime's `fhe::compile`) from Python: the graph rewrites
 that stay in Python (batch-norm folding, monic quadratics), the value bounds of the
 bootstrapped path from calibration inputs, then one native call that writes the runtime's FHE
-program. The Python compilers (`fhe.FheModel`, `fhe_resnet.FheResNet`) remain the reference
-it is tested against (tests/test_fhe_compiler.py).
+program. It writes every program the product serves (`fhe.compile_model`: `lycaon.Server(...,
+mode="fhe")`, `lycaon demo --mode fhe`, `lycaon.plan.plan_fhe`). The Python compilers
+(`fhe.FheModel`, `fhe_resnet.FheResNet`) remain the reference it is tested against
+(tests/test_fhe_compiler.py) and `lycaon bench fhe`'s packing comparisons.
 
 Paths (the Rust compiler chooses and explains, `compile_path`): "leveled" (no bootstrapping:
 the graph as `FheModel` rewrites it, monic quadratics folded into the next layer) when it has no
@@ -19,11 +21,21 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ._native import fhe_compile, fhe_compile_path
+from ._native import fhe_compile, fhe_compile_path, fhe_program_facts
 from .frontend.executor import run_node
 from .frontend.graph_json import graph_to_json
 from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm, monic_quadratics
+
+
+def _tensor_maxima(graph: Graph, x: np.ndarray, chunk: int = 8):
+    """Per chunk of the model-ready inputs `x` (N, ...), {tensor: the largest |value| of each
+    input} (float64; in chunks, so memory stays small)."""
+    for k in range(0, len(x), chunk):
+        values = {graph.input_name: np.asarray(x[k:k + chunk], dtype=np.float64)}
+        for node in graph.nodes:
+            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        yield {name: np.abs(v).reshape(len(v), -1).max(1) for name, v in values.items()}
 
 
 def value_bounds(graph: Graph, x: np.ndarray, chunk: int = 8) -> dict:
@@ -31,13 +43,50 @@ def value_bounds(graph: Graph, x: np.ndarray, chunk: int = 8) -> dict:
     rounded up to a power of two (`FheResNet._calibrate`'s rule: inputs beyond the calibration
     maximum still land inside [-1, 1] after a refresh's division)."""
     largest: dict = {}
-    for k in range(0, len(x), chunk):
-        values = {graph.input_name: np.asarray(x[k:k + chunk], dtype=np.float64)}
-        for node in graph.nodes:
-            values[node.output] = run_node(node, [values[i] for i in node.inputs])
-        for name, v in values.items():
-            largest[name] = max(largest.get(name, 0.0), float(np.abs(v).max()))
+    for maxima in _tensor_maxima(graph, x, chunk):
+        for name, m in maxima.items():
+            largest[name] = max(largest.get(name, 0.0), float(m.max()))
     return {name: float(2.0 ** math.ceil(math.log2(max(2.0 * m, 1e-3)))) for name, m in largest.items()}
+
+
+class CompiledNetwork:
+    """A graph compiled by the runtime's compiler: the program (``program_json``, ``program``)
+    and what a demo checks the encrypted run against. ``graph`` is the graph as the chosen path
+    rewrote it (batch-norm folded, quadratics made monic), whose float64 run is the plaintext
+    twin; ``bounds`` the calibrated value bounds of the bootstrapped path (None when leveled)."""
+
+    def __init__(self, program_json: str, graph: Graph, bounds: Optional[dict]):
+        self.program_json = program_json
+        self.program = json.loads(program_json)
+        self.graph = graph
+        self.bounds = bounds
+        self.bootstrapped = self.program["parameters"]["kind"] == "bootstrappable"
+        #: Whether ReLUs run as the composite minimax ReLU.
+        self.relu = any(n.op == "relu" for n in graph.nodes)
+        self.planned_bootstraps = int(json.loads(fhe_program_facts(program_json))["bootstraps"])
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        """The float64 logits of one model-ready input (exact ReLU): the plaintext twin."""
+        values = {self.graph.input_name: np.asarray(x, dtype=np.float64)[None]}
+        for node in self.graph.nodes:
+            values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        return values[self.graph.output][0]
+
+    def range_ratio(self, x: np.ndarray) -> np.ndarray:
+        """Per input of the batch `x`, the largest |value| / calibrated bound over all tensors.
+        Above 1 the input leaves the range the bootstraps were planned for and its encrypted
+        result is undefined (conservative: not every tensor is refreshed). Zeros when leveled."""
+        if self.bounds is None:
+            return np.zeros(len(x))
+        with np.errstate(over="ignore", invalid="ignore"):  # quadratics can overflow far outside the range
+            ratios = [np.max([m / self.bounds[name] for name, m in chunk.items()], axis=0) for chunk in _tensor_maxima(self.graph, x)]
+        return np.nan_to_num(np.concatenate(ratios), nan=np.inf) if ratios else np.zeros(0)
+
+    def summary(self) -> list[dict]:
+        """One row per op of the program: name, kind, level, depth and the tensors refreshed
+        before it."""
+        return [{"step": op["name"], "kind": op["kind"], "level": op["level"], "depth": op["depth"], "refreshes": len(op.get("refresh") or [])}
+                for op in self.program["ops"] if op["kind"] != "alias"]
 
 
 def leveled_graph(graph: Graph) -> Graph:
@@ -68,12 +117,17 @@ def compile_program(graph: Graph, calibration: Optional[np.ndarray] = None, **op
     return json.loads(compile_program_json(graph, calibration, **options))
 
 
-def compile_program_json(graph: Graph, calibration: Optional[np.ndarray] = None, *, name: Optional[str] = None, metadata: Optional[dict] = None,
-                         path: Optional[str] = None, monic: bool = True, hyphen: bool = True, placement: str = "greedy",
-                         relu_degrees: Optional[Sequence[int]] = None, log_scale: int = 36, log_q0: int = 56,
-                         p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None) -> str:
+def compile_program_json(graph: Graph, calibration: Optional[np.ndarray] = None, **options) -> str:
     """The runtime's FHE program (JSON text, what `FheSession.local` and the server take) of
-    `graph`, compiled in Rust. `calibration`: model-ready float inputs (N, ...) for the value
+    `graph`, compiled in Rust (`compile_network`'s options)."""
+    return compile_network(graph, calibration, **options).program_json
+
+
+def compile_network(graph: Graph, calibration: Optional[np.ndarray] = None, *, name: Optional[str] = None, metadata: Optional[dict] = None,
+                    path: Optional[str] = None, monic: bool = True, hyphen: bool = True, placement: str = "greedy",
+                    relu_degrees: Optional[Sequence[int]] = None, log_scale: int = 36, log_q0: int = 56,
+                    p_bits: Optional[Sequence[int]] = None, log_n: Optional[int] = None) -> CompiledNetwork:
+    """`graph` compiled in Rust. `calibration`: model-ready float inputs (N, ...) for the value
     bounds of the bootstrapped path. The other arguments are the Python compilers'
     (`FheModel`: log_scale, log_q0, p_bits, log_n; `FheResNet`: monic, hyphen, placement,
     relu_degrees)."""
@@ -82,12 +136,14 @@ def compile_program_json(graph: Graph, calibration: Optional[np.ndarray] = None,
     if path is None:
         path = compile_path(graph, **options)["path"]
     if path == "leveled":
-        return fhe_compile(graph_to_json(leveled_graph(graph)), json.dumps({**options, "path": "leveled"}))
+        g = leveled_graph(graph)
+        return CompiledNetwork(fhe_compile(graph_to_json(g), json.dumps({**options, "path": "leveled"})), g, None)
     if path != "bootstrapped":
         raise ModelError(f"compiler path {path!r}: leveled or bootstrapped")
     if calibration is None:
         raise ModelError(f"{graph.name}: the bootstrapped path needs calibration inputs for the value bounds of its tensors")
     g = bootstrapped_graph(graph, monic)
-    options.update(path="bootstrapped", bounds=value_bounds(g, calibration), hyphen=hyphen, placement=placement,
+    bounds = value_bounds(g, calibration)
+    options.update(path="bootstrapped", bounds=bounds, hyphen=hyphen, placement=placement,
                    relu_degrees=None if relu_degrees is None else [int(d) for d in relu_degrees])
-    return fhe_compile(graph_to_json(g), json.dumps(options))
+    return CompiledNetwork(fhe_compile(graph_to_json(g), json.dumps(options)), g, bounds)

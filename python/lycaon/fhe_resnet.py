@@ -488,10 +488,18 @@ class FheResNet:
 
 
 def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: bool = True, placement: str = "greedy") -> FheResNet:
-    """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS.
-    `calibration`: raw uint8 CIFAR-10 images for the value bounds; default 64 training images
-    from ../shared/data, else the last 64 bundled test images. `hyphen`: HyPHEN's changing packing
-    in the blocks where it applies; `placement`: where bootstraps go (`FheResNet`)."""
+    """The shipped ResNet-20 of `model` (a `RESNET20_MODELS` name) compiled for CKKS by the
+    Python compiler (the Rust compiler's oracle; the product uses `fhe.compile_model`).
+    `hyphen`: HyPHEN's changing packing in the blocks where it applies; `placement`: where
+    bootstraps go (`FheResNet`); `calibration` as `resnet20_graph` takes it."""
+    graph, x = resnet20_graph(model, calibration)
+    return FheResNet(graph, x, hyphen=hyphen, placement=placement)
+
+
+def resnet20_graph(model: str, calibration: Optional[np.ndarray] = None) -> tuple[Graph, np.ndarray]:
+    """(the graph of the shipped ResNet-20 of `model`, a `RESNET20_MODELS` name; model-ready
+    calibration inputs). `calibration`: raw uint8 CIFAR-10 images for the value bounds; default
+    64 training images from ../shared/data, else the last 64 bundled test images."""
     from .frontend import aespa, resnet, zoo  # noqa: PLC0415
     from .models import load_weights  # noqa: PLC0415
 
@@ -507,4 +515,4 @@ def load_resnet20(model: str, calibration: Optional[np.ndarray] = None, hyphen: 
             calibration = demo_images("cifar10")[0][-64:]
     graph = aespa.graph(load_weights(name)) if name == "resnet20-aespa-cifar10" else resnet.resnet_cifar(load_weights(name), 20)
     graph.name = name
-    return FheResNet(graph, resnet.preprocess(calibration), hyphen=hyphen, placement=placement)
+    return graph, resnet.preprocess(calibration)

@@ -521,7 +521,7 @@ class Server:
                         "link": link, "metadata": self.metadata, "flood_precision_bits": float(flood_precision_bits),
                         "max_message_bytes": 1 << 30, "device": str(device)}
         self.weights, self.quantized, self.plan = None, None, None
-        self._server = native_server.fhe(json.dumps(self.program), json.dumps(self.options))
+        self._server = native_server.fhe(self.compiled.program_json, json.dumps(self.options))
         self.address = None
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> str:

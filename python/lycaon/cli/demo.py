@@ -68,7 +68,7 @@ def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
     finally:
         client.close()
         server.stop()
-    plain = np.array([compiled.reference(v) for v in x]) if bootstrapped else np.array([fhe.plaintext_reference(compiled.graph, v) for v in x])
+    plain = np.array([compiled.reference(v) for v in x])
     enc = np.array([r["logits"] for r in results])
     bits = [fhe.precision_bits(e, p) for e, p in zip(enc, plain)]
     fl, pr = plain.argmax(1), enc.argmax(1)
@@ -76,7 +76,7 @@ def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
     params = program["parameters"]
     summary = {
         "model": name, "mode": "fhe", "images": images, "bootstrapping": bootstrapped,
-        "parameters": params, "activation": ("composite minimax ReLU" if compiled.relu is not None else "AESPA quadratics") if bootstrapped else "quadratics",
+        "parameters": params, "activation": ("composite minimax ReLU" if compiled.relu else "AESPA quadratics") if bootstrapped else "quadratics",
         "compile_s": compile_s, "keygen_s": keys["keys_s"], "key_bytes": keys["key_bytes"], "key_upload_bytes": keys["upload_bytes"],
         "rotation_keys": len(program["rotation_levels"]),
         "float": {"accuracy": float((fl == y).mean())},
@@ -102,7 +102,7 @@ def _demo_fhe(model: str, images: int, json_path: Optional[str]) -> int:
           f"{summary['rotation_keys']} rotation keys by level, {si(keys['key_bytes'], 'B')} in the server's memory, {si(keys['upload_bytes'], 'B')} uploaded (seeded); "
           f"answers flooded with noise up to 2^{h['flood_log2']}")
     if not bootstrapped:
-        print_table("Program", ["step", "kind", "level", "rotations", "diagonals"], [[r["step"], r["kind"], r["level"], r["rotations"], r.get("diagonals", "")] for r in summary["layers"]])
+        print_table("Program", ["step", "kind", "level", "depth"], [[r["step"], r["kind"], r["level"], r["depth"]] for r in summary["layers"]])
     else:
         outside = sum(d["range_ratio"] > 1 for d in summary["per_image"])
         if outside:
