@@ -18,15 +18,21 @@ use serde::Deserialize;
 use crate::hybrid::{call_progress, err, json_err, timeout};
 use crate::LycaonError;
 
-/// The served program: `program_json` from `FheModel.program` or `FheResNet.program`.
 /// The backend on `device` ("cpu" when None; "cuda:N"): the runtime's choice, with its error.
 pub(crate) fn backend_on(device: Option<&str>) -> PyResult<Arc<dyn lycaon_runtime::Backend>> {
     let device = lycaon_runtime::Device::parse(device.unwrap_or("cpu")).map_err(|e| LycaonError::new_err(e.to_string()))?;
     device.backend().map_err(err)
 }
 
-/// The served program on `device` ("cpu" when None).
-pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_json::Value>, flood_precision_bits: Option<f64>, device: Option<&str>) -> PyResult<FheServed> {
+/// The served program (`program_json` as `lycaon.fhe.compile_model` writes it), prepared on
+/// `backend`.
+pub(crate) fn served(
+    py: Python<'_>,
+    program_json: &str,
+    metadata: Option<serde_json::Value>,
+    flood_precision_bits: Option<f64>,
+    backend: Arc<dyn lycaon_runtime::Backend>,
+) -> PyResult<FheServed> {
     let mut program = FheProgram::from_json(program_json).map_err(err)?;
     if let Some(m) = metadata {
         program.metadata = m;
@@ -37,7 +43,6 @@ pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_
         Some(b) if b.is_finite() && b > 0.0 && b <= 60.0 => FheSessionOptions { flood_precision_bits: Some(b) },
         Some(b) => return Err(LycaonError::new_err(format!("flood_precision_bits must be 0 (no flooding) or in (0, 60], not {b}"))),
     };
-    let backend = backend_on(device)?;
     py.detach(|| FheServed::new(program, backend, options)).map_err(err)
 }
 
@@ -128,10 +133,11 @@ impl FheSession {
     #[pyo3(signature = (program_json, options_json = "{}", on_keys = None))]
     fn local(py: Python<'_>, program_json: &str, options_json: &str, on_keys: Option<Py<PyAny>>) -> PyResult<Self> {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
-        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits, o.device.as_deref())?);
+        // One backend for both halves (a CUDA device compiles its kernels once).
+        let backend = backend_on(o.device.as_deref())?;
+        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits, backend.clone())?);
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
         let at_top = keys_at_top(&o)?;
-        let backend = backend_on(o.device.as_deref())?;
         py.detach(|| -> lycaon_runtime::Result<Self> {
             let (mut server_end, client_end) = MemoryChannel::pair_with(lycaon_mpc::LinkModel::UNLIMITED, t);
             let handle = std::thread::Builder::new()
