@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._native import fhe_compile, fhe_compile_path, fhe_program_facts
-from .frontend.executor import run_node
+from .frontend.executor import run_float, run_node
 from .frontend.graph_json import graph_to_json
 from .frontend.ir import Graph, ModelError
 from .frontend.transforms import fold_batchnorm, monic_quadratics
@@ -63,14 +63,16 @@ class CompiledNetwork:
         self.bootstrapped = self.program["parameters"]["kind"] == "bootstrappable"
         #: Whether ReLUs run as the composite minimax ReLU.
         self.relu = any(n.op == "relu" for n in graph.nodes)
-        self.planned_bootstraps = int(json.loads(fhe_program_facts(program_json))["bootstraps"])
+
+    @property
+    def planned_bootstraps(self) -> int:
+        """Bootstraps an input takes, as the runtime counts them (asked when needed: it parses
+        the program again, 114 MB for cnn-square)."""
+        return int(json.loads(fhe_program_facts(self.program_json))["bootstraps"])
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         """The float64 logits of one model-ready input (exact ReLU): the plaintext twin."""
-        values = {self.graph.input_name: np.asarray(x, dtype=np.float64)[None]}
-        for node in self.graph.nodes:
-            values[node.output] = run_node(node, [values[i] for i in node.inputs])
-        return values[self.graph.output][0]
+        return run_float(self.graph, np.asarray(x, dtype=np.float64)[None])[0]
 
     def range_ratio(self, x: np.ndarray) -> np.ndarray:
         """Per input of the batch `x`, the largest |value| / calibrated bound over all tensors.
