@@ -505,9 +505,9 @@ def test_unsupported_operators_name_the_first_one_and_why():
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]), helper.make_node("Softmax", ["c"], ["y"], name="prob", axis=1)]
     with pytest.raises(ModelError, match=r"Softmax node 'prob': unsupported operator \(.*export the model without it"):
         load_onnx(_tiny_model(nodes, {"w": w}))
-    # An element-wise product of activations (Mul is also folded when its inputs are constants).
-    nodes = [helper.make_node("Mul", ["x", "x"], ["y"], name="square")]
-    with pytest.raises(ModelError, match=r"Mul node 'square': unsupported operator \(products of two activations"):
+    # A product of two different activations (x * x is a polynomial activation: tests/test_polynomial_import.py).
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Mul", ["x", "r"], ["y"], name="gated")]
+    with pytest.raises(ModelError, match=r"Mul node 'gated': the product of two different activations \('x' and 'r'\) is not supported"):
         load_onnx(_tiny_model(nodes, {}))
     # An unnamed node gets its op type and position as its name.
     with pytest.raises(ModelError, match=r"HardSwish node 'hardswish_0': unsupported operator"):

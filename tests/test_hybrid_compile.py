@@ -207,6 +207,12 @@ def test_refuses_models_the_runtime_does_not_run():
     q3 = QuantizedModel(g3, q.fraction_bits, q.config, q.layers, {}, q.accumulator_bits)
     with pytest.raises(ModelError, match="fold batch-norm"):
         hybrid.compile_program(q3, plan)
+    # A polynomial activation (x^2): the FHE mode's, named with the way there.
+    square = Node("poly", "act", ["c:o"], "act:o", {}, {"coefficients": np.array([0.0, 0.0, 1.0])})
+    g4, _ = _tiny([_conv("c", "x", 1, 2), square, *_head("act:o", 2, 8, 8)])
+    q4 = QuantizedModel(g4, q.fraction_bits, q.config, q.layers, {}, q.accumulator_bits)
+    with pytest.raises(ModelError, match=r"^poly node 'act': a polynomial activation .* the hybrid mode cannot run it; run this model in the FHE mode \(--mode fhe"):
+        hybrid.compile_program(q4, plan)
 
 
 def test_refuses_shapes_the_planner_does_not_take():

@@ -24,7 +24,7 @@ import numpy as np
 from ._native import fhe_compile, fhe_compile_path, fhe_program_facts
 from .frontend.executor import run_float, run_node
 from .frontend.graph_json import graph_to_json
-from .frontend.ir import Graph, ModelError
+from .frontend.ir import Graph, ModelError, Node
 from .frontend.transforms import fold_batchnorm, monic_quadratics
 
 
@@ -91,16 +91,35 @@ class CompiledNetwork:
                 for op in self.program["ops"] if op["kind"] != "alias"]
 
 
+def per_channel_quadratics(graph: Graph) -> Graph:
+    """Every `poly` node of degree 2 or less with coefficients (C, 3), one row per channel (per
+    feature on a flat tensor): an imported x * x or 0.5 x^2 + 1 shares one vector between all
+    channels, and the compilers' quadratic rewrites (made monic, folded into the next layer)
+    take rows. Higher degrees are left for the compiler to refuse by name."""
+    shapes = graph.shapes()
+    out = Graph(graph.input_name, graph.input_shape, name=graph.name)
+    for node in graph.nodes:
+        coeffs = np.asarray(node.params.get("coefficients")) if node.op == "poly" else None
+        if coeffs is not None and coeffs.shape[-1] <= 3 and (coeffs.ndim == 1 or coeffs.shape[1] < 3):
+            channels = shapes[node.inputs[0]][0]
+            rows = np.zeros((channels, 3))
+            rows[:, :coeffs.shape[-1]] = coeffs if coeffs.ndim == 2 else coeffs[None, :]
+            node = Node(node.op, node.name, list(node.inputs), node.output, dict(node.attrs), {**node.params, "coefficients": rows})
+        out.add(node)
+    out.output = graph.output
+    return out
+
+
 def leveled_graph(graph: Graph) -> Graph:
     """The graph as the leveled path takes it (`FheModel`'s rewrites)."""
     from .fhe import _monic  # noqa: PLC0415
 
-    return _monic(fold_batchnorm(graph))
+    return _monic(fold_batchnorm(per_channel_quadratics(graph)))
 
 
 def bootstrapped_graph(graph: Graph, monic: bool = True) -> Graph:
     """The graph as the bootstrapped path takes it (`FheResNet`'s rewrites)."""
-    g = fold_batchnorm(graph)
+    g = fold_batchnorm(per_channel_quadratics(graph))
     if monic and any(n.op == "poly" for n in g.nodes):
         try:
             g = monic_quadratics(g, scale_at_adds=True)

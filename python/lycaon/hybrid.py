@@ -210,7 +210,9 @@ def compile_program(q, plan: dict, reveal: str = "logits") -> tuple[dict, dict]:
         elif node.op == "batchnorm":
             raise _model_error(f"{node.describe()}: fold batch-norm into the layer before it first (frontend.simplify)")
         elif node.op == "poly":
-            raise _model_error(f"{node.describe()}: polynomial activations run in the FHE mode, not the hybrid one")
+            from lycaon.frontend.quantize import polynomial_refusal  # noqa: PLC0415
+
+            raise polynomial_refusal(node)
         else:
             raise _model_error(f"{node.describe()}: the hybrid runtime has no '{node.op}' op")
     _check_pool_rings(ops, q, windows)
@@ -397,6 +399,11 @@ def _prepare(model, *, link: str, calibration_images: int, reveal: str, flood_bi
         raise _model_error(f"reveal must be one of {', '.join(REVEALS)}, not {reveal!r}")
     torch_script = isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() in (".pt", ".pth")
     graph = load_graph(model, _sample_shape(calibration, preprocess) if torch_script else None)
+    poly = next((n for n in graph.nodes if n.op == "poly"), None)
+    if poly is not None:  # before asking for calibration data the model could not use
+        from lycaon.frontend.quantize import polynomial_refusal  # noqa: PLC0415
+
+        raise polynomial_refusal(poly)
     name = graph.name if not isinstance(model, (str, os.PathLike)) else str(model)
     x = calibration_for(graph, name, calibration, preprocess, calibration_images)
     if not any(np.any(n.params["weight"]) for n in graph.nodes if n.op in ("conv", "linear")):

@@ -4,8 +4,13 @@ Batch-norm, dropout and identity nodes are handled; Clip(x, 0, M) (ReLU6) become
 and Clip(x, 0) a ReLU, with the bounds from constant inputs (opset 11 and later) or attributes
 (opsets 6 to 10); a stride-2 slice followed by a zero channel pad (the "option A" ResNet shortcut
 that PyTorch exports as Slice + Pad) becomes a fixed 1x1 convolution, which the encrypted pipeline
-treats like any other linear layer. The first node that cannot be imported (in the graph's
-topological order) stops the import with a ModelError naming it, its operator and why.
+treats like any other linear layer. Element-wise polynomials of one activation built from Mul,
+Pow (a constant integer exponent), Add, Sub, Div by a constant and Neg, with scalar or per-channel
+constants (x * x as in CryptoNets and Orion, a x^2 + b x + c), become one `poly` node of degree 2
+at most (`polynomial.py`), named after the node that completes it; an Add of a constant right
+after a MatMul is the linear layer's bias, and an Add of two different activations a residual
+`add`. The first node that cannot be imported (in the graph's topological order) stops the import
+with a ModelError naming it, its operator and why.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ from typing import Union
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
+from .polynomial import Polynomial, channel_constant, combine
 
 SUPPORTED_ONNX_OPS = (
     "Conv", "BatchNormalization", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
-    "Gemm", "MatMul", "Add", "Concat", "Slice", "Pad", "Identity", "Dropout", "Constant",
+    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Concat", "Slice", "Pad", "Identity", "Dropout", "Constant",
 )
+
+#: Element-wise operators that build a polynomial of one activation (`polynomial.combine`).
+_POLYNOMIAL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Neg": "neg"}
 
 
 #: Why common operators are refused (the rest: "no IR operation computes it").
@@ -30,9 +39,8 @@ _WHY_UNSUPPORTED = {
     ),
     "Softmax": "a softmax has no exact integer twin; a trailing Softmax does not change the top-1 prediction, so export the model without it (the logits are the output)",
     "LogSoftmax": "a log-softmax has no exact integer twin; a trailing LogSoftmax does not change the top-1 prediction, so export the model without it (the logits are the output)",
-    "Mul": "products of two activations, or scaling an activation by a constant, are not supported (fold constant scales into the weights before export)",
-    "Div": "dividing an activation is not supported (fold constant scales into the weights before export)",
-    "Sub": "subtracting from an activation is not supported (fold constant shifts into the biases before export)",
+    "Sqrt": "a square root is not a polynomial; polynomial activations of degree 2 at most (x * x, a * x^2 + b * x + c) are supported",
+    "Reciprocal": "1 / x is not a polynomial; only division by a constant is supported",
     "Transpose": "transposing activations is not supported (the IR's activations are NCHW throughout)",
     "LRN": "local response normalisation has no exact integer twin",
     "InstanceNormalization": "instance normalisation depends on the input's statistics and cannot be folded into a linear layer",
@@ -52,7 +60,7 @@ def _unsupported(op: str, name: str) -> ModelError:
 #: Operators that exporters use for shape arithmetic: folded when all their inputs are constants.
 _FOLDABLE = {
     "Gather", "Unsqueeze", "Squeeze", "Concat", "ConstantOfShape", "Cast", "Reshape", "Slice", "Mul", "Add",
-    "Sub", "Div", "Range", "Expand", "Transpose", "Identity", "Where", "Equal", "Neg",
+    "Sub", "Div", "Range", "Expand", "Transpose", "Identity", "Where", "Equal", "Neg", "Pow",
 }
 
 
@@ -105,9 +113,42 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
         shape.append(d.dim_value)
     graph = Graph(input_name=inputs[0].name, input_shape=tuple(shape), name=g.name or "model")
     alias: dict[str, str] = {}
+    # ONNX tensors that are a polynomial of an IR tensor not written yet: (it, the ONNX node that
+    # completed it). Consecutive Mul/Add/... nodes extend it; any other reader writes it (`src`).
+    pending: dict[str, tuple[Polynomial, str]] = {}
+    readers: dict[str, int] = {}
+    for n in g.node:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+
+    def resolve(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
 
     def src(name: str) -> str:
-        return alias.get(name, name)
+        """The IR tensor of an ONNX tensor, writing its pending polynomial first."""
+        name = resolve(name)
+        if name in pending:
+            poly, origin = pending.pop(name)
+            written = poly.node(origin, name)
+            if written is None:
+                alias[name] = poly.tensor
+                return poly.tensor
+            graph.add(written)
+        return name
+
+    def operand(name: str, what: str):
+        """A polynomial operand: a constant, a pending polynomial or (the identity of) an IR tensor."""
+        if name in consts:
+            return consts[name]
+        name = resolve(name)
+        if name in pending:
+            return pending[name][0]
+        shapes = graph.shapes()
+        if name not in shapes:
+            raise ModelError(f"{what}: input '{name}' is not produced by any earlier node")
+        return Polynomial.of(name, shapes[name])
 
     def const(node, k: int, what: str) -> np.ndarray:
         if len(node.input) <= k or node.input[k] not in consts:
@@ -125,16 +166,18 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
         if op == "Shape":
             # Shapes are static here (the batch dimension counts as 1), so shape arithmetic folds.
             x = node.input[0]
-            shape = consts[x].shape if x in consts else (1, *graph.shapes().get(src(x), ()))
-            if x not in consts and src(x) not in graph.shapes():
+            t = resolve(x)
+            t = pending[t][0].tensor if t in pending else t  # a polynomial keeps its tensor's shape
+            if x not in consts and t not in graph.shapes():
                 raise ModelError(f"Shape node '{name}': input '{x}' is not produced by any earlier node")
+            shape = consts[x].shape if x in consts else (1, *graph.shapes()[t])
             consts[out] = np.array(shape, dtype=np.int64)[a.get("start", 0):a.get("end", None)]
             continue
         if op in _FOLDABLE and all(i in consts for i in node.input if i):
             consts[out] = _evaluate(node, consts)
             continue
         if op in ("Identity", "Dropout"):
-            alias[out] = src(node.input[0])
+            alias[out] = resolve(node.input[0])  # a pending polynomial stays pending
             continue
         if op == "Conv":
             if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
@@ -167,7 +210,8 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
                 raise ModelError(f"Flatten node '{name}': only axis=1 is supported")
             if op == "Reshape":
                 target = const(node, 1, "the target shape")
-                if len(target) != 2 or target[1] not in (-1, int(np.prod(graph.shapes()[src(node.input[0])]))):
+                x = src(node.input[0])  # first: it may write a pending polynomial
+                if len(target) != 2 or target[1] not in (-1, int(np.prod(graph.shapes()[x]))):
                     raise ModelError(f"Reshape node '{name}': only flattening to (batch, features) is supported, not {list(target)}")
             graph.add(Node("flatten", name, [src(node.input[0])], out))
         elif op == "Gemm":
@@ -179,18 +223,27 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
             graph.add(Node("linear", name, [src(node.input[0])], out, {}, {"weight": w, "bias": bias}))
         elif op == "MatMul":
             graph.add(Node("linear", name, [src(node.input[0])], out, {}, {"weight": const(node, 1, "the weight").T, "bias": None}))
-        elif op == "Add":
-            x0, x1 = node.input[0], node.input[1]
-            if x1 in consts or x0 in consts:
-                # A bias after MatMul: fold it into the linear node that produced the other input.
-                b, t = (consts[x1], x0) if x1 in consts else (consts[x0], x1)
-                prev = next((n for n in graph.nodes if n.output == src(t)), None)
-                if prev is None or prev.op != "linear" or prev.params.get("bias") is not None:
-                    raise ModelError(f"Add node '{name}': adding a constant is only supported as the bias of a MatMul")
-                prev.params["bias"] = np.asarray(b, dtype=np.float64).reshape(-1)
+        elif op in _POLYNOMIAL_OPS:
+            what = f"{op} node '{name}'"
+            operands = [operand(i, what) for i in node.input]
+            polys = [o for o in operands if isinstance(o, Polynomial)]
+            prev = None
+            x = next((i for i in node.input if i not in consts), "")
+            if op == "Add" and len(polys) == 1 and resolve(x) not in pending:
+                prev = next((n for n in graph.nodes if n.output == resolve(x)), None)
+                # The bias of a MatMul (a Linear exported without Gemm), folded when nothing else reads the product.
+                if prev is not None and (prev.op != "linear" or prev.params.get("bias") is not None or max(readers.get(x, 0), readers.get(prev.output, 0)) > 1
+                                         or prev.output in (o.name for o in g.output)):
+                    prev = None
+            if prev is not None:
+                b = channel_constant(next(o for o in operands if not isinstance(o, Polynomial)), prev.shape, what)
+                prev.params["bias"] = np.broadcast_to(b, prev.shape).copy()
                 alias[out] = prev.output
+            elif op == "Add" and len(polys) == 2 and polys[0].tensor != polys[1].tensor:
+                # Two different activations (a residual connection): their polynomials are written first.
+                graph.add(Node("add", name, [src(node.input[0]), src(node.input[1])], out))
             else:
-                graph.add(Node("add", name, [src(x0), src(x1)], out))
+                pending[out] = (combine(_POLYNOMIAL_OPS[op], operands, what), name)
         elif op == "Concat":
             if a.get("axis") != 1:
                 raise ModelError(f"Concat node '{name}': only concatenation of channels (axis 1) is supported")
@@ -201,7 +254,7 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
             graph.add(_pad_as_conv(node, name, consts, a, graph, src))
         else:
             raise _unsupported(op, name)
-    graph.output = src(g.output[0].name)
+    graph.output = src(g.output[0].name)  # a pending polynomial at the output is written here
     if graph.output not in graph.shapes():
         raise ModelError(f"output '{g.output[0].name}' is not produced by any node")
     return graph
@@ -231,7 +284,8 @@ def _slice_as_conv(node, name, consts, graph, src) -> Node:
     steps = ins[3] if len(ins) > 3 and ins[3] is not None else np.ones(len(starts), dtype=np.int64)
     if starts is None or ends is None:
         raise ModelError(f"Slice node '{name}': starts and ends must be constants")
-    c, h, w = graph.shapes()[src(node.input[0])]
+    x = src(node.input[0])  # first: it may write a pending polynomial
+    c, h, w = graph.shapes()[x]
     stride = [1, 1]
     for s, e, ax, st in zip(starts, ends, axes, steps):
         ax = int(ax) % 4
@@ -239,7 +293,7 @@ def _slice_as_conv(node, name, consts, graph, src) -> Node:
             raise ModelError(f"Slice node '{name}': only strided subsampling of the spatial axes (x[:, :, ::s, ::s]) is supported")
         stride[ax - 2] = int(st)
     weight = np.eye(c).reshape(c, c, 1, 1)
-    return Node("conv", name, [src(node.input[0])], node.output[0], {"stride": tuple(stride), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})
+    return Node("conv", name, [x], node.output[0], {"stride": tuple(stride), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})
 
 
 def _pad_as_conv(node, name, consts, a, graph, src) -> Node:
@@ -252,8 +306,9 @@ def _pad_as_conv(node, name, consts, a, graph, src) -> Node:
     pads = [int(p) for p in pads]
     if len(pads) != 8 or any(pads[k] for k in (0, 2, 3, 4, 6, 7)):
         raise ModelError(f"Pad node '{name}': only padding of the channel axis is supported (pads {pads})")
-    c = graph.shapes()[src(node.input[0])][0]
+    x = src(node.input[0])  # first: it may write a pending polynomial
+    c = graph.shapes()[x][0]
     before, after = pads[1], pads[5]
     weight = np.zeros((before + c + after, c, 1, 1))
     weight[before:before + c, :, 0, 0] = np.eye(c)
-    return Node("conv", name, [src(node.input[0])], node.output[0], {"stride": (1, 1), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})
+    return Node("conv", name, [x], node.output[0], {"stride": (1, 1), "pads": (0, 0, 0, 0), "groups": 1}, {"weight": weight, "bias": None})

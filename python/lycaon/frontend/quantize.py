@@ -73,13 +73,21 @@ def clip_limit(node, fraction_bits: int) -> int:
     return int(round(float(node.attrs["max"]) * 2.0**fraction_bits))
 
 
+def polynomial_refusal(node) -> ModelError:
+    """Why the integer twin (and so the hybrid mode) cannot take a `poly` node, and what to use."""
+    return ModelError(f"{node.describe()}: a polynomial activation has no exact integer twin or two-party protocol, so the hybrid mode cannot run it; "
+                      "run this model in the FHE mode (--mode fhe; lycaon.Server(model, mode='fhe'))")
+
+
 def _calibrate(graph: Graph, x: np.ndarray) -> dict:
     """Largest |value| of every tensor on the calibration batch."""
     values = {graph.input_name: x}
     peaks = {graph.input_name: float(np.abs(x).max())}
     for node, done in zip(graph.nodes, graph.release_schedule()):
-        if node.op in ("batchnorm", "poly"):
-            raise ModelError(f"{node.describe()}: fold batch-norm first (frontend.simplify); polynomial activations are quantised by the FHE mode")
+        if node.op == "batchnorm":
+            raise ModelError(f"{node.describe()}: fold batch-norm first (frontend.simplify)")
+        if node.op == "poly":
+            raise polynomial_refusal(node)
         values[node.output] = run_node(node, [values[i] for i in node.inputs])
         peaks[node.output] = float(np.abs(values[node.output]).max())
         for name in done:  # only live tensors stay: ImageNet-size calibration fits

@@ -4,7 +4,11 @@ Standard layers (Conv2d, BatchNorm2d, ReLU, ReLU6, Hardtanh(0, M), pooling, Line
 Identity, Dropout) map to IR nodes; functional calls (relu, relu6, hardtanh(x, 0, M), clamp/clip(x,
 0, M), add, adaptive/average/max pooling, flatten, cat), strided
 subsampling x[:, :, ::s, ::s] and zero channel padding (F.pad) are traced through, the last two
-becoming fixed 1x1 convolutions exactly as the ONNX importer makes them.
+becoming fixed 1x1 convolutions exactly as the ONNX importer makes them. Element-wise
+polynomials of one activation (x * x, x ** 2, torch.square, torch.pow(x, 2), a * x, x + c, x - c,
+x / c, -x; constants that are numbers or per-channel parameters and buffers, shape (C, 1, 1))
+become one `poly` node of degree 2 at most (`polynomial.py`), as the ONNX importer makes them;
+arithmetic on parameters and buffers alone (e.g. `self.a.view(1, -1, 1, 1)`) is folded.
 """
 
 from __future__ import annotations
@@ -14,6 +18,16 @@ import operator
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
+from .polynomial import Polynomial, combine
+
+#: Operators of traced polynomial arithmetic (x * x, x ** 2, a * x + b, ...). In-place forms
+#: (x += c, x.mul_(c)) are left out: the traced graph does not show what their mutation reaches.
+_OPERATORS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div", operator.pow: "pow", operator.neg: "neg"}
+#: Tensor methods and torch functions of the same, by name.
+_NAMED = {
+    "add": "add", "sub": "sub", "subtract": "sub", "mul": "mul", "multiply": "mul", "div": "div", "divide": "div", "true_divide": "div",
+    "pow": "pow", "neg": "neg", "negative": "neg", "square": "square",
+}
 
 
 def _arr(t) -> np.ndarray | None:
@@ -36,6 +50,14 @@ def _number(value, n):
     raise ModelError(f"node '{n.name}': clip bounds must be numbers, not {value!r}")
 
 
+def _attribute(module, target: str):
+    """The parameter, buffer or constant a get_attr node reads (a dotted path)."""
+    value = module
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
     """Traces `module` (in eval mode) for inputs of shape (C, H, W) and returns its IR."""
     import torch  # noqa: PLC0415
@@ -51,11 +73,33 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
     modules = dict(traced.named_modules())
     g = Graph("image", tuple(input_shape), name=name)
     alias: dict[str, str] = {}
+    # Parameters and buffers read as tensors (get_attr), and what folds from them alone.
+    consts: dict = {}
+    # Traced values that are a polynomial of an IR tensor not written yet: (it, the node that
+    # completed it). Polynomial arithmetic extends it; any other reader writes it (`src`).
+    pending: dict[str, tuple[Polynomial, str]] = {}
+
+    def resolve(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
 
     def src(arg) -> str:
+        """The IR tensor of a traced value, writing its pending polynomial first."""
         if not isinstance(arg, torch.fx.Node):
             raise ModelError(f"expected a tensor argument, got {arg!r}")
-        return alias.get(arg.name, arg.name)
+        if arg.name in consts:
+            raise ModelError(f"node '{arg.name}': a parameter or buffer is read as an activation; parameters and buffers are only supported inside layers "
+                             "and as constants of polynomial activations (a * x, x + b)")
+        name = resolve(arg.name)
+        if name in pending:
+            poly, origin = pending.pop(name)
+            written = poly.node(origin, name)
+            if written is None:
+                alias[name] = poly.tensor
+                return poly.tensor
+            g.add(written)
+        return name
 
     def selection(n, x: str, stride, before=0, after=0) -> None:
         c = g.shapes()[x][0]
@@ -63,16 +107,77 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
         w[before:before + c, :, 0, 0] = np.eye(c)
         g.add(Node("conv", n.name, [x], n.name, {"stride": stride, "pads": (0, 0, 0, 0), "groups": 1}, {"weight": w, "bias": None}))
 
+    def constant_call(n) -> bool:
+        """Folds a call whose tensor arguments are all parameters, buffers or folded values."""
+        read: list = []
+        torch.fx.node.map_arg((n.args, n.kwargs), read.append)
+        if not read or any(r.name not in consts for r in read):
+            return False
+        args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda r: consts[r.name])
+        try:
+            with torch.no_grad():
+                consts[n.name] = n.target(*args, **kwargs) if n.op == "call_function" else getattr(args[0], n.target)(*args[1:], **kwargs)
+        except Exception as exc:
+            raise ModelError(f"node '{n.name}': cannot fold its constant arguments: {exc}") from exc
+        return True
+
+    def operand(arg, what: str):
+        """A polynomial operand: a constant, a pending polynomial or (the identity of) an IR tensor."""
+        if isinstance(arg, torch.fx.Node):
+            if arg.name in consts:
+                value = consts[arg.name]
+                return _arr(value) if torch.is_tensor(value) else np.asarray(value, dtype=np.float64)
+            name = resolve(arg.name)
+            if name in pending:
+                return pending[name][0]
+            shapes = g.shapes()
+            if name not in shapes:
+                raise ModelError(f"{what}: input '{arg.name}' is not produced by any earlier node")
+            return Polynomial.of(name, shapes[name])
+        if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+            return np.asarray(float(arg))
+        raise ModelError(f"{what}: unsupported argument {arg!r}")
+
+    def polynomial(n, kind: str) -> None:
+        """x * x, a * x + b, x ** 2 and kin: extends a pending polynomial (or adds a residual)."""
+        what = f"node '{n.name}' ({kind})"
+        args, kwargs = list(n.args), dict(n.kwargs)
+        if kind == "square":
+            kind, args = "pow", [args[0], 2]
+        for key in ("other", "exponent"):  # torch.mul(x, other=c), torch.pow(x, exponent=2)
+            if len(args) == 1 and kind != "neg" and key in kwargs:
+                args.append(kwargs.pop(key))
+        if kind == "div" and kwargs.pop("rounding_mode", None) is not None:
+            raise ModelError(f"{what}: division with rounding is not a polynomial")
+        alpha = kwargs.pop("alpha", 1)
+        if kwargs:
+            raise ModelError(f"{what}: unsupported arguments {sorted(kwargs)}")
+        operands = [operand(a, what) for a in args]
+        if alpha != 1:  # torch.add(x, y, alpha=a) is x + a y
+            if not isinstance(alpha, (int, float)):
+                raise ModelError(f"{what}: alpha must be a number, not {alpha!r}")
+            operands[1] = combine("mul", [operands[1], np.asarray(float(alpha))], what) if isinstance(operands[1], Polynomial) else operands[1] * alpha
+        polys = [o for o in operands if isinstance(o, Polynomial)]
+        if kind == "add" and len(polys) == 2 and polys[0].tensor != polys[1].tensor and alpha == 1:
+            # Two different activations (a residual connection): their polynomials are written first.
+            g.add(Node("add", n.name, [src(args[0]), src(args[1])], n.name))
+        else:
+            pending[n.name] = (combine(kind, operands, what), n.name)
+
     for n in traced.graph.nodes:
         if n.op == "placeholder":
             alias[n.name] = "image"
             continue
         if n.op == "output":
-            g.output = src(n.args[0])
+            g.output = src(n.args[0])  # a pending polynomial at the output is written here
             continue
         if n.op == "get_attr":
-            raise ModelError(f"node '{n.name}': parameters used as tensors are not supported")
+            consts[n.name] = _attribute(traced, n.target)
+            continue
         target, args = n.target, n.args
+        if n.op == "call_module" and isinstance(modules[target], (nn.Identity, nn.Dropout)):
+            alias[n.name] = resolve(args[0].name) if isinstance(args[0], torch.fx.Node) else src(args[0])  # a pending polynomial stays pending
+            continue
         if n.op == "call_module":
             m = modules[target]
             x = src(args[0])
@@ -102,13 +207,18 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
                 g.add(Node("flatten", target, [x], n.name))
             elif isinstance(m, nn.Linear):
                 g.add(Node("linear", target, [x], n.name, {}, {"weight": _arr(m.weight), "bias": _arr(m.bias)}))
-            elif isinstance(m, (nn.Identity, nn.Dropout)):
-                alias[n.name] = x
             else:
                 raise ModelError(f"module '{target}' ({type(m).__name__}): unsupported; supported: Conv2d, BatchNorm2d, ReLU, ReLU6, Hardtanh(0, M), MaxPool2d, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Linear, Identity, Dropout")
         elif n.op in ("call_function", "call_method"):
             fname = target if isinstance(target, str) else getattr(target, "__name__", str(target))
-            if target in (F.relu, torch.relu) or fname == "relu":
+            kind = _OPERATORS.get(target) if n.op == "call_function" and not isinstance(target, str) else None
+            if kind is None and (n.op == "call_method" or getattr(torch, fname, None) is target):
+                kind = _NAMED.get(fname)
+            if constant_call(n):
+                continue
+            if kind is not None:
+                polynomial(n, kind)
+            elif target in (F.relu, torch.relu) or fname == "relu":
                 g.add(Node("relu", n.name, [src(args[0])], n.name))
             elif target is F.relu6 or fname == "relu6":
                 g.add(clip_node(n.name, [src(args[0])], n.name, 0.0, 6.0, f"node '{n.name}' (relu6)"))
@@ -118,8 +228,6 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
             elif target in (torch.clamp, torch.clip) or fname in ("clamp", "clip", "clamp_", "clip_"):
                 low, high = _arg(args, n.kwargs, 1, "min", None), _arg(args, n.kwargs, 2, "max", None)
                 g.add(clip_node(n.name, [src(args[0])], n.name, _number(low, n), _number(high, n), f"node '{n.name}' ({fname})"))
-            elif target in (operator.add, torch.add) or fname in ("add", "__add__"):
-                g.add(Node("add", n.name, [src(args[0]), src(args[1])], n.name))
             elif target is F.adaptive_avg_pool2d and _pair(args[1] if len(args) > 1 else n.kwargs["output_size"]) == (1, 1):
                 g.add(Node("global_avgpool", n.name, [src(args[0])], n.name))
             elif target is torch.flatten or fname in ("flatten", "view", "reshape"):
@@ -140,7 +248,9 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
                     raise ModelError(f"node '{n.name}': only zero padding of the channel dimension is supported, not {pad}")
                 selection(n, src(args[0]), (1, 1), pad[4], pad[5])
             else:
-                raise ModelError(f"node '{n.name}' ({fname}): unsupported function; supported: relu, relu6, hardtanh(x, 0, M), clamp(x, 0, M), add, adaptive_avg_pool2d(1), flatten, cat, x[:, :, ::s, ::s], F.pad on channels")
+                raise ModelError(f"node '{n.name}' ({fname}): unsupported function; supported: relu, relu6, hardtanh(x, 0, M), clamp(x, 0, M), add, "
+                                 "polynomials of one activation (x * x, x ** 2, square, pow(x, 2), a * x, x + c, x - c, x / c, -x), adaptive_avg_pool2d(1), "
+                                 "flatten, cat, x[:, :, ::s, ::s], F.pad on channels")
         else:
             raise ModelError(f"node '{n.name}': unsupported graph operation {n.op}")
     if g.output is None:

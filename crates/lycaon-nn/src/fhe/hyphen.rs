@@ -46,6 +46,9 @@ fn check(layout: &MultiplexedLayout, c_in: usize, c_out: usize, kernel: usize, w
     if layout.gap != 1 {
         return Err(FheError::Invalid(format!("gap {}: CAConv/RAConv take the gap-1 packing (use MPConv at larger gaps)", layout.gap)));
     }
+    if !layout.is_full() {
+        return Err(FheError::Invalid(format!("a {} x {} image on a {} x {} grid: CAConv/RAConv take power-of-two images (use MPConv)", layout.rows, layout.cols, layout.height, layout.width)));
+    }
     let expected = c_out * c_in * kernel * kernel;
     if weights.len() != expected {
         return Err(FheError::Invalid(format!("expected {expected} weights, got {}", weights.len())));

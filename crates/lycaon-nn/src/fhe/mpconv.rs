@@ -121,8 +121,16 @@ impl Placement {
 
 impl MpConv {
     /// `weights` are [C_out][C_in][f][f]. Errors when the kernel is even, the stride not 1 or 2,
-    /// the image not divisible by the stride, or the output does not fit the slots.
+    /// the grid not divisible by the stride, or the output does not fit the slots. The output
+    /// image has ceil(rows / s) x ceil(cols / s) pixels (padding f/2).
     pub fn new(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Result<Self, FheError> {
+        Self::with_output(input, c_out, kernel, stride, weights, ((input.rows - 1) / stride + 1, (input.cols - 1) / stride + 1))
+    }
+
+    /// [`Self::new`] keeping only the top-left `output` = (rows, cols) pixels of the result (at
+    /// most ceil(rows / s) x ceil(cols / s)); the rest are masked to zero. An average pooling
+    /// whose windows end before the padding (floor instead of ceil) is this.
+    pub fn with_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<Self, FheError> {
         if kernel.is_multiple_of(2) {
             return Err(FheError::Invalid(format!("kernel {kernel}: MPConv pads by f/2 and needs an odd kernel")));
         }
@@ -130,15 +138,20 @@ impl MpConv {
             return Err(FheError::Invalid(format!("stride {stride}: only 1 and 2 are supported")));
         }
         if !input.height.is_multiple_of(stride) || !input.width.is_multiple_of(stride) || input.height < stride || input.width < stride {
-            return Err(FheError::Invalid(format!("{} x {} image with stride {stride}", input.height, input.width)));
+            return Err(FheError::Invalid(format!("{} x {} grid with stride {stride}", input.height, input.width)));
+        }
+        let largest = ((input.rows - 1) / stride + 1, (input.cols - 1) / stride + 1);
+        if output.0 == 0 || output.1 == 0 || output.0 > largest.0 || output.1 > largest.1 {
+            return Err(FheError::Invalid(format!("a {} x {} output of a {} x {} image at stride {stride} (at most {} x {})", output.0, output.1, input.rows, input.cols, largest.0, largest.1)));
         }
         let c_in = input.channels;
         let expected = c_out * c_in * kernel * kernel;
         if weights.len() != expected {
             return Err(FheError::Invalid(format!("expected {expected} weights, got {}", weights.len())));
         }
-        let output = MultiplexedLayout::new(c_out, input.height / stride, input.width / stride, input.gap * stride, input.slots)?;
-        let (h, w, pad) = (input.height as isize, input.width as isize, (kernel / 2) as isize);
+        let output = MultiplexedLayout::new(c_out, input.height / stride, input.width / stride, input.gap * stride, input.slots)?.with_valid(output.0, output.1)?;
+        // Off-image pixels read as zero padding: their taps get no weight.
+        let (h, w, pad) = (input.rows as isize, input.cols as isize, (kernel / 2) as isize);
         let p_in = input.copies();
         let groups = c_out.div_ceil(p_in);
         let mut weight_vectors = Vec::with_capacity(groups);
@@ -177,8 +190,8 @@ impl MpConv {
         let masks = (0..p_in)
             .map(|r| {
                 let mut m = vec![0.0; input.slots];
-                for y in 0..output.height {
-                    for x in 0..output.width {
+                for y in 0..output.rows {
+                    for x in 0..output.cols {
                         // Channel 0 of copy r at stride-1 pixel (s y, s x).
                         m[r * input.copy_len() + input.slot(0, stride * y, stride * x)] = 1.0;
                     }
@@ -325,11 +338,11 @@ impl MpConv {
     }
 }
 
-/// Plain f64 reference: convolution [C_out][h/s][w/s] of a [C_in][h][w] tensor (`input_shape` =
+/// Plain f64 reference: convolution [C_out][ceil(h/s)][ceil(w/s)] of a [C_in][h][w] tensor (`input_shape` =
 /// (C_in, h, w)) with weights [C_out][C_in][f][f], padding f/2, stride s.
 pub fn conv_reference_f64(input_shape: (usize, usize, usize), x: &[f64], c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Vec<f64> {
     let (c_in, h, w) = input_shape;
-    let (oh, ow, pad) = (h / stride, w / stride, (kernel / 2) as isize);
+    let (oh, ow, pad) = ((h - 1) / stride + 1, (w - 1) / stride + 1, (kernel / 2) as isize);
     let mut out = vec![0.0; c_out * oh * ow];
     for o in 0..c_out {
         for y in 0..oh {

@@ -18,6 +18,11 @@
 //! points in between are filled with the other channels (the "multiplexing"), so a ciphertext
 //! stays full across the whole network.
 //!
+//! Images whose sides are not powers of two sit in the top-left corner of the power-of-two grid
+//! (`rows` x `cols` valid pixels of `height` x `width`); the other grid points hold zeros, which
+//! every layer keeps: convolutions give them zero weights when read and mask them when written,
+//! biases and constants are packed at valid pixels only, and pooling divides by the valid area.
+//!
 //! Simplification (named): the paper sizes the copies as n_t / p_i with t_i blocks; we round t up
 //! to a power of two T so that channel sums by doubling rotations stay inside one copy. With h,
 //! w and k powers of two this is the same copy spacing the paper gets.
@@ -28,8 +33,14 @@ use super::FheError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MultiplexedLayout {
     pub channels: usize,
+    /// Grid height (a power of two): the image's rows and zeros below them.
     pub height: usize,
+    /// Grid width (a power of two).
     pub width: usize,
+    /// The image's rows (at most `height`; the rest of the grid is zero).
+    pub rows: usize,
+    /// The image's columns (at most `width`).
+    pub cols: usize,
     /// The gap k: 1 for the input image, doubled by every stride-2 layer.
     pub gap: usize,
     /// Slots of the ciphertext (a power of two up to n/2).
@@ -40,7 +51,7 @@ impl MultiplexedLayout {
     /// Checks: h, w, k and slots powers of two (the channel and pooling sums rotate by
     /// doubling steps), and one copy fits into the slots.
     pub fn new(channels: usize, height: usize, width: usize, gap: usize, slots: usize) -> Result<Self, FheError> {
-        let l = Self { channels, height, width, gap, slots };
+        let l = Self { channels, height, width, rows: height, cols: width, gap, slots };
         for (name, v) in [("height", height), ("width", width), ("gap", gap), ("slots", slots)] {
             if v == 0 || !v.is_power_of_two() {
                 return Err(FheError::Invalid(format!("{name} = {v} must be a power of two")));
@@ -56,6 +67,28 @@ impl MultiplexedLayout {
             )));
         }
         Ok(l)
+    }
+
+    /// The layout of a C x rows x cols image on the smallest power-of-two grid that holds it.
+    pub fn for_image(channels: usize, rows: usize, cols: usize, gap: usize, slots: usize) -> Result<Self, FheError> {
+        if rows == 0 || cols == 0 {
+            return Err(FheError::Invalid(format!("a {rows} x {cols} image is empty")));
+        }
+        Self::new(channels, rows.next_power_of_two(), cols.next_power_of_two(), gap, slots)?.with_valid(rows, cols)
+    }
+
+    /// The same grid holding a rows x cols image in its top-left corner.
+    pub fn with_valid(mut self, rows: usize, cols: usize) -> Result<Self, FheError> {
+        if rows == 0 || cols == 0 || rows > self.height || cols > self.width {
+            return Err(FheError::Invalid(format!("a {rows} x {cols} image does not fit the {} x {} grid", self.height, self.width)));
+        }
+        (self.rows, self.cols) = (rows, cols);
+        Ok(self)
+    }
+
+    /// Whether every grid point is a pixel of the image.
+    pub fn is_full(&self) -> bool {
+        self.rows == self.height && self.cols == self.width
     }
 
     /// t = ceil(C / k^2): blocks holding channels.
@@ -95,18 +128,19 @@ impl MultiplexedLayout {
         b * self.block_len() + (k * y + m / k) * self.row_len() + k * x + m % k
     }
 
-    /// Packs a tensor ([c][y][x], row-major) into `slots` values, every copy filled.
+    /// Packs a tensor ([c][y][x], row-major, `rows` x `cols` pixels) into `slots` values, every
+    /// copy filled, zeros off the image.
     pub fn pack(&self, tensor: &[f64]) -> Result<Vec<f64>, FheError> {
-        let len = self.channels * self.height * self.width;
+        let len = self.channels * self.rows * self.cols;
         if tensor.len() != len {
             return Err(FheError::Invalid(format!("expected {len} tensor values, got {}", tensor.len())));
         }
         let mut v = vec![0.0; self.slots];
         for r in 0..self.copies() {
             for c in 0..self.channels {
-                for y in 0..self.height {
-                    for x in 0..self.width {
-                        v[r * self.copy_len() + self.slot(c, y, x)] = tensor[(c * self.height + y) * self.width + x];
+                for y in 0..self.rows {
+                    for x in 0..self.cols {
+                        v[r * self.copy_len() + self.slot(c, y, x)] = tensor[(c * self.rows + y) * self.cols + x];
                     }
                 }
             }
@@ -119,10 +153,10 @@ impl MultiplexedLayout {
         if slots.len() < self.copy_len() {
             return Err(FheError::Invalid(format!("expected at least {} slots, got {}", self.copy_len(), slots.len())));
         }
-        let mut t = Vec::with_capacity(self.channels * self.height * self.width);
+        let mut t = Vec::with_capacity(self.channels * self.rows * self.cols);
         for c in 0..self.channels {
-            for y in 0..self.height {
-                for x in 0..self.width {
+            for y in 0..self.rows {
+                for x in 0..self.cols {
                     t.push(slots[self.slot(c, y, x)]);
                 }
             }

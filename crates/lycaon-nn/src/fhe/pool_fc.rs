@@ -35,7 +35,7 @@ impl AvgPoolFc {
             return Err(FheError::Invalid(format!("{n_out} outputs for {} slots", input.slots)));
         }
         let slots = input.slots;
-        let inv_area = 1.0 / (input.height * input.width) as f64;
+        let inv_area = 1.0 / (input.rows * input.cols) as f64;
         let mut diagonals: std::collections::BTreeMap<usize, Vec<Complex64>> = std::collections::BTreeMap::new();
         for i in 0..n_out {
             for ch in 0..c {

@@ -185,6 +185,55 @@ fn fhe_mpconv_small_shapes_logn12() {
 }
 
 #[test]
+fn fhe_images_that_are_not_powers_of_two_sit_on_a_zero_padded_grid_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 5 levels.
+    let mut fhe = Fhe::new(12, 50, 40, 5, true);
+    let slots = fhe.ctx.max_slots();
+    let mut v = Values(77);
+    let (c0, c1, rows, cols, classes) = (3, 4, 5, 7, 3);
+    let l0 = MultiplexedLayout::for_image(c0, rows, cols, 1, slots).unwrap();
+    assert_eq!((l0.height, l0.width, l0.is_full()), (8, 8, false));
+    let x = v.vec(c0 * rows * cols, 1.0);
+    let w1 = v.vec(c1 * c0 * 9, 0.3);
+    // A 2 x 2 average pooling at stride 2 as a 3 x 3 stride-2 convolution on each channel alone
+    // (taps at offsets 0 and +1), keeping floor(5 / 2) x floor(7 / 2) outputs of ceil's 3 x 4.
+    let mut wp = vec![0.0; c1 * c1 * 9];
+    for c in 0..c1 {
+        for (dy, dx) in [(1, 1), (1, 2), (2, 1), (2, 2)] {
+            wp[((c * c1 + c) * 3 + dy) * 3 + dx] = 0.25;
+        }
+    }
+    let wf = v.vec(classes * c1, 0.5);
+    let bias = v.vec(classes, 0.1);
+    let conv = MpConv::new(l0, c1, 3, 1, &w1).unwrap();
+    assert_eq!((conv.output_layout().rows, conv.output_layout().cols), (rows, cols));
+    let pool = MpConv::with_output(*conv.output_layout(), c1, 3, 2, &wp, (rows / 2, cols / 2)).unwrap();
+    assert!(MpConv::with_output(*conv.output_layout(), c1, 3, 2, &wp, (4, 4)).is_err(), "more rows than ceil(5 / 2)");
+    let fc = AvgPoolFc::new(&fhe.ctx, *pool.output_layout(), classes, &wf, &bias).unwrap();
+    let ops = fhe.ops(&[conv.rotation_steps(), pool.rotation_steps(), fc.rotation_steps()].concat());
+    let ct = fhe.encrypt(&l0.pack(&x).unwrap());
+    let a = conv.evaluate(&ops, &ct).unwrap();
+    let p = pool.evaluate(&ops, &a).unwrap();
+    let logits = fc.evaluate(&ops, &p).unwrap();
+
+    let ra = conv_reference_f64((c0, rows, cols), &x, c1, 3, 1, &w1);
+    let (pr, pc) = (rows / 2, cols / 2);
+    let rp: Vec<f64> = (0..c1)
+        .flat_map(|c| (0..pr).flat_map(move |y| (0..pc).map(move |x| (c, y, x))))
+        .map(|(c, y, x)| (0..2).flat_map(|i| (0..2).map(move |j| (i, j))).map(|(i, j)| ra[(c * rows + 2 * y + i) * cols + 2 * x + j]).sum::<f64>() / 4.0)
+        .collect();
+    let rl = avgpool_fc_reference(c1, pr, pc, &rp, classes, &wf, &bias);
+    // Whole slot vectors: off-image grid points must hold zeros for the next layer.
+    let pa = precision_stats(&conv.output_layout().pack(&ra).unwrap(), &fhe.decrypt(&a));
+    let pp = precision_stats(&pool.output_layout().pack(&rp).unwrap(), &fhe.decrypt(&p));
+    let pl = precision_stats(&rl, &fhe.decrypt(&logits)[..classes]);
+    println!("5 x 7 image on an 8 x 8 grid: conv {pa}; 2 x 2 pooling {pp}; logits {pl}");
+    for q in [pa, pp, pl] {
+        assert!(q.min_bits >= 15.0, "{q}");
+    }
+}
+
+#[test]
 fn fhe_mpconv_16x16_logn13_secure() {
     // 128-bit secure set: logN = 13, 50 + 2 * 40 + 50 = 180 bits <= 218.
     let mut fhe = Fhe::new(13, 50, 40, 2, false);

@@ -92,6 +92,9 @@ pub struct FheRunStats {
     pub relu_s: f64,
     pub other_s: f64,
     pub late_encodings: u64,
+    /// Per op in program order: its name and seconds, refreshes before it included.
+    #[serde(default)]
+    pub ops: Vec<(String, f64)>,
 }
 
 /// One client's keys on the server: evaluation keys (network and bootstrapping merged) and the
@@ -115,7 +118,7 @@ pub struct FheExecutable {
 }
 
 fn layout(l: &Layout, slots: usize) -> Result<MultiplexedLayout> {
-    MultiplexedLayout::new(l.channels, l.height, l.width, l.gap, slots).map_err(nn)
+    l.multiplexed(slots).map_err(nn)
 }
 
 fn chebyshev(coeffs: &[f64]) -> Result<ChebyshevPoly> {
@@ -224,8 +227,13 @@ impl FheExecutable {
                 FheOpKind::Quadratic { a, b, c } => Prepared::Quadratic { a: plain(a)?, b: plain(b)?, c: plain(c)? },
                 FheOpKind::ScaleShift { b, c } => Prepared::ScaleShift { b: Plain::from_slots(b, slots)?, c: plain(c)? },
                 FheOpKind::Add => Prepared::Add,
-                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias } => {
-                    let conv = MpConv::new(layout(input, slots)?, *out_channels, *kernel, *stride, weights).map_err(nn)?;
+                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias, output_image } => {
+                    let input = layout(input, slots)?;
+                    let conv = match output_image {
+                        Some([rows, cols]) => MpConv::with_output(input, *out_channels, *kernel, *stride, weights, (*rows, *cols)),
+                        None => MpConv::new(input, *out_channels, *kernel, *stride, weights),
+                    }
+                    .map_err(nn)?;
                     Prepared::MpConv { conv, bias: plain(bias)? }
                 }
                 FheOpKind::Hyphen { input, mid_channels, kernel1, weights1, out_channels, kernel2, weights2, a, b, c, bias } => {
@@ -338,6 +346,7 @@ impl FheExecutable {
         let mut values: HashMap<String, Ciphertext> = HashMap::from([(p.input.clone(), input)]);
         let total = p.ops.len();
         for (i, (op, prep)) in p.ops.iter().zip(&self.prepared).enumerate() {
+            let started = Instant::now();
             for r in &op.refresh {
                 let x = values.get(&r.tensor).ok_or_else(|| invalid(format!("refresh of '{}', which is not live", r.tensor)))?;
                 let y = self.refresh(keys, x, r.bound, &mut stats)?;
@@ -365,6 +374,7 @@ impl FheExecutable {
                 }
             }
             values.insert(op.output.clone(), y);
+            stats.ops.push((op.name.clone(), started.elapsed().as_secs_f64()));
             progress(i + 1, total, &op.name);
         }
         stats.late_encodings = late.into_inner();

@@ -82,8 +82,16 @@ impl FheParameters {
 pub enum InputPacking {
     /// Value i at slot `index[i] + k period` for every copy k (period divides the slot count).
     Slots { index: Vec<u32>, period: usize },
-    /// The multiplexed packing (Lee et al. 2022) of a (C, h, w) tensor with gap `gap`.
-    Multiplexed { channels: usize, height: usize, width: usize, gap: usize },
+    /// The multiplexed packing (Lee et al. 2022) of a (C, h, w) tensor with gap `gap`; `image`:
+    /// the (rows, cols) the tensor really has when the (power-of-two) grid is larger.
+    Multiplexed {
+        channels: usize,
+        height: usize,
+        width: usize,
+        gap: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image: Option<[usize; 2]>,
+    },
 }
 
 /// Values at some slots (the rest zero): biases and per-slot coefficients.
@@ -120,13 +128,33 @@ impl SlotValues {
     }
 }
 
-/// A multiplexed layout (C, h, w, gap) over the program's slots.
+/// A multiplexed layout (C, h, w, gap) over the program's slots: an h x w power-of-two grid
+/// holding an image of `image` = (rows, cols) pixels in its top-left corner (absent: the
+/// whole grid), zeros elsewhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     pub channels: usize,
     pub height: usize,
     pub width: usize,
     pub gap: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<[usize; 2]>,
+}
+
+impl Layout {
+    /// lycaon-nn's layout of this one on `slots` slots.
+    pub fn multiplexed(&self, slots: usize) -> std::result::Result<lycaon_nn::fhe::MultiplexedLayout, lycaon_nn::fhe::FheError> {
+        let l = lycaon_nn::fhe::MultiplexedLayout::new(self.channels, self.height, self.width, self.gap, slots)?;
+        match self.image {
+            Some([rows, cols]) => l.with_valid(rows, cols),
+            None => Ok(l),
+        }
+    }
+
+    /// The program's form of lycaon-nn's layout (`image` only when smaller than the grid).
+    pub fn of(l: &lycaon_nn::fhe::MultiplexedLayout) -> Self {
+        Self { channels: l.channels, height: l.height, width: l.width, gap: l.gap, image: (!l.is_full()).then_some([l.rows, l.cols]) }
+    }
 }
 
 /// One operation's computation.
@@ -178,6 +206,10 @@ pub enum FheOpKind {
         weights: Vec<f64>,
         #[serde(default)]
         bias: Option<SlotValues>,
+        /// Only the top-left (rows, cols) outputs kept (an average pooling's floor); absent:
+        /// all ceil(rows / stride) x ceil(cols / stride).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_image: Option<[usize; 2]>,
     },
     /// HyPHEN (002 Sec. 4): CAConv to one ciphertext per channel, the per-channel quadratic
     /// a x^2 + b x + c (`a` absent: monic), RAConv back, then `bias`.
@@ -310,8 +342,8 @@ impl FheProgram {
                 }
                 FheOpKind::Quadratic { a, .. } => FheOpKind::Quadratic { a: a.as_ref().map(|_| SlotValues::default()), b: None, c: None },
                 FheOpKind::ScaleShift { .. } => FheOpKind::ScaleShift { b: SlotValues::default(), c: None },
-                FheOpKind::MpConv { input, out_channels, kernel, stride, .. } => {
-                    FheOpKind::MpConv { input: *input, out_channels: *out_channels, kernel: *kernel, stride: *stride, weights: vec![], bias: None }
+                FheOpKind::MpConv { input, out_channels, kernel, stride, output_image, .. } => {
+                    FheOpKind::MpConv { input: *input, out_channels: *out_channels, kernel: *kernel, stride: *stride, weights: vec![], bias: None, output_image: *output_image }
                 }
                 FheOpKind::Hyphen { input, mid_channels, kernel1, out_channels, kernel2, a, .. } => FheOpKind::Hyphen {
                     input: *input,

@@ -422,8 +422,13 @@ impl FheClient {
                 }
                 Ok(v)
             }
-            InputPacking::Multiplexed { channels, height, width, gap } => {
-                let l = MultiplexedLayout::new(*channels, *height, *width, *gap, slots).map_err(|e| RuntimeError::Fhe(e.to_string()))?;
+            InputPacking::Multiplexed { channels, height, width, gap, image } => {
+                let fhe = |e: lycaon_nn::fhe::FheError| RuntimeError::Fhe(e.to_string());
+                let l = MultiplexedLayout::new(*channels, *height, *width, *gap, slots).map_err(fhe)?;
+                let l = match image {
+                    Some([rows, cols]) => l.with_valid(*rows, *cols).map_err(fhe)?,
+                    None => l,
+                };
                 l.pack(x).map_err(|e| RuntimeError::Fhe(e.to_string()))
             }
         }

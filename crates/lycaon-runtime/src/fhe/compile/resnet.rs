@@ -38,18 +38,18 @@ struct ResOp {
 }
 
 fn nn_layout(l: &Layout, slots: usize, what: &str) -> Result<MultiplexedLayout> {
-    MultiplexedLayout::new(l.channels, l.height, l.width, l.gap, slots).map_err(|e| fail(format!("{what}: {e}")))
+    l.multiplexed(slots).map_err(|e| fail(format!("{what}: {e}")))
 }
 
 fn layout_of(l: &MultiplexedLayout) -> Layout {
-    Layout { channels: l.channels, height: l.height, width: l.width, gap: l.gap }
+    Layout::of(l)
 }
 
 /// Per-channel values repeated over each channel's pixels, in the multiplexed packing (every
 /// copy filled): Python's `multiplexed_pack(*layout, np.repeat(values, h w))`.
 fn pack_channels(l: &Layout, slots: usize, values: &[f64], what: &str) -> Result<Vec<f64>> {
     let nl = nn_layout(l, slots, what)?;
-    let area = l.height * l.width;
+    let area = nl.rows * nl.cols;
     let tensor: Vec<f64> = values.iter().flat_map(|&v| std::iter::repeat_n(v, area)).collect();
     nl.pack(&tensor).map_err(|e| fail(format!("{what}: {e}")))
 }
@@ -66,6 +66,44 @@ fn conv_attrs(node: &GraphNode) -> Option<(&[f64], usize, usize, usize)> {
         return None;
     }
     Some((&w.data, w.shape[0], k, node.attrs.stride()[0]))
+}
+
+/// Checks that MPConv's output image is the node's (C, H, W).
+fn same_shape(node: &GraphNode, l: &MultiplexedLayout) -> Result<()> {
+    if node.shape[..] != [l.channels, l.rows, l.cols] {
+        return Err(fail(format!("{}: output shape {:?}, but MPConv gives ({}, {}, {})", node.describe(), node.shape, l.channels, l.rows, l.cols)));
+    }
+    Ok(())
+}
+
+/// An average pooling (window kh x kw at stride s, padding counted in the average) as a
+/// convolution MPConv runs: each channel alone, an odd square kernel K padded by K/2 that covers
+/// the window's offsets (-top .. kh - 1 - top), 1 / (kh kw) at the window's taps. Returns
+/// (weights [C][C][K][K], K, s).
+fn pooling_as_conv(node: &GraphNode, channels: usize) -> Result<(Vec<f64>, usize, usize)> {
+    let d = node.describe();
+    let [kh, kw] = node.attrs.kernel.ok_or_else(|| fail(format!("{d}: no pooling window")))?;
+    let [sy, sx] = node.attrs.stride.unwrap_or([kh, kw]);
+    let [top, left, _, _] = node.attrs.pads();
+    if sy != sx || !(1..=2).contains(&sy) {
+        return Err(fail(format!("{d}: stride ({sy}, {sx}); the FHE path pools at stride 1 or 2 in both directions")));
+    }
+    if kh == 0 || kw == 0 || top >= kh || left >= kw {
+        return Err(fail(format!("{d}: window {kh} x {kw} with padding ({top}, {left})")));
+    }
+    let reach = [top, kh - 1 - top, left, kw - 1 - left].into_iter().max().unwrap_or(0);
+    let k = 2 * reach + 1;
+    let mut w = vec![0.0; channels * channels * k * k];
+    let share = 1.0 / (kh * kw) as f64;
+    for c in 0..channels {
+        for i in 0..kh {
+            for j in 0..kw {
+                let (dy, dx) = (i + reach - top, j + reach - left);
+                w[((c * channels + c) * k + dy) * k + dx] = share;
+            }
+        }
+    }
+    Ok((w, k, sy))
 }
 
 /// Per-channel coefficient rows (c, b, a) of a `poly` node, or None unless (C, 3).
@@ -103,7 +141,7 @@ impl<'a> Compiler<'a> {
     /// The HyPHEN op for conv -> quadratic -> conv at `i` (Python's `_hyphen_pair`), else None.
     fn hyphen_pair(&self, i: usize, src: &Layout) -> Result<Option<ResOp>> {
         let nodes = &self.graph.nodes;
-        if i + 2 >= nodes.len() || src.gap != 1 {
+        if i + 2 >= nodes.len() || src.gap != 1 || src.image.is_some() {
             return Ok(None);
         }
         let (conv1, act, conv2) = (&nodes[i], &nodes[i + 1], &nodes[i + 2]);
@@ -169,7 +207,8 @@ impl<'a> Compiler<'a> {
         let [c, h, w] = g.input_shape[..] else {
             return Err(fail(format!("the bootstrapped path takes a (C, H, W) image input, not shape {:?}", g.input_shape)));
         };
-        let input = Layout { channels: c, height: h, width: w, gap: 1 };
+        // Sides that are not powers of two: the image in the corner of the next power-of-two grid.
+        let input = layout_of(&MultiplexedLayout::for_image(c, h, w, 1, self.slots).map_err(|e| fail(format!("the input {:?}: {e}", g.input_shape)))?);
         let mut layouts: HashMap<&str, Packed> = HashMap::from([(g.input.as_str(), Packed::Multiplexed(input))]);
         let mut ops: Vec<ResOp> = Vec::new();
         let nodes = &g.nodes;
@@ -205,6 +244,7 @@ impl<'a> Compiler<'a> {
                         let src = image(src)?;
                         let layer = MpConv::new(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt).map_err(|e| fail(format!("{d}: {e}")))?;
                         let out = layout_of(layer.output_layout());
+                        same_shape(node, layer.output_layout())?;
                         let bias = node.param("bias").map(|b| pack_channels(&out, self.slots, &b.data, &d)).transpose()?;
                         let kind = FheOpKind::MpConv {
                             input: src,
@@ -213,6 +253,30 @@ impl<'a> Compiler<'a> {
                             stride,
                             weights: wgt.to_vec(),
                             bias: bias.map(|v| SlotValues::from_dense(&v)),
+                            output_image: None,
+                        };
+                        let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
+                        op.rotations = vec![(layer.rotation_steps(), 0)];
+                        op
+                    }
+                    NodeOp::Avgpool => {
+                        let src = image(src)?;
+                        let (weights, kernel, stride) = pooling_as_conv(node, src.channels)?;
+                        let rows_cols = match node.shape[..] {
+                            [_, rows, cols] => (rows, cols),
+                            _ => return Err(fail(format!("{d}: output shape {:?} is not (C, H, W)", node.shape))),
+                        };
+                        let layer = MpConv::with_output(nn_layout(&src, self.slots, &d)?, src.channels, kernel, stride, &weights, rows_cols)
+                            .map_err(|e| fail(format!("{d}: as a {kernel} x {kernel} convolution at stride {stride}: {e}")))?;
+                        let out = layout_of(layer.output_layout());
+                        let kind = FheOpKind::MpConv {
+                            input: src,
+                            out_channels: src.channels,
+                            kernel,
+                            stride,
+                            weights,
+                            bias: None,
+                            output_image: Some([rows_cols.0, rows_cols.1]),
                         };
                         let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
                         op.rotations = vec![(layer.rotation_steps(), 0)];
@@ -378,7 +442,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         parameters: FheParameters::Bootstrappable { shape: options.bootstrap_shape.clone() },
         input: graph.input.clone(),
         input_shape: graph.input_shape.clone(),
-        input_packing: InputPacking::Multiplexed { channels: input.channels, height: input.height, width: input.width, gap: input.gap },
+        input_packing: InputPacking::Multiplexed { channels: input.channels, height: input.height, width: input.width, gap: input.gap, image: input.image },
         input_level: top,
         output,
         output_slots: (0..n_out as u32).collect(),
@@ -485,6 +549,61 @@ mod tests {
         // Without bounds: a clear error, naming why the leveled path was not taken either.
         let e = super::super::compile(&g, &CompileOptions::default()).unwrap_err().to_string();
         assert!(e.contains("relu node 'relu'") && e.contains("value bound"), "{e}");
+    }
+
+    #[test]
+    fn images_that_are_not_powers_of_two_and_average_pooling_compile() {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let node = |op, name: &str, input: &str, shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
+            op,
+            name: name.into(),
+            inputs: vec![input.into()],
+            output: format!("{name}:o"),
+            shape: shape.to_vec(),
+            attrs,
+            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
+        };
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let pool = |k: usize, s: usize, p: usize| NodeAttrs { kernel: Some([k, k]), stride: Some([s, s]), pads: Some([p; 4]), ..Default::default() };
+        let graph = |pooling: NodeAttrs, pooled: [usize; 2]| ModelGraph {
+            format: GRAPH_FORMAT.into(),
+            version: GRAPH_VERSION,
+            name: "odd".into(),
+            input: "x".into(),
+            input_shape: vec![3, 6, 5],
+            output: "fc:o".into(),
+            nodes: vec![
+                node(NodeOp::Conv, "conv", "x", &[4, 6, 5], pad.clone(), vec![("weight", Tensor::new(vec![4, 3, 3, 3], vec![0.1; 108]))]),
+                node(NodeOp::Relu, "relu", "conv:o", &[4, 6, 5], NodeAttrs::default(), vec![]),
+                node(NodeOp::Avgpool, "pool", "relu:o", &[4, pooled[0], pooled[1]], pooling, vec![]),
+                node(NodeOp::GlobalAvgpool, "gap", "pool:o", &[4, 1, 1], NodeAttrs::default(), vec![]),
+                node(NodeOp::Flatten, "flat", "gap:o", &[4], NodeAttrs::default(), vec![]),
+                node(NodeOp::Linear, "fc", "flat:o", &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
+            ],
+        };
+        let bounds = |g: &ModelGraph| -> BTreeMap<String, f64> { std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 2.0)).collect() };
+        // 2 x 2 at stride 2: a 3 x 3 kernel (offsets 0, +1), floor(6 / 2) x floor(5 / 2) kept.
+        let g = graph(pool(2, 2, 0), [3, 2]);
+        g.validate().unwrap();
+        let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
+        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]) });
+        let op = p.ops.iter().find(|o| o.name == "pool").unwrap();
+        match &op.kind {
+            FheOpKind::MpConv { kernel, stride, output_image, weights, input, .. } => {
+                assert_eq!((*kernel, *stride, *output_image, input.image), (3, 2, Some([3, 2]), Some([6, 5])));
+                let taps: Vec<usize> = (0..9).filter(|&t| weights[t] != 0.0).collect(); // channel 0 -> 0
+                assert_eq!(taps, [4, 5, 7, 8]);
+                assert!(weights.iter().all(|&w| w == 0.0 || w == 0.25));
+            }
+            other => panic!("{other:?}"),
+        }
+        // 3 x 3 at stride 1 with padding 1: the plain 3 x 3 kernel.
+        let g = graph(pool(3, 1, 1), [6, 5]);
+        super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
+        // Stride 3 is refused by name.
+        let g = graph(pool(3, 3, 0), [2, 1]);
+        let e = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), path: Some(super::super::CompilePath::Bootstrapped), ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("avgpool node 'pool'") && e.to_string().contains("stride"), "{e}");
     }
 
     #[test]
