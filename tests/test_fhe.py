@@ -262,6 +262,45 @@ def test_infer_cli_in_the_fhe_mode_prints_and_writes_the_results(tmp_path, capsy
     assert "in the FHE mode" in capsys.readouterr().out
 
 
+def own_relu_net(rng) -> Graph:
+    """A ReLU network on a 3 x 12 x 10 image (not a power of two): conv, ReLU, conv, residual
+    add, 2 x 2 average pooling, ReLU, global average pooling, fully connected."""
+    g = Graph("image", (3, 12, 10), name="own-relu")
+    t = conv(g, rng, "conv1", "image", 3, 4, 3, 1, 1, 0.3)
+    g.add(Node("relu", "relu1", [t], "relu1:o"))
+    t = conv(g, rng, "conv2", "relu1:o", 4, 4, 3, 1, 1, 0.3)
+    g.add(Node("add", "add", [t, "relu1:o"], "add:o"))
+    g.add(Node("avgpool", "pool", ["add:o"], "pool:o", {"kernel": (2, 2), "stride": (2, 2)}))
+    g.add(Node("relu", "relu2", ["pool:o"], "relu2:o"))
+    g.add(Node("global_avgpool", "gap", ["relu2:o"], "gap:o"))
+    g.add(Node("flatten", "flat", ["gap:o"], "flat:o"))
+    linear(g, rng, "fc", "flat:o", 4, 5, 0.5, "logits")
+    return g
+
+
+def test_a_relu_network_of_any_image_size_compiles_with_bootstraps_placed_from_calibration():
+    """compile_model takes a network the project did not ship: ReLUs send it down the
+    bootstrapped path (composite minimax ReLU), the odd image sits in the corner of a 16 x 16
+    grid, the pooling is a stride-2 MPConv keeping floor(12/2) x floor(10/2) outputs, and the
+    bounds come from the calibration inputs; without any, the error says what to give. (Running
+    it encrypted takes minutes of bootstrapping: the layers are tested encrypted in lycaon-nn,
+    the whole network in the issue's measurement.)"""
+    rng = np.random.default_rng(11)
+    g = own_relu_net(rng)
+    x = rng.normal(0, 1, (8, 3, 12, 10))
+    program, net = fhe.compile_model(g, calibration=x)
+    assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_full_slots"}
+    packing = program["input_packing"]
+    assert (packing["height"], packing["width"], packing["image"]) == (16, 16, [12, 10])
+    ops = {op["name"]: op for op in program["ops"]}
+    assert ops["relu1"]["kind"] == ops["relu2"]["kind"] == "composite_relu"
+    assert ops["pool"]["kind"] == "mp_conv" and ops["pool"]["output_image"] == [6, 5] and ops["pool"]["stride"] == 2
+    assert net.planned_bootstraps >= 2
+    np.testing.assert_allclose(net.reference(x[0]), fhe.plaintext_reference(g, x[0]), rtol=1e-9, atol=1e-9)
+    with pytest.raises(ModelError, match="calibration"):
+        fhe.compile_model(g)
+
+
 def test_resnet20_compiles_with_bootstrapping_planned():
     from lycaon import fhe_resnet
     from lycaon.frontend import aespa

@@ -515,15 +515,20 @@ def plaintext_reference(graph: Graph, x: np.ndarray) -> np.ndarray:
 FHE_MODELS = {"cnn-square": "cnn-square-cifar10"}
 
 
-def compile_model(model, *, calibration=None) -> tuple[dict, object]:
+def compile_model(model, *, calibration=None, preprocess=None, calibration_images: int = 64) -> tuple[dict, object]:
     """(the runtime's FHE program, the `fhe_compiler.CompiledNetwork`) for `model`, compiled by
-    the runtime's Rust compiler: a ResNet-20 name (`fhe_resnet.RESNET20_MODELS`: bootstrapping,
-    value bounds from `calibration`, raw uint8 CIFAR-10 images, default the bundled training
-    images), a built-in name, a model file, or a model-front `Graph` (quadratic activations, no
-    bootstrapping)."""
-    from .fhe_compiler import compile_network  # noqa: PLC0415
+    the runtime's Rust compiler: a ResNet-20 name (`fhe_resnet.RESNET20_MODELS`: value bounds
+    from `calibration`, raw uint8 CIFAR-10 images, default the bundled training images), a
+    built-in name, a model file (ONNX, PyTorch) or a model-front `Graph`. The compiler chooses
+    the path: leveled when the network has no ReLU and its depth fits one ring, else
+    bootstrapped (composite ReLU, bootstraps placed from the value bounds of every tensor on
+    `calibration`: model-ready tensors or images as the hybrid mode takes them, with
+    `preprocess`; at most `calibration_images` samples; the bundled training set of an MNIST-
+    or CIFAR-10-shaped model when not given)."""
+    from .fhe_compiler import compile_network, compile_path  # noqa: PLC0415
     from .fhe_resnet import RESNET20_MODELS, resnet20_graph  # noqa: PLC0415
     from .frontend import zoo  # noqa: PLC0415
+    from .hybrid import calibration_for  # noqa: PLC0415
 
     if isinstance(model, str) and model in RESNET20_MODELS:
         graph, x = resnet20_graph(model, calibration)
@@ -534,5 +539,9 @@ def compile_model(model, *, calibration=None) -> tuple[dict, object]:
     else:
         name = FHE_MODELS.get(str(model), str(model))
         graph = zoo.load_model(name)
-    net = compile_network(graph, name=name, path="leveled")
+    if compile_path(graph)["path"] == "leveled":
+        net = compile_network(graph, name=name, path="leveled")
+    else:
+        x = calibration_for(graph, name, calibration, preprocess, calibration_images)
+        net = compile_network(graph, x, name=name, path="bootstrapped")
     return net.program, net

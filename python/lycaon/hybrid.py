@@ -465,13 +465,15 @@ class Server:
     before they go back; ``max_sessions`` clients are served at once; a session idle for
     ``timeout_s`` is dropped.
 
-    ``mode="fhe"``: the whole network under CKKS (``lycaon.fhe``'s compilers); the client sends
-    its public keys once per session. ``flood_precision_bits`` is the precision the answers'
+    ``mode="fhe"``: the whole network under CKKS (``lycaon.fhe.compile_model``); the client sends
+    its public keys once per session. A network with ReLUs is bootstrapped, its bootstraps placed
+    from the value bounds of ``calibration`` (as above; ``calibration_images`` samples, default
+    64, else 16 in the hybrid mode). ``flood_precision_bits`` is the precision the answers'
     noise flooding leaves in the logits (0: no flooding); ``device`` ("cpu", "cuda:N") is where
     the server's CKKS work runs."""
 
     def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
-                 link: str = "lan", emulate_link: bool = False, calibration_images: int = 16, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
+                 link: str = "lan", emulate_link: bool = False, calibration_images: Optional[int] = None, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
                  timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0,
                  device: str = "cpu"):
         from lycaon.plan import dataset_of  # noqa: PLC0415
@@ -482,11 +484,13 @@ class Server:
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
         if mode == "fhe":
-            self._init_fhe(native_server, model, calibration, labels, max_sessions, timeout_s, link if emulate_link else "none", flood_precision_bits, device)
+            self._init_fhe(native_server, model, calibration, preprocess, 64 if calibration_images is None else calibration_images, labels, max_sessions, timeout_s,
+                           link if emulate_link else "none", flood_precision_bits, device)
             return
         if device != "cpu":
             raise ValueError(f"device {device!r}: the hybrid mode runs on the CPU; a device applies to the FHE mode (mode='fhe')")
         max_sessions = 4 if max_sessions is None else max_sessions
+        calibration_images = 16 if calibration_images is None else calibration_images
         spec = Preprocess.from_any(preprocess)
         self.program, self.weights, self.quantized, self.plan = _prepare(model, link=link, calibration_images=calibration_images, reveal=reveal,
                                                                          flood_bits=flood_bits, plan=plan, calibration=calibration, preprocess=spec,
@@ -507,22 +511,24 @@ class Server:
         self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
         self.address: Optional[str] = None
 
-    def _init_fhe(self, native_server, model, calibration, labels, max_sessions: Optional[int], timeout_s: float, link: str, flood_precision_bits: float,
-                  device: str) -> None:
+    def _init_fhe(self, native_server, model, calibration, preprocess, calibration_images: int, labels, max_sessions: Optional[int], timeout_s: float,
+                  link: str, flood_precision_bits: float, device: str) -> None:
         """The FHE mode: the network compiled for CKKS (lycaon.fhe), served by the runtime; the
         server holds the weights and each session's public keys. ResNet-20 sessions hold about
         10 GB of keys each: one at a time unless ``max_sessions`` says otherwise."""
         from lycaon import fhe  # noqa: PLC0415
         from lycaon.plan import dataset_of  # noqa: PLC0415
-        from lycaon.preprocessing import load_labels  # noqa: PLC0415
+        from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
-        self.program, self.compiled = fhe.compile_model(model, calibration=calibration)
+        spec = Preprocess.from_any(preprocess)
+        self.program, self.compiled = fhe.compile_model(model, calibration=calibration, preprocess=spec, calibration_images=calibration_images)
         graph = self.compiled.graph
         classes = len(self.program["output_slots"])
         dataset = dataset_of(graph)
         names = load_labels(labels, classes) if labels is not None else LABELS.get(dataset)
-        self.metadata = {"model": self.program["name"], "input_shape": [int(d) for d in graph.input_shape], "classes": classes, "preprocess": dataset,
-                         "labels": names}
+        # What clients apply to image files: the given preprocessing, else the bundled data set's.
+        self.metadata = {"model": self.program["name"], "input_shape": [int(d) for d in graph.input_shape], "classes": classes,
+                         "preprocess": spec.to_dict() if spec is not None else dataset, "labels": names}
         bootstrapping = self.program["parameters"]["kind"] == "bootstrappable"
         self.options = {"max_sessions": int(max_sessions if max_sessions is not None else 1 if bootstrapping else 4), "timeout_s": float(timeout_s),
                         "link": link, "metadata": self.metadata, "flood_precision_bits": float(flood_precision_bits),

@@ -87,16 +87,25 @@ def _fhe_summary(program: dict) -> str:
     return f"{program['name']}: FHE program ({ring}; {counts}; {refreshes} refreshes an image; {len(program['rotation_levels'])} rotation keys by level)"
 
 
-def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], device: str = "cpu", flood_precision_bits: float = 20.0) -> int:
+def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], device: str = "cpu", flood_precision_bits: float = 20.0,
+               calibration: Optional[str] = None, preprocess: Optional[dict] = None, labels: Optional[str] = None, calibration_images: int = 64,
+               random_weights: Optional[int] = None) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
-    from lycaon.hybrid import Server  # noqa: PLC0415
+    from lycaon.hybrid import Server, load_graph  # noqa: PLC0415
 
     if model not in RESNET20_MODELS:
         model = DEMO_MODELS.get(model, model)
+    source = model
+    if random_weights is not None:
+        from lycaon.frontend.random_weights import with_random_weights  # noqa: PLC0415
+
+        source = with_random_weights(load_graph(model), seed=random_weights)
+        print(f"{model}: random weights (seed {random_weights}; for benchmarks, not predictions)", file=sys.stderr)
     with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
-        server = Server(model, mode="fhe", max_sessions=max_sessions, device=device, flood_precision_bits=flood_precision_bits)
+        server = Server(source, mode="fhe", max_sessions=max_sessions, device=device, flood_precision_bits=flood_precision_bits, calibration=calibration,
+                        preprocess=preprocess, labels=labels, calibration_images=calibration_images)
     print(_fhe_summary(server.program) + ("; a session holds about 10 GB of the client's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
     address = server.start(port, host)
     sessions = server.options["max_sessions"]
@@ -106,10 +115,11 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], de
 
 def add_parser(sub) -> None:
     serve = sub.add_parser("serve", help="serve private inference of a model (hybrid mode: HE linear layers, two-party ReLU and truncation)")
-    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10) or a model file; with --mode fhe also cnn-square, "
-                       "resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu (composite minimax ReLU)")
+    serve.add_argument("model", help="built-in model (lenet5-mnist, resnet20-cifar10, resnet56-reference, ...) or a model file (ONNX, PyTorch); with --mode fhe "
+                       "also cnn-square, resnet20 (trained AESPA quadratics, bootstrapping) or resnet20-relu; any other network's ReLUs run as composite "
+                       "minimax polynomials with bootstraps placed from --calibration data")
     serve.add_argument("--threads", type=int, metavar="N", help="worker threads of this server, for HE and two-party work alike (default: the cores)")
-    serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS: quadratic activations, or ResNet-20 with bootstrapping)")
+    serve.add_argument("--mode", choices=("hybrid", "fhe"), default="hybrid", help="hybrid (default) or fhe (the whole network under CKKS: polynomial activations, or ReLU as composite minimax polynomials with bootstrapping)")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default 7451, both modes; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     serve.add_argument("--plan", metavar="PLAN.json", help="a plan from lycaon plan --json (default: plan here for --link)")
@@ -120,7 +130,8 @@ def add_parser(sub) -> None:
     serve.add_argument("--faithful-truncation", action="store_true", help="truncate with an error of up to one unit (fewer rounds) instead of exactly")
     serve.add_argument("--calibration", metavar="DATA", help="data the quantiser takes its scales from: a .npy/.npz of model-ready float tensors (N, C, H, W) "
                        "or a folder of images (with --preprocess or --resize/--crop/--mean/--std); required unless the model is a bundled MNIST/CIFAR-10 one")
-    serve.add_argument("--calibration-images", type=int, default=16, metavar="N", help="calibration samples used, spread over the data (default 16)")
+    serve.add_argument("--calibration-images", type=int, default=None, metavar="N",
+                       help="calibration samples used, spread over the data (default 16; --mode fhe: 64, for the value bounds of its bootstraps)")
     serve.add_argument("--labels", metavar="FILE", help="class names: a text file (one per line) or a JSON list; sent to clients")
     serve.add_argument("--preprocess", metavar="JSON|FILE", help='how images become model inputs, e.g. {"resize": 256, "crop": 224, "mean": [0.485, 0.456, 0.406], '
                        '"std": [0.229, 0.224, 0.225], "scale": 255, "channel_order": "rgb"}; published to clients')
@@ -138,10 +149,12 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if args.mode == "fhe":
-        return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions, args.device, args.flood_precision_bits)
+        return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions, args.device, args.flood_precision_bits,
+                          calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
+                          calibration_images=64 if args.calibration_images is None else args.calibration_images, random_weights=args.random_weights)
     if args.device != "cpu":
         print(f"lycaon serve: --device {args.device} applies to --mode fhe; the hybrid mode runs on the CPU", file=sys.stderr)
         return 2
     return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,
                   args.link, args.flood_bits, not args.faithful_truncation, calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
-                  calibration_images=args.calibration_images, random_weights=args.random_weights)
+                  calibration_images=16 if args.calibration_images is None else args.calibration_images, random_weights=args.random_weights)
