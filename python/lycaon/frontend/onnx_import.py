@@ -20,7 +20,7 @@ from typing import Union
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
-from .polynomial import Polynomial, channel_constant, combine
+from .polynomial import Polynomial, channel_constant, combine, write_pending
 
 SUPPORTED_ONNX_OPS = (
     "Conv", "BatchNormalization", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
@@ -128,15 +128,7 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
 
     def src(name: str) -> str:
         """The IR tensor of an ONNX tensor, writing its pending polynomial first."""
-        name = resolve(name)
-        if name in pending:
-            poly, origin = pending.pop(name)
-            written = poly.node(origin, name)
-            if written is None:
-                alias[name] = poly.tensor
-                return poly.tensor
-            graph.add(written)
-        return name
+        return write_pending(pending, alias, graph, resolve(name))
 
     def operand(name: str, what: str):
         """A polynomial operand: a constant, a pending polynomial or (the identity of) an IR tensor."""

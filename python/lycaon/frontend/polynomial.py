@@ -177,3 +177,17 @@ def combine(op: str, operands: list, what: str) -> Polynomial:
         verb = "the difference of" if op == "sub" else "a sum of"
         raise ModelError(f"{what}: {verb} two different activations ('{pa.tensor}' and '{pb.tensor}') is not a polynomial of one activation")
     return _plus(pa, _scaled(pb, np.array([-1.0])) if op == "sub" else pb)
+
+
+def write_pending(pending: dict, alias: dict, graph, name: str) -> str:
+    """The IR tensor of the importer's tensor `name` (already resolved through `alias`): its
+    pending polynomial, if any, written into `graph` as one node first (the identity needs none:
+    `name` then aliases the polynomial's tensor)."""
+    if name in pending:
+        poly, origin = pending.pop(name)
+        written = poly.node(origin, name)
+        if written is None:
+            alias[name] = poly.tensor
+            return poly.tensor
+        graph.add(written)
+    return name

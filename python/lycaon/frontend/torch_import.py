@@ -18,7 +18,7 @@ import operator
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
-from .polynomial import Polynomial, combine
+from .polynomial import Polynomial, combine, write_pending
 
 #: Operators of traced polynomial arithmetic (x * x, x ** 2, a * x + b, ...). In-place forms
 #: (x += c, x.mul_(c)) are left out: the traced graph does not show what their mutation reaches.
@@ -91,15 +91,7 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
         if arg.name in consts:
             raise ModelError(f"node '{arg.name}': a parameter or buffer is read as an activation; parameters and buffers are only supported inside layers "
                              "and as constants of polynomial activations (a * x, x + b)")
-        name = resolve(arg.name)
-        if name in pending:
-            poly, origin = pending.pop(name)
-            written = poly.node(origin, name)
-            if written is None:
-                alias[name] = poly.tensor
-                return poly.tensor
-            g.add(written)
-        return name
+        return write_pending(pending, alias, g, resolve(arg.name))
 
     def selection(n, x: str, stride, before=0, after=0) -> None:
         c = g.shapes()[x][0]

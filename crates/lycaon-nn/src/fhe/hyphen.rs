@@ -37,6 +37,7 @@ use std::borrow::Borrow;
 use super::multiplexed::MultiplexedLayout;
 use super::{FheError, FheOpCounts, FheOps};
 use lycaon_ckks::Ciphertext;
+use rayon::prelude::*;
 
 /// Checks shared by both convolutions: odd kernel, gap-1 layout, weight count.
 fn check(layout: &MultiplexedLayout, c_in: usize, c_out: usize, kernel: usize, weights: &[f64]) -> Result<(), FheError> {
@@ -151,8 +152,9 @@ impl CaConv {
         }
         let rotated = ops.rotate_hoisted(ct, &self.tap_steps())?;
         let sums = self.channel_sum_steps();
+        // Output channels in parallel: each is its own ciphertext.
         self.weights
-            .iter()
+            .par_iter()
             .map(|taps| {
                 let mut acc: Option<Ciphertext> = None;
                 for (rot, period) in rotated.iter().zip(taps) {
@@ -252,23 +254,30 @@ impl RaConv {
         if inputs.iter().any(|ct| ct.level() < 1) {
             return Err(FheError::Invalid("RAConv consumes a level; an input is at level 0".into()));
         }
-        let mut out: Option<Ciphertext> = None;
-        for (&step, per_channel) in self.rotation_offsets().iter().zip(&self.vectors) {
-            let mut acc: Option<Ciphertext> = None;
-            for (x, period) in inputs.iter().zip(per_channel) {
-                let term = ops.mul_values(x, &tile(period, self.output.slots))?;
-                acc = Some(match acc {
-                    Some(a) => ops.add(&a, &term)?,
-                    None => term,
-                });
-            }
-            let acc = ops.rescale(&acc.ok_or_else(|| FheError::Invalid("no input channel".into()))?)?;
-            let moved = if step == 0 { acc } else { ops.rotate(&acc, step)? };
-            out = Some(match out {
-                Some(a) => ops.add(&a, &moved)?,
-                None => moved,
-            });
-        }
+        // Taps in parallel, each thread summing its own (sums mod q are exact in any order).
+        let add = |a: Option<Ciphertext>, b: Option<Ciphertext>| -> Result<Option<Ciphertext>, FheError> {
+            Ok(match (a, b) {
+                (Some(a), Some(b)) => Some(ops.add(&a, &b)?),
+                (a, b) => a.or(b),
+            })
+        };
+        let offsets = self.rotation_offsets();
+        let out = offsets
+            .par_iter()
+            .zip(&self.vectors)
+            .try_fold(
+                || None,
+                |out, (&step, per_channel)| {
+                    let mut acc: Option<Ciphertext> = None;
+                    for (x, period) in inputs.iter().zip(per_channel) {
+                        acc = add(acc, Some(ops.mul_values(x, &tile(period, self.output.slots))?))?;
+                    }
+                    let acc = ops.rescale(&acc.ok_or_else(|| FheError::Invalid("no input channel".into()))?)?;
+                    let moved = if step == 0 { acc } else { ops.rotate(&acc, step)? };
+                    add(out, Some(moved))
+                },
+            )
+            .try_reduce(|| None, add)?;
         out.ok_or_else(|| FheError::Invalid("empty kernel".into()))
     }
 

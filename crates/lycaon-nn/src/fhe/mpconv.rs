@@ -35,6 +35,7 @@
 use super::multiplexed::MultiplexedLayout;
 use super::{FheError, FheOpCounts, FheOps};
 use lycaon_ckks::Ciphertext;
+use rayon::prelude::*;
 
 /// An MPConv layer with its weights laid out as plaintext slot vectors.
 #[derive(Clone, Debug)]
@@ -283,42 +284,24 @@ impl MpConv {
         }
         // Step 1: one hoisted batch of tap rotations, reused by every group.
         let rotated = ops.rotate_hoisted(ct, &self.tap_steps())?;
-        let p_in = self.input.copies();
-        let group = self.placement.group;
-        // One accumulator per giant step u, holding channels u g .. u g + g - 1 at baby offsets.
-        let mut giants: Vec<Option<Ciphertext>> = vec![None; self.c_out.div_ceil(group)];
-        for (g, taps) in self.weight_vectors.iter().enumerate() {
-            // Step 2: weighted sum over taps.
-            let mut acc: Option<Ciphertext> = None;
-            for (rot, weights) in rotated.iter().zip(taps) {
-                let term = ops.mul_values(rot, weights)?;
-                acc = Some(match acc {
-                    Some(a) => ops.add(&a, &term)?,
-                    None => term,
-                });
-            }
-            let mut acc = ops.rescale(&acc.ok_or(FheError::Invalid("empty kernel".into()))?)?;
-            // Step 3: channels of each copy summed into channel 0's slots.
-            for step in self.channel_sum_steps() {
-                let r = ops.rotate(&acc, step)?;
-                acc = ops.add(&acc, &r)?;
-            }
-            // Step 4: mask each copy's valid outputs and move them to their output slots.
-            for (r, mask) in self.masks.iter().enumerate() {
-                let o = g * p_in + r;
-                if o >= self.c_out {
-                    break;
+        // Steps 2-4 per group, groups in parallel (each thread folds its groups into its own
+        // accumulators, one per giant step u, holding channels u g .. u g + g - 1 at baby
+        // offsets); sums mod q are exact, so the order of the additions does not matter.
+        let empty = || -> Vec<Option<Ciphertext>> { vec![None; self.c_out.div_ceil(self.placement.group)] };
+        let giants = self
+            .weight_vectors
+            .par_iter()
+            .enumerate()
+            .try_fold(empty, |mut giants, (g, taps)| -> Result<_, FheError> {
+                self.group_into(ops, &rotated, g, taps, &mut giants)?;
+                Ok(giants)
+            })
+            .try_reduce(empty, |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x = sum(ops, x.take(), y)?;
                 }
-                let masked = ops.mul_values(&acc, mask)?;
-                let step = self.placement.baby_of(o);
-                let placed = if step == 0 { masked } else { ops.rotate(&masked, step)? };
-                let slot = &mut giants[o / group];
-                *slot = Some(match slot.take() {
-                    Some(a) => ops.add(&a, &placed)?,
-                    None => placed,
-                });
-            }
-        }
+                Ok(a)
+            })?;
         let mut out: Option<Ciphertext> = None;
         for (part, &step) in giants.into_iter().zip(&self.placement.giant) {
             let Some(part) = part else { continue };
@@ -336,6 +319,43 @@ impl MpConv {
         }
         Ok(out)
     }
+}
+
+impl MpConv {
+    /// Steps 2-4 for group `g`: the weighted sum over taps, the channel sum, and each copy's
+    /// outputs masked and placed into `giants`.
+    fn group_into(&self, ops: &FheOps, rotated: &[Ciphertext], g: usize, taps: &[Vec<f64>], giants: &mut [Option<Ciphertext>]) -> Result<(), FheError> {
+        let mut acc: Option<Ciphertext> = None;
+        for (rot, weights) in rotated.iter().zip(taps) {
+            acc = sum(ops, acc, Some(ops.mul_values(rot, weights)?))?;
+        }
+        let mut acc = ops.rescale(&acc.ok_or(FheError::Invalid("empty kernel".into()))?)?;
+        for step in self.channel_sum_steps() {
+            let r = ops.rotate(&acc, step)?;
+            acc = ops.add(&acc, &r)?;
+        }
+        let p_in = self.input.copies();
+        for (r, mask) in self.masks.iter().enumerate() {
+            let o = g * p_in + r;
+            if o >= self.c_out {
+                break;
+            }
+            let masked = ops.mul_values(&acc, mask)?;
+            let step = self.placement.baby_of(o);
+            let placed = if step == 0 { masked } else { ops.rotate(&masked, step)? };
+            let slot = &mut giants[o / self.placement.group];
+            *slot = sum(ops, slot.take(), Some(placed))?;
+        }
+        Ok(())
+    }
+}
+
+/// a + b where either may be absent.
+fn sum(ops: &FheOps, a: Option<Ciphertext>, b: Option<Ciphertext>) -> Result<Option<Ciphertext>, FheError> {
+    Ok(match (a, b) {
+        (Some(a), Some(b)) => Some(ops.add(&a, &b)?),
+        (a, b) => a.or(b),
+    })
 }
 
 /// Plain f64 reference: convolution [C_out][ceil(h/s)][ceil(w/s)] of a [C_in][h][w] tensor (`input_shape` =

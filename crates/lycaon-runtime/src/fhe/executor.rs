@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, EncapsulationKeys};
 use lycaon_ckks::{Ciphertext, ChebyshevPoly, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
+use rayon::prelude::*;
 use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MpConv, MultiplexedLayout, RaConv};
 use serde::Serialize;
 
@@ -462,7 +463,7 @@ impl FheExecutable {
                 let mids = ca.evaluate(ops, x).map_err(nn)?;
                 let t1 = Instant::now();
                 let mids = mids
-                    .iter()
+                    .par_iter()
                     .enumerate()
                     .map(|(j, m)| scalar_quadratic(ev, m, a.as_ref().map(|a| a[j]), b[j], c[j]))
                     .collect::<Result<Vec<_>>>()?;
