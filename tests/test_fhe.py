@@ -556,3 +556,14 @@ def test_flooded_answers_keep_the_unflooded_top1_on_bundled_images():
     plain = np.array([r["logits"] for r in runs[0.0]])
     assert (flooded.argmax(1) == plain.argmax(1)).all()
     assert bits(plain, flooded) >= 16
+
+
+def test_bench_fhe_runs_any_network_the_fhe_mode_serves():
+    """`lycaon bench fhe --models NAME` for a network beside Orion's and ResNet-20's: compiled by
+    compile_model, run on its data set's test images against the float twin."""
+    from lycaon.bench import fhe as bench_fhe
+
+    r = bench_fhe.network_worker("cnn-square", 1)
+    assert r["path"] == "scale_stable" and r["planned_bootstraps"] == 0 and r["key_bytes"] > 0 and r["peak_bytes"] > 0
+    (image,) = r["images"]
+    assert image["top1"] == image["plain_top1"] and image["bits"] >= 15 and image["bootstraps"] == 0

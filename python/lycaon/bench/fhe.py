@@ -200,6 +200,16 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                 records.append(rec)
                 _print_resnet20(rec, out)
                 continue
+            if model not in LYCAON_BITS:  # any other network: compiled by compile_model, on its data set's test images
+                path = tmp / f"{model}_lycaon.json"
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
+                       "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
+                ours, err = _run_json(cmd, path, env, timeout=3600 * max(1, resnet20_images))
+                rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
+                       "lycaon_key_bytes": None if ours is None else ours["key_bytes"], "peer": None, "lycaon": ours if ours is not None else {"error": err}}
+                records.append(rec)
+                _print_network(rec, out)
+                continue
             if orion_peer is None:
                 print(f"{model}: not run (Orion's network, its weights drawn by the Orion adapter); {orion_missing}", file=out)
                 continue
@@ -336,6 +346,57 @@ def resnet20_worker(images: int, network: str = "resnet20", first: int = 0, log:
             "inference_s_by_packing": {p: float(np.median([r["latency_s"] for r in per_image if r["packing"] == p])) for p in nets}, "images": per_image, "peak_bytes": _peak_bytes()}
 
 
+def network_worker(model: str, images: int, first: int = 0, log: Optional[str] = None) -> dict:
+    """Any network `fhe.compile_model` takes (a built-in name such as resnet56-reference, a
+    model file) in the FHE mode, in a process of its own: compiled (the path the compiler
+    chooses; bounds from the bundled training images of an MNIST- or CIFAR-10-shaped model),
+    then `images` test images of its data set (after its `first`), each against the float64
+    twin: latency, bootstraps, precision, top-1; peak memory and keys."""
+    from lycaon import fhe, plan  # noqa: PLC0415
+    from lycaon.data import demo_images  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    program, net = fhe.compile_model(model)
+    compile_s = time.perf_counter() - t0
+    dataset = plan.dataset_of(net.graph)
+    if dataset is None:
+        raise ValueError(f"{model}: input {net.graph.input_shape} has no bundled test images (MNIST 1x28x28 or CIFAR-10 3x32x32)")
+    raw, labels = demo_images(dataset)
+    x, labels = plan.preprocessor(dataset)(raw[first:first + images]), labels[first:first + images]
+    _return_freed_memory()
+    session = _session(program)
+    keys = json.loads(session.keys)
+    per_image = []
+    for i in range(len(x)):
+        out = json.loads(session.infer(np.ascontiguousarray(x[i].ravel(), dtype=np.float64)))
+        stats, got, want = out["report"], np.asarray(out["logits"]), net.reference(x[i])
+        record = {"test_row": first + i, "label": int(labels[i]), "latency_s": stats["server_s"], "bits": _bits(got, want), "top1": int(np.argmax(got)),
+                  "plain_top1": int(np.argmax(want)), "range_ratio": float(net.range_ratio(x[i:i + 1])[0]),
+                  **{k: stats[k] for k in ("bootstraps", "bootstrap_s", "conv_s", "quadratic_s", "relu_s", "other_s")}}
+        per_image.append(record)
+        if log:
+            with open(log, "a") as f:
+                f.write(json.dumps({"network": model, "threads": _threads(), **record}) + "\n")
+    session.close()
+    return {"path": program["parameters"]["kind"], "compile_s": compile_s, "planned_bootstraps": net.planned_bootstraps, "keygen_s": keys["keys_s"],
+            "key_bytes": keys["key_bytes"], "key_upload_bytes": keys["upload_bytes"], "inference_s": float(np.median([r["latency_s"] for r in per_image])),
+            "images": per_image, "peak_bytes": _peak_bytes()}
+
+
+def _print_network(r: dict, out) -> None:
+    ours = r["lycaon"]
+    if "error" in ours:
+        print(f"\n{r['model']}: Lycaon's run failed: {ours['error']}", file=out)
+        return
+    runs = ours["images"]
+    print(f"\n{r['model']} ({ours['path']}, {ours['planned_bootstraps']} bootstraps planned): {len(runs)} test image(s), "
+          f"{sum(i['top1'] == i['label'] for i in runs)} classified correctly, top-1 = plaintext on {sum(i['top1'] == i['plain_top1'] for i in runs)}", file=out)
+    print(f"  inference {_fmt(ours['inference_s'], ' s', digits=1)} median ({runs[0]['bootstraps']} bootstraps, {_fmt(runs[0]['bootstrap_s'], ' s', digits=1)}; "
+          f"convolutions {_fmt(runs[0]['conv_s'], ' s', digits=1)}, ReLU polynomials {_fmt(runs[0]['relu_s'], ' s', digits=1)}), precision "
+          f"{min(i['bits'] for i in runs):.1f} bits, peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)}, keys {_fmt(ours['key_bytes'], ' GB', 1e9)} "
+          f"(uploaded {_fmt(ours['key_upload_bytes'], ' GB', 1e9)} in {_fmt(ours['keygen_s'], ' s', digits=1)}), compile {_fmt(ours['compile_s'], ' s', digits=1)}", file=out)
+
+
 def _threads() -> int:
     from lycaon import ckks_threads  # noqa: PLC0415
 
@@ -407,7 +468,7 @@ def _print(r: dict, out) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="worker of lycaon bench fhe (one network through Lycaon's FHE mode, JSON out)")
-    ap.add_argument("--worker", required=True, choices=sorted(LYCAON_BITS) + list(RESNET20_NETWORKS))
+    ap.add_argument("--worker", required=True, help=f"{', '.join(sorted(LYCAON_BITS) + list(RESNET20_NETWORKS))} or any network compile_model takes")
     ap.add_argument("--images", type=int, default=1, help="resnet20: test images")
     ap.add_argument("--first", type=int, default=0, help="resnet20: skip this many images of the seeded sample")
     ap.add_argument("--log", help="resnet20: append each image's record to this file as a JSON line")
@@ -417,7 +478,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     a = ap.parse_args(argv)
-    result = resnet20_worker(a.images, a.worker, a.first, a.log, a.packing) if a.worker in RESNET20_NETWORKS else lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    if a.worker in RESNET20_NETWORKS:
+        result = resnet20_worker(a.images, a.worker, a.first, a.log, a.packing)
+    elif a.worker in LYCAON_BITS:
+        result = lycaon_worker(a.worker, a.weights, a.inputs, a.phase)
+    else:
+        result = network_worker(a.worker, a.images, a.first, a.log)
     Path(a.worker_out).write_text(json.dumps(result))
     return 0
 
