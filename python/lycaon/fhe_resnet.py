@@ -110,6 +110,21 @@ def _layout(l: tuple) -> dict:
     return {"channels": int(l[0]), "height": int(l[1]), "width": int(l[2]), "gap": int(l[3])}
 
 
+def _copy_len(l: tuple) -> int:
+    """Slots of one copy of a multiplexed (C, h, w, gap) tensor: the blocks of gap^2 channels,
+    rounded up to a power of two, times gap^2 h w; the ciphertext repeats with this period."""
+    c, h, w, k = (int(v) for v in l[:4])
+    blocks = -(-c // (k * k))
+    return (1 << (blocks - 1).bit_length()) * k * k * h * w
+
+
+def bootstrap_shape_for_period(period: int) -> str:
+    """The sparsest bootstrapping shape for tensors repeating every `period` slots (the runtime
+    measured 2^11 .. 2^14 at logN = 16; program::bootstrap_shape_for_period in Rust)."""
+    log = max(11, (max(int(period), 1) - 1).bit_length())
+    return f"logn16_slots{log}" if log <= 14 else "logn16_full_slots"
+
+
 class FheResNet:
     """A CIFAR ResNet graph (as `aespa.graph` builds it) compiled for CKKS with bootstrapping."""
 
@@ -435,7 +450,8 @@ class FheResNet:
                 raise ModelError(f"{op.node}: op kind {op.kind} has no program form")
             ops.append(d)
         c, h, w = self.graph.input_shape
-        return {"format": 1, "name": name or self.graph.name, "parameters": {"kind": "bootstrappable", "shape": self.shape_name},
+        period = max(_copy_len(l) for l in [self.input_layout] + [op.layout for op in self.ops if len(op.layout) == 4])
+        return {"format": 1, "name": name or self.graph.name, "parameters": {"kind": "bootstrappable", "shape": bootstrap_shape_for_period(period)},
                 "input": self.graph.input_name, "input_shape": [int(c), int(h), int(w)],
                 "input_packing": {"kind": "multiplexed", **_layout(self.input_layout)}, "input_level": int(self.top), "output": self.ops[-1].output,
                 "output_slots": list(range(int(self.ops[-1].layout[0]))), "ops": ops,

@@ -300,10 +300,30 @@ impl Evaluator {
             targets.push(g);
             g *= 2;
         }
-        for i in targets {
+        // In waves: every target whose three inputs exist is computed at once (T_3 and T_4; then
+        // T_5 .. T_8), so that independent products keep all cores busy where one product's
+        // limbs alone do not. The values do not depend on the order.
+        let inputs = |i: usize| {
             let a = 1usize << (depth_of(i - 1) - 1);
-            let t = self.chebyshev_product(&powers, a, i - a)?;
-            powers.insert(i, t);
+            (a, i - a)
+        };
+        while !targets.is_empty() {
+            let (ready, waiting): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&i| {
+                let (x, y) = inputs(i);
+                [x, y, x - y].iter().all(|k| *k == 0 || powers.contains_key(k))
+            });
+            if ready.is_empty() {
+                return Err(CkksError::Internal("Chebyshev basis: a power with no inputs"));
+            }
+            let made: Vec<(usize, Ciphertext)> = ready
+                .par_iter()
+                .map(|&i| {
+                    let (x, y) = inputs(i);
+                    self.chebyshev_product(&powers, x, y).map(|t| (i, t))
+                })
+                .collect::<Result<_, _>>()?;
+            powers.extend(made);
+            targets = waiting;
         }
         Ok(ChebyshevBasis { powers, baby, max_degree, a, b })
     }
@@ -382,13 +402,20 @@ impl Evaluator {
         let tg = self.drop_to_level(tg, level + 1)?;
         let (q, r) = split(coeffs, g);
         let q_scale = scale * self.context().prime_at(level + 1)? as f64 / tg.scale;
-        let prod = match self.eval_node(basis, &q, level + 1, q_scale)? {
-            Value::Const(c) => self.mul_const_scaled(&tg, Complex64::new(c, 0.0), q_scale)?,
-            Value::Ct(qc) => self.mul_relin(&qc, &tg)?,
+        // The quotient's branch (with its product by T_g) and the remainder's share nothing:
+        // they run side by side.
+        let quotient = || -> Result<Ciphertext, CkksError> {
+            let prod = match self.eval_node(basis, &q, level + 1, q_scale)? {
+                Value::Const(c) => self.mul_const_scaled(&tg, Complex64::new(c, 0.0), q_scale)?,
+                Value::Ct(qc) => self.mul_relin(&qc, &tg)?,
+            };
+            let mut res = self.rescale(&prod)?;
+            res.scale = scale;
+            Ok(res)
         };
-        let mut res = self.rescale(&prod)?;
-        res.scale = scale;
-        match self.eval_node(basis, &r, level, scale)? {
+        let (res, rest) = rayon::join(quotient, || self.eval_node(basis, &r, level, scale));
+        let mut res = res?;
+        match rest? {
             Value::Const(c) => {
                 self.add_const_assign(&mut res, Complex64::new(c, 0.0))?;
                 Ok(Value::Ct(res))

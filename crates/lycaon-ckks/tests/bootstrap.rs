@@ -183,6 +183,33 @@ fn toy_bootstrap_packs_sparse_slots_for_one_evalmod() {
 }
 
 #[test]
+fn a_full_slot_ciphertext_that_repeats_bootstraps_as_a_sparse_message() {
+    // What the runtime does with a multiplexed tensor of p copies: n/2 slots repeating every s,
+    // read as an s-slot message, bootstrapped sparsely, and read back at n/2 slots.
+    let st = setup(BootstrapParams::toy(10, 7, 1), false);
+    let (full, s) = (st.ctx.max_slots(), st.boot.params().slots());
+    let period = random_values(s, 5);
+    let values: Vec<f64> = (0..full).map(|j| period[j % s]).collect();
+    let mut ct = encrypt_at_level_0(&st, &values);
+    assert_eq!(ct.slots(), full);
+    ct.set_slots(&st.ctx, s).unwrap();
+    let mut out = st.boot.bootstrap(&st.eval, &ct).unwrap();
+    out.set_slots(&st.ctx, full).unwrap();
+    let got = Encoder::new(&st.ctx).decode_real(&Decryptor::new(&st.ctx, &st.sk).unwrap().decrypt(&out).unwrap()).unwrap();
+    let p = precision_stats(&values, &got);
+    assert_eq!(got.len(), full);
+    assert!(p.mean_bits >= 20.0 && p.min_bits >= 14.0, "{s} of {full} slots: {p}");
+    // A ciphertext that does not repeat is not a sparse message: its second half is lost.
+    let other = random_values(full, 9);
+    let mut ct = encrypt_at_level_0(&st, &other);
+    ct.set_slots(&st.ctx, s).unwrap();
+    let mut out = st.boot.bootstrap(&st.eval, &ct).unwrap();
+    out.set_slots(&st.ctx, full).unwrap();
+    let got = Encoder::new(&st.ctx).decode_real(&Decryptor::new(&st.ctx, &st.sk).unwrap().decrypt(&out).unwrap()).unwrap();
+    assert!(precision_stats(&other, &got).mean_bits < 8.0);
+}
+
+#[test]
 fn toy_bootstrap_full_slots_and_a_chain_of_three_keep_precision() {
     // logN = 10 with all 512 slots, dense secret; between bootstraps x -> x * y for a fresh
     // encrypted y in [-1, 1] (a ciphertext product, one level; it does not amplify earlier

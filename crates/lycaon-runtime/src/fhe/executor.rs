@@ -386,7 +386,18 @@ impl FheExecutable {
     fn bootstrap(&self, keys: &SessionKeys, x: &Ciphertext, stats: &mut FheRunStats) -> Result<Ciphertext> {
         let t0 = Instant::now();
         let boot = self.bootstrapper()?;
-        let y = boot.bootstrap_with(keys.ops.evaluator(), x, keys.encapsulation.as_ref()).map_err(ckks)?;
+        let (slots, sparse) = (x.slots(), boot.params().slots());
+        let y = if sparse < slots {
+            // A sparse shape: the compiler checked that the tensor repeats every `sparse` slots,
+            // so it is a `sparse`-slot message, and the bootstrap's output repeats alike.
+            let mut short = x.clone();
+            short.set_slots(&self.ctx, sparse).map_err(ckks)?;
+            let mut y = boot.bootstrap_with(keys.ops.evaluator(), &short, keys.encapsulation.as_ref()).map_err(ckks)?;
+            y.set_slots(&self.ctx, slots).map_err(ckks)?;
+            y
+        } else {
+            boot.bootstrap_with(keys.ops.evaluator(), x, keys.encapsulation.as_ref()).map_err(ckks)?
+        };
         stats.bootstraps += 1;
         stats.bootstrap_s += t0.elapsed().as_secs_f64();
         Ok(y)

@@ -32,15 +32,43 @@ pub enum FheParameters {
     /// `lycaon_ckks::scale_stable_literal`: q_0 of `log_q0` bits, `levels` primes keeping the
     /// scale at 2^log_scale, special primes of `p_bits`; ring degree `n`.
     ScaleStable { n: usize, log_q0: u32, log_scale: u32, levels: usize, p_bits: Vec<u32> },
-    /// A bootstrappable set by the name of its shape (`logn16_full_slots`).
+    /// A bootstrappable set by the name of its shape (`logn16_full_slots`, `logn16_slots14`).
     Bootstrappable { shape: String },
 }
 
-/// The bootstrapping shapes a program may name.
+/// The sparse slot counts 2^k a shape may bootstrap at (`logn16_slots{k}`), each measured at
+/// logN = 16 (`cargo run --release -p lycaon-ckks --example bootstrap_stages -- 3 K`).
+pub const SPARSE_BOOTSTRAP_LOG_SLOTS: std::ops::RangeInclusive<u32> = 11..=14;
+
+/// The bootstrapping shapes a program may name: `logn16_full_slots`, and `logn16_slots{k}` for k
+/// in [`SPARSE_BOOTSTRAP_LOG_SLOTS`]: the same ring and modulus chain, bootstrapping 2^k slots.
+/// Program ops always see n/2 slots; a sparse shape bootstraps a refreshed tensor as a
+/// 2^k-slot message, which is right only when the tensor repeats every 2^k slots (the
+/// multiplexed packing's copies: the compiler checks it), and then costs one EvalMod instead
+/// of two, and shorter CoeffsToSlots and SlotsToCoeffs.
 pub fn bootstrap_shape(name: &str) -> Result<BootstrapParams> {
-    match name {
-        "logn16_full_slots" => Ok(BootstrapParams::logn16_full_slots()),
-        other => Err(invalid(format!("unknown bootstrapping shape '{other}' (this build knows logn16_full_slots)"))),
+    let full = BootstrapParams::logn16_full_slots();
+    if name == "logn16_full_slots" {
+        return Ok(full);
+    }
+    match name.strip_prefix("logn16_slots").and_then(|k| k.parse::<u32>().ok()) {
+        Some(log_slots) if SPARSE_BOOTSTRAP_LOG_SLOTS.contains(&log_slots) => Ok(BootstrapParams { log_slots, ..full }),
+        _ => Err(invalid(format!(
+            "unknown bootstrapping shape '{name}' (this build knows logn16_full_slots and logn16_slots{}..{})",
+            SPARSE_BOOTSTRAP_LOG_SLOTS.start(),
+            SPARSE_BOOTSTRAP_LOG_SLOTS.end()
+        ))),
+    }
+}
+
+/// The name of the shape that bootstraps tensors repeating every `period` slots (a power of
+/// two) on `full`'s ring: the sparsest measured one whose slot count the period divides.
+pub fn bootstrap_shape_for_period(period: usize) -> String {
+    let log = period.max(1).next_power_of_two().trailing_zeros().max(*SPARSE_BOOTSTRAP_LOG_SLOTS.start());
+    if SPARSE_BOOTSTRAP_LOG_SLOTS.contains(&log) {
+        format!("logn16_slots{log}")
+    } else {
+        "logn16_full_slots".into()
     }
 }
 

@@ -82,7 +82,9 @@ pub struct CompileOptions {
     pub hyphen: bool,
     /// Bootstrapped: where bootstraps go (greedy).
     pub placement: Placement,
-    /// Bootstrapped: the bootstrappable parameter shape (`logn16_full_slots`).
+    /// Bootstrapped: the bootstrappable parameter shape: `auto` (the sparsest shape every
+    /// tensor's copy length fits, see `program::bootstrap_shape_for_period`),
+    /// `logn16_full_slots` or `logn16_slots{k}`.
     pub bootstrap_shape: String,
 }
 
@@ -100,7 +102,7 @@ impl Default for CompileOptions {
             relu_degrees: None,
             hyphen: true,
             placement: Placement::Greedy,
-            bootstrap_shape: "logn16_full_slots".into(),
+            bootstrap_shape: "auto".into(),
         }
     }
 }

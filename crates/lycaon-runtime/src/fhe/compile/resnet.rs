@@ -18,7 +18,7 @@ use super::linear::diagonal_rotations;
 use super::placement::{Levels, PlacedOp};
 use super::{fail, CompileOptions, Placement};
 use crate::fhe::graph::{GraphNode, ModelGraph, NodeOp};
-use crate::fhe::program::{bootstrap_shape, FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
+use crate::fhe::program::{bootstrap_shape, bootstrap_shape_for_period, FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
 use crate::Result;
 
 /// A tensor's packing on this path: multiplexed (C, h, w, gap), or the logits (n values).
@@ -368,9 +368,10 @@ fn relu_stages(degrees: Option<&[usize]>) -> Result<(Vec<Vec<f64>>, Vec<usize>)>
 
 /// The program of `graph` on the bootstrapped path.
 pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgram> {
-    let shape = bootstrap_shape(&options.bootstrap_shape)?;
-    let slots = 1usize << (shape.log_n - 1);
-    let top = shape.residual_levels;
+    let auto = options.bootstrap_shape == "auto";
+    let ring = if auto { bootstrap_shape("logn16_full_slots")? } else { bootstrap_shape(&options.bootstrap_shape)? };
+    let slots = 1usize << (ring.log_n - 1);
+    let top = ring.residual_levels;
     let bounds = options.bounds.as_ref().ok_or_else(|| {
         fail("the bootstrapped path needs the value bound of every tensor (bounds: from calibration images, as FheResNet._calibrate computes them)")
     })?;
@@ -381,6 +382,23 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
     }
     let compiler = Compiler { graph, options, slots, readers: graph.readers() };
     let (mut ops, input) = compiler.ops()?;
+    // Every tensor repeats with its layout's copy length; bootstrapping as few slots as the
+    // longest one needs is cheaper (one EvalMod instead of two).
+    let mut period = nn_layout(&input, slots, "the input")?.copy_len();
+    for op in &ops {
+        if let Packed::Multiplexed(l) = &op.out {
+            period = period.max(nn_layout(l, slots, &op.placed.name)?.copy_len());
+        }
+    }
+    let shape_name = if auto { bootstrap_shape_for_period(period) } else { options.bootstrap_shape.clone() };
+    let shape = bootstrap_shape(&shape_name)?;
+    if shape.log_n != ring.log_n || shape.slots() < period {
+        return Err(fail(format!(
+            "the bootstrapping shape {shape_name} bootstraps {} slots, but a tensor of this network repeats only every {period} slots (use {} or 'auto')",
+            shape.slots(),
+            bootstrap_shape_for_period(period)
+        )));
+    }
     let (stages, depths) = if ops.iter().any(|o| o.placed.relu) { relu_stages(options.relu_degrees.as_deref())? } else { (vec![], vec![]) };
     // A bound under 1 is put back by a product with it after the bootstrap (one level).
     let refreshed: HashMap<String, usize> = bounds.iter().map(|(n, &b)| (n.clone(), if b >= 1.0 { top } else { top.saturating_sub(1) })).collect();
@@ -439,7 +457,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
     Ok(FheProgram {
         format: FHE_PROGRAM_FORMAT,
         name: options.name.clone().unwrap_or_else(|| graph.name.clone()),
-        parameters: FheParameters::Bootstrappable { shape: options.bootstrap_shape.clone() },
+        parameters: FheParameters::Bootstrappable { shape: shape_name },
         input: graph.input.clone(),
         input_shape: graph.input_shape.clone(),
         input_packing: InputPacking::Multiplexed { channels: input.channels, height: input.height, width: input.width, gap: input.gap, image: input.image },
@@ -546,6 +564,21 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+        // The bootstrapping shape: 4 x 8 x 8 at gap 1 repeats every 256 slots, so `auto` takes
+        // the sparsest measured shape (2^11 slots); a named one must hold the period.
+        let options = CompileOptions { bounds: Some(bounds.clone()), ..Default::default() };
+        let p = super::super::compile(&g, &options).unwrap();
+        assert_eq!(p.parameters, FheParameters::Bootstrappable { shape: "logn16_slots11".into() });
+        for (shape, ok) in [("logn16_full_slots", true), ("logn16_slots14", true), ("logn16_slots10", false), ("logn16_slots16", false), ("bfv", false)] {
+            let named = CompileOptions { bootstrap_shape: shape.into(), ..options.clone() };
+            match super::super::compile(&g, &named) {
+                Ok(p) => assert!(ok && p.parameters == FheParameters::Bootstrappable { shape: shape.into() }, "{shape}"),
+                Err(e) => assert!(!ok && e.to_string().contains("unknown bootstrapping shape"), "{shape}: {e}"),
+            }
+        }
+        assert_eq!(bootstrap_shape_for_period(1 << 14), "logn16_slots14");
+        assert_eq!(bootstrap_shape_for_period(1 << 15), "logn16_full_slots");
+        assert_eq!(bootstrap_shape_for_period(3000), "logn16_slots12");
         // Without bounds: a clear error, naming why the leveled path was not taken either.
         let e = super::super::compile(&g, &CompileOptions::default()).unwrap_err().to_string();
         assert!(e.contains("relu node 'relu'") && e.contains("value bound"), "{e}");
