@@ -289,7 +289,8 @@ def test_a_relu_network_of_any_image_size_compiles_with_bootstraps_placed_from_c
     g = own_relu_net(rng)
     x = rng.normal(0, 1, (8, 3, 12, 10))
     program, net = fhe.compile_model(g, calibration=x)
-    assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_full_slots"}
+    # Every tensor repeats within 2^11 slots: bootstrapped as a sparse message (one EvalMod).
+    assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_slots11"}
     packing = program["input_packing"]
     assert (packing["height"], packing["width"], packing["image"]) == (16, 16, [12, 10])
     ops = {op["name"]: op for op in program["ops"]}
@@ -493,7 +494,8 @@ def test_resnet20_service_sends_its_program_and_refuses_uploads_without_bootstra
     host, port = address.rsplit(":", 1)
     try:
         program = Client(address).program
-        assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_full_slots"}
+        # 16 x 32 x 32 (stage 1) repeats every 2^14 slots: sparse bootstrapping of the copies.
+        assert program["parameters"] == {"kind": "bootstrappable", "shape": "logn16_slots14"}
         assert program["input_packing"]["kind"] == "multiplexed" and len(program["output_slots"]) == 10
         assert len(program["rotation_levels"]) == 104  # HyPHEN in stage 1 (106 with MPConv throughout)
         assert all(not op.get("weights") and not op.get("weights1") for op in program["ops"])  # the public part only

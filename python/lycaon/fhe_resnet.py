@@ -450,7 +450,7 @@ class FheResNet:
                 raise ModelError(f"{op.node}: op kind {op.kind} has no program form")
             ops.append(d)
         c, h, w = self.graph.input_shape
-        period = max(_copy_len(l) for l in [self.input_layout] + [op.layout for op in self.ops if len(op.layout) == 4])
+        period = max(_copy_len(l) for l in [self.input_layout] + [op.layout for op in self.ops if len(op.layout) >= 4])
         return {"format": 1, "name": name or self.graph.name, "parameters": {"kind": "bootstrappable", "shape": bootstrap_shape_for_period(period)},
                 "input": self.graph.input_name, "input_shape": [int(c), int(h), int(w)],
                 "input_packing": {"kind": "multiplexed", **_layout(self.input_layout)}, "input_level": int(self.top), "output": self.ops[-1].output,
