@@ -1,4 +1,5 @@
-//! Splits the cost of one hoisted rotation into its kernels: `cargo run --release -p lycaon-ckks --example ckks_profile_keyswitch [logN]`.
+//! Splits the cost of one hoisted rotation into its kernels: `cargo run --release -p lycaon-ckks --example ckks_profile_keyswitch [logN] [special primes]`
+//! (at logN = 16: 11 ciphertext primes, 3 special primes by default; 6 is the bootstrappable shape's count).
 
 use std::time::Instant;
 
@@ -15,7 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = 1usize << log_n;
     let mut q_bits = vec![55u32];
     q_bits.extend(std::iter::repeat_n(40, if log_n >= 16 { 10 } else { 6 }));
-    let p_bits = if log_n >= 16 { vec![61u32; 3] } else { vec![61] };
+    let specials: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(if log_n >= 16 { 3 } else { 1 });
+    let p_bits = vec![61u32; specials];
     for backend in [lycaon_backend::CpuBackend::shared(), RayonBackend::shared()] {
         let params = Parameters::with_backend(ParametersLiteral::ckks_from_bits(n, &q_bits, &p_bits)?, backend.clone())?;
         let mut rng = Sampler::from_os()?;
