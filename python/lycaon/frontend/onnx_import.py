@@ -20,7 +20,7 @@ from typing import Union
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
-from .polynomial import Polynomial, channel_constant, combine, write_pending
+from .polynomial import Polynomial, channel_constant, combine, tensor_operand, write_pending
 
 SUPPORTED_ONNX_OPS = (
     "Conv", "BatchNormalization", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
@@ -134,13 +134,7 @@ def load_onnx(model: Union[str, bytes, "object"]) -> Graph:
         """A polynomial operand: a constant, a pending polynomial or (the identity of) an IR tensor."""
         if name in consts:
             return consts[name]
-        name = resolve(name)
-        if name in pending:
-            return pending[name][0]
-        shapes = graph.shapes()
-        if name not in shapes:
-            raise ModelError(f"{what}: input '{name}' is not produced by any earlier node")
-        return Polynomial.of(name, shapes[name])
+        return tensor_operand(pending, graph, resolve(name), what)
 
     def const(node, k: int, what: str) -> np.ndarray:
         if len(node.input) <= k or node.input[k] not in consts:

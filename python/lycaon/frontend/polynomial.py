@@ -179,6 +179,18 @@ def combine(op: str, operands: list, what: str) -> Polynomial:
     return _plus(pa, _scaled(pb, np.array([-1.0])) if op == "sub" else pb)
 
 
+def tensor_operand(pending: dict, graph, name: str, what: str, shown: str = "") -> Polynomial:
+    """A tensor operand of `combine`: the pending polynomial of the importer's tensor `name`
+    (already resolved through the aliases), or the identity of the IR tensor `name`. `shown` is
+    the name the error gives (the source graph's, when it differs)."""
+    if name in pending:
+        return pending[name][0]
+    shapes = graph.shapes()
+    if name not in shapes:
+        raise ModelError(f"{what}: input '{shown or name}' is not produced by any earlier node")
+    return Polynomial.of(name, shapes[name])
+
+
 def write_pending(pending: dict, alias: dict, graph, name: str) -> str:
     """The IR tensor of the importer's tensor `name` (already resolved through `alias`): its
     pending polynomial, if any, written into `graph` as one node first (the identity needs none:

@@ -18,7 +18,7 @@ import operator
 import numpy as np
 
 from .ir import Graph, ModelError, Node, clip_node
-from .polynomial import Polynomial, combine, write_pending
+from .polynomial import Polynomial, combine, tensor_operand, write_pending
 
 #: Operators of traced polynomial arithmetic (x * x, x ** 2, a * x + b, ...). In-place forms
 #: (x += c, x.mul_(c)) are left out: the traced graph does not show what their mutation reaches.
@@ -119,13 +119,7 @@ def load_torch(module, input_shape: tuple, name: str = "model") -> Graph:
             if arg.name in consts:
                 value = consts[arg.name]
                 return _arr(value) if torch.is_tensor(value) else np.asarray(value, dtype=np.float64)
-            name = resolve(arg.name)
-            if name in pending:
-                return pending[name][0]
-            shapes = g.shapes()
-            if name not in shapes:
-                raise ModelError(f"{what}: input '{arg.name}' is not produced by any earlier node")
-            return Polynomial.of(name, shapes[name])
+            return tensor_operand(pending, g, resolve(arg.name), what, shown=arg.name)
         if isinstance(arg, (int, float)) and not isinstance(arg, bool):
             return np.asarray(float(arg))
         raise ModelError(f"{what}: unsupported argument {arg!r}")
