@@ -86,9 +86,6 @@ def composite_relu_schedule(stage_depths: Sequence[int], level: int, top: int) -
 RESNET20_MODELS = {"resnet20": "resnet20-aespa-cifar10", "resnet20-aespa-cifar10": "resnet20-aespa-cifar10",
                    "resnet20-relu": "resnet20-cifar10", "resnet20-cifar10": "resnet20-cifar10"}
 
-#: The one bootstrappable shape (logN = 16, 2^15 slots), by the name the wire spec uses.
-BOOTSTRAP_SHAPES = {"logn16_full_slots": CkksBootstrapParams.logn16_full_slots}
-
 
 @dataclass
 class _Op:
@@ -149,8 +146,9 @@ class FheResNet:
         # fhe::hyphen): ResNet-20 needs 7 bootstraps instead of 8, 0.90-0.95x the latency.
         # hyphen=False keeps MPConv everywhere.
         self.hyphen = hyphen
-        self.shape_name = "logn16_full_slots"
-        self.shape = BOOTSTRAP_SHAPES[self.shape_name]()
+        # Every logn16 shape shares this ring and level plan; `program` names the bootstrapping
+        # shape its tensors' copy lengths allow.
+        self.shape = CkksBootstrapParams.logn16_full_slots()
         self.params = self.shape.parameters()
         self.slots = self.params.max_slots
         self.top = self.shape.residual_levels

@@ -61,8 +61,8 @@ pub fn bootstrap_shape(name: &str) -> Result<BootstrapParams> {
     }
 }
 
-/// The name of the shape that bootstraps tensors repeating every `period` slots (a power of
-/// two) on `full`'s ring: the sparsest measured one whose slot count the period divides.
+/// The name of the shape that bootstraps tensors repeating every `period` slots: the sparsest
+/// measured one whose slot count the period (rounded up to a power of two) divides.
 pub fn bootstrap_shape_for_period(period: usize) -> String {
     let log = period.max(1).next_power_of_two().trailing_zeros().max(*SPARSE_BOOTSTRAP_LOG_SLOTS.start());
     if SPARSE_BOOTSTRAP_LOG_SLOTS.contains(&log) {
