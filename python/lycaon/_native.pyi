@@ -896,7 +896,8 @@ def fhe_compile(graph_json: str, options_json: str = "{}") -> str:
     """The FHE program (JSON) of a model-front graph (``lycaon.frontend.graph_json``) under
     ``options_json``: {"name", "metadata", "path": "leveled" | "bootstrapped", "log_scale",
     "log_q0", "p_bits", "log_n", "bounds": {tensor: bound}, "relu_degrees", "hyphen",
-    "placement": "greedy" | "fewest", "bootstrap_shape"}. Releases the GIL; raises LycaonError
+    "placement": "greedy" | "fewest", "bootstrap_shape": "auto" (default) | "logn16_full_slots" |
+    "logn16_slots11" .. "logn16_slots14"}. Releases the GIL; raises LycaonError
     naming the node and the reason."""
     ...
 
