@@ -31,7 +31,7 @@ use crate::{conjugation_galois_element, rotation_galois_element, Ciphertext, Ckk
 /// precision CKKS reaches at any practical scale.
 pub const SCALE_TOLERANCE: f64 = 9.094947017729282e-13;
 
-fn scales_close(a: f64, b: f64) -> bool {
+pub(crate) fn scales_close(a: f64, b: f64) -> bool {
     (a - b).abs() <= SCALE_TOLERANCE * a.abs().max(b.abs())
 }
 

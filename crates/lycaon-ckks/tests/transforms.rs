@@ -237,3 +237,50 @@ fn wire_round_trips() {
     let other = setup14(&[]);
     assert!(Ciphertext::from_bytes(&other.ctx, &bytes).is_ok(), "same literal, same id");
 }
+
+/// Double-hoisted sums with arbitrary baby and giant steps (what the multiplexed convolutions
+/// run) against the plain sum of rotated products; two sums over different ciphertexts of one
+/// level share one accumulator and one ModDown.
+#[test]
+fn rotated_product_sums_match_the_plain_sums() {
+    use lycaon_ckks::GiantStep;
+    let slots = 8192usize;
+    let (babies, giants) = ([0i64, 3, -5, 130], [0i64, 1024, -2048]);
+    let steps: Vec<i64> = babies.iter().chain(&giants).chain(&[7]).copied().collect();
+    let mut s = setup14(&steps);
+    let x = s.random_real(slots);
+    let y = s.random_real(slots);
+    let (cx, cy) = (s.encrypt_real(&x), s.encrypt_real(&y));
+    let values: Vec<Vec<Vec<f64>>> = giants.iter().map(|_| babies.iter().map(|_| s.random_real(slots)).collect()).collect();
+    let rot = |v: &[f64], k: i64| -> Vec<f64> { (0..slots as i64).map(|t| v[(t + k).rem_euclid(slots as i64) as usize]).collect() };
+    let mut want = vec![0.0; slots];
+    for (gi, &g) in giants.iter().enumerate() {
+        for (bi, &b) in babies.iter().enumerate() {
+            let r = rot(&x, g + b);
+            for t in 0..slots {
+                want[t] += values[gi][bi][t] * r[t];
+            }
+        }
+    }
+    let mask: Vec<f64> = (0..slots).map(|t| (t % 3 == 0) as u8 as f64).collect();
+    let ry = rot(&y, 7);
+    for t in 0..slots {
+        want[t] += mask[t] * ry[t];
+    }
+    let hx = s.eval.hoist_rotations(&cx, &babies).unwrap();
+    assert_eq!(hx.steps().len(), 4);
+    let plan: Vec<GiantStep> = giants.iter().enumerate().map(|(gi, &g)| GiantStep { giant: g, terms: babies.iter().enumerate().map(|(bi, &b)| (b, values[gi][bi].as_slice())).collect() }).collect();
+    let sigma = s.eval.plaintext_scale_for(&cx).unwrap();
+    let mut sum = s.eval.rotated_products(&hx, &plan, sigma).unwrap();
+    let hy = s.eval.hoist_rotations(&cy, &[7]).unwrap();
+    sum.add_assign(&s.eval.rotated_products(&hy, &[GiantStep { giant: 0, terms: vec![(7, mask.as_slice())] }], sigma).unwrap()).unwrap();
+    let out = s.eval.finish_extended(sum).unwrap();
+    assert_eq!(out.level(), cx.level() - 1);
+    assert_eq!(out.scale(), s.ctx.scale_at(out.level()).unwrap());
+    report("rotated products (3 giants x 4 babies + 1)", precision_stats(&want, &s.decrypt_real(&out)), 14.0);
+    // A baby step that was not hoisted, and a missing giant key, are named.
+    let err = s.eval.rotated_products(&hx, &[GiantStep { giant: 0, terms: vec![(9, mask.as_slice())] }], sigma).unwrap_err();
+    assert!(err.to_string().contains("baby step 9 was not hoisted"), "{err}");
+    let err = s.eval.rotated_products(&hx, &[GiantStep { giant: 11, terms: vec![(3, mask.as_slice())] }], sigma).unwrap_err();
+    assert!(matches!(err, CkksError::MissingRotationKey { .. }) && err.to_string().contains("rotation by 11"), "{err}");
+}
