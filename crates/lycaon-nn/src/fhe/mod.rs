@@ -17,6 +17,7 @@
 //! Not here (on purpose): bootstrapping placement and the activations (the Python compiler,
 //! `lycaon.fhe_resnet`, places them).
 
+pub mod bsgs_conv;
 pub mod hyphen;
 pub mod mpconv;
 pub mod multiplexed;
@@ -24,8 +25,9 @@ pub mod pool_fc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, LinearTransform, Plaintext};
+use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, HoistedRotations, LinearTransform, Plaintext};
 
+pub use bsgs_conv::BsgsConv;
 pub use hyphen::{CaConv, RaConv};
 pub use mpconv::{MpConv, Placement};
 pub use multiplexed::MultiplexedLayout;
@@ -105,6 +107,35 @@ impl FheOps {
     pub fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>, FheError> {
         self.rotations.fetch_add(Self::nonzero_steps(ct, steps), Ordering::Relaxed);
         Ok(self.eval.rotate_hoisted(ct, steps)?)
+    }
+
+    /// The rotations of `ct` by `steps` kept over Q_l P for [`Self::rotated_products`] (double
+    /// hoisting); each non-zero step counts as a rotation.
+    pub fn hoist_rotations(&self, ct: &Ciphertext, steps: &[i64]) -> Result<HoistedRotations, FheError> {
+        let h = self.eval.hoist_rotations(ct, steps)?;
+        let slots = ct.slots();
+        self.rotations.fetch_add(h.steps().iter().filter(|&&s| s % slots != 0).count() as u64, Ordering::Relaxed);
+        Ok(h)
+    }
+
+    /// sum over giants of rot_giant(sum values (.) rot_baby(ct)) over Q_l P, the plaintexts at
+    /// the scale that makes [`Self::finish_extended`] land on the canonical scale of the level
+    /// below; each term counts as a plaintext product, each non-zero giant step as a rotation.
+    pub fn rotated_products(&self, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<ExtendedSum, FheError> {
+        let ctx = self.eval.context();
+        let l = hoisted.level();
+        let sigma = ctx.scale_at(l - 1)? * ctx.prime_at(l)? as f64 / hoisted.scale();
+        let sum = self.eval.rotated_products(hoisted, giants, sigma)?;
+        let slots = hoisted.slots() as i64;
+        self.rotations.fetch_add(giants.iter().filter(|g| !g.terms.is_empty() && g.giant.rem_euclid(slots) != 0).count() as u64, Ordering::Relaxed);
+        self.plain_mults.fetch_add(giants.iter().map(|g| g.terms.len() as u64).sum(), Ordering::Relaxed);
+        Ok(sum)
+    }
+
+    /// ModDown and rescale of an [`ExtendedSum`] (one rescale).
+    pub fn finish_extended(&self, sum: ExtendedSum) -> Result<Ciphertext, FheError> {
+        self.rescales.fetch_add(1, Ordering::Relaxed);
+        Ok(self.eval.finish_extended(sum)?)
     }
 
     /// ct (.) values, with the plaintext encoded so that the product rescales onto the canonical

@@ -1,0 +1,401 @@
+//! A multiplexed convolution whose channel sum over blocks is a baby-step giant-step sum of
+//! block diagonals (ours), on the packing and with the results of [`super::MpConv`].
+//!
+//! MPConv (Lee et al. 2022) computes p_i output channels per group, one per input copy, and sums
+//! each group's products over all C_in channels of a copy by rotate-and-add (2 log k_i + log T_i
+//! rotations per group), then masks and places every output channel by its own rotation. Here
+//! each *block* of each copy computes its own output channel, so a group yields T_i p_i outputs
+//! instead of p_i:
+//!
+//! 1. Input copies are replicas, so rotating by j blocks (j B slots) is a cyclic shift of the
+//!    blocks inside every copy. Block beta of copy r ("producer" (r, beta), computing output
+//!    channel o(r, beta)) multiplies the input rotated by tap (dy, dx) and by j blocks with the
+//!    weights W[o][c][dy][dx] of the channels c of block (beta + j) mod T_i, and sums over taps
+//!    and j: sum_(j, tap) D_(j, tap) (.) rot_(tap + j B)(x). That is a baby-step giant-step sum
+//!    (babies: taps and the first n1 block shifts, hoisted once for all groups; giants: block
+//!    shifts by multiples of n1 B), double-hoisted ([`lycaon_ckks::HoistedRotations`]). One level.
+//! 2. Sum the k_i^2 channels interleaved in each block: 2 log k_i rotate-and-adds (steps 1, 2, ..
+//!    and k_i w, 2 k_i w, ..): the sub-position (0, 0) of each block now holds its output channel
+//!    at every stride-1 pixel.
+//! 3. Placement: producer (r, beta) moves to output channel o's slots by one rotation, the same
+//!    for every pixel; producers are assigned to outputs so that a whole copy (or a few blocks of
+//!    it) shares one rotation. Masks (the stride-s pixels of sub-position (0, 0), the valid
+//!    image) times the hoisted rotations, all groups summed over Q_l P, one ModDown. One level.
+//! 4. Replicate the output copy p_o times (log p_o rotate-and-adds), as MPConv.
+//!
+//! Same plaintext products of weights as MPConv (f^2 C_out / p_i), same depth (2). Costs
+//! against MPConv: [`BsgsConv::estimated_cost`].
+
+use lycaon_ckks::{Ciphertext, ExtendedSum, GiantStep};
+use rayon::prelude::*;
+
+use super::multiplexed::MultiplexedLayout;
+use super::{FheError, FheOpCounts, FheOps};
+
+/// Relative costs of the operations on the bootstrappable parameter set (logN = 16), in units of
+/// one full rotation (decomposition, inner product, two ModDowns), from
+/// `cargo run --release -p lycaon-ckks --example ckks_profile_keyswitch -- 16 6` on 2 cores:
+/// rotation 85 ms, decomposition 31 ms, inner product with its automorphisms 16 ms, one ModDown
+/// 20 ms; plaintext encodings from the FFT and 11 (Q_l) or 17 (Q_l P) NTTs.
+#[derive(Clone, Copy, Debug)]
+pub struct OpCosts {
+    pub rotation: f64,
+    pub decomposition: f64,
+    pub hoisted_rotation: f64,
+    pub mod_down: f64,
+    pub encode_q: f64,
+    pub encode_qp: f64,
+}
+
+pub const OP_COSTS: OpCosts = OpCosts { rotation: 1.0, decomposition: 0.37, hoisted_rotation: 0.19, mod_down: 0.24, encode_q: 0.06, encode_qp: 0.09 };
+
+/// The baby-step blocks n1 may not hoist more than this many rotations at once: each is held
+/// over Q_l P (about 18 MB at logN = 16, level 10).
+const MAX_BABIES: usize = 48;
+
+/// A convolution on the multiplexed packing by block diagonals (module docs).
+#[derive(Clone, Debug)]
+pub struct BsgsConv {
+    input: MultiplexedLayout,
+    output: MultiplexedLayout,
+    c_out: usize,
+    kernel: usize,
+    stride: usize,
+    /// [C_out][C_in][f][f].
+    weights: Vec<f64>,
+    /// q: groups of p_i copies of T_i producers each.
+    groups: usize,
+    /// n1: block shifts among the baby steps (a power of two dividing T_i).
+    baby_blocks: usize,
+    /// assign[(g p_i + r) T_i + beta]: the output channel producer (r, beta) of group g computes.
+    assign: Vec<Option<usize>>,
+    /// Per group, the placement: (rotation step, mask of the output slots it fills).
+    placement: Vec<Vec<(i64, Vec<f64>)>>,
+}
+
+impl BsgsConv {
+    /// As [`super::MpConv::new`]: `weights` are [C_out][C_in][f][f], padding f/2, stride 1 or 2.
+    pub fn new(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64]) -> Result<Self, FheError> {
+        Self::with_output(input, c_out, kernel, stride, weights, ((input.rows - 1) / stride + 1, (input.cols - 1) / stride + 1))
+    }
+
+    /// As [`super::MpConv::with_output`]: only the top-left `output` = (rows, cols) pixels kept.
+    pub fn with_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<Self, FheError> {
+        // The same checks and output layout as MPConv.
+        let reference = super::MpConv::with_output(input, c_out, kernel, stride, weights, output)?;
+        let out = *reference.output_layout();
+        let (t_in, t_out, k_out2) = (input.padded_blocks(), out.padded_blocks(), out.gap * out.gap);
+        let p_in = input.copies();
+        // Lanes (g p_i + r) of T_i producers: output o = beta_o K_o + s (block beta_o, sub-position s).
+        let (lanes, lane_of): (usize, Box<dyn Fn(usize, usize) -> Option<usize>>) = if t_in >= t_out {
+            // Block beta makes block beta mod T_o; the T_i / T_o block rounds give sub-positions.
+            let m = t_in / t_out;
+            (k_out2.div_ceil(m), Box::new(move |u, beta| Some((beta % t_out) * k_out2 + u * m + beta / t_out).filter(|_| u * m + beta / t_out < k_out2)))
+        } else {
+            // Lane u covers output blocks beta + t T_i, t = u mod e, at sub-position u / e.
+            let e = t_out / t_in;
+            (e * k_out2, Box::new(move |u, beta| Some((beta + (u % e) * t_in) * k_out2 + u / e).filter(|_| u / e < k_out2)))
+        };
+        let groups = lanes.div_ceil(p_in);
+        let assign: Vec<Option<usize>> = (0..groups * p_in).flat_map(|u| (0..t_in).map(move |beta| (u, beta))).map(|(u, beta)| lane_of(u, beta).filter(|&o| o < c_out)).collect();
+        let mut seen = vec![false; c_out];
+        for &o in assign.iter().flatten() {
+            if std::mem::replace(&mut seen[o], true) {
+                return Err(FheError::Invalid(format!("internal: output channel {o} assigned twice")));
+            }
+        }
+        if let Some(o) = seen.iter().position(|&s| !s) {
+            return Err(FheError::Invalid(format!("internal: output channel {o} not assigned")));
+        }
+        let (slots, block) = (input.slots as i64, input.block_len());
+        let placement = (0..groups)
+            .map(|g| {
+                let mut classes: Vec<(i64, Vec<f64>)> = Vec::new();
+                for r in 0..p_in {
+                    for beta in 0..t_in {
+                        let Some(o) = assign[(g * p_in + r) * t_in + beta] else { continue };
+                        let from = (r * input.copy_len() + beta * block) as i64;
+                        let step = (from - out.slot(o, 0, 0) as i64).rem_euclid(slots);
+                        let at = match classes.iter().position(|(s, _)| *s == step) {
+                            Some(i) => i,
+                            None => {
+                                classes.push((step, vec![0.0; input.slots]));
+                                classes.len() - 1
+                            }
+                        };
+                        for y in 0..out.rows {
+                            for x in 0..out.cols {
+                                classes[at].1[out.slot(o, y, x)] = 1.0;
+                            }
+                        }
+                    }
+                }
+                classes
+            })
+            .collect();
+        let mut conv = Self { input, output: out, c_out, kernel, stride, weights: weights.to_vec(), groups, baby_blocks: 1, assign, placement };
+        conv.baby_blocks = conv.cheapest_baby_blocks();
+        Ok(conv)
+    }
+
+    pub fn input_layout(&self) -> &MultiplexedLayout {
+        &self.input
+    }
+
+    pub fn output_layout(&self) -> &MultiplexedLayout {
+        &self.output
+    }
+
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    pub fn out_channels(&self) -> usize {
+        self.c_out
+    }
+
+    /// q: groups (one BSGS sum, sub-position sum and placement each).
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// n1: block shifts among the baby steps.
+    pub fn baby_blocks(&self) -> usize {
+        self.baby_blocks
+    }
+
+    /// The same layer with n1 block shifts among the baby steps (a power of two dividing T_i).
+    pub fn with_baby_blocks(mut self, n1: usize) -> Result<Self, FheError> {
+        if !n1.is_power_of_two() || n1 > self.input.padded_blocks() {
+            return Err(FheError::Invalid(format!("baby blocks {n1}: a power of two up to {}", self.input.padded_blocks())));
+        }
+        self.baby_blocks = n1;
+        Ok(self)
+    }
+
+    fn tap_offsets(&self) -> Vec<i64> {
+        let (k, row, pad) = (self.input.gap as i64, self.input.row_len() as i64, (self.kernel / 2) as i64);
+        let f = self.kernel as i64;
+        (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+    }
+
+    fn baby_steps_for(&self, n1: usize) -> Vec<i64> {
+        let block = self.input.block_len() as i64;
+        let taps = self.tap_offsets();
+        let mut s: Vec<i64> = (0..n1 as i64).flat_map(|jb| taps.iter().map(move |&t| t + jb * block)).map(|x| x.rem_euclid(self.input.slots as i64)).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    fn giant_steps_for(&self, n1: usize) -> Vec<i64> {
+        let block = self.input.block_len() as i64;
+        (1..(self.input.padded_blocks() / n1) as i64).map(|jg| jg * n1 as i64 * block).collect()
+    }
+
+    /// Step 2's rotate-and-add steps over the k_i^2 sub-positions of a block.
+    fn sub_sum_steps(&self) -> Vec<i64> {
+        let l = &self.input;
+        let doubling = |unit: usize| (0..l.gap.trailing_zeros()).map(move |j| (unit << j) as i64);
+        doubling(1).chain(doubling(l.row_len())).collect()
+    }
+
+    fn replication_steps(&self) -> Vec<i64> {
+        (0..self.output.copies().trailing_zeros()).map(|j| -((self.output.copy_len() << j) as i64)).collect()
+    }
+
+    /// Every rotation step the evaluation needs a key for.
+    pub fn rotation_steps(&self) -> Vec<i64> {
+        let slots = self.input.slots as i64;
+        let mut s: Vec<i64> = self
+            .baby_steps_for(self.baby_blocks)
+            .into_iter()
+            .chain(self.giant_steps_for(self.baby_blocks))
+            .chain(self.sub_sum_steps())
+            .chain(self.placement.iter().flat_map(|p| p.iter().map(|(s, _)| *s)))
+            .chain(self.replication_steps())
+            .map(|x| x.rem_euclid(slots))
+            .filter(|&x| x != 0)
+            .collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// Whether block diagonal (j, tap) of group g has a non-zero weight (else it is skipped).
+    fn diagonal(&self, g: usize, j: usize, dy: usize, dx: usize) -> Option<Vec<f64>> {
+        let l = &self.input;
+        let (f, k, t_in, p_in) = (self.kernel, l.gap, l.padded_blocks(), l.copies());
+        let (c_in, pad) = (l.channels, (f / 2) as isize);
+        let (h, w) = (l.rows as isize, l.cols as isize);
+        let mut v: Option<Vec<f64>> = None;
+        for r in 0..p_in {
+            for beta in 0..t_in {
+                let Some(o) = self.assign[(g * p_in + r) * t_in + beta] else { continue };
+                let src_block = (beta + j) % t_in;
+                for sub in 0..k * k {
+                    let c = src_block * k * k + sub;
+                    if c >= c_in {
+                        break;
+                    }
+                    let wv = self.weights[((o * c_in + c) * f + dy) * f + dx];
+                    if wv == 0.0 {
+                        continue;
+                    }
+                    let v = v.get_or_insert_with(|| vec![0.0; l.slots]);
+                    let base = r * l.copy_len() + beta * l.block_len() + (sub / k) * l.row_len() + sub % k;
+                    for y in 0..h {
+                        let iy = y + dy as isize - pad;
+                        if iy < 0 || iy >= h {
+                            continue;
+                        }
+                        for x in 0..w {
+                            let ix = x + dx as isize - pad;
+                            if ix < 0 || ix >= w {
+                                continue;
+                            }
+                            v[base + (k * y as usize) * l.row_len() + k * x as usize] = wv;
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// The non-zero block diagonals of group g: ((j, tap index), values).
+    fn diagonals(&self, g: usize) -> Vec<((usize, usize), Vec<f64>)> {
+        let f = self.kernel;
+        let items: Vec<(usize, usize)> = (0..self.input.padded_blocks()).flat_map(|j| (0..f * f).map(move |t| (j, t))).collect();
+        items.par_iter().filter_map(|&(j, t)| self.diagonal(g, j, t / f, t % f).map(|v| ((j, t), v))).collect()
+    }
+
+    /// Per group, the block shifts j with a non-zero diagonal (none: the group is skipped).
+    fn used_blocks(&self) -> Vec<Vec<usize>> {
+        (0..self.groups)
+            .map(|g| {
+                let mut js: Vec<usize> = self.diagonals(g).into_iter().map(|((j, _), _)| j).collect();
+                js.sort_unstable();
+                js
+            })
+            .collect()
+    }
+
+    /// Operations of one evaluation: rotations (key switches, hoisted ones one each) = baby
+    /// steps + per group (its giant steps + 2 log k_i + its placement steps) + log p_o;
+    /// plaintext products = non-zero block diagonals + placement masks; rescales = groups + 1;
+    /// depth 2.
+    pub fn counts(&self) -> FheOpCounts {
+        let slots = self.input.slots as i64;
+        let n1 = self.baby_blocks;
+        let mut c = FheOpCounts { rotations: self.baby_steps_for(n1).iter().filter(|&&s| s != 0).count() as u64 + self.replication_steps().len() as u64, plain_mults: 0, rescales: 1, depth: 2 };
+        for (js, placement) in self.used_blocks().iter().zip(&self.placement) {
+            if js.is_empty() {
+                continue;
+            }
+            let mut giants: Vec<usize> = js.iter().map(|j| j / n1).filter(|&jg| jg != 0).collect();
+            giants.dedup();
+            c.rotations += giants.len() as u64 + self.sub_sum_steps().len() as u64 + placement.iter().filter(|(s, _)| s.rem_euclid(slots) != 0).count() as u64;
+            c.plain_mults += js.len() as u64 + placement.len() as u64;
+            c.rescales += 1;
+        }
+        c
+    }
+
+    fn nonzero_diagonals(&self) -> usize {
+        self.used_blocks().iter().map(Vec::len).sum()
+    }
+
+    fn cost_with(&self, n1: usize, diagonals: usize) -> f64 {
+        let c = OP_COSTS;
+        let q = self.groups as f64;
+        let babies = self.baby_steps_for(n1).iter().filter(|&&s| s != 0).count() as f64;
+        let giants = self.giant_steps_for(n1).len() as f64;
+        let giant = c.mod_down + c.decomposition + c.hoisted_rotation;
+        let placement: f64 = self.placement.iter().map(|p| c.decomposition + p.len() as f64 * (c.hoisted_rotation + c.encode_qp)).sum();
+        c.decomposition
+            + babies * c.hoisted_rotation
+            + diagonals as f64 * c.encode_qp
+            + q * (giants * giant + 2.0 * c.mod_down + self.sub_sum_steps().len() as f64 * c.rotation)
+            + placement
+            + 2.0 * c.mod_down
+            + self.replication_steps().len() as f64 * c.rotation
+    }
+
+    /// Estimated time of one evaluation in full rotations ([`OP_COSTS`]).
+    pub fn estimated_cost(&self) -> f64 {
+        self.cost_with(self.baby_blocks, self.nonzero_diagonals())
+    }
+
+    fn cheapest_baby_blocks(&self) -> usize {
+        let diagonals = self.nonzero_diagonals();
+        let mut best = (f64::INFINITY, 1);
+        let mut n1 = 1;
+        while n1 <= self.input.padded_blocks() {
+            if n1 == 1 || self.baby_steps_for(n1).len() <= MAX_BABIES {
+                let cost = self.cost_with(n1, diagonals);
+                if cost < best.0 {
+                    best = (cost, n1);
+                }
+            }
+            n1 *= 2;
+        }
+        best.1
+    }
+
+    /// Evaluates on a ciphertext in the input packing (every copy filled); the result is in
+    /// [`Self::output_layout`], two levels lower.
+    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+        if ct.slots() != self.input.slots {
+            return Err(FheError::Invalid(format!("the ciphertext has {} slots, the packing {}", ct.slots(), self.input.slots)));
+        }
+        if ct.level() < 2 {
+            return Err(FheError::Invalid(format!("the convolution consumes 2 levels, the ciphertext is at level {}", ct.level())));
+        }
+        let n1 = self.baby_blocks;
+        let block = self.input.block_len() as i64;
+        let taps = self.tap_offsets();
+        let hoisted = ops.hoist_rotations(ct, &self.baby_steps_for(n1))?;
+        let placed = (0..self.groups)
+            .into_par_iter()
+            .map(|g| -> Result<Option<ExtendedSum>, FheError> {
+                let diagonals = self.diagonals(g);
+                let giants: Vec<GiantStep> = (0..self.input.padded_blocks() / n1)
+                    .map(|jg| GiantStep {
+                        giant: (jg * n1) as i64 * block,
+                        terms: diagonals.iter().filter(|((j, _), _)| j / n1 == jg).map(|((j, t), v)| (taps[*t] + (j % n1) as i64 * block, v.as_slice())).collect(),
+                    })
+                    .filter(|g| !g.terms.is_empty())
+                    .collect();
+                if giants.is_empty() {
+                    return Ok(None);
+                }
+                let mut v = ops.finish_extended(ops.rotated_products(&hoisted, &giants)?)?;
+                for step in self.sub_sum_steps() {
+                    let r = ops.rotate(&v, step)?;
+                    v = ops.add(&v, &r)?;
+                }
+                let classes = &self.placement[g];
+                let steps: Vec<i64> = classes.iter().map(|(s, _)| *s).collect();
+                let moved = ops.hoist_rotations(&v, &steps)?;
+                let terms = classes.iter().map(|(s, m)| (*s, m.as_slice())).collect();
+                Ok(Some(ops.rotated_products(&moved, &[GiantStep { giant: 0, terms }])?))
+            })
+            .try_reduce(
+                || None,
+                |a, b| match (a, b) {
+                    (Some(mut a), Some(b)) => {
+                        a.add_assign(&b)?;
+                        Ok(Some(a))
+                    }
+                    (a, b) => Ok(a.or(b)),
+                },
+            )?;
+        let mut out = ops.finish_extended(placed.ok_or_else(|| FheError::Invalid("no output channel".into()))?)?;
+        for step in self.replication_steps() {
+            let r = ops.rotate(&out, step)?;
+            out = ops.add(&out, &r)?;
+        }
+        Ok(out)
+    }
+}
