@@ -778,13 +778,17 @@ def multiplexed_unpack(channels: int, height: int, width: int, gap: int, slots: 
     """The (C, h, w) tensor (flattened) read back from copy 0 of decoded slots."""
 
 class FheMpConv:
-    """Multiplexed parallel convolution (Lee et al. 2022) on one ciphertext: padding f/2,
-    stride 1 or 2, two levels."""
-    def __init__(self, input: Layout, c_out: int, kernel: int, stride: int, weights: npt.NDArray[np.float64]) -> None:
+    """A multiplexed convolution on one ciphertext: padding f/2, stride 1 or 2, two levels; by
+    Lee et al.'s MPConv ("mpconv"), by block diagonals with baby and giant steps ("bsgs"), or
+    by whichever has the lower estimated time ("auto", what the compiler takes)."""
+    def __init__(self, input: Layout, c_out: int, kernel: int, stride: int, weights: npt.NDArray[np.float64], method: str = "auto") -> None:
         """``input`` = (C, h, w, gap, slots); ``weights`` = [C_out][C][f][f] flattened."""
     @property
     def output_layout(self) -> Layout:
         """(C_out, h / s, w / s, gap s, slots)."""
+    @property
+    def method(self) -> str:
+        """"mpconv" or "bsgs": the algorithm this layer runs."""
     def rotation_steps(self) -> list[int]:
         """Every rotation step the evaluation needs a key for."""
     def counts(self) -> tuple[int, int, int, int]:

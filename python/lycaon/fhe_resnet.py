@@ -215,9 +215,11 @@ class FheResNet:
                 out = layer.output_layout
                 bias = node.params.get("bias")
                 bias_vec = None if bias is None else multiplexed_pack(*out, np.repeat(np.asarray(bias, dtype=np.float64), out[1] * out[2]))
-                ops.append(_Op("conv", node.name, list(node.inputs), node.output, 2, layer, out, bias=bias_vec,
-                               fields={"input": _layout(src), "out_channels": int(wgt.shape[0]), "kernel": int(k), "stride": int(stride),
-                                       "weights": wgt.ravel().tolist()}))
+                fields = {"input": _layout(src), "out_channels": int(wgt.shape[0]), "kernel": int(k), "stride": int(stride),
+                          "weights": wgt.ravel().tolist()}
+                if layer.method != "mpconv":
+                    fields["method"] = layer.method
+                ops.append(_Op("conv", node.name, list(node.inputs), node.output, 2, layer, out, bias=bias_vec, fields=fields))
             elif node.op == "poly":
                 coeffs = np.asarray(node.params["coefficients"], dtype=np.float64)
                 if coeffs.ndim != 2 or coeffs.shape[1] != 3:
@@ -300,8 +302,8 @@ class FheResNet:
         ca = FheCaConv(src, c_mid, k1, w1.ravel())
         ra = FheRaConv(c_mid, h, w, slots, w2.shape[0], k2, w2.ravel())
         # Only where the change of packing saves rotations against the two MPConvs it replaces.
-        mp1 = FheMpConv(src, c_mid, k1, 1, w1.ravel())
-        mp2 = FheMpConv(mp1.output_layout, w2.shape[0], k2, 1, w2.ravel())
+        mp1 = FheMpConv(src, c_mid, k1, 1, w1.ravel(), method="mpconv")
+        mp2 = FheMpConv(mp1.output_layout, w2.shape[0], k2, 1, w2.ravel(), method="mpconv")
         if ca.counts()[0] + ra.counts()[0] >= mp1.counts()[0] + mp2.counts()[0]:
             return None
         out = ra.output_layout

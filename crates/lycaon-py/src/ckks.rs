@@ -766,24 +766,39 @@ pub fn multiplexed_unpack<'py>(py: Python<'py>, channels: usize, height: usize, 
     Ok(PyArray1::from_vec(py, l.unpack(values.as_slice()?).map_err(fhe_err)?))
 }
 
-/// Multiplexed parallel convolution (Lee et al. 2022) on one ciphertext: padding f/2, stride 1
-/// or 2, two levels; the output is in the layout `output_layout` (gap times the stride).
+/// A multiplexed convolution on one ciphertext: padding f/2, stride 1 or 2, two levels; the
+/// output is in the layout `output_layout` (gap times the stride). `method`: "mpconv" (Lee et al.
+/// 2022), "bsgs" (block diagonals by baby and giant steps) or "auto" (the lower estimated time,
+/// what the compiler takes).
 #[pyclass(module = "lycaon._native", frozen)]
 pub struct FheMpConv {
-    conv: lycaon_nn::fhe::MpConv,
+    conv: lycaon_nn::fhe::MultiplexedConv,
 }
 
 #[pymethods]
 impl FheMpConv {
     /// `input` = (C, h, w, gap, slots); `weights` = [C_out][C][f][f] flattened.
     #[new]
-    fn new(input: (usize, usize, usize, usize, usize), c_out: usize, kernel: usize, stride: usize, weights: PyReadonlyArray1<'_, f64>) -> PyResult<Self> {
+    #[pyo3(signature = (input, c_out, kernel, stride, weights, method = "auto"))]
+    fn new(input: (usize, usize, usize, usize, usize), c_out: usize, kernel: usize, stride: usize, weights: PyReadonlyArray1<'_, f64>, method: &str) -> PyResult<Self> {
+        use lycaon_nn::fhe::{ConvMethod, MultiplexedConv};
         let l = layout(input.0, input.1, input.2, input.3, input.4)?;
-        Ok(Self { conv: lycaon_nn::fhe::MpConv::new(l, c_out, kernel, stride, weights.as_slice()?).map_err(fhe_err)? })
+        let w = weights.as_slice()?;
+        let conv = match method {
+            "auto" => MultiplexedConv::cheapest(l, c_out, kernel, stride, w, None),
+            name => ConvMethod::parse(name).and_then(|m| MultiplexedConv::with_method(m, l, c_out, kernel, stride, w, None)),
+        }
+        .map_err(fhe_err)?;
+        Ok(Self { conv })
     }
     #[getter]
     fn output_layout(&self) -> (usize, usize, usize, usize, usize) {
         layout_tuple(self.conv.output_layout())
+    }
+    /// "mpconv" or "bsgs".
+    #[getter]
+    fn method(&self) -> &'static str {
+        self.conv.method().name()
     }
     fn rotation_steps(&self) -> Vec<i64> {
         self.conv.rotation_steps()

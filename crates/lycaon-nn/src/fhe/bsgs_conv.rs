@@ -36,7 +36,8 @@ use super::{FheError, FheOpCounts, FheOps};
 /// one full rotation (decomposition, inner product, two ModDowns), from
 /// `cargo run --release -p lycaon-ckks --example ckks_profile_keyswitch -- 16 6` on 2 cores:
 /// rotation 85 ms, decomposition 31 ms, inner product with its automorphisms 16 ms, one ModDown
-/// 20 ms; plaintext encodings from the FFT and 11 (Q_l) or 17 (Q_l P) NTTs.
+/// 20 ms; the encodings (with their products) fitted to `cargo run --release -p lycaon-nn
+/// --example conv_methods` on ResNet-20's layers (about 21 ms over Q_l P, 17 limbs).
 #[derive(Clone, Copy, Debug)]
 pub struct OpCosts {
     pub rotation: f64,
@@ -47,7 +48,7 @@ pub struct OpCosts {
     pub encode_qp: f64,
 }
 
-pub const OP_COSTS: OpCosts = OpCosts { rotation: 1.0, decomposition: 0.37, hoisted_rotation: 0.19, mod_down: 0.24, encode_q: 0.06, encode_qp: 0.09 };
+pub const OP_COSTS: OpCosts = OpCosts { rotation: 1.0, decomposition: 0.37, hoisted_rotation: 0.19, mod_down: 0.24, encode_q: 0.16, encode_qp: 0.25 };
 
 /// The baby-step blocks n1 may not hoist more than this many rotations at once: each is held
 /// over Q_l P (about 18 MB at logN = 16, level 10).

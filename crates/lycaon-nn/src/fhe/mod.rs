@@ -18,6 +18,7 @@
 //! `lycaon.fhe_resnet`, places them).
 
 pub mod bsgs_conv;
+pub mod conv;
 pub mod hyphen;
 pub mod mpconv;
 pub mod multiplexed;
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, HoistedRotations, LinearTransform, Plaintext};
 
 pub use bsgs_conv::BsgsConv;
+pub use conv::{ConvMethod, MultiplexedConv};
 pub use hyphen::{CaConv, RaConv};
 pub use mpconv::{MpConv, Placement};
 pub use multiplexed::MultiplexedLayout;

@@ -17,7 +17,7 @@ use std::time::Instant;
 use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, EncapsulationKeys};
 use lycaon_ckks::{Ciphertext, ChebyshevPoly, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
 use rayon::prelude::*;
-use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MpConv, MultiplexedLayout, RaConv};
+use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MultiplexedConv, MultiplexedLayout, RaConv};
 use serde::Serialize;
 
 use super::program::{composite_relu_schedule, FheOp, FheOpKind, FheProgram, Layout, SlotValues};
@@ -77,7 +77,7 @@ enum Prepared {
     Quadratic { a: Option<Plain>, b: Option<Plain>, c: Option<Plain> },
     ScaleShift { b: Plain, c: Option<Plain> },
     Add,
-    MpConv { conv: MpConv, bias: Option<Plain> },
+    MpConv { conv: MultiplexedConv, bias: Option<Plain> },
     Hyphen { ca: CaConv, ra: RaConv, a: Option<Vec<f64>>, b: Vec<f64>, c: Vec<f64>, bias: Option<Plain> },
     CompositeRelu { bound: f64, stages: Vec<ChebyshevPoly>, depths: Vec<usize> },
     PoolFc { layer: AvgPoolFc },
@@ -228,13 +228,10 @@ impl FheExecutable {
                 FheOpKind::Quadratic { a, b, c } => Prepared::Quadratic { a: plain(a)?, b: plain(b)?, c: plain(c)? },
                 FheOpKind::ScaleShift { b, c } => Prepared::ScaleShift { b: Plain::from_slots(b, slots)?, c: plain(c)? },
                 FheOpKind::Add => Prepared::Add,
-                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias, output_image } => {
+                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias, output_image, method } => {
                     let input = layout(input, slots)?;
-                    let conv = match output_image {
-                        Some([rows, cols]) => MpConv::with_output(input, *out_channels, *kernel, *stride, weights, (*rows, *cols)),
-                        None => MpConv::new(input, *out_channels, *kernel, *stride, weights),
-                    }
-                    .map_err(nn)?;
+                    let output = output_image.map(|[rows, cols]| (rows, cols));
+                    let conv = MultiplexedConv::with_method(*method, input, *out_channels, *kernel, *stride, weights, output).map_err(nn)?;
                     Prepared::MpConv { conv, bias: plain(bias)? }
                 }
                 FheOpKind::Hyphen { input, mid_channels, kernel1, weights1, out_channels, kernel2, weights2, a, b, c, bias } => {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use lycaon_ckks::bootstrap::BootstrapParams;
 use lycaon_ckks::rlwe::{Parameters, ParametersLiteral};
 use lycaon_ckks::CkksContext;
+use lycaon_nn::fhe::ConvMethod;
 use serde::{Deserialize, Serialize};
 
 use crate::{Result, RuntimeError};
@@ -225,7 +226,7 @@ pub enum FheOpKind {
     },
     /// Residual addition of the two inputs (same packing).
     Add,
-    /// Multiplexed parallel convolution (lycaon-nn's MpConv): padding k/2, two levels, then `bias`.
+    /// Multiplexed convolution (lycaon-nn's MpConv or BsgsConv): padding k/2, two levels, then `bias`.
     MpConv {
         input: Layout,
         out_channels: usize,
@@ -238,6 +239,9 @@ pub enum FheOpKind {
         /// all ceil(rows / stride) x ceil(cols / stride).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_image: Option<[usize; 2]>,
+        /// The algorithm: "mpconv" (Lee et al., the default) or "bsgs" (block diagonals).
+        #[serde(default, skip_serializing_if = "ConvMethod::is_mpconv")]
+        method: ConvMethod,
     },
     /// HyPHEN (002 Sec. 4): CAConv to one ciphertext per channel, the per-channel quadratic
     /// a x^2 + b x + c (`a` absent: monic), RAConv back, then `bias`.
@@ -370,9 +374,16 @@ impl FheProgram {
                 }
                 FheOpKind::Quadratic { a, .. } => FheOpKind::Quadratic { a: a.as_ref().map(|_| SlotValues::default()), b: None, c: None },
                 FheOpKind::ScaleShift { .. } => FheOpKind::ScaleShift { b: SlotValues::default(), c: None },
-                FheOpKind::MpConv { input, out_channels, kernel, stride, output_image, .. } => {
-                    FheOpKind::MpConv { input: *input, out_channels: *out_channels, kernel: *kernel, stride: *stride, weights: vec![], bias: None, output_image: *output_image }
-                }
+                FheOpKind::MpConv { input, out_channels, kernel, stride, output_image, method, .. } => FheOpKind::MpConv {
+                    input: *input,
+                    out_channels: *out_channels,
+                    kernel: *kernel,
+                    stride: *stride,
+                    weights: vec![],
+                    bias: None,
+                    output_image: *output_image,
+                    method: *method,
+                },
                 FheOpKind::Hyphen { input, mid_channels, kernel1, out_channels, kernel2, a, .. } => FheOpKind::Hyphen {
                     input: *input,
                     mid_channels: *mid_channels,

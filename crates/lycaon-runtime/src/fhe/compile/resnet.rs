@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use lycaon_nn::fhe::{CaConv, MpConv, MultiplexedLayout, RaConv};
+use lycaon_nn::fhe::{CaConv, MpConv, MultiplexedConv, MultiplexedLayout, RaConv};
 
 use super::linear::diagonal_rotations;
 use super::placement::{Levels, PlacedOp};
@@ -242,7 +242,7 @@ impl<'a> Compiler<'a> {
                             return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2, no groups")));
                         };
                         let src = image(src)?;
-                        let layer = MpConv::new(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt).map_err(|e| fail(format!("{d}: {e}")))?;
+                        let layer = MultiplexedConv::cheapest(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt, None).map_err(|e| fail(format!("{d}: {e}")))?;
                         let out = layout_of(layer.output_layout());
                         same_shape(node, layer.output_layout())?;
                         let bias = node.param("bias").map(|b| pack_channels(&out, self.slots, &b.data, &d)).transpose()?;
@@ -254,6 +254,7 @@ impl<'a> Compiler<'a> {
                             weights: wgt.to_vec(),
                             bias: bias.map(|v| SlotValues::from_dense(&v)),
                             output_image: None,
+                            method: layer.method(),
                         };
                         let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
                         op.rotations = vec![(layer.rotation_steps(), 0)];
@@ -266,7 +267,7 @@ impl<'a> Compiler<'a> {
                             [_, rows, cols] => (rows, cols),
                             _ => return Err(fail(format!("{d}: output shape {:?} is not (C, H, W)", node.shape))),
                         };
-                        let layer = MpConv::with_output(nn_layout(&src, self.slots, &d)?, src.channels, kernel, stride, &weights, rows_cols)
+                        let layer = MultiplexedConv::cheapest(nn_layout(&src, self.slots, &d)?, src.channels, kernel, stride, &weights, Some(rows_cols))
                             .map_err(|e| fail(format!("{d}: as a {kernel} x {kernel} convolution at stride {stride}: {e}")))?;
                         let out = layout_of(layer.output_layout());
                         let kind = FheOpKind::MpConv {
@@ -277,6 +278,7 @@ impl<'a> Compiler<'a> {
                             weights,
                             bias: None,
                             output_image: Some([rows_cols.0, rows_cols.1]),
+                            method: layer.method(),
                         };
                         let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
                         op.rotations = vec![(layer.rotation_steps(), 0)];
