@@ -252,6 +252,9 @@ def test_aespa_resnet20_equals_the_python_compiler(calibration, hyphen, placemen
     kinds = [op["kind"] for op in want["ops"]]
     assert kinds.count("hyphen") == (3 if hyphen else 0) and kinds[-1] == "pool_fc"
     assert sum(len(op["refresh"]) for op in want["ops"]) == net.planned_bootstraps > 0
+    # Stages 2 and 3 (multiplexed inputs, every copy busy) run by block diagonals, in both compilers.
+    methods = {op["name"]: op.get("method", "mpconv") for op in want["ops"] if op["kind"] == "mp_conv"}
+    assert all(m == "bsgs" for name, m in methods.items() if name.startswith(("layer2", "layer3"))), methods
     print(f"\nResNet-20 AESPA hyphen={hyphen} {placement}: Python {python_s:.2f} s (load_resnet20 with calibration + program), Rust {rust_s:.2f} s; "
           f"{net.planned_bootstraps} bootstraps")
     assert rust_s < 10.0

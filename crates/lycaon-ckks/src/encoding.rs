@@ -53,6 +53,8 @@ pub struct Encoder {
 
 /// One scaled-and-rounded coefficient: i128 covers |x| < 2^126, the big path anything else.
 enum Rounded {
+    /// |x| < 2^63: one 64-bit Barrett reduction per residue.
+    Narrow(Vec<i64>),
     Wide(Vec<i128>),
     Big(Vec<BigInt>),
 }
@@ -131,7 +133,9 @@ impl Encoder {
         let gap = n / 2 / slots;
         let coeffs: Vec<f64> = buf.iter().map(|c| c.re * scale).chain(buf.iter().map(|c| c.im * scale)).collect();
         let positions = |k: usize| if k < slots { k * gap } else { n / 2 + (k - slots) * gap };
-        let rounded = if max * scale < 2f64.powi(126) {
+        let rounded = if max * scale < 2f64.powi(62) {
+            Rounded::Narrow(coeffs.iter().map(|&x| x.round() as i64).collect())
+        } else if max * scale < 2f64.powi(126) {
             Rounded::Wide(coeffs.iter().map(|&x| x.round() as i128).collect())
         } else {
             Rounded::Big(coeffs.iter().map(|&x| BigInt::from_f64(x.round()).unwrap_or_default()).collect())
@@ -139,6 +143,12 @@ impl Encoder {
         let mut data = vec![0u64; basis.len() * n];
         data.par_chunks_exact_mut(n).zip(basis.moduli().par_iter()).zip(basis.plans().par_iter()).for_each(|((limb, q), plan)| {
             match &rounded {
+                Rounded::Narrow(v) => {
+                    for (k, &x) in v.iter().enumerate() {
+                        let r = q.reduce(x.unsigned_abs());
+                        limb[positions(k)] = if x < 0 { q.neg(r) } else { r };
+                    }
+                }
                 Rounded::Wide(v) => {
                     for (k, &x) in v.iter().enumerate() {
                         let r = q.reduce_u128(x.unsigned_abs());

@@ -65,7 +65,7 @@ fn main() {
         println!(
             "{c_in}x{hw}x{hw} gap {gap} -> {c_out}, f {kernel}, s {stride}: MPConv {tm:.3} s ({} rotations, {:.1} est., {:.1} bits) | BsgsConv {tb:.3} s ({} rotations, {:.1} est., {:.1} bits; q {}, n1 {}) | ratio {:.3}",
             mp.counts().rotations,
-            mp.counts().rotations as f64,
+            mp.estimated_cost(),
             p_mp,
             bsgs.counts().rotations,
             bsgs.estimated_cost(),

@@ -84,7 +84,7 @@ pub struct BootstrapParams {
 impl BootstrapParams {
     /// logN = 16, full slots (2^15), 10 residual levels at scale 2^40 over a 60-bit q_0 (Orion's
     /// residual shape), SlotsToCoeffs in 3 levels of 45 bits, EvalMod in 9 levels of 60 bits,
-    /// CoeffsToSlots in 4 levels of 56 bits, P = 5 primes of 61 bits: log QP = 1664 <= 1772,
+    /// CoeffsToSlots in 4 levels of 56 bits, P = 6 primes of 61 bits: log QP = 1725 <= 1772,
     /// 128-bit secure for a uniform ternary secret by the HE standard. EvalMod's K = 16 holds
     /// because ModRaise happens under an ephemeral secret of Hamming weight 32 (sparse-secret
     /// encapsulation, see the module documentation of [`super`]).
@@ -678,11 +678,20 @@ impl Bootstrapper {
     /// encoding at logN = 16, 3.1 GB kept), by bootstrapping a trivial encryption of zero at the
     /// canonical scale of level 0. Needs the same keys as [`Self::bootstrap`].
     pub fn prepare(&self, eval: &Evaluator) -> Result<(), CkksError> {
+        self.prepare_with(eval, self.encapsulation.as_ref())
+    }
+
+    /// [`Self::prepare`] with these encapsulation keys (a server's first session), unless the
+    /// diagonals are encoded already.
+    pub fn prepare_with(&self, eval: &Evaluator, keys: Option<&EncapsulationKeys>) -> Result<(), CkksError> {
+        if self.prepared_diagonal_bytes() > 0 {
+            return Ok(());
+        }
         let params = self.ctx.params();
         let zero = Poly::<lycaon_math::Ntt>::zero(params.q_at(0)?);
         let inner = lycaon_rlwe::Ciphertext::from_parts(params, vec![zero.clone(), zero])?;
         let ct = Ciphertext::from_inner(&self.ctx, inner, self.ctx.scale_at(0)?, self.params.slots())?;
-        self.bootstrap(eval, &ct).map(|_| ())
+        self.bootstrap_with(eval, &ct, keys).map(|_| ())
     }
 
     /// Refreshes a ciphertext of the shape's slot count (at any level, 2 parts) to the top

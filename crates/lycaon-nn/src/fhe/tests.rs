@@ -514,3 +514,25 @@ fn fhe_bsgs_conv_matches_the_reference_on_small_shapes_logn12() {
         check_bsgs_conv(&mut fhe, 300 + i as u64, c_in, hw, gap, c_out, f, s, n1);
     }
 }
+
+#[test]
+fn fhe_the_cheaper_convolution_is_chosen_per_layer() {
+    let slots = 1 << 15;
+    let w = |c_out: usize, c_in: usize, f: usize| vec![0.1; c_out * c_in * f * f];
+    // ResNet-20's stage 3 and its downsampling shortcut: block diagonals are far cheaper.
+    let stage3 = MultiplexedLayout::new(64, 8, 8, 4, slots).unwrap();
+    let c = MultiplexedConv::cheapest(stage3, 64, 3, 1, &w(64, 64, 3), None).unwrap();
+    assert_eq!(c.method(), ConvMethod::Bsgs);
+    let mp = MpConv::new(stage3, 64, 3, 1, &w(64, 64, 3)).unwrap();
+    assert!(c.estimated_cost() < 0.5 * mp.estimated_cost(), "{} vs {}", c.estimated_cost(), mp.estimated_cost());
+    let stage2 = MultiplexedLayout::new(32, 16, 16, 2, slots).unwrap();
+    assert_eq!(MultiplexedConv::cheapest(stage2, 64, 1, 2, &w(64, 32, 1), None).unwrap().method(), ConvMethod::Bsgs);
+    // Many channels in few outputs on a small grid: most copies would idle, MPConv stays.
+    let wide = MultiplexedLayout::new(16, 4, 4, 1, 2048).unwrap();
+    assert_eq!(MultiplexedConv::cheapest(wide, 4, 3, 1, &w(4, 16, 3), None).unwrap().method(), ConvMethod::MpConv);
+    // Names round trip; a wrong one is named.
+    for m in [ConvMethod::MpConv, ConvMethod::Bsgs] {
+        assert_eq!(ConvMethod::parse(m.name()).unwrap(), m);
+    }
+    assert!(ConvMethod::parse("fft").unwrap_err().to_string().contains("'fft'"));
+}

@@ -324,8 +324,13 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
         + encapsulation.as_ref().map_or(0, EncapsulationKeys::memory_bytes);
     let accepted = KeysAccepted { key_bytes, galois_keys: galois.as_ref().map_or(0, |g| g.len()) };
     summary.key_bytes = key_bytes;
-    wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
     let ops = FheOps::new(Evaluator::new(ctx, EvaluationKeys { relin, galois }));
+    // The bootstrapper's diagonals (over Q_l P, kept for every later session of this server)
+    // are encoded with the first session's keys, before its first image rather than during it.
+    if let Some(b) = boot {
+        b.prepare_with(ops.evaluator(), encapsulation.as_ref()).map_err(ckks)?;
+    }
+    wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
     Ok(ServerKeys { session: SessionKeys { ops, encapsulation }, public })
 }
 

@@ -1,5 +1,6 @@
 //! The bootstrapped path (Python's `FheResNet`): CIFAR ResNets on the multiplexed packing at the
-//! bootstrappable parameter set. Convolutions by lycaon-nn's MPConv (two levels), or, where a
+//! bootstrappable parameter set. Convolutions (two levels) by lycaon-nn's MPConv or BsgsConv,
+//! whichever has the lower estimated time (`MultiplexedConv::cheapest`), or, where a
 //! stride-1 convolution on the gap-1 packing feeds a quadratic that feeds another stride-1
 //! convolution and the change saves rotations, HyPHEN's CAConv -> per-channel quadratic ->
 //! RAConv (the first convolution's bias folded into the quadratic); per-channel quadratics
@@ -475,7 +476,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
 
 #[cfg(test)]
 mod tests {
-    use lycaon_nn::fhe::AvgPoolFc;
+    use lycaon_nn::fhe::{AvgPoolFc, ConvMethod};
 
     use super::*;
 
@@ -551,6 +552,13 @@ mod tests {
             let kinds: Vec<String> = p.ops.iter().map(|o| serde_json::to_value(&o.kind).unwrap()["kind"].as_str().unwrap().to_string()).collect();
             assert_eq!(kinds.last().map(String::as_str), Some("pool_fc"));
             assert!(kinds.iter().any(|k| k == "composite_relu") && kinds.iter().any(|k| k == "quadratic"));
+            // Each convolution by the cheaper method (here MPConv: 4 channels of 8 x 8 leave 127 of
+            // 128 copies idle in block diagonals), written into the program only when not MPConv.
+            let methods: Vec<ConvMethod> = p.ops.iter().filter_map(|o| if let FheOpKind::MpConv { method, .. } = &o.kind { Some(*method) } else { None }).collect();
+            assert!(!methods.is_empty() && methods.iter().all(|m| *m == ConvMethod::MpConv), "{methods:?}");
+            let json = p.to_json();
+            assert_eq!(json.matches("\"method\":\"bsgs\"").count(), methods.iter().filter(|m| **m == ConvMethod::Bsgs).count());
+            assert!(!json.contains("\"method\":\"mpconv\""));
             let top = p.input_level;
             assert_eq!(top, bootstrap_shape("logn16_full_slots").unwrap().residual_levels);
             assert!(p.ops.iter().all(|o| o.level >= o.depth && o.level <= top), "{:?}", p.ops.iter().map(|o| (o.level, o.depth)).collect::<Vec<_>>());
