@@ -23,6 +23,11 @@
 //!    image) times the hoisted rotations, all groups summed over Q_l P, one ModDown. One level.
 //! 4. Replicate the output copy p_o times (log p_o rotate-and-adds), as MPConv.
 //!
+//! Split: when the outputs need fewer than p_i lanes (T_i producers each), d copies work for
+//! one lane: copy i of the lane assigns block beta the output of block (beta - i) mod T_i and sums
+//! only the shifts j = 0, d, 2d, ..; across the d copies that covers every block once, the
+//! placement adds the d partial sums of an output, and the block diagonals drop d-fold.
+//!
 //! Same plaintext products of weights as MPConv (f^2 C_out / p_i), same depth (2). Costs
 //! against MPConv: [`BsgsConv::estimated_cost`].
 
@@ -66,6 +71,10 @@ pub struct BsgsConv {
     weights: Vec<f64>,
     /// q: groups of p_i copies of T_i producers each.
     groups: usize,
+    /// Lanes (T_i producers each) the outputs need.
+    lanes: usize,
+    /// d: copies per lane, each summing every d-th block shift (1: no split).
+    split: usize,
     /// n1: block shifts among the baby steps (a power of two dividing T_i).
     baby_blocks: usize,
     /// assign[(g p_i + r) T_i + beta]: the output channel producer (r, beta) of group g computes.
@@ -81,13 +90,40 @@ impl BsgsConv {
     }
 
     /// As [`super::MpConv::with_output`]: only the top-left `output` = (rows, cols) pixels kept.
+    /// Copies that no output needs share the block sums of those that do (the split with the
+    /// lowest estimated cost).
     pub fn with_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<Self, FheError> {
+        let mut best = Self::with_split(input, c_out, kernel, stride, weights, output, 1)?;
+        let mut cost = best.estimated_cost();
+        let mut d = 2;
+        while d <= input.copies() && input.padded_blocks().is_multiple_of(d) {
+            let Some(conv) = Self::try_split(input, c_out, kernel, stride, weights, output, d)? else { break };
+            let c = conv.estimated_cost();
+            if c < cost {
+                (best, cost) = (conv, c);
+            }
+            d *= 2;
+        }
+        Ok(best)
+    }
+
+    /// The layer with d copies per lane, or None when the lanes need more than p_i / d copies.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn try_split(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize), d: usize) -> Result<Option<Self>, FheError> {
+        let conv = Self::with_split(input, c_out, kernel, stride, weights, output, d)?;
+        Ok((conv.groups == 1 && conv.lanes * d <= input.copies()).then_some(conv))
+    }
+
+    /// Producers: lane u = g p_i / d + r / d, copy r = u d + i of a lane sums the block shifts
+    /// j = i + m d for its output o(u, (beta - i) mod T_i) (module docs, "split").
+    #[allow(clippy::too_many_arguments)]
+    fn with_split(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize), d: usize) -> Result<Self, FheError> {
         // The same checks and output layout as MPConv.
         let reference = super::MpConv::with_output(input, c_out, kernel, stride, weights, output)?;
         let out = *reference.output_layout();
         let (t_in, t_out, k_out2) = (input.padded_blocks(), out.padded_blocks(), out.gap * out.gap);
         let p_in = input.copies();
-        // Lanes (g p_i + r) of T_i producers: output o = beta_o K_o + s (block beta_o, sub-position s).
+        // Lanes of T_i producers: output o = beta_o K_o + s (block beta_o, sub-position s).
         let (lanes, lane_of): (usize, Box<dyn Fn(usize, usize) -> Option<usize>>) = if t_in >= t_out {
             // Block beta makes block beta mod T_o; the T_i / T_o block rounds give sub-positions.
             let m = t_in / t_out;
@@ -97,16 +133,25 @@ impl BsgsConv {
             let e = t_out / t_in;
             (e * k_out2, Box::new(move |u, beta| Some((beta + (u % e) * t_in) * k_out2 + u / e).filter(|_| u / e < k_out2)))
         };
-        let groups = lanes.div_ceil(p_in);
-        let assign: Vec<Option<usize>> = (0..groups * p_in).flat_map(|u| (0..t_in).map(move |beta| (u, beta))).map(|(u, beta)| lane_of(u, beta).filter(|&o| o < c_out)).collect();
-        let mut seen = vec![false; c_out];
-        for &o in assign.iter().flatten() {
-            if std::mem::replace(&mut seen[o], true) {
-                return Err(FheError::Invalid(format!("internal: output channel {o} assigned twice")));
-            }
+        if d == 0 || d > p_in || !t_in.is_multiple_of(d) {
+            return Err(FheError::Invalid(format!("split {d}: at most the {p_in} copies, dividing the {t_in} blocks")));
         }
-        if let Some(o) = seen.iter().position(|&s| !s) {
-            return Err(FheError::Invalid(format!("internal: output channel {o} not assigned")));
+        let lanes_per_group = p_in / d;
+        let groups = lanes.div_ceil(lanes_per_group);
+        let assign: Vec<Option<usize>> = (0..groups * p_in)
+            .flat_map(|gr| (0..t_in).map(move |beta| (gr, beta)))
+            .map(|(gr, beta)| {
+                let (g, r) = (gr / p_in, gr % p_in);
+                let (u, i) = (g * lanes_per_group + r / d, r % d);
+                lane_of(u, (beta + t_in - i % t_in) % t_in).filter(|&o| o < c_out)
+            })
+            .collect();
+        let mut seen = vec![0usize; c_out];
+        for &o in assign.iter().flatten() {
+            seen[o] += 1;
+        }
+        if let Some(o) = seen.iter().position(|&s| s != d) {
+            return Err(FheError::Invalid(format!("internal: output channel {o} assigned to {} producers, not {d}", seen[o])));
         }
         let (slots, block) = (input.slots as i64, input.block_len());
         let placement = (0..groups)
@@ -134,7 +179,7 @@ impl BsgsConv {
                 classes
             })
             .collect();
-        let mut conv = Self { input, output: out, c_out, kernel, stride, weights: weights.to_vec(), groups, baby_blocks: 1, assign, placement };
+        let mut conv = Self { input, output: out, c_out, kernel, stride, weights: weights.to_vec(), groups, lanes, split: d, baby_blocks: 1, assign, placement };
         conv.baby_blocks = conv.cheapest_baby_blocks();
         Ok(conv)
     }
@@ -167,8 +212,8 @@ impl BsgsConv {
 
     /// The same layer with n1 block shifts among the baby steps (a power of two dividing T_i).
     pub fn with_baby_blocks(mut self, n1: usize) -> Result<Self, FheError> {
-        if !n1.is_power_of_two() || n1 > self.input.padded_blocks() {
-            return Err(FheError::Invalid(format!("baby blocks {n1}: a power of two up to {}", self.input.padded_blocks())));
+        if !n1.is_power_of_two() || n1 > self.shifts() {
+            return Err(FheError::Invalid(format!("baby blocks {n1}: a power of two up to {}", self.shifts())));
         }
         self.baby_blocks = n1;
         Ok(self)
@@ -180,8 +225,18 @@ impl BsgsConv {
         (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
     }
 
+    /// Block shifts summed by each producer: T_i / d (shift index jj is the shift jj d).
+    fn shifts(&self) -> usize {
+        self.input.padded_blocks() / self.split
+    }
+
+    /// d copies per lane (1: no split).
+    pub fn split(&self) -> usize {
+        self.split
+    }
+
     fn baby_steps_for(&self, n1: usize) -> Vec<i64> {
-        let block = self.input.block_len() as i64;
+        let block = (self.input.block_len() * self.split) as i64;
         let taps = self.tap_offsets();
         let mut s: Vec<i64> = (0..n1 as i64).flat_map(|jb| taps.iter().map(move |&t| t + jb * block)).map(|x| x.rem_euclid(self.input.slots as i64)).collect();
         s.sort_unstable();
@@ -190,8 +245,8 @@ impl BsgsConv {
     }
 
     fn giant_steps_for(&self, n1: usize) -> Vec<i64> {
-        let block = self.input.block_len() as i64;
-        (1..(self.input.padded_blocks() / n1) as i64).map(|jg| jg * n1 as i64 * block).collect()
+        let block = (self.input.block_len() * self.split) as i64;
+        (1..(self.shifts() / n1) as i64).map(|jg| jg * n1 as i64 * block).collect()
     }
 
     /// Step 2's rotate-and-add steps over the k_i^2 sub-positions of a block.
@@ -264,11 +319,12 @@ impl BsgsConv {
         v
     }
 
-    /// The non-zero block diagonals of group g: ((j, tap index), values).
+    /// The non-zero block diagonals of group g: ((shift index jj, tap index), values); shift jj
+    /// moves by jj d blocks.
     fn diagonals(&self, g: usize) -> Vec<((usize, usize), Vec<f64>)> {
         let f = self.kernel;
-        let items: Vec<(usize, usize)> = (0..self.input.padded_blocks()).flat_map(|j| (0..f * f).map(move |t| (j, t))).collect();
-        items.par_iter().filter_map(|&(j, t)| self.diagonal(g, j, t / f, t % f).map(|v| ((j, t), v))).collect()
+        let items: Vec<(usize, usize)> = (0..self.shifts()).flat_map(|jj| (0..f * f).map(move |t| (jj, t))).collect();
+        items.par_iter().filter_map(|&(jj, t)| self.diagonal(g, jj * self.split, t / f, t % f).map(|v| ((jj, t), v))).collect()
     }
 
     /// Per group, the block shifts j with a non-zero diagonal (none: the group is skipped).
@@ -332,7 +388,7 @@ impl BsgsConv {
         let diagonals = self.nonzero_diagonals();
         let mut best = (f64::INFINITY, 1);
         let mut n1 = 1;
-        while n1 <= self.input.padded_blocks() {
+        while n1 <= self.shifts() {
             if n1 == 1 || self.baby_steps_for(n1).len() <= MAX_BABIES {
                 let cost = self.cost_with(n1, diagonals);
                 if cost < best.0 {
@@ -354,14 +410,14 @@ impl BsgsConv {
             return Err(FheError::Invalid(format!("the convolution consumes 2 levels, the ciphertext is at level {}", ct.level())));
         }
         let n1 = self.baby_blocks;
-        let block = self.input.block_len() as i64;
+        let block = (self.input.block_len() * self.split) as i64;
         let taps = self.tap_offsets();
         let hoisted = ops.hoist_rotations(ct, &self.baby_steps_for(n1))?;
         let placed = (0..self.groups)
             .into_par_iter()
             .map(|g| -> Result<Option<ExtendedSum>, FheError> {
                 let diagonals = self.diagonals(g);
-                let giants: Vec<GiantStep> = (0..self.input.padded_blocks() / n1)
+                let giants: Vec<GiantStep> = (0..self.shifts() / n1)
                     .map(|jg| GiantStep {
                         giant: (jg * n1) as i64 * block,
                         terms: diagonals.iter().filter(|((j, _), _)| j / n1 == jg).map(|((j, t), v)| (taps[*t] + (j % n1) as i64 * block, v.as_slice())).collect(),

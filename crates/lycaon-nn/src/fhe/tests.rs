@@ -462,12 +462,22 @@ fn fhe_hyphen_block_needs_fewer_rotations_than_two_mpconvs_on_resnet20_stage1() 
 /// slot vector (every copy, zeros elsewhere), op counts vs the evaluator calls, depth vs levels.
 #[allow(clippy::too_many_arguments)]
 fn check_bsgs_conv(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, gap: usize, c_out: usize, kernel: usize, stride: usize, baby_blocks: Option<usize>) -> f64 {
+    check_bsgs_conv_split(fhe, seed, c_in, hw, gap, c_out, kernel, stride, baby_blocks, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_bsgs_conv_split(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, gap: usize, c_out: usize, kernel: usize, stride: usize, baby_blocks: Option<usize>, split: Option<usize>) -> f64 {
     let slots = fhe.ctx.max_slots();
     let mut v = Values(seed);
     let input = MultiplexedLayout::new(c_in, hw, hw, gap, slots).unwrap();
     let x = v.vec(c_in * hw * hw, 1.0);
     let w = v.vec(c_out * c_in * kernel * kernel, 1.0 / ((c_in * kernel * kernel) as f64).sqrt());
     let mut conv = BsgsConv::new(input, c_out, kernel, stride, &w).unwrap();
+    if let Some(d) = split {
+        let full = ((hw - 1) / stride + 1, (hw - 1) / stride + 1);
+        conv = BsgsConv::try_split(input, c_out, kernel, stride, &w, full, d).unwrap().expect("a possible split");
+        assert_eq!(conv.split(), d);
+    }
     if let Some(n1) = baby_blocks {
         conv = conv.with_baby_blocks(n1).unwrap();
     }
@@ -487,8 +497,8 @@ fn check_bsgs_conv(fhe: &mut Fhe, seed: u64, c_in: usize, hw: usize, gap: usize,
     let p = precision_stats(&ol.pack(&reference).unwrap(), &fhe.decrypt(&out));
     let (c, m) = (conv.counts(), mp.counts());
     println!(
-        "BsgsConv {c_in}x{hw}x{hw} gap {gap} -> {c_out} gap {}, f {kernel}, s {stride}: {p}; rotations {} (MPConv {}), plain mults {} ({}), groups {}, n1 {}, cost {:.1} rotations; {secs:.2} s",
-        ol.gap, c.rotations, m.rotations, c.plain_mults, m.plain_mults, conv.groups(), conv.baby_blocks(), conv.estimated_cost()
+        "BsgsConv {c_in}x{hw}x{hw} gap {gap} -> {c_out} gap {}, f {kernel}, s {stride}: {p}; rotations {} (MPConv {}), plain mults {} ({}), groups {}, split {}, n1 {}, cost {:.1} rotations; {secs:.2} s",
+        ol.gap, c.rotations, m.rotations, c.plain_mults, m.plain_mults, conv.groups(), conv.split(), conv.baby_blocks(), conv.estimated_cost()
     );
     assert!(p.min_bits >= 15.0, "{p}");
     p.min_bits
@@ -506,12 +516,30 @@ fn fhe_bsgs_conv_matches_the_reference_on_small_shapes_logn12() {
         (8, 4, 2, 8, 3, 1, Some(2)),  // ... and block shifts among the babies
         (16, 8, 2, 16, 3, 2, None),   // gap 2 -> 4
         (8, 8, 1, 16, 1, 2, None),    // 1x1 stride-2 shortcut
-        (16, 4, 1, 4, 3, 1, Some(4)), // C_out < C_in: T_i > T_o
+        (16, 4, 1, 4, 3, 1, Some(2)), // C_out < C_in: T_i > T_o
         (5, 8, 1, 7, 5, 1, None),     // odd channel counts, 5x5 kernel
         (6, 4, 2, 3, 3, 1, None),     // a partly filled block
     ];
     for (i, &(c_in, hw, gap, c_out, f, s, n1)) in shapes.iter().enumerate() {
         check_bsgs_conv(&mut fhe, 300 + i as u64, c_in, hw, gap, c_out, f, s, n1);
+    }
+}
+
+#[test]
+fn fhe_bsgs_conv_splits_block_sums_over_idle_copies_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 2 levels of 40 bits (see Fhe::new).
+    let mut fhe = Fhe::new(12, 50, 40, 2, true);
+    // (c_in, hw, gap, c_out, kernel, stride, n1, d): 4 to 16 copies, up to 3 of 4 idle per lane.
+    let shapes = [
+        (8, 8, 1, 8, 3, 1, None, 2),    // one lane, 4 copies
+        (8, 8, 1, 8, 3, 1, Some(1), 4), // two block shifts per copy, giants only
+        (4, 8, 1, 8, 3, 1, Some(2), 2), // T_o > T_i: two lanes
+        (4, 8, 1, 8, 3, 2, None, 4),    // stride 2
+        (8, 4, 2, 8, 3, 1, None, 2),    // multiplexed input (sub-position sums)
+        (5, 8, 1, 7, 5, 1, None, 4),    // odd channel counts, 5x5 kernel
+    ];
+    for (i, &(c_in, hw, gap, c_out, f, s, n1, d)) in shapes.iter().enumerate() {
+        check_bsgs_conv_split(&mut fhe, 400 + i as u64, c_in, hw, gap, c_out, f, s, n1, Some(d));
     }
 }
 
