@@ -21,9 +21,11 @@ import os as _os
 # The native module's allocator (mimalloc) hands freed memory back to the OS after this many
 # milliseconds. Its default, 10 ms, makes the large buffers of every key switch page-fault
 # afresh: ResNet-20's first 15 FHE ops took 89 s with it and 76 s with 1000 ms (system time 68 ->
-# 26 s) at the same peak memory (+0.1 GB); never handing back (-1) took 73 s but +1.4 GB. Set
-# before the module loads; a value the user set wins.
-_os.environ.setdefault("MIMALLOC_PURGE_DELAY", "1000")
+# 26 s) at the same peak memory (+0.1 GB); never handing back (-1) took 73 s but +1.4 GB. With
+# the block-diagonal convolutions, its first 22 ops (`MIMALLOC_PURGE_DELAY=D fhe_profile PROGRAM
+# 22`): 1000 ms 60.4 s server time (24 s system), 10000 ms 56.0 s (20 s), 30000 ms 57.3 s (17
+# s); peak 15.67, 15.91, 15.97 GB. Set before the module loads; a value the user set wins.
+_os.environ.setdefault("MIMALLOC_PURGE_DELAY", "10000")
 
 from ._native import (  # noqa: E402
     BatchEncoder,
