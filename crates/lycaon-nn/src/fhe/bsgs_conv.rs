@@ -220,9 +220,7 @@ impl BsgsConv {
     }
 
     fn tap_offsets(&self) -> Vec<i64> {
-        let (k, row, pad) = (self.input.gap as i64, self.input.row_len() as i64, (self.kernel / 2) as i64);
-        let f = self.kernel as i64;
-        (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+        super::mpconv::tap_steps(&self.input, self.kernel)
     }
 
     /// Block shifts summed by each producer: T_i / d (shift index jj is the shift jj d).
@@ -257,7 +255,7 @@ impl BsgsConv {
     }
 
     fn replication_steps(&self) -> Vec<i64> {
-        (0..self.output.copies().trailing_zeros()).map(|j| -((self.output.copy_len() << j) as i64)).collect()
+        super::mpconv::replication_steps(&self.output)
     }
 
     /// Every rotation step the evaluation needs a key for.

@@ -234,9 +234,7 @@ impl MpConv {
     }
 
     fn tap_steps(&self) -> Vec<i64> {
-        let (k, row, pad) = (self.input.gap as i64, self.input.row_len() as i64, (self.kernel / 2) as i64);
-        let f = self.kernel as i64;
-        (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+        tap_steps(&self.input, self.kernel)
     }
 
     /// Step 3: rotate-and-add steps summing the channels of one copy into channel 0's slots.
@@ -248,7 +246,7 @@ impl MpConv {
 
     /// Step 5: rotate-and-add steps filling the p_o output copies.
     fn replication_steps(&self) -> Vec<i64> {
-        (0..self.output.copies().trailing_zeros()).map(|j| -((self.output.copy_len() << j) as i64)).collect()
+        replication_steps(&self.output)
     }
 
     /// Every rotation step the evaluation needs a key for.
@@ -348,6 +346,19 @@ impl MpConv {
         }
         Ok(())
     }
+}
+
+/// The rotation of tap (dy, dx) of an f x f kernel padded by f/2 on `input`, for dy, dx in
+/// row-major order: (dy - f/2) k (k w) + (dx - f/2) k.
+pub(crate) fn tap_steps(input: &MultiplexedLayout, kernel: usize) -> Vec<i64> {
+    let (k, row, pad) = (input.gap as i64, input.row_len() as i64, (kernel / 2) as i64);
+    let f = kernel as i64;
+    (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+}
+
+/// Rotate-and-add steps that fill the copies of `output` from its first.
+pub(crate) fn replication_steps(output: &MultiplexedLayout) -> Vec<i64> {
+    (0..output.copies().trailing_zeros()).map(|j| -((output.copy_len() << j) as i64)).collect()
 }
 
 /// a + b where either may be absent.

@@ -555,9 +555,14 @@ fn fhe_the_cheaper_convolution_is_chosen_per_layer() {
     assert!(c.estimated_cost() < 0.5 * mp.estimated_cost(), "{} vs {}", c.estimated_cost(), mp.estimated_cost());
     let stage2 = MultiplexedLayout::new(32, 16, 16, 2, slots).unwrap();
     assert_eq!(MultiplexedConv::cheapest(stage2, 64, 1, 2, &w(64, 32, 1), None).unwrap().method(), ConvMethod::Bsgs);
-    // Many channels in few outputs on a small grid: most copies would idle, MPConv stays.
-    let wide = MultiplexedLayout::new(16, 4, 4, 1, 2048).unwrap();
-    assert_eq!(MultiplexedConv::cheapest(wide, 4, 3, 1, &w(4, 16, 3), None).unwrap().method(), ConvMethod::MpConv);
+    // Whatever the shape, the choice is the lower of the two estimates.
+    for (c_in, hw, gap, c_out, f, s, slots) in [(16, 4, 1, 4, 3, 1, 2048), (3, 32, 1, 16, 3, 1, 1 << 15), (4, 8, 1, 4, 3, 1, 1 << 15), (64, 8, 4, 64, 1, 1, 1 << 15)] {
+        let l = MultiplexedLayout::new(c_in, hw, hw, gap, slots).unwrap();
+        let costs = [ConvMethod::MpConv, ConvMethod::Bsgs].map(|m| MultiplexedConv::with_method(m, l, c_out, f, s, &w(c_out, c_in, f), None).unwrap().estimated_cost());
+        let chosen = MultiplexedConv::cheapest(l, c_out, f, s, &w(c_out, c_in, f), None).unwrap();
+        assert_eq!(chosen.estimated_cost(), costs[0].min(costs[1]), "{l:?} -> {c_out}: {costs:?}");
+        assert_eq!(chosen.method(), if costs[1] < costs[0] { ConvMethod::Bsgs } else { ConvMethod::MpConv });
+    }
     // Names round trip; a wrong one is named.
     for m in [ConvMethod::MpConv, ConvMethod::Bsgs] {
         assert_eq!(ConvMethod::parse(m.name()).unwrap(), m);
