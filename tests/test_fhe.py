@@ -379,7 +379,7 @@ def test_resnet20_hyphen_changes_the_packing_in_stage_one():
     with pytest.raises(ModelError, match="placement"):
         fhe_resnet.FheResNet(graph(), calibration, placement="best")
     ca, ra = pairs[0].layer
-    assert ca.counts()[0] + ra.counts()[0] < 2 * fhe_resnet.FheMpConv((16, 32, 32, 1, hy.slots), 16, 3, 1, np.zeros(16 * 16 * 9)).counts()[0]
+    assert ca.counts()[0] + ra.counts()[0] < 2 * fhe_resnet.FheMpConv((16, 32, 32, 1, hy.slots), 16, 3, 1, np.zeros(16 * 16 * 9), method="mpconv").counts()[0]
     # The folded quadratic on the bias-free convolution = the graph's activation of the biased one.
     values = {hy.graph.input_name: calibration[:1]}
     nodes = {n.name: n for n in hy.graph.nodes}
