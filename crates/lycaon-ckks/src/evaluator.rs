@@ -378,11 +378,15 @@ impl Evaluator {
     /// The plaintext (or constant) scale that makes a product with `ct` rescale to the
     /// canonical scale of the level below: Delta_{l-1} q_l / s (Delta_0 at level 0).
     pub fn plaintext_scale_for(&self, ct: &Ciphertext) -> Result<f64, CkksError> {
-        let l = ct.level();
-        if l == 0 {
+        self.plaintext_scale_at(ct.level(), ct.scale)
+    }
+
+    /// [`Self::plaintext_scale_for`] a ciphertext at `level` and `scale` (a hoisted one, say).
+    pub fn plaintext_scale_at(&self, level: usize, scale: f64) -> Result<f64, CkksError> {
+        if level == 0 {
             return self.ctx.scale_at(0);
         }
-        Ok(self.ctx.scale_at(l - 1)? * self.ctx.prime_at(l)? as f64 / ct.scale)
+        Ok(self.ctx.scale_at(level - 1)? * self.ctx.prime_at(level)? as f64 / scale)
     }
 
     /// ct * c for a real constant, not rescaled: the constant is encoded at

@@ -59,6 +59,9 @@ pub const OP_COSTS: OpCosts = OpCosts { rotation: 1.0, decomposition: 0.37, hois
 /// over Q_l P (about 18 MB at logN = 16, level 10).
 const MAX_BABIES: usize = 48;
 
+/// Lane u, block beta -> the output channel that producer computes (None: idle).
+type LaneOutput = Box<dyn Fn(usize, usize) -> Option<usize>>;
+
 /// A convolution on the multiplexed packing by block diagonals (module docs).
 #[derive(Clone, Debug)]
 pub struct BsgsConv {
@@ -124,7 +127,7 @@ impl BsgsConv {
         let (t_in, t_out, k_out2) = (input.padded_blocks(), out.padded_blocks(), out.gap * out.gap);
         let p_in = input.copies();
         // Lanes of T_i producers: output o = beta_o K_o + s (block beta_o, sub-position s).
-        let (lanes, lane_of): (usize, Box<dyn Fn(usize, usize) -> Option<usize>>) = if t_in >= t_out {
+        let (lanes, lane_of): (usize, LaneOutput) = if t_in >= t_out {
             // Block beta makes block beta mod T_o; the T_i / T_o block rounds give sub-positions.
             let m = t_in / t_out;
             (k_out2.div_ceil(m), Box::new(move |u, beta| Some((beta % t_out) * k_out2 + u * m + beta / t_out).filter(|_| u * m + beta / t_out < k_out2)))
@@ -249,9 +252,7 @@ impl BsgsConv {
 
     /// Step 2's rotate-and-add steps over the k_i^2 sub-positions of a block.
     fn sub_sum_steps(&self) -> Vec<i64> {
-        let l = &self.input;
-        let doubling = |unit: usize| (0..l.gap.trailing_zeros()).map(move |j| (unit << j) as i64);
-        doubling(1).chain(doubling(l.row_len())).collect()
+        super::mpconv::sub_position_sum_steps(&self.input)
     }
 
     fn replication_steps(&self) -> Vec<i64> {
@@ -276,41 +277,41 @@ impl BsgsConv {
         s
     }
 
-    /// Whether block diagonal (j, tap) of group g has a non-zero weight (else it is skipped).
+    /// The non-zero weights of block diagonal (shift j, tap (dy, dx)) of group g, each with the
+    /// slot of its producer block's sub-position at pixel (0, 0).
+    fn diagonal_weights(&self, g: usize, j: usize, dy: usize, dx: usize) -> impl Iterator<Item = (usize, f64)> + '_ {
+        let l = &self.input;
+        let (f, k, t_in, p_in, c_in) = (self.kernel, l.gap, l.padded_blocks(), l.copies(), l.channels);
+        (0..p_in).flat_map(move |r| (0..t_in).map(move |beta| (r, beta))).flat_map(move |(r, beta)| {
+            let o = self.assign[(g * p_in + r) * t_in + beta];
+            let src_block = (beta + j) % t_in;
+            (0..k * k).map(move |sub| (sub, src_block * k * k + sub)).take_while(move |&(_, c)| o.is_some() && c < c_in).filter_map(move |(sub, c)| {
+                let o = o?;
+                let wv = self.weights[((o * c_in + c) * f + dy) * f + dx];
+                (wv != 0.0).then(|| (r * l.copy_len() + beta * l.block_len() + (sub / k) * l.row_len() + sub % k, wv))
+            })
+        })
+    }
+
+    /// Block diagonal (j, tap (dy, dx)) of group g, None when all its weights are zero (skipped).
     fn diagonal(&self, g: usize, j: usize, dy: usize, dx: usize) -> Option<Vec<f64>> {
         let l = &self.input;
-        let (f, k, t_in, p_in) = (self.kernel, l.gap, l.padded_blocks(), l.copies());
-        let (c_in, pad) = (l.channels, (f / 2) as isize);
+        let (k, pad) = (l.gap, (self.kernel / 2) as isize);
         let (h, w) = (l.rows as isize, l.cols as isize);
         let mut v: Option<Vec<f64>> = None;
-        for r in 0..p_in {
-            for beta in 0..t_in {
-                let Some(o) = self.assign[(g * p_in + r) * t_in + beta] else { continue };
-                let src_block = (beta + j) % t_in;
-                for sub in 0..k * k {
-                    let c = src_block * k * k + sub;
-                    if c >= c_in {
-                        break;
-                    }
-                    let wv = self.weights[((o * c_in + c) * f + dy) * f + dx];
-                    if wv == 0.0 {
+        for (base, wv) in self.diagonal_weights(g, j, dy, dx) {
+            let v = v.get_or_insert_with(|| vec![0.0; l.slots]);
+            for y in 0..h {
+                let iy = y + dy as isize - pad;
+                if iy < 0 || iy >= h {
+                    continue;
+                }
+                for x in 0..w {
+                    let ix = x + dx as isize - pad;
+                    if ix < 0 || ix >= w {
                         continue;
                     }
-                    let v = v.get_or_insert_with(|| vec![0.0; l.slots]);
-                    let base = r * l.copy_len() + beta * l.block_len() + (sub / k) * l.row_len() + sub % k;
-                    for y in 0..h {
-                        let iy = y + dy as isize - pad;
-                        if iy < 0 || iy >= h {
-                            continue;
-                        }
-                        for x in 0..w {
-                            let ix = x + dx as isize - pad;
-                            if ix < 0 || ix >= w {
-                                continue;
-                            }
-                            v[base + (k * y as usize) * l.row_len() + k * x as usize] = wv;
-                        }
-                    }
+                    v[base + (k * y as usize) * l.row_len() + k * x as usize] = wv;
                 }
             }
         }
@@ -329,9 +330,8 @@ impl BsgsConv {
     fn used_blocks(&self) -> Vec<Vec<usize>> {
         (0..self.groups)
             .map(|g| {
-                let mut js: Vec<usize> = self.diagonals(g).into_iter().map(|((j, _), _)| j).collect();
-                js.sort_unstable();
-                js
+                let f = self.kernel;
+                (0..self.shifts()).flat_map(|jj| (0..f * f).map(move |t| (jj, t))).filter(|&(jj, t)| self.diagonal_weights(g, jj * self.split, t / f, t % f).next().is_some()).map(|(jj, _)| jj).collect()
             })
             .collect()
     }

@@ -124,9 +124,7 @@ impl FheOps {
     /// the scale that makes [`Self::finish_extended`] land on the canonical scale of the level
     /// below; each term counts as a plaintext product, each non-zero giant step as a rotation.
     pub fn rotated_products(&self, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<ExtendedSum, FheError> {
-        let ctx = self.eval.context();
-        let l = hoisted.level();
-        let sigma = ctx.scale_at(l - 1)? * ctx.prime_at(l)? as f64 / hoisted.scale();
+        let sigma = self.eval.plaintext_scale_at(hoisted.level(), hoisted.scale())?;
         let sum = self.eval.rotated_products(hoisted, giants, sigma)?;
         let slots = hoisted.slots() as i64;
         self.rotations.fetch_add(giants.iter().filter(|g| !g.terms.is_empty() && g.giant.rem_euclid(slots) != 0).count() as u64, Ordering::Relaxed);

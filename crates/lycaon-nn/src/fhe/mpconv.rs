@@ -240,8 +240,8 @@ impl MpConv {
     /// Step 3: rotate-and-add steps summing the channels of one copy into channel 0's slots.
     fn channel_sum_steps(&self) -> Vec<i64> {
         let l = &self.input;
-        let doubling = |unit: usize, count: usize| (0..count.trailing_zeros()).map(move |j| (unit << j) as i64);
-        doubling(1, l.gap).chain(doubling(l.row_len(), l.gap)).chain(doubling(l.block_len(), l.padded_blocks())).collect()
+        let blocks = (0..l.padded_blocks().trailing_zeros()).map(|j| (l.block_len() << j) as i64);
+        sub_position_sum_steps(l).into_iter().chain(blocks).collect()
     }
 
     /// Step 5: rotate-and-add steps filling the p_o output copies.
@@ -354,6 +354,13 @@ pub(crate) fn tap_steps(input: &MultiplexedLayout, kernel: usize) -> Vec<i64> {
     let (k, row, pad) = (input.gap as i64, input.row_len() as i64, (kernel / 2) as i64);
     let f = kernel as i64;
     (0..f).flat_map(|dy| (0..f).map(move |dx| (dy - pad) * k * row + (dx - pad) * k)).collect()
+}
+
+/// Rotate-and-add steps summing the k^2 channels interleaved in each block of `layout` into
+/// sub-position (0, 0): 1, 2, .. k/2 along a grid row, then k w, 2 k w, .. across rows.
+pub(crate) fn sub_position_sum_steps(layout: &MultiplexedLayout) -> Vec<i64> {
+    let doubling = |unit: usize| (0..layout.gap.trailing_zeros()).map(move |j| (unit << j) as i64);
+    doubling(1).chain(doubling(layout.row_len())).collect()
 }
 
 /// Rotate-and-add steps that fill the copies of `output` from its first.
