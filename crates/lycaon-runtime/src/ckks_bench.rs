@@ -218,7 +218,10 @@ pub fn bootstrap_timing(seed: u64, backend: Arc<dyn lycaon_backend::Backend>) ->
     let encoder = Encoder::new(&ctx);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let x: Vec<f64> = (0..shape.slots()).map(|_| rng.random_range(-1.0..1.0)).collect();
-    let ct = PublicKeyEncryptor::new(&ctx, Arc::new(pk)).map_err(ckks)?.encrypt(&encoder.encode_real(&x, 0, ctx.scale_at(0).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
+    let ct = PublicKeyEncryptor::new(&ctx, Arc::new(pk))
+        .map_err(ckks)?
+        .encrypt(&encoder.encode_real(&x, 0, ctx.scale_at(0).map_err(ckks)?).map_err(ckks)?)
+        .map_err(ckks)?;
     let t1 = Instant::now();
     boot.bootstrap(&ev, &ct).map_err(ckks)?;
     let first_s = t1.elapsed().as_secs_f64();

@@ -73,7 +73,9 @@ impl Hello {
         let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
         let version = word(4);
         if version != WIRE_VERSION || h.len() != 16 {
-            return Err(RuntimeError::Protocol(format!("the client speaks protocol version {version}, this server {WIRE_VERSION}; use the same Lycaon version on both sides")));
+            return Err(RuntimeError::Protocol(format!(
+                "the client speaks protocol version {version}, this server {WIRE_VERSION}; use the same Lycaon version on both sides"
+            )));
         }
         let want = match word(8) {
             1 => Want::Inference,

@@ -74,7 +74,13 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { max_sessions: 16, hello_timeout: Duration::from_secs(5), timeout: Duration::from_secs(120), max_message_bytes: 256 << 20, link: LinkModel::UNLIMITED }
+        Self {
+            max_sessions: 16,
+            hello_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(120),
+            max_message_bytes: 256 << 20,
+            link: LinkModel::UNLIMITED,
+        }
     }
 }
 

@@ -21,12 +21,11 @@ use lycaon_mpc::channel::ChannelStats;
 use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
 use serde::Serialize;
 
-use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
 use crate::hello::{Hello, Mode, PublicModel, Want};
+use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
 use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights};
 use crate::wire::{self, Reader, Writer};
 use crate::{Result, RuntimeError};
-
 
 /// Server-side settings of a session.
 #[derive(Clone, Copy, Debug)]

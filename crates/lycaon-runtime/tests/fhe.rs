@@ -77,7 +77,8 @@ impl Net {
                 values.push(w);
             }
         }
-        let fc = FheOpKind::Linear { rows, cols, values, period: Some(8), sum_steps: vec![4], bias: Some(every(&[self.b2[0], self.b2[1], self.b2[2], 0.0], 4)) };
+        let fc =
+            FheOpKind::Linear { rows, cols, values, period: Some(8), sum_steps: vec![4], bias: Some(every(&[self.b2[0], self.b2[1], self.b2[2], 0.0], 4)) };
         FheProgram {
             format: 1,
             name: "tiny".into(),
@@ -185,7 +186,8 @@ fn the_server_refuses_wrong_modes_bad_keys_and_silent_connections() {
     assert!(err.contains("public") || err.contains("kind") || err.contains("expected"), "{err}");
 
     // A connection that never says hello is dropped after the hello timeout.
-    let server = Server::bind(Served::Fhe(served), "127.0.0.1:0", ServerOptions { hello_timeout: Duration::from_millis(300), ..ServerOptions::default() }).unwrap();
+    let server =
+        Server::bind(Served::Fhe(served), "127.0.0.1:0", ServerOptions { hello_timeout: Duration::from_millis(300), ..ServerOptions::default() }).unwrap();
     let addr = server.local_addr();
     let (stop, log) = (server.stopper(), server.log.clone());
     let thread = std::thread::spawn(move || server.run());

@@ -490,10 +490,12 @@ fn ops_larger_than_one_two_party_batch_are_exact() {
     let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
     let x = random(&mut rng, 400 * 350, 60);
     let c: Vec<i64> = x.iter().map(|&v| ((3 * v) >> 2).clamp(0, 40)).collect();
-    let want: Vec<i64> = (0..399 * 349).map(|i| {
-        let (y, xx) = (i / 349, i % 349);
-        [c[y * 350 + xx], c[y * 350 + xx + 1], c[(y + 1) * 350 + xx], c[(y + 1) * 350 + xx + 1]].into_iter().max().unwrap()
-    }).collect();
+    let want: Vec<i64> = (0..399 * 349)
+        .map(|i| {
+            let (y, xx) = (i / 349, i % 349);
+            [c[y * 350 + xx], c[y * 350 + xx + 1], c[(y + 1) * 350 + xx], c[(y + 1) * 350 + xx + 1]].into_iter().max().unwrap()
+        })
+        .collect();
     let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
     assert_eq!(client.logits.unwrap(), want);
 }

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, EncapsulationKeys};
-use lycaon_ckks::{Ciphertext, ChebyshevPoly, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
-use rayon::prelude::*;
+use lycaon_ckks::{ChebyshevPoly, Ciphertext, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
 use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MultiplexedConv, MultiplexedLayout, RaConv};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::program::{composite_relu_schedule, FheOp, FheOpKind, FheProgram, Layout, SlotValues};
@@ -71,16 +71,47 @@ impl Plain {
 
 #[derive(Debug)]
 enum Prepared {
-    Linear { transform: LinearTransform, sum_steps: Vec<i64>, bias: Option<Plain> },
-    Replicate { steps: Vec<i64> },
+    Linear {
+        transform: LinearTransform,
+        sum_steps: Vec<i64>,
+        bias: Option<Plain>,
+    },
+    Replicate {
+        steps: Vec<i64>,
+    },
     Alias,
-    Quadratic { a: Option<Plain>, b: Option<Plain>, c: Option<Plain> },
-    ScaleShift { b: Plain, c: Option<Plain> },
+    Quadratic {
+        a: Option<Plain>,
+        b: Option<Plain>,
+        c: Option<Plain>,
+    },
+    ScaleShift {
+        b: Plain,
+        c: Option<Plain>,
+    },
     Add,
-    MpConv { conv: MultiplexedConv, bias: Option<Plain> },
-    Hyphen { ca: CaConv, ra: RaConv, a: Option<Vec<f64>>, b: Vec<f64>, c: Vec<f64>, bias: Option<Plain> },
-    CompositeRelu { bound: f64, stages: Vec<ChebyshevPoly>, depths: Vec<usize> },
-    PoolFc { layer: AvgPoolFc },
+    /// One convolution per input part (None where the part's weights are all zero), summed.
+    MpConv {
+        convs: Vec<Option<MultiplexedConv>>,
+        bias: Option<Plain>,
+    },
+    Hyphen {
+        ca: CaConv,
+        ra: RaConv,
+        a: Option<Vec<f64>>,
+        b: Vec<f64>,
+        c: Vec<f64>,
+        bias: Option<Plain>,
+    },
+    CompositeRelu {
+        bound: f64,
+        stages: Vec<ChebyshevPoly>,
+        depths: Vec<usize>,
+    },
+    /// One layer per input part (None where its weights are all zero), summed.
+    PoolFc {
+        layers: Vec<Option<AvgPoolFc>>,
+    },
 }
 
 /// What one inference did: bootstraps, seconds per kind of work, late encodings.
@@ -126,6 +157,27 @@ fn chebyshev(coeffs: &[f64]) -> Result<ChebyshevPoly> {
     ChebyshevPoly::new(coeffs.to_vec(), -1.0, 1.0).map_err(ckks)
 }
 
+/// Columns `cols` of each of the `rows` rows of width `width` in `m` (row-major), as a row-major
+/// block: a part's input channels of a weight tensor.
+fn column_block(m: &[f64], rows: usize, width: usize, cols: std::ops::Range<usize>) -> Vec<f64> {
+    (0..rows).flat_map(|r| m[r * width + cols.start..r * width + cols.end].iter().copied()).collect()
+}
+
+/// The sum of one layer's output per input part (None: an all-zero part, skipped).
+fn sum_parts<L>(ev: &Evaluator, layers: &[Option<L>], inputs: &[&Ciphertext], eval: impl Fn(&L, &Ciphertext) -> Result<Ciphertext>) -> Result<Ciphertext> {
+    let mut sum: Option<Ciphertext> = None;
+    for (layer, x) in layers.iter().zip(inputs) {
+        if let Some(layer) = layer {
+            let y = eval(layer, x)?;
+            sum = Some(match sum {
+                Some(s) => ev.add(&s, &y).map_err(ckks)?,
+                None => y,
+            });
+        }
+    }
+    sum.ok_or_else(|| invalid("an op whose weights are all zero"))
+}
+
 /// The diagonals (d_k[t] = M[t][t + k]) of the matrix with these entries on `slots` slots; with
 /// `period`, the matrix acts on each block of `period` slots alike.
 fn diagonals(rows: &[u32], cols: &[u32], values: &[f64], period: Option<usize>, slots: usize) -> Result<Vec<(i64, Vec<Complex64>)>> {
@@ -145,10 +197,7 @@ fn diagonals(rows: &[u32], cols: &[u32], values: &[f64], period: Option<usize>, 
         let k = (c + slots - r) % slots;
         dense.entry(k).or_insert_with(|| vec![0.0; width])[r % width] += v;
     }
-    Ok(dense
-        .into_iter()
-        .map(|(k, d)| (k as i64, (0..slots).map(|t| Complex64::new(d[t % width], 0.0)).collect()))
-        .collect())
+    Ok(dense.into_iter().map(|(k, d)| (k as i64, (0..slots).map(|t| Complex64::new(d[t % width], 0.0)).collect())).collect())
 }
 
 impl FheExecutable {
@@ -194,12 +243,12 @@ impl FheExecutable {
                     add(sum_steps.clone(), l.saturating_sub(1));
                 }
                 Prepared::Replicate { steps } => add(steps.clone(), l),
-                Prepared::MpConv { conv, .. } => add(conv.rotation_steps(), l),
+                Prepared::MpConv { convs, .. } => convs.iter().flatten().for_each(|c| add(c.rotation_steps(), l)),
                 Prepared::Hyphen { ca, ra, .. } => {
                     add(ca.rotation_steps(), l);
                     add(ra.rotation_steps(), (l + 1).saturating_sub(op.depth));
                 }
-                Prepared::PoolFc { layer } => add(layer.rotation_steps(), l),
+                Prepared::PoolFc { layers } => layers.iter().flatten().for_each(|layer| add(layer.rotation_steps(), l)),
                 _ => {}
             }
         }
@@ -228,11 +277,28 @@ impl FheExecutable {
                 FheOpKind::Quadratic { a, b, c } => Prepared::Quadratic { a: plain(a)?, b: plain(b)?, c: plain(c)? },
                 FheOpKind::ScaleShift { b, c } => Prepared::ScaleShift { b: Plain::from_slots(b, slots)?, c: plain(c)? },
                 FheOpKind::Add => Prepared::Add,
-                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias, output_image, method } => {
-                    let input = layout(input, slots)?;
+                FheOpKind::MpConv { input, out_channels, kernel, stride, weights, bias, output_image, method, part_channels } => {
                     let output = output_image.map(|[rows, cols]| (rows, cols));
-                    let conv = MultiplexedConv::with_method(*method, input, *out_channels, *kernel, *stride, weights, output).map_err(nn)?;
-                    Prepared::MpConv { conv, bias: plain(bias)? }
+                    let taps = kernel * kernel;
+                    if weights.len() != out_channels * input.channels * taps {
+                        return Err(invalid(format!(
+                            "op '{}': {} weights for {out_channels} x {} x {kernel} x {kernel}",
+                            op.name,
+                            weights.len(),
+                            input.channels
+                        )));
+                    }
+                    let convs = input
+                        .parts(*part_channels)?
+                        .into_iter()
+                        .map(|(range, part)| {
+                            let w = column_block(weights, *out_channels, input.channels * taps, range.start * taps..range.end * taps);
+                            let used = w.iter().any(|&v| v != 0.0);
+                            used.then(|| MultiplexedConv::with_method(*method, layout(&part, slots)?, *out_channels, *kernel, *stride, &w, output).map_err(nn))
+                                .transpose()
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Prepared::MpConv { convs, bias: plain(bias)? }
                 }
                 FheOpKind::Hyphen { input, mid_channels, kernel1, weights1, out_channels, kernel2, weights2, a, b, c, bias } => {
                     let ca = CaConv::new(layout(input, slots)?, *mid_channels, *kernel1, weights1).map_err(nn)?;
@@ -250,7 +316,23 @@ impl FheExecutable {
                     composite_relu_schedule(depths, op.level, program.input_level)?;
                     Prepared::CompositeRelu { bound: *bound, stages: stages.iter().map(|s| chebyshev(s)).collect::<Result<_>>()?, depths: depths.clone() }
                 }
-                FheOpKind::PoolFc { input, n_out, weights, bias } => Prepared::PoolFc { layer: AvgPoolFc::new(&ctx, layout(input, slots)?, *n_out, weights, bias).map_err(nn)? },
+                FheOpKind::PoolFc { input, n_out, weights, bias, part_channels } => {
+                    if weights.len() != n_out * input.channels {
+                        return Err(invalid(format!("op '{}': {} weights for {n_out} x {} ", op.name, weights.len(), input.channels)));
+                    }
+                    let zero = vec![0.0; bias.len()];
+                    let layers = input
+                        .parts(*part_channels)?
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, (range, part))| {
+                            let w = column_block(weights, *n_out, input.channels, range);
+                            let b = if k == 0 { bias } else { &zero };
+                            (k == 0 || w.iter().any(|&v| v != 0.0)).then(|| AvgPoolFc::new(&ctx, layout(&part, slots)?, *n_out, &w, b).map_err(nn)).transpose()
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Prepared::PoolFc { layers }
+                }
             };
             prepared.push(p);
         }
@@ -326,22 +408,29 @@ impl FheExecutable {
             .map_err(|e| RuntimeError::Fhe(format!("building the bootstrapper: {e}")))
     }
 
-    /// Runs the program on `input` (the client's packed, encrypted input at the input level).
-    /// `progress(done, total, op)` is called after every op.
-    pub fn run(&self, keys: &SessionKeys, input: Ciphertext, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(Ciphertext, FheRunStats)> {
+    /// Runs the program on `inputs` (the client's packed, encrypted input at the input level:
+    /// one ciphertext per part, [`FheProgram::input_names`]). `progress(done, total, op)` is
+    /// called after every op.
+    pub fn run(&self, keys: &SessionKeys, inputs: Vec<Ciphertext>, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(Ciphertext, FheRunStats)> {
         let p = &self.program;
-        if input.slots() != self.ctx.max_slots() || input.level() != p.input_level {
-            return Err(RuntimeError::Protocol(format!(
-                "the input ciphertext has {} slots at level {}; the program takes {} slots at level {}",
-                input.slots(),
-                input.level(),
-                self.ctx.max_slots(),
-                p.input_level
-            )));
+        let names = p.input_names()?;
+        if inputs.len() != names.len() {
+            return Err(RuntimeError::Protocol(format!("the query holds {} input ciphertexts; the program takes {}", inputs.len(), names.len())));
+        }
+        for input in &inputs {
+            if input.slots() != self.ctx.max_slots() || input.level() != p.input_level {
+                return Err(RuntimeError::Protocol(format!(
+                    "an input ciphertext has {} slots at level {}; the program takes {} slots at level {}",
+                    input.slots(),
+                    input.level(),
+                    self.ctx.max_slots(),
+                    p.input_level
+                )));
+            }
         }
         let late = std::sync::atomic::AtomicU64::new(0);
         let mut stats = FheRunStats::default();
-        let mut values: HashMap<String, Ciphertext> = HashMap::from([(p.input.clone(), input)]);
+        let mut values: HashMap<String, Ciphertext> = names.into_iter().zip(inputs).collect();
         let total = p.ops.len();
         for (i, (op, prep)) in p.ops.iter().zip(&self.prepared).enumerate() {
             let started = Instant::now();
@@ -427,6 +516,9 @@ impl FheExecutable {
         let ops = &keys.ops;
         let ev = ops.evaluator();
         let x = &values[&op.inputs[0]];
+        let all_inputs = |op: &FheOp| -> Result<Vec<&Ciphertext>> {
+            op.inputs.iter().map(|t| values.get(t).ok_or_else(|| invalid(format!("op '{}' reads '{t}', which is not live", op.name)))).collect()
+        };
         let enc = &self.encoder;
         let add_bias = |y: Ciphertext, bias: &Option<Plain>| -> Result<Ciphertext> {
             match bias {
@@ -466,15 +558,12 @@ impl FheExecutable {
             }
             Prepared::ScaleShift { b, c } => add_bias(times(x, b)?, c)?,
             Prepared::Add => ev.add(x, &values[&op.inputs[1]]).map_err(ckks)?,
-            Prepared::MpConv { conv, bias } => add_bias(conv.evaluate(ops, x).map_err(nn)?, bias)?,
+            Prepared::MpConv { convs, bias } => add_bias(sum_parts(ev, convs, &all_inputs(op)?, |c, x| c.evaluate(ops, x).map_err(nn))?, bias)?,
             Prepared::Hyphen { ca, ra, a, b, c, bias } => {
                 let mids = ca.evaluate(ops, x).map_err(nn)?;
                 let t1 = Instant::now();
-                let mids = mids
-                    .par_iter()
-                    .enumerate()
-                    .map(|(j, m)| scalar_quadratic(ev, m, a.as_ref().map(|a| a[j]), b[j], c[j]))
-                    .collect::<Result<Vec<_>>>()?;
+                let mids =
+                    mids.par_iter().enumerate().map(|(j, m)| scalar_quadratic(ev, m, a.as_ref().map(|a| a[j]), b[j], c[j])).collect::<Result<Vec<_>>>()?;
                 stats.quadratic_s += t1.elapsed().as_secs_f64();
                 stats.conv_s -= t1.elapsed().as_secs_f64();
                 add_bias(ra.evaluate(ops, &mids).map_err(nn)?, bias)?
@@ -498,7 +587,7 @@ impl FheExecutable {
                 stats.relu_s += t0.elapsed().as_secs_f64() - (stats.bootstrap_s - boot_before);
                 out
             }
-            Prepared::PoolFc { layer } => layer.evaluate(ops, x).map_err(nn)?,
+            Prepared::PoolFc { layers } => sum_parts(ev, layers, &all_inputs(op)?, |l, x| l.evaluate(ops, x).map_err(nn))?,
         })
     }
 }

@@ -120,7 +120,21 @@ pub enum InputPacking {
         gap: usize,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         image: Option<[usize; 2]>,
+        /// Channels per ciphertext when the tensor takes several ([`Layout::parts`]); the
+        /// client encrypts one ciphertext per part, in order ([`FheProgram::input_names`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_channels: Option<usize>,
     },
+}
+
+/// The name of part `k` of a tensor held in `parts` ciphertexts (the tensor's own name when
+/// it takes one).
+pub fn part_name(tensor: &str, k: usize, parts: usize) -> String {
+    if parts == 1 {
+        tensor.to_string()
+    } else {
+        format!("{tensor}#{k}")
+    }
 }
 
 /// Values at some slots (the rest zero): biases and per-slot coefficients.
@@ -171,6 +185,22 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A tensor too large for one ciphertext is split by channels: part k holds channels
+    /// k P .. min((k + 1) P, C) (P = `part_channels`), each in the multiplexed layout of its
+    /// own channel count on the same grid. `None`: one part, this layout.
+    pub fn parts(&self, part_channels: Option<usize>) -> Result<Vec<(std::ops::Range<usize>, Layout)>> {
+        let per = part_channels.unwrap_or(self.channels);
+        if per == 0 || self.channels == 0 {
+            return Err(invalid(format!("a tensor of {} channels in parts of {per}", self.channels)));
+        }
+        Ok((0..self.channels.div_ceil(per))
+            .map(|k| {
+                let range = k * per..((k + 1) * per).min(self.channels);
+                (range.clone(), Layout { channels: range.len(), ..*self })
+            })
+            .collect())
+    }
+
     /// lycaon-nn's layout of this one on `slots` slots.
     pub fn multiplexed(&self, slots: usize) -> std::result::Result<lycaon_nn::fhe::MultiplexedLayout, lycaon_nn::fhe::FheError> {
         let l = lycaon_nn::fhe::MultiplexedLayout::new(self.channels, self.height, self.width, self.gap, slots)?;
@@ -242,6 +272,11 @@ pub enum FheOpKind {
         /// The algorithm: "mpconv" (Lee et al., the default) or "bsgs" (block diagonals).
         #[serde(default, skip_serializing_if = "ConvMethod::is_mpconv")]
         method: ConvMethod,
+        /// An input in several ciphertexts ([`Layout::parts`] of `input`, the op's inputs in
+        /// order): its channels per part. `weights` are then [out_channels][input.channels][k][k]
+        /// and the op sums one convolution per part.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_channels: Option<usize>,
     },
     /// HyPHEN (002 Sec. 4): CAConv to one ciphertext per channel, the per-channel quadratic
     /// a x^2 + b x + c (`a` absent: monic), RAConv back, then `bias`.
@@ -264,8 +299,17 @@ pub enum FheOpKind {
     /// (the last folded into the step bound (1 + p) / 2), then u * step; bootstraps inside where
     /// [`composite_relu_schedule`] puts them.
     CompositeRelu { bound: f64, stages: Vec<Vec<f64>>, depths: Vec<usize> },
-    /// Global average pooling and a fully connected layer (lycaon-nn's AvgPoolFc), one level.
-    PoolFc { input: Layout, n_out: usize, weights: Vec<f64>, bias: Vec<f64> },
+    /// Global average pooling and a fully connected layer (lycaon-nn's AvgPoolFc), one level;
+    /// an input in several ciphertexts (`part_channels` as for MpConv): one layer per part on
+    /// its columns of `weights` [n_out][input.channels], summed, `bias` once.
+    PoolFc {
+        input: Layout,
+        n_out: usize,
+        weights: Vec<f64>,
+        bias: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_channels: Option<usize>,
+    },
 }
 
 /// A tensor bootstrapped before an operation: multiplied by 1/bound (one level), bootstrapped to
@@ -349,7 +393,8 @@ pub fn composite_relu_schedule(stage_depths: &[usize], level: usize, top: usize)
             }
         }
     }
-    let (_, neg_out, flags) = best.ok_or_else(|| invalid(format!("a composite ReLU of stage depths {stage_depths:?} does not fit {top} levels between bootstraps")))?;
+    let (_, neg_out, flags) =
+        best.ok_or_else(|| invalid(format!("a composite ReLU of stage depths {stage_depths:?} does not fit {top} levels between bootstraps")))?;
     Ok((flags, (-neg_out) as usize))
 }
 
@@ -374,7 +419,7 @@ impl FheProgram {
                 }
                 FheOpKind::Quadratic { a, .. } => FheOpKind::Quadratic { a: a.as_ref().map(|_| SlotValues::default()), b: None, c: None },
                 FheOpKind::ScaleShift { .. } => FheOpKind::ScaleShift { b: SlotValues::default(), c: None },
-                FheOpKind::MpConv { input, out_channels, kernel, stride, output_image, method, .. } => FheOpKind::MpConv {
+                FheOpKind::MpConv { input, out_channels, kernel, stride, output_image, method, part_channels, .. } => FheOpKind::MpConv {
                     input: *input,
                     out_channels: *out_channels,
                     kernel: *kernel,
@@ -383,6 +428,7 @@ impl FheProgram {
                     bias: None,
                     output_image: *output_image,
                     method: *method,
+                    part_channels: *part_channels,
                 },
                 FheOpKind::Hyphen { input, mid_channels, kernel1, out_channels, kernel2, a, .. } => FheOpKind::Hyphen {
                     input: *input,
@@ -398,7 +444,9 @@ impl FheProgram {
                     bias: None,
                 },
                 FheOpKind::CompositeRelu { depths, .. } => FheOpKind::CompositeRelu { bound: 1.0, stages: vec![], depths: depths.clone() },
-                FheOpKind::PoolFc { input, n_out, .. } => FheOpKind::PoolFc { input: *input, n_out: *n_out, weights: vec![], bias: vec![] },
+                FheOpKind::PoolFc { input, n_out, part_channels, .. } => {
+                    FheOpKind::PoolFc { input: *input, n_out: *n_out, weights: vec![], bias: vec![], part_channels: *part_channels }
+                }
                 other => other.clone(),
             };
             for r in &mut op.refresh {
@@ -414,7 +462,8 @@ impl FheProgram {
         if self.format != FHE_PROGRAM_FORMAT {
             return Err(invalid(format!("FHE program format {} (this build reads {FHE_PROGRAM_FORMAT})", self.format)));
         }
-        let mut known: HashSet<&str> = HashSet::from([self.input.as_str()]);
+        let inputs = self.input_names()?;
+        let mut known: HashSet<&str> = inputs.iter().map(String::as_str).collect();
         for op in &self.ops {
             if op.inputs.is_empty() {
                 return Err(invalid(format!("op '{}' reads no tensor", op.name)));
@@ -427,7 +476,11 @@ impl FheProgram {
             if let Some(r) = op.refresh.iter().find(|r| !(r.bound.is_finite() && r.bound > 0.0)) {
                 return Err(invalid(format!("op '{}': refresh bound {} of '{}' is not a positive number", op.name, r.bound, r.tensor)));
             }
-            let arity = if matches!(op.kind, FheOpKind::Add) { 2 } else { 1 };
+            let arity = match &op.kind {
+                FheOpKind::Add => 2,
+                FheOpKind::MpConv { input, part_channels, .. } | FheOpKind::PoolFc { input, part_channels, .. } => input.parts(*part_channels)?.len(),
+                _ => 1,
+            };
             if op.inputs.len() != arity {
                 return Err(invalid(format!("op '{}' reads {} tensors, its kind takes {arity}", op.name, op.inputs.len())));
             }
@@ -443,6 +496,18 @@ impl FheProgram {
             return Err(invalid("no output slots"));
         }
         Ok(())
+    }
+
+    /// The names of the input's ciphertexts, in the order the client sends them: the input's
+    /// name, or its parts' ([`part_name`]) when it takes several.
+    pub fn input_names(&self) -> Result<Vec<String>> {
+        let parts = match &self.input_packing {
+            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels } => {
+                Layout { channels: *channels, height: *height, width: *width, gap: *gap, image: *image }.parts(*part_channels)?.len()
+            }
+            InputPacking::Slots { .. } => 1,
+        };
+        Ok((0..parts).map(|k| part_name(&self.input, k, parts)).collect())
     }
 
     /// The level bootstraps land at: the input level (the top residual level of a

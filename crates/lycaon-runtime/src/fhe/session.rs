@@ -19,16 +19,16 @@ use std::time::Instant;
 use lycaon_ckks::bootstrap::{Bootstrapper, EncapsulationKeys};
 use lycaon_ckks::rlwe::{GaloisKeys, KeySwitchKey, PublicKey, RelinKey, SecretKey};
 use lycaon_ckks::{
-    conjugation_galois_element, rotation_galois_element, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, SecretKeyEncryptor,
-    SeededCiphertext,
+    conjugation_galois_element, rotation_galois_element, Ciphertext, CkksContext, Decryptor, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor,
+    SecretKeyEncryptor, SeededCiphertext,
 };
 use lycaon_math::Sampler;
 use lycaon_mpc::Channel;
-use lycaon_nn::fhe::{FheOps, MultiplexedLayout};
+use lycaon_nn::fhe::FheOps;
 use serde::{Deserialize, Serialize};
 
 use super::executor::{FheExecutable, FheRunStats, SessionKeys};
-use super::program::{FheProgram, InputPacking};
+use super::program::{FheProgram, InputPacking, Layout};
 use crate::hello::{Hello, Mode, PublicModel, Want};
 use crate::wire;
 use crate::{Result, RuntimeError};
@@ -207,9 +207,9 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
         }
         let t0 = Instant::now();
         let ctx = exe.context();
-        let input = SeededCiphertext::from_bytes(ctx, &message[1..]).map_err(ckks)?.expand(ctx).map_err(ckks)?;
+        let inputs = read_inputs(ctx, &message[1..], exe.program().input_names()?.len())?;
         drop(message);
-        let (out, stats) = exe.run(&keys, input, &mut |done, total, op| {
+        let (out, stats) = exe.run(&keys, inputs, &mut |done, total, op| {
             let mut m = vec![PROGRESS];
             m.extend(serde_json::to_vec(&serde_json::json!({"done": done, "total": total, "step": op})).expect("JSON"));
             let _ = wire::send(channel, &m);
@@ -227,6 +227,18 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
     summary.total_s = began.elapsed().as_secs_f64();
     summary.bytes = channel.stats().total_bytes();
     Ok(summary)
+}
+
+/// A query's input ciphertexts: their count, then each (seeded) as a blob.
+fn read_inputs(ctx: &Arc<CkksContext>, bytes: &[u8], want: usize) -> Result<Vec<Ciphertext>> {
+    let mut r = wire::Reader::new(bytes);
+    let count = r.u32()? as usize;
+    if count != want {
+        return Err(RuntimeError::Protocol(format!("the query holds {count} input ciphertexts; the program takes {want}")));
+    }
+    let inputs = (0..count).map(|_| SeededCiphertext::from_bytes(ctx, r.blob()?).map_err(ckks)?.expand(ctx).map_err(ckks)).collect::<Result<Vec<_>>>()?;
+    r.finish("query")?;
+    Ok(inputs)
 }
 
 fn report_of(stats: &FheRunStats, server_s: f64, flood_log2: u32) -> QueryReport {
@@ -399,12 +411,14 @@ impl FheClient {
                 wire::send(channel, &keys.sparse_to_dense.to_bytes())?;
             }
         }
-        let accepted: KeysAccepted = serde_json::from_slice(&wire::recv(channel, "the key acknowledgement")?).map_err(|e| RuntimeError::Protocol(format!("the key acknowledgement: {e}")))?;
+        let accepted: KeysAccepted = serde_json::from_slice(&wire::recv(channel, "the key acknowledgement")?)
+            .map_err(|e| RuntimeError::Protocol(format!("the key acknowledgement: {e}")))?;
         Ok((channel.stats().bytes_sent - before, accepted))
     }
 
-    /// The slots of an input tensor (C-order, the program's input shape).
-    pub fn pack(&self, x: &[f64]) -> Result<Vec<f64>> {
+    /// The slots of an input tensor (C-order, the program's input shape): one vector per
+    /// input ciphertext ([`FheProgram::input_names`]).
+    pub fn pack(&self, x: &[f64]) -> Result<Vec<Vec<f64>>> {
         let p = &self.program;
         let want: usize = p.input_shape.iter().product();
         if x.len() != want {
@@ -425,40 +439,60 @@ impl FheClient {
                         v[i as usize + copy * period] = value;
                     }
                 }
-                Ok(v)
+                Ok(vec![v])
             }
-            InputPacking::Multiplexed { channels, height, width, gap, image } => {
+            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels } => {
                 let fhe = |e: lycaon_nn::fhe::FheError| RuntimeError::Fhe(e.to_string());
-                let l = MultiplexedLayout::new(*channels, *height, *width, *gap, slots).map_err(fhe)?;
-                let l = match image {
-                    Some([rows, cols]) => l.with_valid(*rows, *cols).map_err(fhe)?,
-                    None => l,
-                };
-                l.pack(x).map_err(|e| RuntimeError::Fhe(e.to_string()))
+                let whole = Layout { channels: *channels, height: *height, width: *width, gap: *gap, image: *image };
+                let area = want / channels.max(&1);
+                whole
+                    .parts(*part_channels)?
+                    .into_iter()
+                    .map(|(range, part)| {
+                        let l = part.multiplexed(slots).map_err(fhe)?;
+                        l.pack(&x[range.start * area..range.end * area]).map_err(fhe)
+                    })
+                    .collect()
             }
         }
     }
 
-    /// The input packed and encrypted (secret key, seeded) at the program's input level.
-    pub fn encrypt(&mut self, x: &[f64]) -> Result<SeededCiphertext> {
-        let v = self.pack(x)?;
+    /// The input packed and encrypted (secret key, seeded) at the program's input level, one
+    /// ciphertext per part.
+    pub fn encrypt(&mut self, x: &[f64]) -> Result<Vec<SeededCiphertext>> {
         let level = self.program.input_level;
-        let pt = Encoder::new(&self.ctx).encode_real(&v, level, self.ctx.scale_at(level).map_err(ckks)?).map_err(ckks)?;
-        SecretKeyEncryptor::new(&self.ctx, self.secret.clone()).map_err(ckks)?.encrypt(&pt).map_err(ckks)
+        let encoder = Encoder::new(&self.ctx);
+        let mut encryptor = SecretKeyEncryptor::new(&self.ctx, self.secret.clone()).map_err(ckks)?;
+        let scale = self.ctx.scale_at(level).map_err(ckks)?;
+        let mut out = Vec::new();
+        for v in self.pack(x)? {
+            out.push(encryptor.encrypt(&encoder.encode_real(&v, level, scale).map_err(ckks)?).map_err(ckks)?);
+        }
+        Ok(out)
     }
 
     /// The logits of an answer.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Vec<f64>> {
         let pt = Decryptor::new(&self.ctx, &self.secret).map_err(ckks)?.decrypt(ct).map_err(ckks)?;
         let v = Encoder::new(&self.ctx).decode_real(&pt).map_err(ckks)?;
-        self.program.output_slots.iter().map(|&s| v.get(s as usize).copied().ok_or_else(|| RuntimeError::Program(format!("output slot {s} of {}", v.len())))).collect()
+        self.program
+            .output_slots
+            .iter()
+            .map(|&s| v.get(s as usize).copied().ok_or_else(|| RuntimeError::Program(format!("output slot {s} of {}", v.len()))))
+            .collect()
     }
 
     /// One query on an open session: encrypt, send, wait (hearing progress), decrypt.
     pub fn query(&mut self, channel: &mut dyn Channel, x: &[f64], progress: &mut dyn FnMut(usize, usize, &str)) -> Result<QueryOutcome> {
         let t0 = Instant::now();
+        let inputs = self.encrypt(x)?;
+        let mut w = wire::Writer::default();
+        w.u32(inputs.len() as u32);
+        for ct in inputs {
+            w.blob(&ct.to_bytes());
+        }
         let mut m = vec![QUERY];
-        m.extend(self.encrypt(x)?.to_bytes());
+        m.extend(w.finish());
         let up = m.len();
         let client_encrypt_s = t0.elapsed().as_secs_f64();
         wire::send(channel, &m)?;
@@ -513,7 +547,12 @@ pub struct QueryOutcome {
 
 /// Opens an FHE session: hello, the public program, the client and its keys sent
 /// (`keys_at_top`: 004's all-required keyset instead of the level-aware one).
-pub fn open_session(channel: &mut dyn Channel, backend: Arc<dyn lycaon_backend::Backend>, keys_at_top: bool, stage: &mut dyn FnMut(&str)) -> Result<(FheClient, u64, KeysAccepted)> {
+pub fn open_session(
+    channel: &mut dyn Channel,
+    backend: Arc<dyn lycaon_backend::Backend>,
+    keys_at_top: bool,
+    stage: &mut dyn FnMut(&str),
+) -> Result<(FheClient, u64, KeysAccepted)> {
     channel.send(&Hello { want: Want::Inference, mode: Some(Mode::Fhe) }.to_bytes())?;
     let public = PublicModel::parse(&wire::recv(channel, "the program")?)?;
     let program = fhe_program(public)?;

@@ -73,7 +73,10 @@ struct Step {
 
 /// An op of the node that uses no level and no rotation (an alias, an addition).
 fn free_step(node: &GraphNode, level: usize, kind: FheOpKind) -> Step {
-    Step { op: FheOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), level, depth: 0, refresh: vec![], kind }, rotations: vec![] }
+    Step {
+        op: FheOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), level, depth: 0, refresh: vec![], kind },
+        rotations: vec![],
+    }
 }
 
 fn linear_op(node: &GraphNode, inputs: Vec<String>, level: usize, matrix: SlotMatrix, sum_steps: Vec<i64>, bias: Option<Vec<f64>>, slots: usize) -> Step {

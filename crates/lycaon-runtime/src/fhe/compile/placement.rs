@@ -83,8 +83,8 @@ impl Levels<'_> {
     }
 
     /// Refresh on demand (module docs).
-    pub fn greedy(&self, ops: &[PlacedOp], input: &str) -> Result<RefreshPlan> {
-        let mut levels: HashMap<String, usize> = HashMap::from([(input.to_string(), self.top)]);
+    pub fn greedy(&self, ops: &[PlacedOp], inputs: &[String]) -> Result<RefreshPlan> {
+        let mut levels: HashMap<String, usize> = inputs.iter().map(|i| (i.clone(), self.top)).collect();
         let mut plan = Vec::with_capacity(ops.len());
         for op in ops {
             let mut low = Vec::new();
@@ -117,7 +117,7 @@ impl Levels<'_> {
     /// The fewest bootstraps (module docs). Ties keep the first plan found in Python's order
     /// (states in the order they were first reached, refresh choices by ascending bit mask),
     /// then the highest level of `output`.
-    pub fn fewest(&self, ops: &[PlacedOp], input: &str, output: &str) -> Result<RefreshPlan> {
+    pub fn fewest(&self, ops: &[PlacedOp], inputs: &[String], output: &str) -> Result<RefreshPlan> {
         let mut last_read: HashMap<&str, usize> = HashMap::from([(output, ops.len())]);
         for (i, op) in ops.iter().enumerate() {
             for n in &op.inputs {
@@ -126,7 +126,7 @@ impl Levels<'_> {
             }
         }
         // States insertion-ordered, as a Python dict.
-        let mut states: Vec<Entry> = vec![(vec![(input.to_string(), self.top)], (0, vec![]))];
+        let mut states: Vec<Entry> = vec![(inputs.iter().map(|i| (i.clone(), self.top)).collect(), (0, vec![]))];
         for (i, op) in ops.iter().enumerate() {
             let inputs = unique(&op.inputs);
             let mut following: Vec<Entry> = Vec::new();
@@ -205,8 +205,8 @@ impl Levels<'_> {
     }
 
     /// The level each op reads at under `plan` (after its refreshes).
-    pub fn op_levels(&self, ops: &[PlacedOp], input: &str, plan: &RefreshPlan) -> Result<Vec<usize>> {
-        let mut levels: HashMap<String, usize> = HashMap::from([(input.to_string(), self.top)]);
+    pub fn op_levels(&self, ops: &[PlacedOp], inputs: &[String], plan: &RefreshPlan) -> Result<Vec<usize>> {
+        let mut levels: HashMap<String, usize> = inputs.iter().map(|i| (i.clone(), self.top)).collect();
         let mut out = Vec::with_capacity(ops.len());
         for (op, refresh) in ops.iter().zip(plan) {
             for name in refresh {
@@ -236,6 +236,11 @@ mod tests {
         PlacedOp { name: name.into(), inputs: inputs.iter().map(|s| s.to_string()).collect(), output: name.into(), depth, relu: false }
     }
 
+    /// The network's input, one ciphertext.
+    fn x() -> Vec<String> {
+        vec!["x".to_string()]
+    }
+
     fn refreshed(names: &[&str], level: usize) -> HashMap<String, usize> {
         names.iter().map(|n| (n.to_string(), level)).collect()
     }
@@ -251,34 +256,34 @@ mod tests {
         let lv = Levels { top: 4, relu_depths: &[], refreshed: &r };
         // x at 4 -> a at 2 -> b: 2 >= 2 ok -> 1 -> c needs 3: refresh b -> 4 -> c 2;
         // add reads min(c 2, x 4) = 2 -> 2; d needs 2: ok -> 1.
-        let plan = lv.greedy(&block(), "x").unwrap();
+        let plan = lv.greedy(&block(), &x()).unwrap();
         assert_eq!(plan, vec![vec![], vec![], vec!["b".to_string()], vec![], vec![]]);
-        assert_eq!(lv.op_levels(&block(), "x", &plan).unwrap(), [4, 2, 4, 2, 2]);
+        assert_eq!(lv.op_levels(&block(), &x(), &plan).unwrap(), [4, 2, 4, 2, 2]);
     }
 
     #[test]
     fn fewest_never_beats_itself_and_prefers_the_higher_output() {
         let r = refreshed(&["x", "a", "b", "c", "add"], 4);
         let lv = Levels { top: 4, relu_depths: &[], refreshed: &r };
-        let plan = lv.fewest(&block(), "x", "d").unwrap();
+        let plan = lv.fewest(&block(), &x(), "d").unwrap();
         assert_eq!(plan.iter().map(Vec::len).sum::<usize>(), 1);
         // One refresh: refreshing b (as greedy) leaves d at 1; refreshing a or c would not fit
         // as well; among plans with one bootstrap the highest output level wins.
-        let levels = lv.op_levels(&block(), "x", &plan).unwrap();
+        let levels = lv.op_levels(&block(), &x(), &plan).unwrap();
         assert!(levels.iter().zip(block()).all(|(&l, o)| l >= o.depth));
         // A chain with top 3: p leaves 1 level, q needs a refresh before it (greedy: keep one
         // level; fewest: else r finds q at 0, too low to refresh).
         let chain = vec![op("p", &["x"], 2), op("q", &["p"], 1), op("r", &["q"], 1)];
         let r2 = refreshed(&["x", "p", "q"], 3);
         let lv2 = Levels { top: 3, relu_depths: &[], refreshed: &r2 };
-        let g = lv2.greedy(&chain, "x").unwrap();
-        let f = lv2.fewest(&chain, "x", "r").unwrap();
+        let g = lv2.greedy(&chain, &x()).unwrap();
+        let f = lv2.fewest(&chain, &x(), "r").unwrap();
         assert_eq!(g, vec![vec![], vec!["p".to_string()], vec![]]);
         assert_eq!(f, g);
         // Top 2: p leaves q nothing and cannot be refreshed at level 0.
         let r3 = refreshed(&["x", "p", "q"], 2);
         let lv3 = Levels { top: 2, relu_depths: &[], refreshed: &r3 };
-        let e = lv3.fewest(&chain, "x", "r").unwrap_err().to_string();
+        let e = lv3.fewest(&chain, &x(), "r").unwrap_err().to_string();
         assert!(e.contains("q: no refresh plan"), "{e}");
     }
 
@@ -288,12 +293,12 @@ mod tests {
         r.insert("b".into(), 3);
         let lv = Levels { top: 4, relu_depths: &[], refreshed: &r };
         // b refreshed to 3 only: c at 3 -> 1; add at 1; d needs 2: refresh add.
-        let plan = lv.greedy(&block(), "x").unwrap();
+        let plan = lv.greedy(&block(), &x()).unwrap();
         assert_eq!(plan, vec![vec![], vec![], vec!["b".to_string()], vec![], vec!["add".to_string()]]);
-        assert_eq!(lv.op_levels(&block(), "x", &plan).unwrap(), [4, 2, 3, 1, 4]);
+        assert_eq!(lv.op_levels(&block(), &x(), &plan).unwrap(), [4, 2, 3, 1, 4]);
         let r = refreshed(&["x"], 4);
         let lv = Levels { top: 4, relu_depths: &[], refreshed: &r };
-        let e = lv.greedy(&[op("a", &["x"], 4), op("b", &["a"], 1)], "x").unwrap_err().to_string();
+        let e = lv.greedy(&[op("a", &["x"], 4), op("b", &["a"], 1)], &x()).unwrap_err().to_string();
         assert!(e.contains("'a' has no value bound"), "{e}");
     }
 
@@ -306,13 +311,13 @@ mod tests {
         relu.relu = true;
         let ops = vec![op("a", &["x"], 9), relu, op("b", &["relu"], 2)];
         // a leaves level 1: the ReLU reads at 1 (x / B), bootstraps u and before the last stage.
-        let plan = lv.greedy(&ops, "x").unwrap();
-        assert_eq!(lv.op_levels(&ops, "x", &plan).unwrap(), [10, 1, 4]);
+        let plan = lv.greedy(&ops, &x()).unwrap();
+        assert_eq!(lv.op_levels(&ops, &x(), &plan).unwrap(), [10, 1, 4]);
         assert_eq!(lv.relu_bootstraps(1).unwrap(), 2);
-        let f = lv.fewest(&ops, "x", "b").unwrap();
+        let f = lv.fewest(&ops, &x(), "b").unwrap();
         assert_eq!(f.iter().map(Vec::len).sum::<usize>(), 0);
         // Greedy refreshes an input left at level 0 before the ReLU (x / B needs a level).
-        assert_eq!(lv.greedy(&[op("a", &["x"], 10), ops[1].clone()], "x").unwrap(), vec![vec!["x".to_string()], vec!["a".to_string()]]);
+        assert_eq!(lv.greedy(&[op("a", &["x"], 10), ops[1].clone()], &x()).unwrap(), vec![vec!["x".to_string()], vec!["a".to_string()]]);
         let e = lv.output_level(&ops[1], 0).unwrap_err().to_string();
         assert!(e.contains("relu: a composite ReLU needs its input at level 1"), "{e}");
     }

@@ -19,23 +19,53 @@ use super::linear::diagonal_rotations;
 use super::placement::{Levels, PlacedOp};
 use super::{fail, CompileOptions, Placement};
 use crate::fhe::graph::{GraphNode, ModelGraph, NodeOp};
-use crate::fhe::program::{bootstrap_shape, bootstrap_shape_for_period, FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
+use crate::fhe::program::{
+    bootstrap_shape, bootstrap_shape_for_period, part_name, FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues,
+    FHE_PROGRAM_FORMAT,
+};
 use crate::Result;
 
-/// A tensor's packing on this path: multiplexed (C, h, w, gap), or the logits (n values).
+/// A tensor's packing on this path: multiplexed (C, h, w, gap) in one ciphertext or, when it
+/// takes several, split by channels (its channels per part, [`Layout::parts`]); or the logits
+/// (n values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Packed {
-    Multiplexed(Layout),
+    Multiplexed(Layout, Option<usize>),
     Logits(usize),
 }
 
 /// One op before placement: its program kind (a ReLU's stages come with its bound at the end),
-/// depth, and the rotation steps of its layers with the levels below its own they run at.
+/// depth, the rotation steps of its layers with the levels below its own they run at, and the
+/// graph tensor its output is (a part of).
 struct ResOp {
     placed: PlacedOp,
     kind: FheOpKind,
     rotations: Vec<(Vec<i64>, usize)>,
     out: Packed,
+    tensor: String,
+}
+
+/// The names of a tensor's ciphertexts (its parts', [`part_name`]).
+fn part_names(tensor: &str, parts: usize) -> Vec<String> {
+    (0..parts).map(|k| part_name(tensor, k, parts)).collect()
+}
+
+/// Rows `rows` of a row-major matrix of rows of width `width`.
+fn row_block(m: &[f64], width: usize, rows: std::ops::Range<usize>) -> Vec<f64> {
+    m[rows.start * width..rows.end * width].to_vec()
+}
+
+/// Columns `cols` of each row of a row-major matrix with `rows` rows of width `width`.
+fn column_block(m: &[f64], rows: usize, width: usize, cols: std::ops::Range<usize>) -> Vec<f64> {
+    (0..rows).flat_map(|r| m[r * width + cols.start..r * width + cols.end].iter().copied()).collect()
+}
+
+/// The rotation steps of several layers, each once.
+fn union(steps: impl IntoIterator<Item = Vec<i64>>) -> Vec<i64> {
+    let mut all: Vec<i64> = steps.into_iter().flatten().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 fn nn_layout(l: &Layout, slots: usize, what: &str) -> Result<MultiplexedLayout> {
@@ -69,10 +99,10 @@ fn conv_attrs(node: &GraphNode) -> Option<(&[f64], usize, usize, usize)> {
     Some((&w.data, w.shape[0], k, node.attrs.stride()[0]))
 }
 
-/// Checks that MPConv's output image is the node's (C, H, W).
-fn same_shape(node: &GraphNode, l: &MultiplexedLayout) -> Result<()> {
-    if node.shape[..] != [l.channels, l.rows, l.cols] {
-        return Err(fail(format!("{}: output shape {:?}, but MPConv gives ({}, {}, {})", node.describe(), node.shape, l.channels, l.rows, l.cols)));
+/// Checks that the convolution's output image is the node's (C, H, W).
+fn same_shape(node: &GraphNode, channels: usize, l: &MultiplexedLayout) -> Result<()> {
+    if node.shape[..] != [channels, l.rows, l.cols] {
+        return Err(fail(format!("{}: output shape {:?}, but MPConv gives ({channels}, {}, {})", node.describe(), node.shape, l.rows, l.cols)));
     }
     Ok(())
 }
@@ -138,7 +168,103 @@ struct Compiler<'a> {
     readers: HashMap<&'a str, usize>,
 }
 
+/// A multiplexed convolution to emit ([`Compiler::conv_ops`]): `weights` [out][in][k][k].
+struct ConvSpec<'w> {
+    out_channels: usize,
+    kernel: usize,
+    stride: usize,
+    weights: &'w [f64],
+    bias: Option<&'w [f64]>,
+    output_image: Option<(usize, usize)>,
+}
+
 impl<'a> Compiler<'a> {
+    /// Channels per ciphertext of a tensor laid out as `l` (all its channels): None when one
+    /// ciphertext holds it, else the fewest equal parts that each fit (the last may be smaller).
+    fn partition(&self, l: &Layout, what: &str) -> Result<Option<usize>> {
+        if l.multiplexed(self.slots).is_ok() {
+            return Ok(None);
+        }
+        let one = nn_layout(&Layout { channels: 1, ..*l }, self.slots, &format!("{what}: one channel"))?;
+        let per_ciphertext = l.gap * l.gap * (self.slots / one.block_len());
+        let parts = l.channels.div_ceil(per_ciphertext);
+        Ok(Some(l.channels.div_ceil(parts)))
+    }
+
+    /// A convolution from `src` (its layout and parts) as one op per output part, each summing
+    /// one convolution per input part whose weights are not all zero (lycaon-nn's cheaper
+    /// method, chosen on the first such part; a single part is exactly the one-ciphertext op).
+    fn conv_ops(&self, node: &GraphNode, src: Layout, part_in: Option<usize>, spec: ConvSpec) -> Result<(Vec<ResOp>, Packed)> {
+        let d = node.describe();
+        let nn = |e: lycaon_nn::fhe::FheError| fail(format!("{d}: {e}"));
+        let ConvSpec { out_channels, kernel, stride, weights, bias, output_image } = spec;
+        let taps = kernel * kernel;
+        if weights.len() != out_channels * src.channels * taps {
+            return Err(fail(format!("{d}: {} weights for {out_channels} x {} x {kernel} x {kernel}", weights.len(), src.channels)));
+        }
+        let in_parts = src.parts(part_in)?;
+        let in_names = part_names(&node.inputs[0], in_parts.len());
+        // The output grid, from a one-channel probe on the first part.
+        let probe = MultiplexedConv::with_method(
+            lycaon_nn::fhe::ConvMethod::MpConv,
+            nn_layout(&in_parts[0].1, self.slots, &d)?,
+            1,
+            kernel,
+            stride,
+            &vec![1.0; in_parts[0].0.len() * taps],
+            output_image,
+        )
+        .map_err(nn)?;
+        let out = Layout { channels: out_channels, ..layout_of(probe.output_layout()) };
+        let part_out = self.partition(&out, &d)?;
+        let out_parts = out.parts(part_out)?;
+        let out_names = part_names(&node.output, out_parts.len());
+        let mut ops = Vec::with_capacity(out_parts.len());
+        for (j, (rows, out_part)) in out_parts.into_iter().enumerate() {
+            let w = row_block(weights, src.channels * taps, rows.clone());
+            let per_part: Vec<(MultiplexedLayout, Vec<f64>)> = in_parts
+                .iter()
+                .map(|(cols, part)| {
+                    Ok((nn_layout(part, self.slots, &d)?, column_block(&w, rows.len(), src.channels * taps, cols.start * taps..cols.end * taps)))
+                })
+                .collect::<Result<_>>()?;
+            let first = per_part.iter().find(|(_, w)| w.iter().any(|&v| v != 0.0));
+            let Some((l0, w0)) = first else {
+                return Err(fail(format!("{d}: every weight of output channels {rows:?} is zero")));
+            };
+            let method = MultiplexedConv::cheapest(*l0, rows.len(), kernel, stride, w0, output_image).map_err(nn)?.method();
+            let mut steps = Vec::new();
+            for (l, w) in per_part.iter().filter(|(_, w)| w.iter().any(|&v| v != 0.0)) {
+                let layer = MultiplexedConv::with_method(method, *l, rows.len(), kernel, stride, w, output_image).map_err(nn)?;
+                if layout_of(layer.output_layout()) != out_part {
+                    return Err(fail(format!("{d}: the parts of the convolution disagree on the output packing")));
+                }
+                steps.push(layer.rotation_steps());
+            }
+            let packed_bias = bias.map(|b| pack_channels(&out_part, self.slots, &b[rows.clone()], &d)).transpose()?;
+            let kind = FheOpKind::MpConv {
+                input: src,
+                out_channels: rows.len(),
+                kernel,
+                stride,
+                weights: w,
+                bias: packed_bias.map(|v| SlotValues::from_dense(&v)),
+                output_image: output_image.map(|(r, c)| [r, c]),
+                method,
+                part_channels: part_in,
+            };
+            let name = part_name(&node.name, j, out_names.len());
+            ops.push(ResOp {
+                placed: PlacedOp { name, inputs: in_names.clone(), output: out_names[j].clone(), depth: 2, relu: false },
+                kind,
+                rotations: vec![(union(steps), 0)],
+                out: Packed::Multiplexed(out, part_out),
+                tensor: node.output.clone(),
+            });
+        }
+        Ok((ops, Packed::Multiplexed(out, part_out)))
+    }
+
     /// The HyPHEN op for conv -> quadratic -> conv at `i` (Python's `_hyphen_pair`), else None.
     fn hyphen_pair(&self, i: usize, src: &Layout) -> Result<Option<ResOp>> {
         let nodes = &self.graph.nodes;
@@ -199,18 +325,31 @@ impl<'a> Compiler<'a> {
             bias: bias.map(|v| SlotValues::from_dense(&v)),
         };
         let placed = PlacedOp { name: conv1.name.clone(), inputs: vec![conv1.inputs[0].clone()], output: conv2.output.clone(), depth, relu: false };
-        Ok(Some(ResOp { placed, kind, rotations: vec![(ca.rotation_steps(), 0), (ra.rotation_steps(), depth - 1)], out: Packed::Multiplexed(out) }))
+        Ok(Some(ResOp {
+            placed,
+            kind,
+            rotations: vec![(ca.rotation_steps(), 0), (ra.rotation_steps(), depth - 1)],
+            out: Packed::Multiplexed(out, None),
+            tensor: conv2.output.clone(),
+        }))
     }
 
-    /// Python's `FheResNet._compile`: the ops and the input's layout.
-    fn ops(&self) -> Result<(Vec<ResOp>, Layout)> {
+    /// Python's `FheResNet._compile`: the ops and the input's layout and parts. A tensor
+    /// larger than one ciphertext is split by channels ([`Self::partition`]): slot-wise ops run
+    /// per part, convolutions and the final pooling read every part.
+    fn ops(&self) -> Result<(Vec<ResOp>, Layout, Option<usize>)> {
         let g = self.graph;
         let [c, h, w] = g.input_shape[..] else {
             return Err(fail(format!("the bootstrapped path takes a (C, H, W) image input, not shape {:?}", g.input_shape)));
         };
+        if c == 0 || h == 0 || w == 0 {
+            return Err(fail(format!("the input {:?} is empty", g.input_shape)));
+        }
         // Sides that are not powers of two: the image in the corner of the next power-of-two grid.
-        let input = layout_of(&MultiplexedLayout::for_image(c, h, w, 1, self.slots).map_err(|e| fail(format!("the input {:?}: {e}", g.input_shape)))?);
-        let mut layouts: HashMap<&str, Packed> = HashMap::from([(g.input.as_str(), Packed::Multiplexed(input))]);
+        let (height, width) = (h.next_power_of_two(), w.next_power_of_two());
+        let input = Layout { channels: c, height, width, gap: 1, image: (height != h || width != w).then_some([h, w]) };
+        let input_parts = self.partition(&input, &format!("the input {:?}", g.input_shape))?;
+        let mut layouts: HashMap<&str, Packed> = HashMap::from([(g.input.as_str(), Packed::Multiplexed(input, input_parts))]);
         let mut ops: Vec<ResOp> = Vec::new();
         let nodes = &g.nodes;
         let mut i = 0;
@@ -219,102 +358,108 @@ impl<'a> Compiler<'a> {
             let d = node.describe();
             let src = *layouts.get(node.inputs[0].as_str()).ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[0])))?;
             let image = |p: Packed| match p {
-                Packed::Multiplexed(l) => Ok(l),
+                Packed::Multiplexed(l, parts) => Ok((l, parts)),
                 Packed::Logits(_) => Err(fail(format!("{d}: its input is a vector; this path takes images up to the global average pooling"))),
             };
-            let simple = |node: &GraphNode, depth: usize, kind: FheOpKind, out: Packed| ResOp {
-                placed: PlacedOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), depth, relu: false },
-                kind,
-                rotations: vec![],
-                out,
-            };
+            // One op per part of the input, each reading the same part of every input.
+            let per_part =
+                |node: &GraphNode, depth: usize, out: Packed, kind: &dyn Fn(&Layout, std::ops::Range<usize>) -> Result<FheOpKind>| -> Result<Vec<ResOp>> {
+                    let Packed::Multiplexed(l, parts) = out else { return Err(fail(format!("{d}: expected an image"))) };
+                    let parts = l.parts(parts)?;
+                    let n = parts.len();
+                    parts
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, (range, part))| {
+                            Ok(ResOp {
+                                placed: PlacedOp {
+                                    name: part_name(&node.name, k, n),
+                                    inputs: node.inputs.iter().map(|t| part_name(t, k, n)).collect(),
+                                    output: part_name(&node.output, k, n),
+                                    depth,
+                                    relu: false,
+                                },
+                                kind: kind(&part, range)?,
+                                rotations: vec![],
+                                out,
+                                tensor: node.output.clone(),
+                            })
+                        })
+                        .collect()
+                };
             let pair = match src {
-                Packed::Multiplexed(l) if self.options.hyphen => self.hyphen_pair(i, &l)?,
+                Packed::Multiplexed(l, None) if self.options.hyphen => self.hyphen_pair(i, &l)?,
                 _ => None,
             };
-            let op = if let Some(pair) = pair {
+            let (new_ops, out) = if let Some(pair) = pair {
                 node = &nodes[i + 2];
                 i += 2;
-                pair
+                let out = pair.out;
+                (vec![pair], out)
             } else {
                 match node.op {
                     NodeOp::Conv => {
                         let Some((wgt, c_out, k, stride)) = conv_attrs(node) else {
                             return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2, no groups")));
                         };
-                        let src = image(src)?;
-                        let layer = MultiplexedConv::cheapest(nn_layout(&src, self.slots, &d)?, c_out, k, stride, wgt, None).map_err(|e| fail(format!("{d}: {e}")))?;
-                        let out = layout_of(layer.output_layout());
-                        same_shape(node, layer.output_layout())?;
-                        let bias = node.param("bias").map(|b| pack_channels(&out, self.slots, &b.data, &d)).transpose()?;
-                        let kind = FheOpKind::MpConv {
-                            input: src,
-                            out_channels: c_out,
-                            kernel: k,
-                            stride,
-                            weights: wgt.to_vec(),
-                            bias: bias.map(|v| SlotValues::from_dense(&v)),
-                            output_image: None,
-                            method: layer.method(),
-                        };
-                        let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
-                        op.rotations = vec![(layer.rotation_steps(), 0)];
-                        op
+                        let (src, parts) = image(src)?;
+                        let bias = node.param("bias").map(|b| b.data.as_slice());
+                        let (ops, out) =
+                            self.conv_ops(node, src, parts, ConvSpec { out_channels: c_out, kernel: k, stride, weights: wgt, bias, output_image: None })?;
+                        let Packed::Multiplexed(l, _) = out else { unreachable!("conv_ops packs images") };
+                        same_shape(node, c_out, &nn_layout(&Layout { channels: 1, ..l }, self.slots, &d)?)?;
+                        (ops, out)
                     }
                     NodeOp::Avgpool => {
-                        let src = image(src)?;
+                        let (src, parts) = image(src)?;
                         let (weights, kernel, stride) = pooling_as_conv(node, src.channels)?;
                         let rows_cols = match node.shape[..] {
                             [_, rows, cols] => (rows, cols),
                             _ => return Err(fail(format!("{d}: output shape {:?} is not (C, H, W)", node.shape))),
                         };
-                        let layer = MultiplexedConv::cheapest(nn_layout(&src, self.slots, &d)?, src.channels, kernel, stride, &weights, Some(rows_cols))
-                            .map_err(|e| fail(format!("{d}: as a {kernel} x {kernel} convolution at stride {stride}: {e}")))?;
-                        let out = layout_of(layer.output_layout());
-                        let kind = FheOpKind::MpConv {
-                            input: src,
-                            out_channels: src.channels,
-                            kernel,
-                            stride,
-                            weights,
-                            bias: None,
-                            output_image: Some([rows_cols.0, rows_cols.1]),
-                            method: layer.method(),
-                        };
-                        let mut op = simple(node, 2, kind, Packed::Multiplexed(out));
-                        op.rotations = vec![(layer.rotation_steps(), 0)];
-                        op
+                        let spec = ConvSpec { out_channels: src.channels, kernel, stride, weights: &weights, bias: None, output_image: Some(rows_cols) };
+                        self.conv_ops(node, src, parts, spec)
+                            .map_err(|e| fail(format!("{} (the pooling as a {kernel} x {kernel} convolution at stride {stride})", super::message(&e))))?
                     }
                     NodeOp::Poly => {
                         let rows = quadratic_rows(node).ok_or_else(|| fail(format!("{d}: expected a per-channel quadratic (C, 3)")))?;
-                        let l = image(src)?;
+                        let (l, _) = image(src)?;
                         if rows.len() != l.channels {
                             return Err(fail(format!("{d}: {} coefficient rows for {} channels", rows.len(), l.channels)));
                         }
-                        // None for a coefficient that is 0 in every channel.
-                        let packed = |j: usize| -> Result<Option<Vec<f64>>> {
-                            if rows.iter().all(|r| r[j] == 0.0) {
-                                return Ok(None);
-                            }
-                            let col: Vec<f64> = rows.iter().map(|r| r[j]).collect();
-                            pack_channels(&l, self.slots, &col, &d).map(Some)
+                        let linear = rows.iter().all(|r| r[2] == 0.0);
+                        let monic = rows.iter().all(|r| r[2] == 1.0);
+                        let slots = self.slots;
+                        let kind = |part: &Layout, range: std::ops::Range<usize>| -> Result<FheOpKind> {
+                            let rows = &rows[range];
+                            // None for a coefficient that is 0 in every channel.
+                            let packed = |j: usize| -> Result<Option<Vec<f64>>> {
+                                if rows.iter().all(|r| r[j] == 0.0) {
+                                    return Ok(None);
+                                }
+                                let col: Vec<f64> = rows.iter().map(|r| r[j]).collect();
+                                pack_channels(part, slots, &col, &d).map(Some)
+                            };
+                            let sv = |v: Option<Vec<f64>>| v.map(|v| SlotValues::from_dense(&v));
+                            Ok(if linear {
+                                // b x + c (a per-channel scale): one level.
+                                let b = packed(1)?.unwrap_or_else(|| vec![0.0; slots]);
+                                FheOpKind::ScaleShift { b: SlotValues::from_dense(&b), c: sv(packed(0)?) }
+                            } else {
+                                // Monic (x times x): one level; else a x first, then times x: two.
+                                let a = if monic { None } else { packed(2)? };
+                                FheOpKind::Quadratic { a: sv(a), b: sv(packed(1)?), c: sv(packed(0)?) }
+                            })
                         };
-                        let sv = |v: Option<Vec<f64>>| v.map(|v| SlotValues::from_dense(&v));
-                        if rows.iter().all(|r| r[2] == 0.0) {
-                            // b x + c (a per-channel scale): one level.
-                            let b = packed(1)?.unwrap_or_else(|| vec![0.0; self.slots]);
-                            simple(node, 1, FheOpKind::ScaleShift { b: SlotValues::from_dense(&b), c: sv(packed(0)?) }, src)
-                        } else {
-                            // Monic (x times x): one level; else a x first, then times x: two.
-                            let monic = rows.iter().all(|r| r[2] == 1.0);
-                            let a = if monic { None } else { packed(2)? };
-                            simple(node, if monic { 1 } else { 2 }, FheOpKind::Quadratic { a: sv(a), b: sv(packed(1)?), c: sv(packed(0)?) }, src)
-                        }
+                        let depth = if linear || monic { 1 } else { 2 };
+                        (per_part(node, depth, src, &kind)?, src)
                     }
                     NodeOp::Relu => {
-                        let mut op = simple(node, 0, FheOpKind::CompositeRelu { bound: 0.0, stages: vec![], depths: vec![] }, src);
-                        op.placed.relu = true;
-                        op
+                        image(src)?;
+                        let relu = |_: &Layout, _| Ok(FheOpKind::CompositeRelu { bound: 0.0, stages: vec![], depths: vec![] });
+                        let mut ops = per_part(node, 0, src, &relu)?;
+                        ops.iter_mut().for_each(|op| op.placed.relu = true);
+                        (ops, src)
                     }
                     NodeOp::Add => {
                         let other = layouts
@@ -323,39 +468,49 @@ impl<'a> Compiler<'a> {
                         if *other != src {
                             return Err(fail(format!("{d}: the two inputs are packed differently")));
                         }
-                        simple(node, 0, FheOpKind::Add, src)
+                        image(src)?;
+                        (per_part(node, 0, src, &|_, _| Ok(FheOpKind::Add))?, src)
                     }
                     NodeOp::GlobalAvgpool => {
                         let (flat, lin) = (nodes.get(i + 1), nodes.get(i + 2));
                         let (Some(flat), Some(lin)) = (flat.filter(|f| f.op == NodeOp::Flatten), lin.filter(|l| l.op == NodeOp::Linear)) else {
                             return Err(fail(format!("{d}: expected global average pooling, flatten, linear")));
                         };
-                        let l = image(src)?;
+                        let (l, parts) = image(src)?;
                         let wgt = lin.required("weight")?;
                         let n_out = wgt.shape[0];
                         let bias = lin.param("bias").map_or(vec![0.0; n_out], |b| b.data.clone());
-                        let nl = nn_layout(&l, self.slots, &d)?;
                         if wgt.data.len() != n_out * l.channels || bias.len() != n_out || n_out == 0 || n_out > self.slots {
                             return Err(fail(format!("{}: {n_out} x {} weights for {} channels", lin.describe(), wgt.shape[1], l.channels)));
                         }
-                        let kind = FheOpKind::PoolFc { input: l, n_out, weights: wgt.data.clone(), bias };
-                        let placed = PlacedOp { name: node.name.clone(), inputs: node.inputs.clone(), output: lin.output.clone(), depth: 1, relu: false };
+                        let split = l.parts(parts)?;
+                        let steps =
+                            union(split.iter().map(|(_, part)| Ok(pool_fc_rotations(&nn_layout(part, self.slots, &d)?, n_out))).collect::<Result<Vec<_>>>()?);
+                        let kind = FheOpKind::PoolFc { input: l, n_out, weights: wgt.data.clone(), bias, part_channels: parts };
+                        let placed = PlacedOp {
+                            name: node.name.clone(),
+                            inputs: part_names(&node.inputs[0], split.len()),
+                            output: lin.output.clone(),
+                            depth: 1,
+                            relu: false,
+                        };
                         layouts.insert(flat.output.as_str(), Packed::Logits(n_out));
                         i += 2;
                         node = lin;
-                        ResOp { placed, kind, rotations: vec![(pool_fc_rotations(&nl, n_out), 0)], out: Packed::Logits(n_out) }
+                        let out = Packed::Logits(n_out);
+                        (vec![ResOp { placed, kind, rotations: vec![(steps, 0)], out, tensor: lin.output.clone() }], out)
                     }
                     other => return Err(fail(format!("{d}: the bootstrapped FHE path does not take '{}'", other.as_str()))),
                 }
             };
-            layouts.insert(node.output.as_str(), op.out);
-            ops.push(op);
+            layouts.insert(node.output.as_str(), out);
+            ops.extend(new_ops);
             i += 1;
         }
         if !ops.last().is_some_and(|o| matches!(o.kind, FheOpKind::PoolFc { .. })) {
             return Err(fail(format!("{}: the bootstrapped path expects the network to end in global average pooling and a linear layer", g.name)));
         }
-        Ok((ops, input))
+        Ok((ops, input, input_parts))
     }
 }
 
@@ -384,13 +539,16 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         }
     }
     let compiler = Compiler { graph, options, slots, readers: graph.readers() };
-    let (mut ops, input) = compiler.ops()?;
+    let (mut ops, input, input_parts) = compiler.ops()?;
     // Every tensor repeats with its layout's copy length; bootstrapping as few slots as the
     // longest one needs is cheaper (one EvalMod instead of two).
-    let mut period = nn_layout(&input, slots, "the input")?.copy_len();
+    let copy_len = |l: &Layout, parts: Option<usize>, what: &str| -> Result<usize> {
+        l.parts(parts)?.iter().map(|(_, part)| Ok(nn_layout(part, slots, what)?.copy_len())).try_fold(0, |m, c: Result<usize>| Ok(m.max(c?)))
+    };
+    let mut period = copy_len(&input, input_parts, "the input")?;
     for op in &ops {
-        if let Packed::Multiplexed(l) = &op.out {
-            period = period.max(nn_layout(l, slots, &op.placed.name)?.copy_len());
+        if let Packed::Multiplexed(l, parts) = &op.out {
+            period = period.max(copy_len(l, *parts, &op.placed.name)?);
         }
     }
     let shape_name = if auto { bootstrap_shape_for_period(period) } else { options.bootstrap_shape.clone() };
@@ -403,18 +561,34 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         )));
     }
     let (stages, depths) = if ops.iter().any(|o| o.placed.relu) { relu_stages(options.relu_degrees.as_deref())? } else { (vec![], vec![]) };
+    // Each ciphertext's graph tensor (a part's bound is its tensor's).
+    let input_names = part_names(&graph.input, input.parts(input_parts)?.len());
+    let tensor_of: HashMap<String, String> =
+        input_names.iter().map(|n| (n.clone(), graph.input.clone())).chain(ops.iter().map(|o| (o.placed.output.clone(), o.tensor.clone()))).collect();
+    let bound = |name: &str| {
+        let tensor = tensor_of.get(name).map_or(name, String::as_str);
+        bounds.get(tensor).copied().ok_or_else(|| fail(format!("tensor '{tensor}' has no value bound; pass the calibrated bounds of every tensor")))
+    };
     // A bound under 1 is put back by a product with it after the bootstrap (one level).
-    let refreshed: HashMap<String, usize> = bounds.iter().map(|(n, &b)| (n.clone(), if b >= 1.0 { top } else { top.saturating_sub(1) })).collect();
+    let refreshed: HashMap<String, usize> =
+        tensor_of.iter().filter_map(|(n, t)| bounds.get(t).map(|&b| (n.clone(), if b >= 1.0 { top } else { top.saturating_sub(1) }))).collect();
     let levels = Levels { top, relu_depths: &depths, refreshed: &refreshed };
     let placed: Vec<PlacedOp> = ops.iter().map(|o| o.placed.clone()).collect();
     let output = placed.last().map(|o| o.output.clone()).unwrap_or_default();
+    if options.placement == Placement::Fewest {
+        // Its state is every live ciphertext's level: parts multiply the states.
+        if let Some(op) = ops.iter().find(|o| matches!(o.out, Packed::Multiplexed(_, Some(_)))) {
+            return Err(fail(format!(
+                "{}: its output takes several ciphertexts, and the fewest-bootstraps search takes tensors of one ciphertext each; use the greedy placement",
+                op.placed.name
+            )));
+        }
+    }
     let plan = match options.placement {
-        Placement::Greedy => levels.greedy(&placed, &graph.input)?,
-        Placement::Fewest => levels.fewest(&placed, &graph.input, &output)?,
+        Placement::Greedy => levels.greedy(&placed, &input_names)?,
+        Placement::Fewest => levels.fewest(&placed, &input_names, &output)?,
     };
-    let op_levels = levels.op_levels(&placed, &graph.input, &plan)?;
-    let bound =
-        |name: &str| bounds.get(name).copied().ok_or_else(|| fail(format!("tensor '{name}' has no value bound; pass the calibrated bounds of every tensor")));
+    let op_levels = levels.op_levels(&placed, &input_names, &plan)?;
     let mut rotation_levels: BTreeMap<i64, usize> = BTreeMap::new();
     let mut program_ops = Vec::with_capacity(ops.len());
     for ((op, refresh), &level) in ops.iter_mut().zip(&plan).zip(&op_levels) {
@@ -463,7 +637,14 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         parameters: FheParameters::Bootstrappable { shape: shape_name },
         input: graph.input.clone(),
         input_shape: graph.input_shape.clone(),
-        input_packing: InputPacking::Multiplexed { channels: input.channels, height: input.height, width: input.width, gap: input.gap, image: input.image },
+        input_packing: InputPacking::Multiplexed {
+            channels: input.channels,
+            height: input.height,
+            width: input.width,
+            gap: input.gap,
+            image: input.image,
+            part_channels: input_parts,
+        },
         input_level: top,
         output,
         output_slots: (0..n_out as u32).collect(),
@@ -553,7 +734,8 @@ mod tests {
             assert_eq!(kinds.last().map(String::as_str), Some("pool_fc"));
             assert!(kinds.iter().any(|k| k == "composite_relu") && kinds.iter().any(|k| k == "quadratic"));
             // Each convolution by the cheaper method, written into the program only when not MPConv.
-            let methods: Vec<ConvMethod> = p.ops.iter().filter_map(|o| if let FheOpKind::MpConv { method, .. } = &o.kind { Some(*method) } else { None }).collect();
+            let methods: Vec<ConvMethod> =
+                p.ops.iter().filter_map(|o| if let FheOpKind::MpConv { method, .. } = &o.kind { Some(*method) } else { None }).collect();
             let json = p.to_json();
             assert_eq!(json.matches("\"method\":\"bsgs\"").count(), methods.iter().filter(|m| **m == ConvMethod::Bsgs).count());
             assert!(!json.contains("\"method\":\"mpconv\""));
@@ -622,12 +804,14 @@ mod tests {
                 node(NodeOp::Linear, "fc", "flat:o", &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
             ],
         };
-        let bounds = |g: &ModelGraph| -> BTreeMap<String, f64> { std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 2.0)).collect() };
+        let bounds = |g: &ModelGraph| -> BTreeMap<String, f64> {
+            std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 2.0)).collect()
+        };
         // 2 x 2 at stride 2: a 3 x 3 kernel (offsets 0, +1), floor(6 / 2) x floor(5 / 2) kept.
         let g = graph(pool(2, 2, 0), [3, 2]);
         g.validate().unwrap();
         let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
-        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]) });
+        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]), part_channels: None });
         let op = p.ops.iter().find(|o| o.name == "pool").unwrap();
         match &op.kind {
             FheOpKind::MpConv { kernel, stride, output_image, weights, input, .. } => {
@@ -643,8 +827,117 @@ mod tests {
         super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
         // Stride 3 is refused by name.
         let g = graph(pool(3, 3, 0), [2, 1]);
-        let e = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), path: Some(super::super::CompilePath::Bootstrapped), ..Default::default() }).unwrap_err();
+        let e =
+            super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), path: Some(super::super::CompilePath::Bootstrapped), ..Default::default() })
+                .unwrap_err();
         assert!(e.to_string().contains("avgpool node 'pool'") && e.to_string().contains("stride"), "{e}");
+    }
+
+    #[test]
+    fn tensors_larger_than_a_ciphertext_are_split_by_channels() {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let node = |op, name: &str, inputs: &[&str], shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
+            op,
+            name: name.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            output: format!("{name}:o"),
+            shape: shape.to_vec(),
+            attrs,
+            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
+        };
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let pool = NodeAttrs { kernel: Some([2, 2]), stride: Some([2, 2]), pads: Some([0; 4]), ..Default::default() };
+        let weights: Vec<f64> = (0..16 * 16 * 9).map(|i| ((i * 37 % 19) as f64 - 9.0) / 50.0).collect();
+        // 16 x 64 x 64 takes 2^16 slots: two ciphertexts of 8 channels; the pooling to gap 2
+        // gathers them into one.
+        let graph = |pooled: bool, side: usize| {
+            let mut nodes = vec![
+                node(
+                    NodeOp::Conv,
+                    "conv",
+                    &["x"],
+                    &[16, side, side],
+                    pad.clone(),
+                    vec![("weight", Tensor::new(vec![16, 16, 3, 3], weights.clone())), ("bias", Tensor::new(vec![16], vec![0.1; 16]))],
+                ),
+                node(NodeOp::Relu, "relu", &["conv:o"], &[16, side, side], NodeAttrs::default(), vec![]),
+                node(NodeOp::Add, "add", &["relu:o", "x"], &[16, side, side], NodeAttrs::default(), vec![]),
+            ];
+            let last = if pooled {
+                nodes.push(node(NodeOp::Avgpool, "pool", &["add:o"], &[16, side / 2, side / 2], pool.clone(), vec![]));
+                "pool:o"
+            } else {
+                "add:o"
+            };
+            nodes.push(node(NodeOp::GlobalAvgpool, "gap", &[last], &[16, 1, 1], NodeAttrs::default(), vec![]));
+            nodes.push(node(NodeOp::Flatten, "flat", &["gap:o"], &[16], NodeAttrs::default(), vec![]));
+            nodes.push(node(
+                NodeOp::Linear,
+                "fc",
+                &["flat:o"],
+                &[3],
+                NodeAttrs::default(),
+                vec![("weight", Tensor::new(vec![3, 16], (0..48).map(|i| i as f64 / 48.0).collect()))],
+            ));
+            let g = ModelGraph {
+                format: GRAPH_FORMAT.into(),
+                version: GRAPH_VERSION,
+                name: "wide".into(),
+                input: "x".into(),
+                input_shape: vec![16, side, side],
+                output: "fc:o".into(),
+                nodes,
+            };
+            g.validate().unwrap();
+            g
+        };
+        let bounds = |g: &ModelGraph| -> BTreeMap<String, f64> {
+            std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 4.0)).collect()
+        };
+        let options = |g: &ModelGraph| CompileOptions { bounds: Some(bounds(g)), ..Default::default() };
+        for pooled in [true, false] {
+            let g = graph(pooled, 64);
+            let p = super::super::compile(&g, &options(&g)).unwrap();
+            assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 16, height: 64, width: 64, gap: 1, image: None, part_channels: Some(8) });
+            assert_eq!(p.input_names().unwrap(), ["x#0", "x#1"]);
+            let by_name: HashMap<&str, &FheOp> = p.ops.iter().map(|o| (o.name.as_str(), o)).collect();
+            for j in 0..2 {
+                let conv = by_name[format!("conv#{j}").as_str()];
+                assert_eq!((conv.inputs.as_slice(), conv.output.as_str()), (&["x#0".to_string(), "x#1".to_string()][..], format!("conv:o#{j}").as_str()));
+                match &conv.kind {
+                    // Output channels 8 j .. 8 j + 8 of every input channel.
+                    FheOpKind::MpConv { out_channels, weights: w, part_channels, input, .. } => {
+                        assert_eq!((*out_channels, *part_channels, input.channels), (8, Some(8), 16));
+                        assert_eq!(w[..], weights[j * 8 * 144..(j + 1) * 8 * 144]);
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(by_name[format!("relu#{j}").as_str()].inputs, [format!("conv:o#{j}")]);
+                assert_eq!(by_name[format!("add#{j}").as_str()].inputs, [format!("relu:o#{j}"), format!("x#{j}")]);
+            }
+            let last = &p.ops.last().unwrap();
+            match &last.kind {
+                FheOpKind::PoolFc { part_channels, input, .. } if pooled => {
+                    assert_eq!((*part_channels, input.gap, input.channels), (None, 2, 16));
+                    assert_eq!(by_name["pool"].inputs, ["add:o#0", "add:o#1"]);
+                    assert_eq!(last.inputs, ["pool:o"]);
+                }
+                FheOpKind::PoolFc { part_channels, .. } => {
+                    assert_eq!(*part_channels, Some(8));
+                    assert_eq!(last.inputs, ["add:o#0", "add:o#1"]);
+                }
+                other => panic!("{other:?}"),
+            }
+            // Each part's bound is its tensor's; every part of the ReLU's input bootstraps alike.
+            assert!(p.ops.iter().filter(|o| o.name.starts_with("relu#")).all(|o| matches!(o.kind, FheOpKind::CompositeRelu { bound: 4.0, .. })));
+            let fewest = CompileOptions { placement: Placement::Fewest, ..options(&g) };
+            let e = super::super::compile(&g, &fewest).err().expect("fewest refuses parts").to_string();
+            assert!(e.contains("one ciphertext each") && e.contains("greedy"), "{e}");
+        }
+        // One channel larger than a ciphertext is refused by name.
+        let g = graph(false, 256);
+        let e = super::super::compile(&g, &options(&g)).err().expect("a channel over a ciphertext").to_string();
+        assert!(e.contains("the input [16, 256, 256]: one channel"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,191 @@
+//! Tensors larger than one ciphertext in the FHE runtime: an input split by channels over two
+//! ciphertexts, a convolution from two parts to two parts, a per-part quadratic, a stride-2
+//! pooling that gathers two parts into one, a convolution from one part to two, and the global
+//! pooling with the fully connected layer summed over two parts. Run through a session (the
+//! query carries one ciphertext per input part) and compared with a float reference.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lycaon_mpc::channel::MemoryChannel;
+use lycaon_mpc::LinkModel;
+use lycaon_nn::fhe::MultiplexedLayout;
+use lycaon_runtime::fhe::session::serve_session;
+use lycaon_runtime::fhe::{
+    open_session, FheExecutable, FheOp, FheOpKind, FheParameters, FheProgram, FheServed, FheSessionOptions, InputPacking, Layout, SlotValues,
+};
+use rand::{RngExt, SeedableRng};
+
+const N: usize = 16384;
+const SLOTS: usize = N / 2;
+
+fn cpu() -> Arc<dyn lycaon_runtime::Backend> {
+    lycaon_runtime::Device::Cpu.backend().expect("the CPU backend is always available")
+}
+
+/// A (C, H, W) tensor, row-major.
+struct Image {
+    c: usize,
+    h: usize,
+    w: usize,
+    v: Vec<f64>,
+}
+
+/// Cross-correlation with a k x k kernel [out][in][k][k], padding k / 2, stride s, bias.
+fn conv(x: &Image, weights: &[f64], c_out: usize, k: usize, s: usize, bias: &[f64]) -> Image {
+    let (h, w) = (x.h.div_ceil(s), x.w.div_ceil(s));
+    let mut v = vec![0.0; c_out * h * w];
+    for o in 0..c_out {
+        for y in 0..h {
+            for xx in 0..w {
+                let mut acc = bias[o];
+                for i in 0..x.c {
+                    for dy in 0..k {
+                        for dx in 0..k {
+                            let (iy, ix) = ((s * y + dy) as isize - (k / 2) as isize, (s * xx + dx) as isize - (k / 2) as isize);
+                            if iy >= 0 && ix >= 0 && (iy as usize) < x.h && (ix as usize) < x.w {
+                                acc += weights[((o * x.c + i) * k + dy) * k + dx] * x.v[(i * x.h + iy as usize) * x.w + ix as usize];
+                            }
+                        }
+                    }
+                }
+                v[(o * h + y) * w + xx] = acc;
+            }
+        }
+    }
+    Image { c: c_out, h, w, v }
+}
+
+fn op(name: &str, inputs: &[&str], output: &str, level: usize, depth: usize, kind: FheOpKind) -> FheOp {
+    FheOp { name: name.into(), inputs: inputs.iter().map(|s| s.to_string()).collect(), output: output.into(), level, depth, refresh: vec![], kind }
+}
+
+/// Per-channel values over the pixels of `l` (every copy), as the program stores them.
+fn per_channel(l: &Layout, values: &[f64]) -> SlotValues {
+    let m = MultiplexedLayout::new(l.channels, l.height, l.width, l.gap, SLOTS).unwrap();
+    let tensor: Vec<f64> = values.iter().flat_map(|&v| std::iter::repeat_n(v, l.height * l.width)).collect();
+    SlotValues::from_dense(&m.pack(&tensor).unwrap())
+}
+
+#[test]
+fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let mut random = |n: usize, scale: f64| (0..n).map(|_| rng.random_range(-scale..scale)).collect::<Vec<f64>>();
+    // 12 x 32 x 32 needs 16 blocks of 1024 slots: two parts of 6 channels.
+    let (c0, c1, c2, n_out) = (12, 10, 36, 5);
+    let w1 = random(c1 * c0 * 9, 0.15);
+    let b1 = random(c1, 0.2);
+    let (qb, qc) = (random(c1, 0.5), random(c1, 0.3));
+    let w2 = random(c2 * c1 * 9, 0.2);
+    let b2 = random(c2, 0.1);
+    let wf = random(n_out * c2, 0.5);
+    let bf = random(n_out, 0.2);
+    // The 2 x 2 average pooling at stride 2 as a 3 x 3 kernel (offsets 0 and +1).
+    let mut wp = vec![0.0; c1 * c1 * 9];
+    for c in 0..c1 {
+        for t in [4, 5, 7, 8] {
+            wp[(c * c1 + c) * 9 + t] = 0.25;
+        }
+    }
+
+    let full = |channels, side, gap| Layout { channels, height: side, width: side, gap, image: None };
+    let (x_l, h_l, p_l, g_l) = (full(c0, 32, 1), full(c1, 32, 1), full(c1, 16, 2), full(c2, 16, 2));
+    let mut ops = Vec::new();
+    // conv1: two input parts of 6 to two output parts of 5 (levels 8 -> 6).
+    for j in 0..2 {
+        let rows = j * 5..(j + 1) * 5;
+        ops.push(op(
+            &format!("conv1#{j}"),
+            &["x#0", "x#1"],
+            &format!("h#{j}"),
+            8,
+            2,
+            FheOpKind::MpConv {
+                input: x_l,
+                out_channels: 5,
+                kernel: 3,
+                stride: 1,
+                weights: w1[rows.start * c0 * 9..rows.end * c0 * 9].to_vec(),
+                bias: Some(per_channel(&full(5, 32, 1), &b1[rows])),
+                output_image: None,
+                method: Default::default(),
+                part_channels: Some(6),
+            },
+        ));
+    }
+    // x^2 + b x + c per part (6 -> 5).
+    for j in 0..2 {
+        let rows = j * 5..(j + 1) * 5;
+        let part = full(5, 32, 1);
+        let kind = FheOpKind::Quadratic { a: None, b: Some(per_channel(&part, &qb[rows.clone()])), c: Some(per_channel(&part, &qc[rows])) };
+        ops.push(op(&format!("act#{j}"), &[&format!("h#{j}")], &format!("a#{j}"), 6, 1, kind));
+    }
+    // The pooling gathers both parts into one ciphertext at gap 2 (5 -> 3).
+    let pool = FheOpKind::MpConv {
+        input: h_l,
+        out_channels: c1,
+        kernel: 3,
+        stride: 2,
+        weights: wp.clone(),
+        bias: None,
+        output_image: None,
+        method: lycaon_nn::fhe::ConvMethod::Bsgs,
+        part_channels: Some(5),
+    };
+    ops.push(op("pool", &["a#0", "a#1"], "p", 5, 2, pool));
+    // conv2: one part to two of 18 channels (3 -> 1).
+    for j in 0..2 {
+        let rows = j * 18..(j + 1) * 18;
+        let kind = FheOpKind::MpConv {
+            input: p_l,
+            out_channels: 18,
+            kernel: 3,
+            stride: 1,
+            weights: w2[rows.start * c1 * 9..rows.end * c1 * 9].to_vec(),
+            bias: Some(per_channel(&full(18, 16, 2), &b2[rows])),
+            output_image: None,
+            method: Default::default(),
+            part_channels: None,
+        };
+        ops.push(op(&format!("conv2#{j}"), &["p"], &format!("g#{j}"), 3, 2, kind));
+    }
+    let fc = FheOpKind::PoolFc { input: g_l, n_out, weights: wf.clone(), bias: bf.clone(), part_channels: Some(18) };
+    ops.push(op("fc", &["g#0", "g#1"], "logits", 1, 1, fc));
+    let mut program = FheProgram {
+        format: 1,
+        name: "parts".into(),
+        parameters: FheParameters::ScaleStable { n: N, log_q0: 50, log_scale: 36, levels: 8, p_bits: vec![54] },
+        input: "x".into(),
+        input_shape: vec![c0, 32, 32],
+        input_packing: InputPacking::Multiplexed { channels: c0, height: 32, width: 32, gap: 1, image: None, part_channels: Some(6) },
+        input_level: 8,
+        output: "logits".into(),
+        output_slots: (0..n_out as u32).collect(),
+        ops,
+        rotation_levels: Default::default(),
+        relin_level: Some(6),
+        metadata: serde_json::json!({}),
+    };
+    assert_eq!(program.input_names().unwrap(), ["x#0", "x#1"]);
+    program.rotation_levels = FheExecutable::rotation_plan(program.clone(), cpu()).unwrap();
+
+    let x = Image { c: c0, h: 32, w: 32, v: random(c0 * 32 * 32, 1.0) };
+    let h = conv(&x, &w1, c1, 3, 1, &b1);
+    let a = Image { v: h.v.iter().enumerate().map(|(i, &v)| v * v + qb[i / 1024] * v + qc[i / 1024]).collect(), ..h };
+    let p = conv(&a, &wp, c1, 3, 2, &vec![0.0; c1]);
+    let g = conv(&p, &w2, c2, 3, 1, &b2);
+    let pooled: Vec<f64> = (0..c2).map(|c| g.v[c * 256..(c + 1) * 256].iter().sum::<f64>() / 256.0).collect();
+    let want: Vec<f64> = (0..n_out).map(|o| bf[o] + (0..c2).map(|c| wf[o * c2 + c] * pooled[c]).sum::<f64>()).collect();
+
+    let served = Arc::new(FheServed::new(program, cpu(), FheSessionOptions::default()).unwrap());
+    let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
+    let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
+    let (mut client, _, _) = open_session(&mut client_end, cpu(), false, &mut |_| {}).unwrap();
+    assert_eq!(client.pack(&x.v).unwrap().len(), 2, "one slot vector per input part");
+    let outcome = client.query(&mut client_end, &x.v, &mut |_, _, _| {}).unwrap();
+    let error = outcome.logits.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(error < 1e-3, "logits {:?} against {want:?}", outcome.logits);
+    assert_eq!(outcome.report.run.late_encodings, 0);
+    drop(client_end);
+    server.join().unwrap().unwrap();
+}
