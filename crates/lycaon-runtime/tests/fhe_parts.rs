@@ -157,7 +157,7 @@ fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference(
         parameters: FheParameters::ScaleStable { n: N, log_q0: 50, log_scale: 36, levels: 8, p_bits: vec![54] },
         input: "x".into(),
         input_shape: vec![c0, 32, 32],
-        input_packing: InputPacking::Multiplexed { channels: c0, height: 32, width: 32, gap: 1, image: None, part_channels: Some(6) },
+        input_packing: InputPacking::Multiplexed { channels: c0, height: 32, width: 32, gap: 1, image: None, part_channels: Some(6), space_to_depth: None },
         input_level: 8,
         output: "logits".into(),
         output_slots: (0..n_out as u32).collect(),

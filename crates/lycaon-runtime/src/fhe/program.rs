@@ -124,6 +124,11 @@ pub enum InputPacking {
         /// client encrypts one ciphertext per part, in order ([`FheProgram::input_names`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         part_channels: Option<usize>,
+        /// The input (C, H, W) arrives space-to-depth by this factor f: (C f^2, ceil(H / f),
+        /// ceil(W / f)), which `channels` and the grid describe
+        /// (`compile::space_to_depth::rearrange`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        space_to_depth: Option<usize>,
     },
 }
 
@@ -502,7 +507,7 @@ impl FheProgram {
     /// name, or its parts' ([`part_name`]) when it takes several.
     pub fn input_names(&self) -> Result<Vec<String>> {
         let parts = match &self.input_packing {
-            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels } => {
+            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels, .. } => {
                 Layout { channels: *channels, height: *height, width: *width, gap: *gap, image: *image }.parts(*part_channels)?.len()
             }
             InputPacking::Slots { .. } => 1,

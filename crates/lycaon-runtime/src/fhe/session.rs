@@ -441,10 +441,19 @@ impl FheClient {
                 }
                 Ok(vec![v])
             }
-            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels } => {
+            InputPacking::Multiplexed { channels, height, width, gap, image, part_channels, space_to_depth } => {
                 let fhe = |e: lycaon_nn::fhe::FheError| RuntimeError::Fhe(e.to_string());
                 let whole = Layout { channels: *channels, height: *height, width: *width, gap: *gap, image: *image };
-                let area = want / channels.max(&1);
+                let rearranged;
+                let x = match space_to_depth {
+                    Some(f) if p.input_shape.len() == 3 && *f > 0 && *channels == p.input_shape[0] * f * f => {
+                        rearranged = crate::fhe::compile::space_to_depth::rearrange(x, &p.input_shape, *f);
+                        &rearranged[..]
+                    }
+                    Some(f) => return Err(RuntimeError::Program(format!("the program's input packing (space-to-depth by {f}) does not fit its input {:?}", p.input_shape))),
+                    None => x,
+                };
+                let area = x.len() / channels.max(&1);
                 whole
                     .parts(*part_channels)?
                     .into_iter()

@@ -21,6 +21,7 @@ pub mod packing;
 pub mod parameters;
 pub mod placement;
 pub mod resnet;
+pub mod space_to_depth;
 
 use std::collections::BTreeMap;
 

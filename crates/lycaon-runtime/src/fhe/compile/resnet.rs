@@ -538,6 +538,9 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
             return Err(fail(format!("the bound {b} of tensor '{name}' is not a positive number")));
         }
     }
+    let original = graph;
+    let (graph, space_to_depth) = super::space_to_depth::apply(original, slots)?;
+    let graph: &ModelGraph = &graph;
     let compiler = Compiler { graph, options, slots, readers: graph.readers() };
     let (mut ops, input, input_parts) = compiler.ops()?;
     // Every tensor repeats with its layout's copy length; bootstrapping as few slots as the
@@ -636,7 +639,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         name: options.name.clone().unwrap_or_else(|| graph.name.clone()),
         parameters: FheParameters::Bootstrappable { shape: shape_name },
         input: graph.input.clone(),
-        input_shape: graph.input_shape.clone(),
+        input_shape: original.input_shape.clone(),
         input_packing: InputPacking::Multiplexed {
             channels: input.channels,
             height: input.height,
@@ -644,6 +647,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
             gap: input.gap,
             image: input.image,
             part_channels: input_parts,
+            space_to_depth,
         },
         input_level: top,
         output,
@@ -811,7 +815,7 @@ mod tests {
         let g = graph(pool(2, 2, 0), [3, 2]);
         g.validate().unwrap();
         let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
-        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]), part_channels: None });
+        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]), part_channels: None, space_to_depth: None });
         let op = p.ops.iter().find(|o| o.name == "pool").unwrap();
         match &op.kind {
             FheOpKind::MpConv { kernel, stride, output_image, weights, input, .. } => {
@@ -898,7 +902,7 @@ mod tests {
         for pooled in [true, false] {
             let g = graph(pooled, 64);
             let p = super::super::compile(&g, &options(&g)).unwrap();
-            assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 16, height: 64, width: 64, gap: 1, image: None, part_channels: Some(8) });
+            assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 16, height: 64, width: 64, gap: 1, image: None, part_channels: Some(8), space_to_depth: None });
             assert_eq!(p.input_names().unwrap(), ["x#0", "x#1"]);
             let by_name: HashMap<&str, &FheOp> = p.ops.iter().map(|o| (o.name.as_str(), o)).collect();
             for j in 0..2 {
@@ -934,10 +938,34 @@ mod tests {
             let e = super::super::compile(&g, &fewest).err().expect("fewest refuses parts").to_string();
             assert!(e.contains("one ciphertext each") && e.contains("greedy"), "{e}");
         }
-        // One channel larger than a ciphertext is refused by name.
+        // One channel larger than a ciphertext arrives space-to-depth, which a stride-1
+        // convolution cannot read: refused by name.
         let g = graph(false, 256);
         let e = super::super::compile(&g, &options(&g)).err().expect("a channel over a ciphertext").to_string();
-        assert!(e.contains("the input [16, 256, 256]: one channel"), "{e}");
+        assert!(e.contains("conv node 'conv'") && e.contains("space-to-depth by 2"), "{e}");
+        // ResNet's stem (7 x 7 at stride 2) on 3 x 200 x 200 reads it as 12 x 100 x 100 in six
+        // parts of two channels, by a 5 x 5 kernel at stride 1.
+        let stem = NodeAttrs { stride: Some([2, 2]), pads: Some([3; 4]), groups: Some(1), ..Default::default() };
+        let nodes = vec![
+            node(NodeOp::Conv, "stem", &["x"], &[4, 100, 100], stem, vec![("weight", Tensor::new(vec![4, 3, 7, 7], vec![0.01; 588]))]),
+            node(NodeOp::Relu, "relu", &["stem:o"], &[4, 100, 100], NodeAttrs::default(), vec![]),
+            node(NodeOp::GlobalAvgpool, "gap", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["gap:o"], &[4], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
+        ];
+        let g = ModelGraph { format: GRAPH_FORMAT.into(), version: GRAPH_VERSION, name: "stem".into(), input: "x".into(), input_shape: vec![3, 200, 200], output: "fc:o".into(), nodes };
+        g.validate().unwrap();
+        let p = super::super::compile(&g, &options(&g)).unwrap();
+        assert_eq!(p.input_shape, [3, 200, 200]);
+        assert_eq!(
+            p.input_packing,
+            InputPacking::Multiplexed { channels: 12, height: 128, width: 128, gap: 1, image: Some([100, 100]), part_channels: Some(2), space_to_depth: Some(2) }
+        );
+        match &p.ops[0].kind {
+            FheOpKind::MpConv { kernel, stride, part_channels, out_channels, .. } => assert_eq!((*kernel, *stride, *part_channels, *out_channels), (5, 1, Some(2), 2)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.ops[0].inputs.len(), 6);
     }
 
     #[test]
