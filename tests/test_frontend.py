@@ -282,6 +282,8 @@ def test_pytorch_resnet20_exported_to_onnx_gives_the_same_ir():
     [
         # Published figures (weights of conv and fc layers; MACs of one 224x224 image).
         ("resnet50", 25.5, 4.09),
+        # torchvision's 11,689,512 less batch-norm's 9,600; 1.81 GMACs.
+        ("resnet18", 11.68, 1.814),
         ("vgg16", 138.36, 15.47),
         ("mobilenet_v1", 4.21, 0.569),
         ("mobilenet_v2", 3.47, 0.300),
@@ -298,6 +300,27 @@ def test_layer_shapes_of_the_studied_networks(name, params_m, macs_g):
     assert sum(r["params"] for r in rows) / 1e6 == pytest.approx(params_m, rel=0.01)
     assert sum(r["macs"] for r in rows) / 1e9 == pytest.approx(macs_g, rel=0.01)
     assert rows[-1]["shape"] == (1000,)
+
+
+def test_resnet18_for_the_fhe_mode_has_quadratics_and_average_pooling():
+    """002's ResNet-18: every ReLU a per-channel quadratic, the stem's max pooling a 3 x 3
+    average pooling; random weights fill the quadratics near ReLU's fit and the float run is
+    finite at 224 x 224."""
+    from lycaon.frontend.architectures import resnet18
+    from lycaon.frontend.random_weights import with_random_weights
+
+    relu, quad = resnet18(), resnet18("quadratic")
+    assert [n.op for n in quad.nodes].count("poly") == [n.op for n in relu.nodes].count("relu") == 17
+    assert [n.op for n in quad.nodes if n.op in ("avgpool", "maxpool")] == ["avgpool"] and [n.op for n in relu.nodes if n.op in ("avgpool", "maxpool")] == ["maxpool"]
+    g = with_random_weights(quad, seed=3)
+    for n in g.nodes:
+        if n.op == "poly":
+            c = np.asarray(n.params["coefficients"])
+            assert c.shape == (g.shapes()[n.output][0], 3) and (0.05 <= c[:, 2]).all() and (c[:, 2] <= 0.15).all()
+    y = run_float(g, np.random.default_rng(0).standard_normal((1, 3, 224, 224)))
+    assert y.shape == (1, 1000) and np.isfinite(y).all()
+    with pytest.raises(ValueError, match="activation"):
+        resnet18("gelu")
 
 
 def test_concat_runs_in_both_executors():

@@ -884,6 +884,9 @@ class FheSession:
     def close(self) -> "str | None":
         """Ends the session; a local server's summary (JSON)."""
 
+def fhe_rotation_plan(program_json: str) -> str:
+    """The rotation keys the program's ops use, {step: highest level} (JSON)."""
+    ...
 def fhe_program_facts(program_json: str) -> str:
     """{"bootstraps", "refreshes", "rotation_keys", "rotation_levels", "relin_level", "input_level", "ops"} (JSON)."""
     ...

@@ -189,6 +189,18 @@ impl FheSession {
     }
 }
 
+/// The rotation keys a program's ops use (JSON {step: highest level}), as the runtime derives
+/// them from its layers: what `rotation_levels` must hold (for a program cut after some ops).
+/// Releases the GIL.
+#[pyfunction]
+pub fn fhe_rotation_plan(py: Python<'_>, program_json: &str) -> PyResult<String> {
+    let plan = py.detach(|| -> lycaon_runtime::Result<_> {
+        let program = FheProgram::from_json(program_json)?;
+        lycaon_runtime::fhe::FheExecutable::rotation_plan(program, lycaon_runtime::Device::Cpu.backend()?)
+    });
+    serde_json::to_string(&plan.map_err(err)?).map_err(|e| LycaonError::new_err(e.to_string()))
+}
+
 /// What a program implies (JSON): bootstraps an inference runs (refreshes and those inside
 /// composite ReLUs, at the levels the plan gives them), rotation keys by level, the
 /// relinearisation level, the ops by kind. The planner's FHE figures come from here.

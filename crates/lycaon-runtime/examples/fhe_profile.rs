@@ -3,7 +3,8 @@
 //! `cargo run --release -p lycaon-runtime --example fhe_profile -- PROGRAM.json [OPS]`.
 //! PROGRAM.json is a program as `lycaon.fhe_compiler.compile_network(...).program_json` writes
 //! it; OPS keeps only the first OPS ops (their last output becomes the answer), for quick
-//! measurements of the early layers. The input is random in [-1, 1].
+//! measurements of the early layers, and only the rotation keys those use are made. The input
+//! is random in [-1, 1].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +29,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         program.output_slots = (0..10).collect();
     }
     let backend = Device::Cpu.backend()?;
+    // Only the rotation keys the kept ops use (a truncated ImageNet network needs a fraction).
+    program.rotation_levels = lycaon_runtime::fhe::FheExecutable::rotation_plan(program.clone(), backend.clone())?;
     let t = Instant::now();
     let served = Arc::new(FheServed::new(program, backend.clone(), FheSessionOptions::default())?);
     println!("prepared in {:.2} s, {} threads", t.elapsed().as_secs_f64(), rayon::current_num_threads());

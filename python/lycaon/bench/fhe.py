@@ -47,6 +47,14 @@ PUBLISHED_RESNET20 = [
 ]
 KEYSET_STRATEGIES = ("level-aware", "all-required", "power-of-two")
 RESNET20_NETWORKS = ("resnet20", "resnet20-relu")
+#: Networks at ImageNet shape with random weights and random inputs (benchmark only): 002's
+#: ResNet-18 (AESPA quadratic activations, the stem's max pooling an average pooling).
+IMAGENET_NETWORKS = ("resnet18-imagenet",)
+#: What the bootstrapping circuit keeps besides the network's rotation keys at logN = 16 with
+#: full slots: its own Galois and encapsulation keys plus its transforms' encoded diagonals,
+#: measured on ResNet-20 (keys 9.51 GB of which its 104 network keys are 3.10 GB, diagonals
+#: 3.1 GB). Used only to refuse, before any key is made, a run that cannot fit.
+BOOTSTRAP_RESIDENT_BYTES = 9.5e9
 # Test images on which the float64 twin with the composite ReLU is compared with exact ReLU (cheap:
 # what the approximation alone does to top-1, beyond the few images encrypted).
 FLOAT_CHECK_IMAGES = 200
@@ -172,7 +180,7 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
         peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
-        resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen") -> list[dict]:
+        resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen", ops: Optional[int] = None) -> list[dict]:
     from lycaon.bench import peers  # noqa: PLC0415
 
     orion_peer, orion_missing = peers.load("orion_peer")  # numpy only at import
@@ -199,6 +207,16 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                        "published": PUBLISHED_RESNET20, "planned": _planned_resnet20(), "lycaon": ours if ours is not None else {"error": err}}
                 records.append(rec)
                 _print_resnet20(rec, out)
+                continue
+            if model in IMAGENET_NETWORKS:
+                path = tmp / f"{model}_lycaon.json"
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--worker-out", str(path)] + \
+                    (["--ops", str(ops)] if ops else []) + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
+                ours, err = _run_json(cmd, path, env, timeout=4 * 3600 * max(1, resnet20_images))
+                rec = {"model": model, "lycaon_s": None if ours is None or "refused" in ours else ours["inference_s"],
+                       "lycaon_peak_bytes": None if ours is None else ours.get("peak_bytes"), "peer": None, "lycaon": ours if ours is not None else {"error": err}}
+                records.append(rec)
+                _print_imagenet(rec, out)
                 continue
             if model not in LYCAON_BITS:  # any other network: compiled by compile_model, on its data set's test images
                 path = tmp / f"{model}_lycaon.json"
@@ -383,6 +401,138 @@ def network_worker(model: str, images: int, first: int = 0, log: Optional[str] =
             "images": per_image, "peak_bytes": _peak_bytes()}
 
 
+def _network_key_bytes(program: dict) -> int:
+    """The bytes of the program's rotation keys (one Galois key per step at its level)."""
+    from lycaon import _native  # noqa: PLC0415
+
+    params = _native.CkksBootstrapParams.logn16_full_slots().parameters()
+    kg = _native.CkksKeyGenerator(params)
+    size = {lv: kg.galois_keys([1], levels=[lv]).memory_bytes for lv in set(program["rotation_levels"].values())}
+    return int(sum(size[lv] for lv in program["rotation_levels"].values()))
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _cut_program(program: dict, ops: int) -> tuple[dict, dict]:
+    """The program's first `ops` ops, answering with every slot of the last one's output, with
+    only the rotation keys those ops use; and where that output sits (the convolution that reads
+    it next: its part's channels and layout)."""
+    from lycaon._native import fhe_rotation_plan  # noqa: PLC0415
+
+    if not 1 <= ops < len(program["ops"]):
+        raise ValueError(f"--ops {ops}: the program has {len(program['ops'])} ops")
+    cut = dict(program, ops=program["ops"][:ops])
+    output = cut["ops"][-1]["output"]
+    reader = next((o for o in program["ops"][ops:] if output in o["inputs"] and o["kind"] == "mp_conv"), None)
+    if reader is None:
+        raise ValueError(f"--ops {ops}: its last output '{output}' is not read by a convolution, whose packing would place it; cut elsewhere")
+    layout = reader["input"]
+    per = reader.get("part_channels") or layout["channels"]
+    k = reader["inputs"].index(output)
+    channels = (k * per, min((k + 1) * per, layout["channels"]))
+    slots = 1 << 15
+    cut.update(output=output, output_slots=list(range(slots)))
+    cut["rotation_levels"] = {str(s): lv for s, lv in json.loads(fhe_rotation_plan(json.dumps(cut))).items()}
+    tensor = output.rsplit("#", 1)[0] if "#" in output and output.rsplit("#", 1)[1].isdigit() else output
+    return cut, {"tensor": tensor, "channels": channels, "layout": layout, "slots": slots}
+
+
+def _packed_tensor(graph, x: np.ndarray, where: dict) -> np.ndarray:
+    """The float twin's value of `where`'s tensor part on input `x`, in its multiplexed packing."""
+    from lycaon._native import multiplexed_pack  # noqa: PLC0415
+    from lycaon.frontend.executor import run_node  # noqa: PLC0415
+
+    values = {graph.input_name: np.asarray(x, dtype=np.float64)[None]}
+    for node in graph.nodes:
+        values[node.output] = run_node(node, [values[i] for i in node.inputs])
+        if node.output == where["tensor"]:
+            break
+    lo, hi = where["channels"]
+    t = values[where["tensor"]][0, lo:hi]
+    lay = where["layout"]
+    grid = np.zeros((hi - lo, lay["height"], lay["width"]))
+    grid[:, :t.shape[1], :t.shape[2]] = t
+    return multiplexed_pack(hi - lo, lay["height"], lay["width"], lay["gap"], where["slots"], np.ascontiguousarray(grid.ravel()))
+
+
+def imagenet_worker(model: str, images: int, ops: Optional[int] = None, log: Optional[str] = None) -> dict:
+    """ResNet-18 at ImageNet shape (3 x 224 x 224) in the FHE mode, in a process of its own: 002's
+    network with AESPA quadratic activations (the stem's max pooling an average pooling), random
+    weights and random N(0, 1) inputs (a benchmark of cost, said in the record), value bounds
+    from 4 random calibration inputs. The input arrives space-to-depth and the wide tensors in
+    several ciphertexts (the compiler decides). With `ops`, only the first `ops` ops run, with
+    the keys they use, and the decrypted tensor is checked against the float twin's; else the
+    whole network against the twin's logits. Before any key is made, a run whose keys cannot fit
+    this machine's memory is refused with the figures."""
+    from lycaon import fhe  # noqa: PLC0415
+    from lycaon.frontend.architectures import resnet18  # noqa: PLC0415
+    from lycaon.frontend.random_weights import with_random_weights  # noqa: PLC0415
+
+    if model not in IMAGENET_NETWORKS:
+        raise ValueError(f"{model}: expected one of {IMAGENET_NETWORKS}")
+    rng = np.random.default_rng(0)
+    graph = with_random_weights(resnet18("quadratic"), seed=0)
+    calibration = rng.standard_normal((4, 3, 224, 224))
+    x = rng.standard_normal((images, 3, 224, 224))
+    t0 = time.perf_counter()
+    program, net = fhe.compile_model(graph, calibration=calibration)
+    compile_s = time.perf_counter() - t0
+    full = {"ops": len(program["ops"]), "planned_bootstraps": net.planned_bootstraps, "rotation_keys": len(program["rotation_levels"]),
+            "network_key_bytes": _network_key_bytes(program), "input_packing": program["input_packing"]}
+    where = None
+    if ops is not None:
+        program, where = _cut_program(program, ops)
+    need = _network_key_bytes(program) + BOOTSTRAP_RESIDENT_BYTES
+    record = {"weights": "random (He-normal, seed 0; quadratics near ReLU's fit): a benchmark of cost, not of accuracy", "inputs": "random N(0, 1), seed 0",
+              "compile_s": compile_s, "full_program": full, "ops_run": len(program["ops"]), "checked": where and {k: where[k] for k in ("tensor", "channels")},
+              "rotation_keys": len(program["rotation_levels"]), "estimated_resident_key_bytes": need, "machine_bytes": _memory_bytes()}
+    if need > 0.9 * _memory_bytes():
+        record["refused"] = (f"the evaluation keys alone need about {need / 1e9:.1f} GB ({len(program['rotation_levels'])} rotation keys at their levels plus "
+                             f"the bootstrapping circuit's keys and diagonals), more than 90% of this machine's {_memory_bytes() / 1e9:.1f} GB; run a prefix with --ops N")
+        return record
+    del calibration
+    _return_freed_memory()
+    session = _session(program)
+    keys = json.loads(session.keys)
+    per_image = []
+    for i in range(images):
+        out = json.loads(session.infer(np.ascontiguousarray(x[i].ravel(), dtype=np.float64)))
+        stats, got = out["report"], np.asarray(out["logits"])
+        want = _packed_tensor(net.graph, x[i], where) if where else net.reference(x[i])
+        r = {"latency_s": stats["server_s"], "bits": _bits(got, want), **{k: stats[k] for k in ("bootstraps", "bootstrap_s", "conv_s", "quadratic_s", "other_s", "late_encodings")},
+             "slowest_ops": sorted(stats["ops"], key=lambda o: -o[1])[:8]}
+        if where is None:
+            r.update(top1=int(np.argmax(got)), plain_top1=int(np.argmax(want)))
+        per_image.append(r)
+        if log:
+            with open(log, "a") as f:
+                f.write(json.dumps({"network": model, "ops": record["ops_run"], "threads": _threads(), **r}) + "\n")
+    session.close()
+    record.update(keygen_s=keys["keys_s"], key_bytes=keys["key_bytes"], key_upload_bytes=keys["upload_bytes"], images=per_image,
+                  inference_s=float(np.median([r["latency_s"] for r in per_image])), peak_bytes=_peak_bytes())
+    return record
+
+
+def _print_imagenet(r: dict, out) -> None:
+    ours, full = r["lycaon"], r["lycaon"].get("full_program", {})
+    if "error" in ours:
+        print(f"\n{r['model']}: Lycaon's run failed: {ours['error']}", file=out)
+        return
+    print(f"\n{r['model']} (random weights and inputs; input {full.get('input_packing')}): {full.get('ops')} ops, {full.get('planned_bootstraps')} bootstraps planned, "
+          f"{full.get('rotation_keys')} rotation keys ({_fmt(full.get('network_key_bytes'), ' GB', 1e9)}), compiled in {_fmt(ours['compile_s'], ' s', digits=1)}", file=out)
+    if "refused" in ours:
+        print(f"  not run: {ours['refused']}", file=out)
+        return
+    scope = f"first {ours['ops_run']} ops, checked on {ours['checked']}" if ours["checked"] else "whole network"
+    for i in ours["images"]:
+        top = f", top-1 {i['top1']} (plaintext {i['plain_top1']})" if "top1" in i else ""
+        print(f"  {scope}: {_fmt(i['latency_s'], ' s', digits=1)} ({i['bootstraps']} bootstraps, {_fmt(i['bootstrap_s'], ' s', digits=1)}; convolutions "
+              f"{_fmt(i['conv_s'], ' s', digits=1)}), precision {i['bits']:.1f} bits{top}", file=out)
+    print(f"  keys {_fmt(ours['key_bytes'], ' GB', 1e9)} in {_fmt(ours['keygen_s'], ' s', digits=1)}, peak RSS {_fmt(ours['peak_bytes'], ' GB', 1e9)}", file=out)
+
+
 def _print_network(r: dict, out) -> None:
     ours = r["lycaon"]
     if "error" in ours:
@@ -477,8 +627,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--inputs")
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
+    ap.add_argument("--ops", type=int, help="resnet18-imagenet: only the first OPS ops, checked against the float twin")
     a = ap.parse_args(argv)
-    if a.worker in RESNET20_NETWORKS:
+    if a.worker in IMAGENET_NETWORKS:
+        result = imagenet_worker(a.worker, a.images, a.ops, a.log)
+    elif a.worker in RESNET20_NETWORKS:
         result = resnet20_worker(a.images, a.worker, a.first, a.log, a.packing)
     elif a.worker in LYCAON_BITS:
         result = lycaon_worker(a.worker, a.weights, a.inputs, a.phase)

@@ -46,13 +46,15 @@ def add_parser(sub) -> None:
     fhe_b.add_argument("--images", type=int, default=2, help="bundled MNIST test images per network (default 2)")
     fhe_b.add_argument("--models", nargs="+", default=["mlp", "lenet5", "resnet20"], metavar="NAME",
                        help="mlp, lenet5 (against Orion), resnet20 (AESPA activations), resnet20-relu (the reference ReLU ResNet-20 through the composite minimax "
-                            "ReLU, ~20 min an image), or any other network the FHE mode serves (e.g. resnet56-reference: composite ReLU, ~45 min an image), "
-                            "run on --resnet20-images test images of its data set")
+                            "ReLU, ~20 min an image), resnet18-imagenet (002's ResNet-18 at 224 x 224, random weights and inputs; see --ops), or any other network "
+                            "the FHE mode serves (e.g. resnet56-reference: composite ReLU, ~45 min an image), run on --resnet20-images test images of its data set")
     fhe_b.add_argument("--resnet20-images", type=int, default=1, help="CIFAR-10 test images for ResNet-20 (default 1; AESPA: about 17 GB, keys in 1 minute, then 8 minutes an image; resnet20-relu: 19 minutes an image)")
     fhe_b.add_argument("--resnet20-first", type=int, default=0, metavar="K", help="skip the first K images of ResNet-20's seeded test sample (runs on several machines or sessions add up)")
     fhe_b.add_argument("--resnet20-log", metavar="FILE", help="append each ResNet-20 image's record to FILE as one JSON line as soon as it is decrypted")
     fhe_b.add_argument("--resnet20-packing", choices=["mpconv", "hyphen", "both"], default="hyphen",
                        help="ResNet-20's convolutions: HyPHEN's changing packing in stage 1 (default), one multiplexed packing throughout (mpconv), or both on each image (an A/B in one process)")
+    fhe_b.add_argument("--ops", type=int, metavar="N", help="resnet18-imagenet: run only its first N ops (with the keys they use) and check the decrypted tensor "
+                       "against the float twin's (the whole network needs more key memory than 24 GiB)")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
     fhe_b.add_argument("--peer-python", metavar="PATH", help="a Python interpreter that has orion-fhe (default: $LYCAON_ORION_PYTHON, else this one)")
     e2e = bench_sub.add_parser("e2e", help="private inference end to end: ResNet-20 and LeNet-5 against SPU CHEETAH on the lan and wan links, "
@@ -106,7 +108,7 @@ def run(args) -> int:
         if args.resnet20_images < 1 or args.resnet20_first < 0:
             raise ValueError("--resnet20-images must be at least 1 and --resnet20-first at least 0")
         bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images,
-                      resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log, resnet20_packing=args.resnet20_packing)
+                      resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log, resnet20_packing=args.resnet20_packing, ops=args.ops)
         return 0
     if args.suite == "e2e" and args.models:
         from lycaon.bench import imagenet as bench_imagenet  # noqa: PLC0415

@@ -107,6 +107,44 @@ def resnet50() -> Graph:
     return b.g
 
 
+def resnet18(activation: str = "relu") -> Graph:
+    """ResNet-18 at ImageNet shape (He et al.; torchvision's layout, batch-norm folded away).
+    ``activation="quadratic"``: the FHE variant of 002's ResNet-18 (AESPA): each ReLU a
+    per-channel quadratic (a ``poly`` node, coefficients (C, 3) to be filled) and the stem's
+    max pooling a 3 x 3 average pooling at stride 2 (CKKS has no max)."""
+    if activation not in ("relu", "quadratic"):
+        raise ValueError(f"activation '{activation}': expected relu or quadratic")
+    quadratic = activation == "quadratic"
+    b = _Builder("resnet18" + ("-quadratic" if quadratic else ""))
+
+    def act():
+        if not quadratic:
+            return b.relu()
+        name = b._name("act")
+        channels = b.g.shapes()[b.last][0]
+        b.g.add(Node("poly", name, [b.last], name, {"kind": "aespa-quadratic"}, {"coefficients": _zeros(channels, 3)}))
+        b.last = name
+        return name
+
+    b.conv(64, 7, 2, 3, relu=False)
+    act()
+    b.pool("avgpool" if quadratic else "maxpool", 3, 2, 1)
+    for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for i in range(2):
+            x = b.last
+            s = stride if i == 0 else 1
+            b.conv(planes, 3, s, 1, relu=False)
+            act()
+            y = b.conv(planes, 3, 1, 1, relu=False)
+            shortcut = b.conv(planes, 1, s, relu=False, x=x) if s != 1 or b.g.shapes()[x][0] != planes else x
+            b.add(y, shortcut)
+            act()
+    b.gap()
+    b.flatten()
+    b.fc(1000)
+    return b.g
+
+
 def vgg16() -> Graph:
     b = _Builder("vgg16")
     for width, convs in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
@@ -244,4 +282,4 @@ def densenet121(growth: int = 32, blocks: tuple = (6, 12, 24, 16), bottleneck: i
     return b.g
 
 
-ARCHITECTURES = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "alexnet": alexnet, "squeezenet": squeezenet, "densenet121": densenet121}
+ARCHITECTURES = {"resnet18": resnet18, "resnet50": resnet50, "vgg16": vgg16, "mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2, "alexnet": alexnet, "squeezenet": squeezenet, "densenet121": densenet121}

@@ -20,12 +20,20 @@ RESIDUAL_GAIN = 0.2
 def with_random_weights(graph: Graph, seed: int = 0) -> Graph:
     """A copy of ``graph`` whose convolutions and fully connected layers have He-normal weights
     (std sqrt(2 / fan_in)) and small biases drawn from ``seed``; layers whose output feeds a
-    residual addition directly are scaled by ``RESIDUAL_GAIN``."""
+    residual addition directly are scaled by ``RESIDUAL_GAIN``. Per-channel quadratic activations
+    (``poly`` nodes of kind ``aespa-quadratic``) get random coefficients near ReLU's quadratic fit
+    (a in [0.05, 0.15], b in [0.4, 0.6])."""
     rng = np.random.default_rng(seed)
     out = copy.copy(graph)
     out.nodes = [copy.copy(n) for n in graph.nodes]
     adds = {i for n in graph.nodes if n.op == "add" for i in n.inputs}
     for node in out.nodes:
+        if node.op == "poly" and node.attrs.get("kind") == "aespa-quadratic":
+            # a x^2 + b x + c per channel, near the quadratic fits of ReLU that AESPA starts from.
+            c = np.shape(node.params["coefficients"])[0]
+            coefficients = np.stack([rng.normal(0.0, 0.02, c), rng.uniform(0.4, 0.6, c), rng.uniform(0.05, 0.15, c)], axis=1)
+            node.params = {**node.params, "coefficients": coefficients}
+            continue
         if node.op not in ("conv", "linear"):
             continue
         shape = np.shape(node.params["weight"])
