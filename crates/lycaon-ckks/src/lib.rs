@@ -66,7 +66,7 @@ pub use keys::{conjugation_galois_element, rotation_galois_element, EvaluationKe
 pub use linear::{bsgs_split, LinearTransform};
 pub use polynomial::{chebyshev_coefficients, ChebyshevBasis, ChebyshevPoly};
 pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
-pub use rotation_sum::{ExtendedSum, GiantStep, HoistedRotations};
+pub use rotation_sum::{ExtendedSum, GiantStep, GiantSums, HoistedRotations};
 pub use scheme::{Ciphertext, Decryptor, PublicKeyEncryptor, SecretKeyEncryptor, SeededCiphertext};
 pub use sign::{odd_sign_minimax, CompositeSign, LEE_ALPHA13_DEGREES};
 

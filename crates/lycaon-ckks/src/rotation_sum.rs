@@ -103,6 +103,55 @@ impl ExtendedSum {
     }
 }
 
+/// Inner sums of rotated products per giant step (mod slots) over Q_l P, before their giant
+/// rotations ([`Evaluator::add_rotated_products`], [`Evaluator::close_giant_sums`]).
+#[derive(Clone, Debug)]
+pub struct GiantSums {
+    level: usize,
+    /// The products' scale (the ciphertexts' times `plain_scale`).
+    scale: f64,
+    plain_scale: f64,
+    log_slots: u32,
+    inner: std::collections::BTreeMap<i64, [Poly<Ntt>; 2]>,
+}
+
+impl GiantSums {
+    /// Empty sums for products of ciphertexts like `like`'s (level, scale, slots) with
+    /// plaintexts at `plain_scale`.
+    pub fn new(like: &HoistedRotations, plain_scale: f64) -> Self {
+        Self { level: like.level, scale: like.scale * plain_scale, plain_scale, log_slots: like.log_slots, inner: Default::default() }
+    }
+
+    /// The giant steps that hold terms (mod slots).
+    pub fn giants(&self) -> Vec<i64> {
+        self.inner.keys().copied().collect()
+    }
+
+    fn add(&mut self, giant: i64, part: [Poly<Ntt>; 2]) -> Result<(), CkksError> {
+        match self.inner.get_mut(&giant) {
+            Some([a0, a1]) => {
+                a0.add_assign(&part[0])?;
+                a1.add_assign(&part[1])?;
+            }
+            None => {
+                self.inner.insert(giant, part);
+            }
+        }
+        Ok(())
+    }
+
+    /// self += other (sums of the same level, scale and slots).
+    pub fn add_assign(&mut self, other: GiantSums) -> Result<(), CkksError> {
+        if other.level != self.level || other.log_slots != self.log_slots || !crate::evaluator::scales_close(self.scale, other.scale) {
+            return Err(CkksError::InvalidArgument { what: format!("adding giant sums at level {} and {}", self.level, other.level) });
+        }
+        for (giant, part) in other.inner {
+            self.add(giant, part)?;
+        }
+        Ok(())
+    }
+}
+
 /// One giant step of a sum: rot_giant(sum over (baby, values) of values' (.) rot_baby(ct)), the
 /// values given where they multiply rot_{giant+baby}(ct) in the result.
 #[derive(Clone, Debug)]
@@ -168,8 +217,23 @@ impl Evaluator {
     /// must be in `hoisted`. Errors: `InvalidArgument` (a baby step not hoisted, values of the
     /// wrong length, no term), `MissingRotationKey` for a giant step, encoding errors.
     pub fn rotated_products(&self, hoisted: &HoistedRotations, giants: &[GiantStep<'_>], plain_scale: f64) -> Result<ExtendedSum, CkksError> {
+        let mut sums = GiantSums::new(hoisted, plain_scale);
+        self.add_rotated_products(&mut sums, hoisted, giants)?;
+        self.close_giant_sums(sums)
+    }
+
+    /// Adds each giant step's inner sum (values' (.) rot_baby(ct) over its terms, values given
+    /// in final position) to `sums`, whose giant rotations come later
+    /// ([`Self::close_giant_sums`]): a baby-step giant-step sum whose babies are rotations of
+    /// several ciphertexts (of `sums`' level and scale) shares each giant's rotation among them.
+    pub fn add_rotated_products(&self, sums: &mut GiantSums, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<(), CkksError> {
         let slots = hoisted.slots();
         let level = hoisted.level;
+        if level != sums.level || hoisted.log_slots != sums.log_slots || !crate::evaluator::scales_close(hoisted.scale * sums.plain_scale, sums.scale) {
+            return Err(CkksError::InvalidArgument {
+                what: format!("rotated products at level {level}, scale 2^{:.3} added to sums at level {}, scale 2^{:.3}", hoisted.scale.log2(), sums.level, (sums.scale / sums.plain_scale).log2()),
+            });
+        }
         for g in giants {
             for &(b, v) in &g.terms {
                 if !hoisted.index.contains_key(&(b.rem_euclid(slots as i64) as usize)) {
@@ -184,13 +248,13 @@ impl Evaluator {
             }
         }
         let params = self.params().clone();
-        let backend = params.backend().clone();
         let basis = keyswitch::extended_basis(&params, level)?;
         let encoder = Encoder::new(self.context());
-        let partials: Vec<[Poly<Ntt>; 2]> = giants
+        let plain_scale = sums.plain_scale;
+        let partials: Vec<(i64, [Poly<Ntt>; 2])> = giants
             .par_iter()
             .filter(|g| !g.terms.is_empty())
-            .map(|g| -> Result<[Poly<Ntt>; 2], CkksError> {
+            .map(|g| -> Result<(i64, [Poly<Ntt>; 2]), CkksError> {
                 let mut inner: Option<[Poly<Ntt>; 2]> = None;
                 for pass in g.terms.chunks(TERMS_PER_PASS) {
                     let pts: Vec<Poly<Ntt>> = pass
@@ -211,26 +275,44 @@ impl Evaluator {
                         }
                     });
                 }
-                let [i0, i1] = inner.ok_or(CkksError::Internal("empty giant step"))?;
-                if g.giant.rem_euclid(slots as i64) == 0 {
+                Ok((g.giant.rem_euclid(slots as i64), inner.ok_or(CkksError::Internal("empty giant step"))?))
+            })
+            .collect::<Result<_, _>>()?;
+        for (giant, part) in partials {
+            sums.add(giant, part)?;
+        }
+        Ok(())
+    }
+
+    /// Rotates each giant step's inner sum by its giant and adds them all (module docs: a giant
+    /// step moddowns only c_1 to switch it). Errors on sums that hold no term.
+    pub fn close_giant_sums(&self, sums: GiantSums) -> Result<ExtendedSum, CkksError> {
+        let params = self.params().clone();
+        let backend = params.backend().clone();
+        let level = sums.level;
+        let rotated: Vec<[Poly<Ntt>; 2]> = sums
+            .inner
+            .into_par_iter()
+            .map(|(giant, [i0, i1])| -> Result<[Poly<Ntt>; 2], CkksError> {
+                if giant == 0 {
                     return Ok([i0, i1]);
                 }
                 // Giant step: ModDown c_1 of the inner sum, decompose it, switch lazily; c_0 stays P-lifted.
                 let a1 = keyswitch::mod_down(&params, i1, level)?;
                 let dec = keyswitch::decompose(&params, &backend.intt(a1.clone())?, &a1)?;
-                let (key, auto) = self.rotation_key(g.giant, "giant step")?;
+                let (key, auto) = self.rotation_key(giant, "giant step")?;
                 let [mut w0, w1] = hoisting::key_switch_decomposed_lazy(&params, &dec, key)?;
                 w0.add_assign(&i0)?;
                 Ok([backend.automorphism_ntt(&w0, &auto)?, backend.automorphism_ntt(&w1, &auto)?])
             })
             .collect::<Result<_, _>>()?;
-        let mut iter = partials.into_iter();
+        let mut iter = rotated.into_iter();
         let [mut acc0, mut acc1] = iter.next().ok_or_else(|| CkksError::InvalidArgument { what: "a sum of rotated products needs at least one term".into() })?;
         for [p0, p1] in iter {
             acc0.add_assign(&p0)?;
             acc1.add_assign(&p1)?;
         }
-        Ok(ExtendedSum { level, scale: hoisted.scale * plain_scale, log_slots: hoisted.log_slots, parts: [acc0, acc1] })
+        Ok(ExtendedSum { level, scale: sums.scale, log_slots: sums.log_slots, parts: [acc0, acc1] })
     }
 
     /// Brings an [`ExtendedSum`] down to Q_l (two ModDowns) and rescales it: one level lower.

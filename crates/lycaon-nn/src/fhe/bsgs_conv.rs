@@ -31,7 +31,9 @@
 //! Same plaintext products of weights as MPConv (f^2 C_out / p_i), same depth (2). Costs
 //! against MPConv: [`BsgsConv::estimated_cost`].
 
-use lycaon_ckks::{Ciphertext, ExtendedSum, GiantStep};
+use std::sync::Mutex;
+
+use lycaon_ckks::{Ciphertext, GiantStep, GiantSums};
 use rayon::prelude::*;
 
 use super::multiplexed::MultiplexedLayout;
@@ -82,8 +84,67 @@ pub struct BsgsConv {
     baby_blocks: usize,
     /// assign[(g p_i + r) T_i + beta]: the output channel producer (r, beta) of group g computes.
     assign: Vec<Option<usize>>,
-    /// Per group, the placement: (rotation step, mask of the output slots it fills).
-    placement: Vec<Vec<(i64, Vec<f64>)>>,
+    /// Per group, the placement: (rotation step, the output channels it moves into place; their
+    /// mask is made when evaluating, [`Self::placement_mask`]: kept as masks, a wide layer's
+    /// would hold hundreds of MB).
+    placement: Vec<Vec<(i64, Vec<usize>)>>,
+    /// M: each placement step s is the baby s mod M (hoisted per group) and the giant
+    /// s - (s mod M), one rotation shared by every group ([`Self::placement_steps`]). The slot
+    /// count (all babies) unless the placement needs more than [`MAX_PLACEMENT_KEYS`] steps.
+    placement_modulus: usize,
+}
+
+/// A placement with more distinct steps than this (a stride-2 layer into gap 8 or 16: one per
+/// output sub-position, in hundreds of groups) takes the baby/giant split with the fewest keys.
+const MAX_PLACEMENT_KEYS: usize = 32;
+
+/// Per group, the distinct babies s mod M of its placement steps; and the distinct giants
+/// s - (s mod M) of all groups (steps in 0..slots).
+fn split_placement(placement: &[Vec<(i64, Vec<usize>)>], modulus: usize) -> (Vec<Vec<i64>>, Vec<i64>) {
+    let m = modulus as i64;
+    let mut giants: Vec<i64> = Vec::new();
+    let babies = placement
+        .iter()
+        .map(|classes| {
+            let mut b: Vec<i64> = Vec::new();
+            for (s, _) in classes {
+                let (baby, giant) = (s.rem_euclid(m), s - s.rem_euclid(m));
+                if !b.contains(&baby) {
+                    b.push(baby);
+                }
+                if !giants.contains(&giant) {
+                    giants.push(giant);
+                }
+            }
+            b
+        })
+        .collect();
+    (babies, giants)
+}
+
+/// The slot count when the placement needs at most [`MAX_PLACEMENT_KEYS`] steps; else the
+/// power-of-two M with the fewest keys (babies and non-zero giants), the larger on a tie.
+fn placement_modulus(placement: &[Vec<(i64, Vec<usize>)>], slots: usize) -> usize {
+    let keys = |m: usize| {
+        let (babies, giants) = split_placement(placement, m);
+        let mut all: Vec<i64> = babies.into_iter().flatten().chain(giants).filter(|&s| s != 0).collect();
+        all.sort_unstable();
+        all.dedup();
+        all.len()
+    };
+    let mut best = (keys(slots), slots);
+    if best.0 <= MAX_PLACEMENT_KEYS {
+        return slots;
+    }
+    let mut m = slots / 2;
+    while m >= 1 {
+        let k = keys(m);
+        if k < best.0 {
+            best = (k, m);
+        }
+        m /= 2;
+    }
+    best.1
 }
 
 impl BsgsConv {
@@ -122,8 +183,7 @@ impl BsgsConv {
     #[allow(clippy::too_many_arguments)]
     fn with_split(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize), d: usize) -> Result<Self, FheError> {
         // The same checks and output layout as MPConv.
-        let reference = super::MpConv::with_output(input, c_out, kernel, stride, weights, output)?;
-        let out = *reference.output_layout();
+        let out = super::MpConv::checked_output(input, c_out, kernel, stride, weights, output)?;
         let (t_in, t_out, k_out2) = (input.padded_blocks(), out.padded_blocks(), out.gap * out.gap);
         let p_in = input.copies();
         // Lanes of T_i producers: output o = beta_o K_o + s (block beta_o, sub-position s).
@@ -157,32 +217,25 @@ impl BsgsConv {
             return Err(FheError::Invalid(format!("internal: output channel {o} assigned to {} producers, not {d}", seen[o])));
         }
         let (slots, block) = (input.slots as i64, input.block_len());
-        let placement = (0..groups)
+        let placement: Vec<Vec<(i64, Vec<usize>)>> = (0..groups)
             .map(|g| {
-                let mut classes: Vec<(i64, Vec<f64>)> = Vec::new();
+                let mut classes: Vec<(i64, Vec<usize>)> = Vec::new();
                 for r in 0..p_in {
                     for beta in 0..t_in {
                         let Some(o) = assign[(g * p_in + r) * t_in + beta] else { continue };
                         let from = (r * input.copy_len() + beta * block) as i64;
                         let step = (from - out.slot(o, 0, 0) as i64).rem_euclid(slots);
-                        let at = match classes.iter().position(|(s, _)| *s == step) {
-                            Some(i) => i,
-                            None => {
-                                classes.push((step, vec![0.0; input.slots]));
-                                classes.len() - 1
-                            }
-                        };
-                        for y in 0..out.rows {
-                            for x in 0..out.cols {
-                                classes[at].1[out.slot(o, y, x)] = 1.0;
-                            }
+                        match classes.iter_mut().find(|(s, _)| *s == step) {
+                            Some((_, outputs)) => outputs.push(o),
+                            None => classes.push((step, vec![o])),
                         }
                     }
                 }
                 classes
             })
             .collect();
-        let mut conv = Self { input, output: out, c_out, kernel, stride, weights: weights.to_vec(), groups, lanes, split: d, baby_blocks: 1, assign, placement };
+        let placement_modulus = placement_modulus(&placement, input.slots);
+        let mut conv = Self { input, output: out, c_out, kernel, stride, weights: weights.to_vec(), groups, lanes, split: d, baby_blocks: 1, assign, placement, placement_modulus };
         conv.baby_blocks = conv.cheapest_baby_blocks();
         Ok(conv)
     }
@@ -206,6 +259,25 @@ impl BsgsConv {
     /// q: groups (one BSGS sum, sub-position sum and placement each).
     pub fn groups(&self) -> usize {
         self.groups
+    }
+
+    /// 1 at every output pixel of these output channels, 0 elsewhere.
+    fn placement_mask(&self, outputs: &[usize]) -> Vec<f64> {
+        let out = &self.output;
+        let mut mask = vec![0.0; self.input.slots];
+        for &o in outputs {
+            for y in 0..out.rows {
+                for x in 0..out.cols {
+                    mask[out.slot(o, y, x)] = 1.0;
+                }
+            }
+        }
+        mask
+    }
+
+    /// M of the placement's baby/giant split (the slot count: every step a baby).
+    pub fn placement_modulus(&self) -> usize {
+        self.placement_modulus
     }
 
     /// n1: block shifts among the baby steps.
@@ -267,7 +339,10 @@ impl BsgsConv {
             .into_iter()
             .chain(self.giant_steps_for(self.baby_blocks))
             .chain(self.sub_sum_steps())
-            .chain(self.placement.iter().flat_map(|p| p.iter().map(|(s, _)| *s)))
+            .chain({
+                let (babies, giants) = split_placement(&self.placement, self.placement_modulus);
+                babies.into_iter().flatten().chain(giants)
+            })
             .chain(self.replication_steps())
             .map(|x| x.rem_euclid(slots))
             .filter(|&x| x != 0)
@@ -344,16 +419,23 @@ impl BsgsConv {
         let slots = self.input.slots as i64;
         let n1 = self.baby_blocks;
         let mut c = FheOpCounts { rotations: self.baby_steps_for(n1).iter().filter(|&&s| s != 0).count() as u64 + self.replication_steps().len() as u64, plain_mults: 0, rescales: 1, depth: 2 };
-        for (js, placement) in self.used_blocks().iter().zip(&self.placement) {
+        let (placement_babies, _) = split_placement(&self.placement, self.placement_modulus);
+        let mut placement_giants: Vec<i64> = Vec::new();
+        for ((js, placement), babies) in self.used_blocks().iter().zip(&self.placement).zip(&placement_babies) {
             if js.is_empty() {
                 continue;
             }
             let mut giants: Vec<usize> = js.iter().map(|j| j / n1).filter(|&jg| jg != 0).collect();
             giants.dedup();
-            c.rotations += giants.len() as u64 + self.sub_sum_steps().len() as u64 + placement.iter().filter(|(s, _)| s.rem_euclid(slots) != 0).count() as u64;
+            c.rotations += giants.len() as u64 + self.sub_sum_steps().len() as u64 + babies.iter().filter(|&&b| b.rem_euclid(slots) != 0).count() as u64;
             c.plain_mults += js.len() as u64 + placement.len() as u64;
             c.rescales += 1;
+            let m = self.placement_modulus as i64;
+            placement_giants.extend(placement.iter().map(|(s, _)| s - s.rem_euclid(m)).filter(|&g| g != 0));
         }
+        placement_giants.sort_unstable();
+        placement_giants.dedup();
+        c.rotations += placement_giants.len() as u64;
         c
     }
 
@@ -367,7 +449,9 @@ impl BsgsConv {
         let babies = self.baby_steps_for(n1).iter().filter(|&&s| s != 0).count() as f64;
         let giants = self.giant_steps_for(n1).len() as f64;
         let giant = c.mod_down + c.decomposition + c.hoisted_rotation;
-        let placement: f64 = self.placement.iter().map(|p| c.decomposition + p.len() as f64 * (c.hoisted_rotation + c.encode_qp)).sum();
+        let (babies_per_group, placement_giants) = split_placement(&self.placement, self.placement_modulus);
+        let placement: f64 = self.placement.iter().zip(&babies_per_group).map(|(p, b)| c.decomposition + b.len() as f64 * c.hoisted_rotation + p.len() as f64 * c.encode_qp).sum::<f64>()
+            + placement_giants.iter().filter(|&&g| g != 0).count() as f64 * giant;
         c.decomposition
             + babies * c.hoisted_rotation
             + diagonals as f64 * c.encode_qp
@@ -411,9 +495,12 @@ impl BsgsConv {
         let block = (self.input.block_len() * self.split) as i64;
         let taps = self.tap_offsets();
         let hoisted = ops.hoist_rotations(ct, &self.baby_steps_for(n1))?;
-        let placed = (0..self.groups)
+        // Every group's placement terms, their giant rotations shared (one sum, bounded memory).
+        let placed: Mutex<Option<GiantSums>> = Mutex::new(None);
+        let modulus = self.placement_modulus as i64;
+        (0..self.groups)
             .into_par_iter()
-            .map(|g| -> Result<Option<ExtendedSum>, FheError> {
+            .try_for_each(|g| -> Result<(), FheError> {
                 let diagonals = self.diagonals(g);
                 let giants: Vec<GiantStep> = (0..self.shifts() / n1)
                     .map(|jg| GiantStep {
@@ -423,7 +510,7 @@ impl BsgsConv {
                     .filter(|g| !g.terms.is_empty())
                     .collect();
                 if giants.is_empty() {
-                    return Ok(None);
+                    return Ok(());
                 }
                 let mut v = ops.finish_extended(ops.rotated_products(&hoisted, &giants)?)?;
                 for step in self.sub_sum_steps() {
@@ -431,22 +518,30 @@ impl BsgsConv {
                     v = ops.add(&v, &r)?;
                 }
                 let classes = &self.placement[g];
-                let steps: Vec<i64> = classes.iter().map(|(s, _)| *s).collect();
-                let moved = ops.hoist_rotations(&v, &steps)?;
-                let terms = classes.iter().map(|(s, m)| (*s, m.as_slice())).collect();
-                Ok(Some(ops.rotated_products(&moved, &[GiantStep { giant: 0, terms }])?))
-            })
-            .try_reduce(
-                || None,
-                |a, b| match (a, b) {
-                    (Some(mut a), Some(b)) => {
-                        a.add_assign(&b)?;
-                        Ok(Some(a))
+                let masks: Vec<Vec<f64>> = classes.iter().map(|(_, outputs)| self.placement_mask(outputs)).collect();
+                let mut babies: Vec<i64> = classes.iter().map(|(s, _)| s.rem_euclid(modulus)).collect();
+                babies.sort_unstable();
+                babies.dedup();
+                let moved = ops.hoist_rotations(&v, &babies)?;
+                let mut by_giant: Vec<GiantStep> = Vec::new();
+                for ((s, _), m) in classes.iter().zip(&masks) {
+                    let (baby, giant) = (s.rem_euclid(modulus), s - s.rem_euclid(modulus));
+                    match by_giant.iter_mut().find(|x| x.giant == giant) {
+                        Some(x) => x.terms.push((baby, m.as_slice())),
+                        None => by_giant.push(GiantStep { giant, terms: vec![(baby, m.as_slice())] }),
                     }
-                    (a, b) => Ok(a.or(b)),
-                },
-            )?;
-        let mut out = ops.finish_extended(placed.ok_or_else(|| FheError::Invalid("no output channel".into()))?)?;
+                }
+                let mut sums = ops.giant_sums(&moved)?;
+                ops.add_rotated_products(&mut sums, &moved, &by_giant)?;
+                let mut all = placed.lock().map_err(|_| FheError::Invalid("a placement lock is poisoned".into()))?;
+                match all.as_mut() {
+                    Some(a) => a.add_assign(sums)?,
+                    None => *all = Some(sums),
+                }
+                Ok(())
+            })?;
+        let placed = placed.into_inner().map_err(|_| FheError::Invalid("a placement lock is poisoned".into()))?;
+        let mut out = ops.finish_extended(ops.close_giant_sums(placed.ok_or_else(|| FheError::Invalid("no output channel".into()))?)?)?;
         for step in self.replication_steps() {
             let r = ops.rotate(&out, step)?;
             out = ops.add(&out, &r)?;

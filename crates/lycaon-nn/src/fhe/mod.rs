@@ -26,7 +26,7 @@ pub mod pool_fc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, HoistedRotations, LinearTransform, Plaintext};
+use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, GiantSums, HoistedRotations, LinearTransform, Plaintext};
 
 pub use bsgs_conv::BsgsConv;
 pub use conv::{ConvMethod, MultiplexedConv};
@@ -132,6 +132,26 @@ impl FheOps {
         Ok(sum)
     }
 
+    /// Empty giant-step sums for products with ciphertexts like `like`'s, the plaintexts at the
+    /// scale [`Self::rotated_products`] uses.
+    pub fn giant_sums(&self, like: &HoistedRotations) -> Result<GiantSums, FheError> {
+        Ok(GiantSums::new(like, self.eval.plaintext_scale_at(like.level(), like.scale())?))
+    }
+
+    /// Adds the inner sums of `giants` over `hoisted` to `sums` (their giant rotations come at
+    /// [`Self::close_giant_sums`]); each term counts as a plaintext product.
+    pub fn add_rotated_products(&self, sums: &mut GiantSums, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<(), FheError> {
+        self.eval.add_rotated_products(sums, hoisted, giants)?;
+        self.plain_mults.fetch_add(giants.iter().map(|g| g.terms.len() as u64).sum(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Each giant's inner sum rotated by it, all added; each non-zero giant counts as a rotation.
+    pub fn close_giant_sums(&self, sums: GiantSums) -> Result<ExtendedSum, FheError> {
+        self.rotations.fetch_add(sums.giants().iter().filter(|&&g| g != 0).count() as u64, Ordering::Relaxed);
+        Ok(self.eval.close_giant_sums(sums)?)
+    }
+
     /// ModDown and rescale of an [`ExtendedSum`] (one rescale).
     pub fn finish_extended(&self, sum: ExtendedSum) -> Result<Ciphertext, FheError> {
         self.rescales.fetch_add(1, Ordering::Relaxed);
@@ -182,14 +202,25 @@ impl FheOps {
 /// rotation per distinct non-zero baby step and per non-zero giant step, one product per
 /// diagonal, one rescale.
 pub fn linear_transform_counts(lt: &LinearTransform) -> FheOpCounts {
-    let n1 = lt.baby_steps();
-    let mut babies: Vec<usize> = lt.diagonals().keys().map(|k| k % n1).filter(|&b| b != 0).collect();
+    let indices: Vec<usize> = lt.diagonals().keys().copied().collect();
+    diagonal_method_counts(&indices, lt.baby_steps())
+}
+
+/// [`linear_transform_counts`] from the distinct diagonal indices and the baby-step count n1.
+pub fn diagonal_method_counts(indices: &[usize], n1: usize) -> FheOpCounts {
+    let (babies, giants) = bsgs_steps(indices, n1);
+    FheOpCounts { rotations: (babies.len() + giants.len()) as u64, plain_mults: indices.len() as u64, rescales: 1, depth: 1 }
+}
+
+/// The distinct non-zero baby steps (k mod n1) and giant steps (k - k mod n1) of diagonals `indices`.
+pub fn bsgs_steps(indices: &[usize], n1: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut babies: Vec<usize> = indices.iter().map(|k| k % n1).filter(|&b| b != 0).collect();
     babies.sort_unstable();
     babies.dedup();
-    let mut giants: Vec<usize> = lt.diagonals().keys().map(|k| k / n1).filter(|&g| g != 0).collect();
+    let mut giants: Vec<usize> = indices.iter().map(|k| k / n1 * n1).filter(|&g| g != 0).collect();
     giants.sort_unstable();
     giants.dedup();
-    FheOpCounts { rotations: (babies.len() + giants.len()) as u64, plain_mults: lt.diagonals().len() as u64, rescales: 1, depth: 1 }
+    (babies, giants)
 }
 
 /// Residual (skip) connection: a + b for two ciphertexts in the same multiplexed packing. The

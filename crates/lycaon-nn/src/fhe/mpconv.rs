@@ -128,10 +128,9 @@ impl MpConv {
         Self::with_output(input, c_out, kernel, stride, weights, ((input.rows - 1) / stride + 1, (input.cols - 1) / stride + 1))
     }
 
-    /// [`Self::new`] keeping only the top-left `output` = (rows, cols) pixels of the result (at
-    /// most ceil(rows / s) x ceil(cols / s)); the rest are masked to zero. An average pooling
-    /// whose windows end before the padding (floor instead of ceil) is this.
-    pub fn with_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<Self, FheError> {
+    /// The checks of [`Self::with_output`] and its output layout, without building the layer
+    /// (the block-diagonal convolution shares them: same packing in and out).
+    pub(crate) fn checked_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<MultiplexedLayout, FheError> {
         if kernel.is_multiple_of(2) {
             return Err(FheError::Invalid(format!("kernel {kernel}: MPConv pads by f/2 and needs an odd kernel")));
         }
@@ -145,12 +144,19 @@ impl MpConv {
         if output.0 == 0 || output.1 == 0 || output.0 > largest.0 || output.1 > largest.1 {
             return Err(FheError::Invalid(format!("a {} x {} output of a {} x {} image at stride {stride} (at most {} x {})", output.0, output.1, input.rows, input.cols, largest.0, largest.1)));
         }
-        let c_in = input.channels;
-        let expected = c_out * c_in * kernel * kernel;
+        let expected = c_out * input.channels * kernel * kernel;
         if weights.len() != expected {
             return Err(FheError::Invalid(format!("expected {expected} weights, got {}", weights.len())));
         }
-        let output = MultiplexedLayout::new(c_out, input.height / stride, input.width / stride, input.gap * stride, input.slots)?.with_valid(output.0, output.1)?;
+        MultiplexedLayout::new(c_out, input.height / stride, input.width / stride, input.gap * stride, input.slots)?.with_valid(output.0, output.1)
+    }
+
+    /// [`Self::new`] keeping only the top-left `output` = (rows, cols) pixels of the result (at
+    /// most ceil(rows / s) x ceil(cols / s)); the rest are masked to zero. An average pooling
+    /// whose windows end before the padding (floor instead of ceil) is this.
+    pub fn with_output(input: MultiplexedLayout, c_out: usize, kernel: usize, stride: usize, weights: &[f64], output: (usize, usize)) -> Result<Self, FheError> {
+        let output = Self::checked_output(input, c_out, kernel, stride, weights, output)?;
+        let c_in = input.channels;
         // Off-image pixels read as zero padding: their taps get no weight.
         let (h, w, pad) = (input.rows as isize, input.cols as isize, (kernel / 2) as isize);
         let p_in = input.copies();

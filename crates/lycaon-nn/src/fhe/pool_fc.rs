@@ -9,19 +9,25 @@
 //! [`LinearTransform`] (diagonal method, baby-step giant-step, one level). The matrix reads the
 //! scattered channel-sum slots directly, so no gathering rotations are needed; the cost is that
 //! it has up to n_out x C non-zero diagonals (BSGS brings the rotations to about 2 sqrt of that).
-//! The result is in slots 0..n_out.
+//! The result is in slots 0..n_out. The matrix is kept as its weights and built for each
+//! evaluation: ImageNet's 1000 outputs over 512 channels at gap 16 make thousands of diagonals
+//! of 2^15 slots each (3.4 GB held for the server's lifetime otherwise).
 
-use lycaon_ckks::{Ciphertext, CkksContext, Complex64, LinearTransform};
+use lycaon_ckks::{bsgs_split, Ciphertext, CkksContext, Complex64, LinearTransform};
 
 use super::multiplexed::MultiplexedLayout;
-use super::{linear_transform_counts, FheError, FheOpCounts, FheOps};
+use super::{bsgs_steps, diagonal_method_counts, FheError, FheOpCounts, FheOps};
 
 #[derive(Debug)]
 pub struct AvgPoolFc {
     input: MultiplexedLayout,
     n_out: usize,
+    /// [n_out][C].
+    weights: Vec<f64>,
     bias: Vec<f64>,
-    transform: LinearTransform,
+    /// The matrix's distinct diagonal indices and its baby-step count.
+    indices: Vec<usize>,
+    baby: usize,
 }
 
 impl AvgPoolFc {
@@ -34,18 +40,31 @@ impl AvgPoolFc {
         if n_out == 0 || n_out > input.slots {
             return Err(FheError::Invalid(format!("{n_out} outputs for {} slots", input.slots)));
         }
+        if input.slots > ctx.max_slots() {
+            return Err(FheError::Invalid(format!("a packing of {} slots on a ring of {}", input.slots, ctx.max_slots())));
+        }
         let slots = input.slots;
-        let inv_area = 1.0 / (input.rows * input.cols) as f64;
+        let mut indices: Vec<usize> = (0..n_out).flat_map(|i| (0..c).map(move |ch| (input.slot(ch, 0, 0) + slots - i) % slots)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let baby = bsgs_split(&indices, slots);
+        Ok(Self { input, n_out, weights: weights.to_vec(), bias: bias.to_vec(), indices, baby })
+    }
+
+    /// The matrix (pooling's 1 / (h w) folded in) as a linear transform: row i reads slot P_c,
+    /// diagonal index P_c - i (mod slots), entry at position i.
+    fn transform(&self, ctx: &CkksContext) -> Result<LinearTransform, FheError> {
+        let (c, slots) = (self.input.channels, self.input.slots);
+        let inv_area = 1.0 / (self.input.rows * self.input.cols) as f64;
         let mut diagonals: std::collections::BTreeMap<usize, Vec<Complex64>> = std::collections::BTreeMap::new();
-        for i in 0..n_out {
+        for i in 0..self.n_out {
             for ch in 0..c {
-                // Row i reads slot P_c: diagonal index P_c - i (mod slots), entry at position i.
-                let d = (input.slot(ch, 0, 0) + slots - i) % slots;
-                diagonals.entry(d).or_insert_with(|| vec![Complex64::new(0.0, 0.0); slots])[i] += Complex64::new(weights[i * c + ch] * inv_area, 0.0);
+                let d = (self.input.slot(ch, 0, 0) + slots - i) % slots;
+                diagonals.entry(d).or_insert_with(|| vec![Complex64::new(0.0, 0.0); slots])[i] += Complex64::new(self.weights[i * c + ch] * inv_area, 0.0);
             }
         }
-        let transform = LinearTransform::new(ctx, slots, diagonals.into_iter().map(|(d, v)| (d as i64, v)))?;
-        Ok(Self { input, n_out, bias: bias.to_vec(), transform })
+        // The same indices: LinearTransform::new finds the same split (`baby`).
+        Ok(LinearTransform::new(ctx, slots, diagonals.into_iter().map(|(d, v)| (d as i64, v)))?)
     }
 
     fn pool_steps(&self) -> Vec<i64> {
@@ -56,7 +75,8 @@ impl AvgPoolFc {
     }
 
     pub fn rotation_steps(&self) -> Vec<i64> {
-        let mut s: Vec<i64> = self.pool_steps().into_iter().chain(self.transform.rotations()).collect();
+        let (babies, giants) = bsgs_steps(&self.indices, self.baby);
+        let mut s: Vec<i64> = self.pool_steps().into_iter().chain(babies.into_iter().chain(giants).map(|x| x as i64)).collect();
         s.sort_unstable();
         s.dedup();
         s
@@ -65,7 +85,7 @@ impl AvgPoolFc {
     /// log2 h + log2 w pooling rotations, then the linear transform's (BSGS) counts; depth 1.
     pub fn counts(&self) -> FheOpCounts {
         let pool = FheOpCounts { rotations: self.pool_steps().len() as u64, ..Default::default() };
-        pool + linear_transform_counts(&self.transform)
+        pool + diagonal_method_counts(&self.indices, self.baby)
     }
 
     pub fn n_out(&self) -> usize {
@@ -79,7 +99,8 @@ impl AvgPoolFc {
             let r = ops.rotate(&acc, step)?;
             acc = ops.add(&acc, &r)?;
         }
-        let out = ops.linear_transform(&acc, &self.transform)?;
+        let transform = self.transform(ops.evaluator().context())?;
+        let out = ops.linear_transform(&acc, &transform)?;
         ops.add_values(&out, &self.bias)
     }
 }

@@ -544,6 +544,22 @@ fn fhe_bsgs_conv_splits_block_sums_over_idle_copies_logn12() {
 }
 
 #[test]
+fn fhe_bsgs_conv_splits_a_wide_placement_into_shared_giant_steps_logn12() {
+    // TEST ONLY, insecure: logN = 12 with 2 levels of 40 bits (see Fhe::new).
+    let mut fhe = Fhe::new(12, 50, 40, 2, true);
+    let slots = fhe.ctx.max_slots();
+    // Stride 2 from gap 4 into gap 8 (64 sub-positions, 16 groups): one placement step per
+    // output sub-position; split into babies and giants shared by all groups, the keys drop.
+    let l = MultiplexedLayout::new(64, 4, 4, 4, slots).unwrap();
+    let conv = BsgsConv::new(l, 128, 3, 2, &vec![0.1; 128 * 64 * 9]).unwrap();
+    assert!(conv.placement_modulus() < slots, "{}", conv.placement_modulus());
+    assert!(conv.rotation_steps().len() <= 70, "{} keys (101 with one baby per step)", conv.rotation_steps().len());
+    check_bsgs_conv(&mut fhe, 520, 64, 4, 4, 128, 3, 2, None);
+    // A narrow placement keeps one baby per step.
+    assert_eq!(BsgsConv::new(MultiplexedLayout::new(8, 8, 1, 1, slots).unwrap(), 8, 3, 1, &[0.1; 576]).unwrap().placement_modulus(), slots);
+}
+
+#[test]
 fn fhe_the_cheaper_convolution_is_chosen_per_layer() {
     let slots = 1 << 15;
     let w = |c_out: usize, c_in: usize, f: usize| vec![0.1; c_out * c_in * f * f];
