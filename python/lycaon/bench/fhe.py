@@ -93,9 +93,13 @@ def _peak_bytes() -> int:
 def _session(program: dict, keyset: str = "level-aware"):
     """The runtime's FHE session with both halves in this process (the TCP protocol on an
     in-memory channel): the client's keys made and sent."""
+    return _native_session(json.dumps(program), keyset)
+
+
+def _native_session(program_json: str, keyset: str = "level-aware"):
     from lycaon import _native  # noqa: PLC0415
 
-    return _native.FheSession.local(json.dumps(program), json.dumps({"keyset": keyset}))
+    return _native.FheSession.local(program_json, json.dumps({"keyset": keyset}))
 
 
 def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = "run") -> dict:
@@ -484,6 +488,9 @@ def imagenet_worker(model: str, images: int, ops: Optional[int] = None, log: Opt
     where = None
     if ops is not None:
         program, where = _cut_program(program, ops)
+        program_json = json.dumps(program)
+    else:
+        program_json = net.program_json
     need = _network_key_bytes(program) + BOOTSTRAP_RESIDENT_BYTES
     record = {"weights": "random (He-normal, seed 0; quadratics near ReLU's fit): a benchmark of cost, not of accuracy", "inputs": "random N(0, 1), seed 0",
               "compile_s": compile_s, "full_program": full, "ops_run": len(program["ops"]), "checked": where and {k: where[k] for k in ("tensor", "channels")},
@@ -492,9 +499,13 @@ def imagenet_worker(model: str, images: int, ops: Optional[int] = None, log: Opt
         record["refused"] = (f"the evaluation keys alone need about {need / 1e9:.1f} GB ({len(program['rotation_levels'])} rotation keys at their levels plus "
                              f"the bootstrapping circuit's keys and diagonals), more than 90% of this machine's {_memory_bytes() / 1e9:.1f} GB; run a prefix with --ops N")
         return record
+    # The weights live on in the runtime; the float twin needs only the graph (about 1 GB of
+    # program JSON and its Python objects freed before the keys).
+    net.program = net.program_json = program = None
     del calibration
     _return_freed_memory()
-    session = _session(program)
+    session = _native_session(program_json)
+    del program_json
     keys = json.loads(session.keys)
     per_image = []
     for i in range(images):
