@@ -676,13 +676,9 @@ mod tests {
         }
     }
 
-    /// A residual block on a 4 x 8 x 8 image: conv, general quadratic, conv, add, monic
-    /// quadratic, ReLU, global average pooling, flatten, linear.
-    fn tiny_resnet() -> ModelGraph {
-        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
-        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
-        let weights = |n: usize, scale: f64| (0..n).map(|i| ((i * 7919 % 101) as f64 / 101.0 - 0.5) * scale).collect::<Vec<f64>>();
-        let node = |op, name: &str, inputs: &[&str], shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
+    /// A graph node writing `{name}:o`.
+    fn node(op: NodeOp, name: &str, inputs: &[&str], shape: &[usize], attrs: crate::fhe::graph::NodeAttrs, params: Vec<(&str, crate::fhe::graph::Tensor)>) -> GraphNode {
+        GraphNode {
             op,
             name: name.into(),
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
@@ -690,7 +686,15 @@ mod tests {
             shape: shape.to_vec(),
             attrs,
             params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
-        };
+        }
+    }
+
+    /// A residual block on a 4 x 8 x 8 image: conv, general quadratic, conv, add, monic
+    /// quadratic, ReLU, global average pooling, flatten, linear.
+    fn tiny_resnet() -> ModelGraph {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let weights = |n: usize, scale: f64| (0..n).map(|i| ((i * 7919 % 101) as f64 / 101.0 - 0.5) * scale).collect::<Vec<f64>>();
         let quad = |a: f64| Tensor::new(vec![4, 3], (0..4).flat_map(|c| [0.1 * c as f64, 0.5, a]).collect());
         let nodes = vec![
             node(NodeOp::Conv, "conv1", &["x"], &[4, 8, 8], pad.clone(), vec![("weight", Tensor::new(vec![4, 4, 3, 3], weights(144, 0.4)))]),
@@ -781,15 +785,6 @@ mod tests {
     #[test]
     fn images_that_are_not_powers_of_two_and_average_pooling_compile() {
         use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
-        let node = |op, name: &str, input: &str, shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
-            op,
-            name: name.into(),
-            inputs: vec![input.into()],
-            output: format!("{name}:o"),
-            shape: shape.to_vec(),
-            attrs,
-            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
-        };
         let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
         let pool = |k: usize, s: usize, p: usize| NodeAttrs { kernel: Some([k, k]), stride: Some([s, s]), pads: Some([p; 4]), ..Default::default() };
         let graph = |pooling: NodeAttrs, pooled: [usize; 2]| ModelGraph {
@@ -800,12 +795,12 @@ mod tests {
             input_shape: vec![3, 6, 5],
             output: "fc:o".into(),
             nodes: vec![
-                node(NodeOp::Conv, "conv", "x", &[4, 6, 5], pad.clone(), vec![("weight", Tensor::new(vec![4, 3, 3, 3], vec![0.1; 108]))]),
-                node(NodeOp::Relu, "relu", "conv:o", &[4, 6, 5], NodeAttrs::default(), vec![]),
-                node(NodeOp::Avgpool, "pool", "relu:o", &[4, pooled[0], pooled[1]], pooling, vec![]),
-                node(NodeOp::GlobalAvgpool, "gap", "pool:o", &[4, 1, 1], NodeAttrs::default(), vec![]),
-                node(NodeOp::Flatten, "flat", "gap:o", &[4], NodeAttrs::default(), vec![]),
-                node(NodeOp::Linear, "fc", "flat:o", &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
+                node(NodeOp::Conv, "conv", &["x"], &[4, 6, 5], pad.clone(), vec![("weight", Tensor::new(vec![4, 3, 3, 3], vec![0.1; 108]))]),
+                node(NodeOp::Relu, "relu", &["conv:o"], &[4, 6, 5], NodeAttrs::default(), vec![]),
+                node(NodeOp::Avgpool, "pool", &["relu:o"], &[4, pooled[0], pooled[1]], pooling, vec![]),
+                node(NodeOp::GlobalAvgpool, "gap", &["pool:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
+                node(NodeOp::Flatten, "flat", &["gap:o"], &[4], NodeAttrs::default(), vec![]),
+                node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
             ],
         };
         let bounds = |g: &ModelGraph| -> BTreeMap<String, f64> {
@@ -840,15 +835,6 @@ mod tests {
     #[test]
     fn tensors_larger_than_a_ciphertext_are_split_by_channels() {
         use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
-        let node = |op, name: &str, inputs: &[&str], shape: &[usize], attrs: NodeAttrs, params: Vec<(&str, Tensor)>| GraphNode {
-            op,
-            name: name.into(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            output: format!("{name}:o"),
-            shape: shape.to_vec(),
-            attrs,
-            params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
-        };
         let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
         let pool = NodeAttrs { kernel: Some([2, 2]), stride: Some([2, 2]), pads: Some([0; 4]), ..Default::default() };
         let weights: Vec<f64> = (0..16 * 16 * 9).map(|i| ((i * 37 % 19) as f64 - 9.0) / 50.0).collect();
