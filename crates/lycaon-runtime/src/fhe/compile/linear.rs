@@ -71,12 +71,10 @@ pub fn conv_matrix(node: &GraphNode, input_shape: &[usize], src: &SlotPacking, s
     let a = &node.attrs;
     let Kernel { weights, kh, kw, bias, stride, pads } = match node.op {
         NodeOp::Conv => {
-            if a.groups() != 1 {
-                return Err(fail(format!("{d}: grouped convolutions are not built in the FHE mode yet")));
-            }
             let w = node.required("weight")?;
+            let dense = super::dense_weights(node).ok_or_else(|| fail(format!("{d}: {} groups do not divide {} output channels", a.groups(), w.shape[0])))?;
             Kernel {
-                weights: w.data.clone(),
+                weights: dense.into_owned(),
                 kh: w.shape[2],
                 kw: w.shape[3],
                 bias: node.param("bias").map(|b| b.data.as_slice()),

@@ -149,6 +149,28 @@ fn decide(graph: &ModelGraph, options: &CompileOptions) -> Result<(PathChoice, O
     }
 }
 
+/// A convolution's weights as a dense [C_out][C_in][kh][kw] array: a grouped (or depthwise)
+/// one as the dense convolution that is zero across groups (the diagonal and block-diagonal
+/// methods skip what is zero). None without weights or with groups that do not divide C_out.
+pub(crate) fn dense_weights(node: &crate::fhe::graph::GraphNode) -> Option<std::borrow::Cow<'_, [f64]>> {
+    let w = node.param("weight")?;
+    let (c_out, per_group, taps) = (w.shape[0], w.shape[1], w.shape[2] * w.shape[3]);
+    let groups = node.attrs.groups();
+    if groups == 0 || !c_out.is_multiple_of(groups) {
+        return None;
+    }
+    if groups == 1 {
+        return Some(std::borrow::Cow::Borrowed(&w.data));
+    }
+    let (c_in, outs_per_group) = (per_group * groups, c_out / groups);
+    let mut dense = vec![0.0; c_out * c_in * taps];
+    for o in 0..c_out {
+        let first = o / outs_per_group * per_group;
+        dense[(o * c_in + first) * taps..(o * c_in + first + per_group) * taps].copy_from_slice(&w.data[o * per_group * taps..(o + 1) * per_group * taps]);
+    }
+    Some(std::borrow::Cow::Owned(dense))
+}
+
 fn message(e: &RuntimeError) -> String {
     match e {
         RuntimeError::Compile(m) | RuntimeError::Graph(m) => m.clone(),

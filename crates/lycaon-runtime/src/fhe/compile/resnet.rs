@@ -99,6 +99,20 @@ fn conv_attrs(node: &GraphNode) -> Option<(&[f64], usize, usize, usize)> {
     Some((&w.data, w.shape[0], k, node.attrs.stride()[0]))
 }
 
+/// (dense weights [C_out][C_in][f][f], C_out, f, stride) of a convolution with a square kernel
+/// padded by f/2, any groups ([`super::dense_weights`]), else None.
+fn dense_conv(node: &GraphNode) -> Option<(std::borrow::Cow<'_, [f64]>, usize, usize, usize)> {
+    if node.op != NodeOp::Conv {
+        return None;
+    }
+    let w = node.param("weight")?;
+    let k = w.shape[2];
+    if w.shape[2] != w.shape[3] || node.attrs.pads().iter().any(|&p| p != k / 2) {
+        return None;
+    }
+    Some((super::dense_weights(node)?, w.shape[0], k, node.attrs.stride()[0]))
+}
+
 /// Checks that the convolution's output image is the node's (C, H, W).
 fn same_shape(node: &GraphNode, channels: usize, l: &MultiplexedLayout) -> Result<()> {
     if node.shape[..] != [channels, l.rows, l.cols] {
@@ -399,13 +413,13 @@ impl<'a> Compiler<'a> {
             } else {
                 match node.op {
                     NodeOp::Conv => {
-                        let Some((wgt, c_out, k, stride)) = conv_attrs(node) else {
-                            return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2, no groups")));
+                        let Some((wgt, c_out, k, stride)) = dense_conv(node) else {
+                            return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2 (and groups that divide the channels)")));
                         };
                         let (src, parts) = image(src)?;
                         let bias = node.param("bias").map(|b| b.data.as_slice());
                         let (ops, out) =
-                            self.conv_ops(node, src, parts, ConvSpec { out_channels: c_out, kernel: k, stride, weights: wgt, bias, output_image: None })?;
+                            self.conv_ops(node, src, parts, ConvSpec { out_channels: c_out, kernel: k, stride, weights: &wgt, bias, output_image: None })?;
                         let Packed::Multiplexed(l, _) = out else { unreachable!("conv_ops packs images") };
                         same_shape(node, c_out, &nn_layout(&Layout { channels: 1, ..l }, self.slots, &d)?)?;
                         (ops, out)
@@ -952,6 +966,36 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(p.ops[0].inputs.len(), 6);
+    }
+
+    #[test]
+    fn a_depthwise_convolution_compiles_as_the_dense_one_zero_across_groups() {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let dw = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(4), ..Default::default() };
+        let nodes = vec![
+            node(NodeOp::Conv, "dw", &["x"], &[4, 8, 8], dw, vec![("weight", Tensor::new(vec![4, 1, 3, 3], (0..36).map(|i| i as f64 / 36.0).collect()))]),
+            node(NodeOp::Relu, "relu", &["dw:o"], &[4, 8, 8], NodeAttrs::default(), vec![]),
+            node(NodeOp::GlobalAvgpool, "gap", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["gap:o"], &[4], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
+        ];
+        let g = ModelGraph { format: GRAPH_FORMAT.into(), version: GRAPH_VERSION, name: "dw".into(), input: "x".into(), input_shape: vec![4, 8, 8], output: "fc:o".into(), nodes };
+        g.validate().unwrap();
+        let bounds: BTreeMap<String, f64> = std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 2.0)).collect();
+        let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds), ..Default::default() }).unwrap();
+        match &p.ops[0].kind {
+            FheOpKind::MpConv { weights, out_channels, input, .. } => {
+                assert_eq!((*out_channels, input.channels, weights.len()), (4, 4, 4 * 4 * 9));
+                for o in 0..4 {
+                    for c in 0..4 {
+                        let block = &weights[(o * 4 + c) * 9..(o * 4 + c + 1) * 9];
+                        let want: Vec<f64> = if o == c { (0..9).map(|t| (o * 9 + t) as f64 / 36.0).collect() } else { vec![0.0; 9] };
+                        assert_eq!(block, &want[..], "output {o}, input {c}");
+                    }
+                }
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
