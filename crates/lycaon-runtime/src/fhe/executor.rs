@@ -157,12 +157,6 @@ fn chebyshev(coeffs: &[f64]) -> Result<ChebyshevPoly> {
     ChebyshevPoly::new(coeffs.to_vec(), -1.0, 1.0).map_err(ckks)
 }
 
-/// Columns `cols` of each of the `rows` rows of width `width` in `m` (row-major), as a row-major
-/// block: a part's input channels of a weight tensor.
-fn column_block(m: &[f64], rows: usize, width: usize, cols: std::ops::Range<usize>) -> Vec<f64> {
-    (0..rows).flat_map(|r| m[r * width + cols.start..r * width + cols.end].iter().copied()).collect()
-}
-
 /// The sum of one layer's output per input part (None: an all-zero part, skipped).
 fn sum_parts<L>(ev: &Evaluator, layers: &[Option<L>], inputs: &[&Ciphertext], eval: impl Fn(&L, &Ciphertext) -> Result<Ciphertext>) -> Result<Ciphertext> {
     let mut sum: Option<Ciphertext> = None;
@@ -292,7 +286,7 @@ impl FheExecutable {
                         .parts(*part_channels)?
                         .into_iter()
                         .map(|(range, part)| {
-                            let w = column_block(weights, *out_channels, input.channels * taps, range.start * taps..range.end * taps);
+                            let w = Layout::column_block(weights, *out_channels, input.channels * taps, range.start * taps..range.end * taps);
                             let used = w.iter().any(|&v| v != 0.0);
                             used.then(|| MultiplexedConv::with_method(*method, layout(&part, slots)?, *out_channels, *kernel, *stride, &w, output).map_err(nn))
                                 .transpose()
@@ -326,7 +320,7 @@ impl FheExecutable {
                         .into_iter()
                         .enumerate()
                         .map(|(k, (range, part))| {
-                            let w = column_block(weights, *n_out, input.channels, range);
+                            let w = Layout::column_block(weights, *n_out, input.channels, range);
                             let b = if k == 0 { bias } else { &zero };
                             (k == 0 || w.iter().any(|&v| v != 0.0)).then(|| AvgPoolFc::new(&ctx, layout(&part, slots)?, *n_out, &w, b).map_err(nn)).transpose()
                         })

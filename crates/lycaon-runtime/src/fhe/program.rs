@@ -206,6 +206,12 @@ impl Layout {
             .collect())
     }
 
+    /// Columns `cols` of each of the `rows` rows of width `width` of a row-major matrix, as a
+    /// row-major block: a part's input channels of a weight tensor.
+    pub fn column_block(m: &[f64], rows: usize, width: usize, cols: std::ops::Range<usize>) -> Vec<f64> {
+        (0..rows).flat_map(|r| m[r * width + cols.start..r * width + cols.end].iter().copied()).collect()
+    }
+
     /// lycaon-nn's layout of this one on `slots` slots.
     pub fn multiplexed(&self, slots: usize) -> std::result::Result<lycaon_nn::fhe::MultiplexedLayout, lycaon_nn::fhe::FheError> {
         let l = lycaon_nn::fhe::MultiplexedLayout::new(self.channels, self.height, self.width, self.gap, slots)?;

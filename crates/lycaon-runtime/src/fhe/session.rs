@@ -453,9 +453,9 @@ impl FheClient {
                     Some(f) => return Err(RuntimeError::Program(format!("the program's input packing (space-to-depth by {f}) does not fit its input {:?}", p.input_shape))),
                     None => x,
                 };
-                let area = x.len() / channels.max(&1);
-                whole
-                    .parts(*part_channels)?
+                let parts = whole.parts(*part_channels)?; // refuses zero channels
+                let area = x.len() / channels;
+                parts
                     .into_iter()
                     .map(|(range, part)| {
                         let l = part.multiplexed(slots).map_err(fhe)?;

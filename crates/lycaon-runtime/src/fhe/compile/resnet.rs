@@ -55,11 +55,6 @@ fn row_block(m: &[f64], width: usize, rows: std::ops::Range<usize>) -> Vec<f64> 
     m[rows.start * width..rows.end * width].to_vec()
 }
 
-/// Columns `cols` of each row of a row-major matrix with `rows` rows of width `width`.
-fn column_block(m: &[f64], rows: usize, width: usize, cols: std::ops::Range<usize>) -> Vec<f64> {
-    (0..rows).flat_map(|r| m[r * width + cols.start..r * width + cols.end].iter().copied()).collect()
-}
-
 /// The rotation steps of several layers, each once.
 fn union(steps: impl IntoIterator<Item = Vec<i64>>) -> Vec<i64> {
     let mut all: Vec<i64> = steps.into_iter().flatten().collect();
@@ -239,7 +234,7 @@ impl<'a> Compiler<'a> {
             let per_part: Vec<(MultiplexedLayout, Vec<f64>)> = in_parts
                 .iter()
                 .map(|(cols, part)| {
-                    Ok((nn_layout(part, self.slots, &d)?, column_block(&w, rows.len(), src.channels * taps, cols.start * taps..cols.end * taps)))
+                    Ok((nn_layout(part, self.slots, &d)?, Layout::column_block(&w, rows.len(), src.channels * taps, cols.start * taps..cols.end * taps)))
                 })
                 .collect::<Result<_>>()?;
             let first = per_part.iter().find(|(_, w)| w.iter().any(|&v| v != 0.0));
