@@ -267,3 +267,35 @@ def test_reference_run_checks_its_input(compiled):
         hybrid.reference_run(program, weights, x)
     with pytest.raises(ValueError, match="fits neither"):
         hybrid.reference_run(program, weights, np.zeros((2, 5), dtype=np.int64))
+
+
+def test_max_pools_move_ahead_of_activations_and_concats():
+    """relu -> maxpool and concat(relu, relu6) -> maxpool compile to pooling first, the
+    activations on the pooled maps (max commutes with both and with stacking channels): the
+    program equals the twin integer for integer, and an activation that something else also
+    reads stays where it was."""
+    relu = Node("relu", "r", ["c:o"], "r:o")
+    pool = Node("maxpool", "m", ["r:o"], "m:o", {"kernel": (3, 3), "stride": (2, 2), "pads": (1, 1, 1, 1)})
+    left, right = _conv("l", "m:o", 2, 2, seed=1), _conv("rr", "m:o", 2, 3, k=1, pads=(0, 0, 0, 0), seed=2)
+    acts = [Node("relu", "la", ["l:o"], "la:o"), Node("clip", "ra", ["rr:o"], "ra:o", {"min": 0.0, "max": 6.0})]
+    cat = Node("concat", "cat", ["la:o", "ra:o"], "cat:o", {"axis": 1})
+    pool2 = Node("maxpool", "m2", ["cat:o"], "m2:o", {"kernel": (3, 3), "stride": (2, 2)})
+    g, cal = _tiny([_conv("c", "x", 1, 2), relu, pool, left, right, *acts, cat, pool2, *_head("m2:o", 5, 2, 2)], input_shape=(1, 11, 9))
+    q = quantize(g, cal)
+    program, weights = hybrid.compile_program(q, _plan_for(q))
+    kinds = [(op["op"], op["name"]) for op in program["ops"]]
+    assert kinds.index(("maxpool", "m")) < kinds.index(("relu", "r"))
+    assert kinds.index(("maxpool", "m2.0")) < kinds.index(("relu", "la")) and kinds.index(("maxpool", "m2.1")) < kinds.index(("clip", "ra"))
+    assert ("maxpool", "m2") not in kinds and next(op for op in program["ops"] if op["name"] == "cat")["output"] == "m2:o"
+    x_int = q.encode_input(np.random.default_rng(3).normal(size=(6, 1, 11, 9)))
+    np.testing.assert_array_equal(hybrid.reference_run(program, weights, x_int), run_integer(q, x_int))
+    # A ReLU output with a second reader (a residual add) keeps its place.
+    add = Node("add", "a", ["m:o", "r:o"], "a:o")
+    g3, cal3 = _tiny([_conv("c", "x", 1, 2), relu, Node("maxpool", "m", ["r:o"], "m:o", {"kernel": (3, 3), "stride": (1, 1), "pads": (1, 1, 1, 1)}), add,
+                      *_head("a:o", 2, 8, 8)])
+    q3 = quantize(g3, cal3)
+    program3, weights3 = hybrid.compile_program(q3, _plan_for(q3))
+    kinds3 = [op["op"] for op in program3["ops"]]
+    assert kinds3.index("relu") < kinds3.index("maxpool")
+    x3 = q3.encode_input(cal3)
+    np.testing.assert_array_equal(hybrid.reference_run(program3, weights3, x3), run_integer(q3, x3))

@@ -271,19 +271,62 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     }
 
 
+def _pooled_activations(graph) -> dict[str, str]:
+    """Activations the hybrid compiler moves behind a max-pool (``hybrid._pool_before_activation``):
+    activation node -> the max-pool node whose windows it then runs on."""
+    readers: dict[str, list] = {}
+    for node in graph.nodes:
+        for i in node.inputs:
+            readers.setdefault(i, []).append(node)
+    producer = {node.output: node for node in graph.nodes}
+
+    def sole(tensor: str, kinds: tuple):
+        node = producer.get(tensor)
+        return node if node is not None and node.op in kinds and len(readers.get(tensor, [])) == 1 and tensor != graph.output else None
+
+    moved: dict[str, str] = {}
+    for pool in (n for n in graph.nodes if n.op == "maxpool"):
+        activation, concat = sole(pool.inputs[0], ("relu", "clip")), sole(pool.inputs[0], ("concat",))
+        if activation is not None:
+            moved[activation.name] = pool.name
+        elif concat is not None and all(sole(i, ("relu", "clip")) for i in concat.inputs):
+            moved.update({producer[i].name: pool.name for i in concat.inputs})
+    return moved
+
+
+def _max_pool_comparisons(in_shape, out_shape, kernel) -> tuple[int, int]:
+    """Comparisons and rounds of comparisons of the runtime's max-pool (session.rs
+    ``MaxPoolPlan``): whole windows, or rows then columns where that takes fewer."""
+    c, h = in_shape[0], in_shape[1]
+    oh, ow = out_shape[1], out_shape[2]
+    kh, kw = int(kernel[0]), int(kernel[1])
+    whole, separable = oh * ow * (kh * kw - 1), h * ow * (kw - 1) + oh * ow * (kh - 1)
+    if separable < whole:
+        return c * separable, int(np.ceil(np.log2(kw))) + int(np.ceil(np.log2(kh)))
+    return c * whole, int(np.ceil(np.log2(kh * kw)))
+
+
 def _two_party_work(graph, q) -> dict[str, dict]:
     """Per linear layer of ``graph``, the two-party work the runtime does after it until the
     next one: {"shift", "truncated" (its output elements, truncated by the layer's shift),
-    "relus" (elements through ReLU, a max-pool window of k values counting k - 1 comparisons
-    with their multiplexers: max(a, b) = b + ReLU(a - b), in "pool_relus"), "relu_ops" and
-    "pool_levels" (ReLU ops and max-pool tournament levels in sequence)}."""
+    "relus" (elements through ReLU; on the pooled map where the compiler pools first),
+    "relu_ops", "pool_relus" and "pool_bounded_relus" (max-pool comparisons, each with its
+    multiplexer: max(a, b) = b + ReLU(a - b); bounded, one comparison on Z_p, where the values
+    come from a truncation), "pool_levels" (max-pool rounds of comparisons in sequence)}."""
     work: dict[str, dict] = {}
+    shapes = graph.shapes()
+    moved = _pooled_activations(graph)
+    pools = {n.name: n for n in graph.nodes if n.op == "maxpool"}
     current = None
     for node in graph.nodes:
         size = int(np.prod(node.shape))
+        if node.name in moved:  # the activation runs on its channels of the pooled map
+            pooled = shapes[pools[moved[node.name]].output]
+            size = int(np.prod(shapes[node.output][:1])) * int(np.prod(pooled[1:]))
         if node.op in ("conv", "linear"):
             shift = q.layers[node.name][2] if q is not None and node.name in q.layers else DEFAULT_SHIFT
-            current = work[node.name] = {"shift": int(shift), "truncated": size if shift else 0, "relus": 0, "relu_ops": 0, "pool_relus": 0, "pool_levels": 0}
+            current = work[node.name] = {"shift": int(shift), "truncated": size if shift else 0, "relus": 0, "relu_ops": 0,
+                                         "pool_relus": 0, "pool_bounded_relus": 0, "pool_levels": 0}
         elif current is None:
             continue
         elif node.op == "relu":
@@ -293,16 +336,17 @@ def _two_party_work(graph, q) -> dict[str, dict]:
             current["relus"] += 2 * size
             current["relu_ops"] += 1
         elif node.op == "maxpool":
-            k = int(np.prod(node.attrs["kernel"]))
-            current["pool_relus"] += size * (k - 1)
-            current["pool_levels"] += int(np.ceil(np.log2(k)))
+            comparisons, levels = _max_pool_comparisons(shapes[node.inputs[0]], shapes[node.output], node.attrs["kernel"])
+            current["pool_bounded_relus" if current["shift"] else "pool_relus"] += comparisons
+            current["pool_levels"] += levels
     return work
 
 
 def _add_nonlinear(result: dict, link: dict, graph, q, exact_truncation: bool = True) -> None:
     """Adds the two-party work after every linear layer (``_two_party_work``: truncation of its
     outputs by its shift, the ReLUs and max-pool comparisons of the graph up to the next linear
-    layer; max-pooling's ReLUs on differences take the full-range ReLU) to a hybrid plan: per layer seconds, bytes and rounds, and the totals over the network."""
+    layer; max-pooling's ReLUs on differences take the bounded ReLU after a truncation, else
+    the full-range one) to a hybrid plan: per layer seconds, bytes and rounds, and the totals over the network."""
     work = _two_party_work(graph, q)
     costs = two_party_costs(max(l["t_bits"] for l in result["layers"]), exact_truncation=exact_truncation,
                             shifts=sorted({w["shift"] for w in work.values() if w["truncated"]}) or [DEFAULT_SHIFT])
@@ -310,13 +354,15 @@ def _add_nonlinear(result: dict, link: dict, graph, q, exact_truncation: bool = 
     for layer in result["layers"]:
         w = work[layer["name"]]
         t = costs["truncate"].get(w["shift"], {"s": 0.0, "bytes": 0.0, "rounds": 0})
-        nl_bytes = w["truncated"] * t["bytes"] + w["relus"] * costs["relu_bytes"] + w["pool_relus"] * costs["pool_relu_bytes"]
-        rounds = (t["rounds"] if w["truncated"] else 0) + w["relu_ops"] * costs["relu_rounds"] + w["pool_levels"] * costs["pool_relu_rounds"]
-        layer["nonlinear_elements"] = w["truncated"] + w["relus"] + w["pool_relus"]
-        layer.update(truncated_elements=w["truncated"], relu_elements=w["relus"], pool_relu_elements=w["pool_relus"], shift=w["shift"])
+        relus = w["relus"] + w["pool_bounded_relus"]
+        nl_bytes = w["truncated"] * t["bytes"] + relus * costs["relu_bytes"] + w["pool_relus"] * costs["pool_relu_bytes"]
+        pool_rounds = costs["relu_rounds"] if w["pool_bounded_relus"] else costs["pool_relu_rounds"]
+        rounds = (t["rounds"] if w["truncated"] else 0) + w["relu_ops"] * costs["relu_rounds"] + w["pool_levels"] * pool_rounds
+        layer["nonlinear_elements"] = w["truncated"] + relus + w["pool_relus"]
+        layer.update(truncated_elements=w["truncated"], relu_elements=w["relus"], pool_relu_elements=w["pool_relus"] + w["pool_bounded_relus"], shift=w["shift"])
         layer["nonlinear_bytes"] = nl_bytes
         layer["nonlinear_rounds"] = rounds
-        compute = w["truncated"] * t["s"] + w["relus"] * costs["relu_s"] + w["pool_relus"] * costs["pool_relu_s"]
+        compute = w["truncated"] * t["s"] + relus * costs["relu_s"] + w["pool_relus"] * costs["pool_relu_s"]
         layer["nonlinear_s"] = compute + nl_bytes * 8 / bw + rounds * 2 * delay
     result["two_party_costs"] = costs
     result["nonlinear_s"] = sum(l["nonlinear_s"] for l in result["layers"])

@@ -332,6 +332,24 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
 /// rounds of comparisons. Values must lie within a quarter of the ring either side of zero so
 /// that differences do not wrap.
 pub fn max_pool(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize) -> Result<Vec<u64>> {
+    tournament(party, ring, shares, size, relu)
+}
+
+/// [`max_pool`] for values within half of [`bounded_range`] either side of zero, so that every
+/// difference is within the bounded range: each step's ReLU is [`relu_bounded`] (on Z_p one
+/// comparison instead of two). Out-of-range values give wrong maxima; the caller guarantees the
+/// range (the hybrid runtime: from the truncation that produced them).
+pub fn max_pool_bounded(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize) -> Result<Vec<u64>> {
+    tournament(party, ring, shares, size, relu_bounded)
+}
+
+fn tournament(
+    party: &mut Party,
+    ring: ShareRing,
+    shares: &[u64],
+    size: usize,
+    relu_of: fn(&mut Party, ShareRing, &[u64]) -> Result<Vec<u64>>,
+) -> Result<Vec<u64>> {
     if size == 0 || !shares.len().is_multiple_of(size) {
         return Err(MpcError::InvalidArgument(format!("{} values do not split into windows of {size}", shares.len())));
     }
@@ -344,7 +362,7 @@ pub fn max_pool(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize)
         for g in &groups {
             diffs.extend((0..pairs).map(|k| ring.sub(g[2 * k], g[2 * k + 1])));
         }
-        let relu_diff = relu(party, ring, &diffs)?;
+        let relu_diff = relu_of(party, ring, &diffs)?;
         for (w, g) in groups.iter_mut().enumerate() {
             let mut next: Vec<u64> = (0..pairs).map(|k| ring.add(g[2 * k + 1], relu_diff[w * pairs + k])).collect();
             if width % 2 == 1 {

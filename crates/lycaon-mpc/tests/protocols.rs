@@ -5,7 +5,7 @@ use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
     compare::{less_than, less_than_switched, Switch},
     nonlinear::{
-        bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, relu, relu_bounded, relu_within, truncate, truncate_exact,
+        bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, max_pool_bounded, relu, relu_bounded, relu_within, truncate, truncate_exact,
         truncate_exact_into, truncate_into, truncate_relu, truncation_range,
     },
     party::{OtKind, Party, Role},
@@ -282,6 +282,29 @@ fn max_pool_takes_the_window_maximum() {
             let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
             let (s0, s1) = share(ring, &values, &mut r);
             let (m0, m1) = two_party(OtKind::Silent, s0, s1, |p, s| max_pool(p, ring, &s, size));
+            for (w, chunk) in x.chunks(size).enumerate() {
+                assert_eq!(ring.to_signed(ring.add(m0[w], m1[w])), *chunk.iter().max().unwrap(), "window {w} of size {size} in {ring:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bounded_max_pool_is_exact_within_its_range() {
+    // Values within half the bounded range either side of zero, both edges included; windows of
+    // the sizes separable pooling uses (rows of 3, 2) and whole 3x3 ones.
+    for ring in [ShareRing::power_of_two(37).unwrap(), ShareRing::prime(1_048_571).unwrap(), ShareRing::prime(1_032_193).unwrap()] {
+        let mut r = rng(6);
+        let half = (bounded_range(ring) / 2) as i64;
+        for size in [2usize, 3, 9] {
+            let mut x: Vec<i64> = (0..size * 60).map(|_| r.random_range(-half..=half)).collect();
+            x[..size].fill(-half);
+            x[size] = half;
+            x[2 * size] = -half;
+            x[2 * size + 1] = half;
+            let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+            let (s0, s1) = share(ring, &values, &mut r);
+            let (m0, m1) = two_party(OtKind::Silent, s0, s1, |p, s| max_pool_bounded(p, ring, &s, size));
             for (w, chunk) in x.chunks(size).enumerate() {
                 assert_eq!(ring.to_signed(ring.add(m0[w], m1[w])), *chunk.iter().max().unwrap(), "window {w} of size {size} in {ring:?}");
             }

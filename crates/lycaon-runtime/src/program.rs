@@ -192,6 +192,11 @@ pub struct CompiledProgram {
     pub program: Program,
     pub shapes: HashMap<String, Vec<usize>>,
     pub rings: HashMap<String, ShareRing>,
+    /// Per tensor, the largest |x| it can hold given the invariant the runtime rests on (a
+    /// linear layer's accumulators are within a quarter of its plaintext modulus, which the
+    /// compiler checks; truncation is only exact there); absent where nothing bounds it (the
+    /// client's input). Max-pooling uses it to compare with one comparison instead of two.
+    pub bounds: HashMap<String, u64>,
     pub linear: HashMap<String, LinearStep>,
     /// The distinct parameter sets, in order of first use, each with the Galois elements its
     /// layers need (sorted, deduplicated).
@@ -397,6 +402,7 @@ impl Program {
                 rings.insert(op.output.clone(), ring);
             }
         }
+        let bounds = self.magnitude_bounds(&shapes, &rings);
         let out = shapes.get(&self.output).ok_or_else(|| bad(format!("output tensor '{}' is not produced by any op", self.output)))?;
         if out.iter().product::<usize>() == 0 {
             return Err(bad("the output tensor is empty"));
@@ -406,7 +412,37 @@ impl Program {
             set.2.dedup();
         }
         let drop_after = self.drop_after();
-        Ok(CompiledProgram { program: self, shapes, rings, linear, param_sets, drop_after })
+        Ok(CompiledProgram { program: self, shapes, rings, bounds, linear, param_sets, drop_after })
+    }
+}
+
+impl Program {
+    /// [`CompiledProgram::bounds`], in program order: a truncation by s divides its input's
+    /// bound by 2^s (plus two units: floor, and a faithful truncation's error); ReLU, max-pooling
+    /// and flattening keep it, clip caps it, sums add it up.
+    fn magnitude_bounds(&self, shapes: &HashMap<String, Vec<usize>>, rings: &HashMap<String, ShareRing>) -> HashMap<String, u64> {
+        let mut bounds: HashMap<String, u64> = HashMap::new();
+        for op in &self.ops {
+            let ins: Option<Vec<u64>> = op.inputs.iter().map(|i| bounds.get(i).copied()).collect();
+            let first = ins.as_ref().map(|b| b[0]);
+            let bound = match &op.kind {
+                OpKind::Linear { .. } => Some(lycaon_mpc::nonlinear::bounded_range(rings[&op.output])),
+                OpKind::Truncate { shift } => first.map(|b| (b >> shift) + 2),
+                OpKind::Relu | OpKind::Maxpool { .. } | OpKind::Flatten => first,
+                OpKind::Clip { max } => first.map(|b| b.min(*max as u64)),
+                OpKind::Sumpool { kernel, multiplier, .. } => first.and_then(|b| b.checked_mul((kernel[0] * kernel[1]) as u64)?.checked_mul(multiplier.unsigned_abs())),
+                OpKind::GlobalSumpool { multiplier } => {
+                    let s = &shapes[&op.inputs[0]];
+                    first.and_then(|b| b.checked_mul((s[1] * s[2]) as u64)?.checked_mul(multiplier.unsigned_abs()))
+                }
+                OpKind::Add => ins.and_then(|b| b[0].checked_add(b[1])),
+                OpKind::Concat => ins.map(|b| b.into_iter().max().unwrap_or(0)),
+            };
+            if let Some(b) = bound {
+                bounds.insert(op.output.clone(), b);
+            }
+        }
+        bounds
     }
 }
 

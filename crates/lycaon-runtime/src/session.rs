@@ -68,7 +68,11 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
             OpKind::Relu => elements * (2.0 * comparison_cots(bits) + 2.0),
             // Clip: one ReLU on twice the elements.
             OpKind::Clip { .. } => 2.0 * elements * (2.0 * comparison_cots(bits) + 2.0),
-            OpKind::Maxpool { kernel, .. } => elements * (kernel[0] * kernel[1]).saturating_sub(1) as f64 * (2.0 * comparison_cots(bits) + 2.0),
+            OpKind::Maxpool { kernel, .. } => {
+                let pool = MaxPoolPlan::of(compiled, op, *kernel);
+                let per = if pool.bound.is_some() { comparison_cots(bits + 1) } else { 2.0 * comparison_cots(bits) };
+                pool.comparisons as f64 * (per + 2.0)
+            }
             // Exact truncation: three comparisons of about 12 bits, four ANDs, four B2A.
             OpKind::Truncate { .. } if compiled.program.exact_truncation => elements * (3.0 * comparison_cots(13) + 12.0),
             OpKind::Truncate { .. } => elements * 2.0,
@@ -433,6 +437,28 @@ fn windows(shape: &[usize], kernel: [usize; 2], stride: [usize; 2], pads: [usize
     out
 }
 
+/// How the runtime max-pools: whole windows, or rows then columns where that takes fewer
+/// comparisons (overlapping windows: 3x3 at stride 2 takes 6 per output instead of 8); and,
+/// where the program bounds the values so that every difference is within
+/// `nonlinear::bounded_range`, the bound (the bounded ReLU: on Z_p one comparison, not two).
+struct MaxPoolPlan {
+    separable: bool,
+    bound: Option<u64>,
+    comparisons: usize,
+}
+
+impl MaxPoolPlan {
+    fn of(compiled: &CompiledProgram, op: &crate::program::Op, kernel: [usize; 2]) -> Self {
+        let (input, output) = (&compiled.shapes[&op.inputs[0]], &compiled.shapes[&op.output]);
+        let (channels, h, oh, ow) = (input[0], input[1], output[1], output[2]);
+        let whole = oh * ow * (kernel[0] * kernel[1] - 1);
+        let separable = h * ow * (kernel[1] - 1) + oh * ow * (kernel[0] - 1);
+        let ring = compiled.rings[&op.output];
+        let bound = compiled.bounds.get(&op.inputs[0]).copied().filter(|b| b.checked_mul(2).is_some_and(|d| d <= nonlinear::bounded_range(ring)));
+        MaxPoolPlan { separable: separable < whole, bound, comparisons: channels * separable.min(whole) }
+    }
+}
+
 /// The ops both parties run alike on their shares.
 fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::program::Op, values: &HashMap<String, Vec<u64>>) -> Result<Vec<u64>> {
     let ring = compiled.rings[&op.output];
@@ -463,12 +489,27 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
             })?
         }
         OpKind::Maxpool { kernel, stride, pads } => {
-            // Padding is a public value far below any activation: party 0 holds it, party 1 zero.
-            let pad = if p0 { ring.from_signed(-((ring.max_positive() / 4) as i64)) } else { 0 };
-            let size = kernel[0] * kernel[1];
-            let gathered: Vec<u64> = windows(&compiled.shapes[&op.inputs[0]], *kernel, *stride, *pads).into_iter().map(|i| i.map_or(pad, |i| x[i])).collect();
-            // Whole windows per chunk.
-            chunked(&gathered, (NONLINEAR_CHUNK / size).max(1) * size, |part| Ok(nonlinear::max_pool(party, ring, part, size)?))?
+            let pool = MaxPoolPlan::of(compiled, op, *kernel);
+            // Padding is a public value at or below every activation: party 0 holds it, party 1 zero.
+            let floor = pool.bound.unwrap_or(ring.max_positive() / 4);
+            let pad = if p0 { ring.from_signed(-(floor as i64)) } else { 0 };
+            let mut pass = |shape: &[usize], x: &[u64], kernel: [usize; 2], stride: [usize; 2], pads: [usize; 4]| -> Result<Vec<u64>> {
+                let size = kernel[0] * kernel[1];
+                let gathered: Vec<u64> = windows(shape, kernel, stride, pads).into_iter().map(|i| i.map_or(pad, |i| x[i])).collect();
+                // Whole windows per chunk.
+                chunked(&gathered, (NONLINEAR_CHUNK / size).max(1) * size, |part| {
+                    Ok(if pool.bound.is_some() { nonlinear::max_pool_bounded(party, ring, part, size)? } else { nonlinear::max_pool(party, ring, part, size)? })
+                })
+            };
+            let shape = &compiled.shapes[&op.inputs[0]];
+            if pool.separable {
+                // Along each row, then along each column of the row maxima.
+                let rows = pass(shape, x, [1, kernel[1]], [1, stride[1]], [0, pads[1], 0, pads[3]])?;
+                let row_shape = [shape[0], shape[1], compiled.shapes[&op.output][2]];
+                pass(&row_shape, &rows, [kernel[0], 1], [stride[0], 1], [pads[0], 0, pads[2], 0])?
+            } else {
+                pass(shape, x, *kernel, *stride, *pads)?
+            }
         }
         OpKind::Sumpool { kernel, stride, pads, multiplier } => {
             let m = ring.from_signed(*multiplier);

@@ -499,3 +499,61 @@ fn ops_larger_than_one_two_party_batch_are_exact() {
     let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
     assert_eq!(client.logits.unwrap(), want);
 }
+
+/// Plain max-pooling of a (C, H, W) tensor, padding as minus infinity.
+fn max_pool_reference(x: &[i64], [c, h, w]: [usize; 3], k: usize, s: usize, pad: usize) -> Vec<i64> {
+    let (oh, ow) = ((h + 2 * pad - k) / s + 1, (w + 2 * pad - k) / s + 1);
+    let mut out = Vec::with_capacity(c * oh * ow);
+    for ch in 0..c {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let taps = (0..k * k).filter_map(|t| {
+                    let (y, xx) = ((oy * s + t / k) as isize - pad as isize, (ox * s + t % k) as isize - pad as isize);
+                    ((0..h as isize).contains(&y) && (0..w as isize).contains(&xx)).then(|| x[ch * h * w + y as usize * w + xx as usize])
+                });
+                out.push(taps.max().unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn overlapping_max_pools_are_exact_row_then_column_bounded_or_not() {
+    // 3x3 windows at stride 2 with padding 1 on a 7x9 map (rows then columns: 6 comparisons per
+    // output instead of 8), on signed values as they come out of a truncation (the compiler
+    // puts max-pooling before the ReLU that used to precede it) and on raw accumulators (no
+    // bound from the program: the full-range ReLU).
+    let mut rng = rand::rng();
+    for truncate in [true, false] {
+        let mut ops = vec![json!({"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+            "shape": {"h": 7, "w": 9, "c_in": 2, "c_out": 3, "k": 3, "stride": 1, "pad": 1}, "has_bias": true})];
+        let pooled_input = if truncate {
+            ops.push(json!({"op": "truncate", "name": "t", "inputs": ["a"], "output": "at", "shift": 3}));
+            "at"
+        } else {
+            "a"
+        };
+        ops.extend([
+            json!({"op": "maxpool", "name": "p", "inputs": [pooled_input], "output": "p", "kernel": [3, 3], "stride": [2, 2], "pads": [1, 1, 1, 1]}),
+            json!({"op": "relu", "name": "r", "inputs": ["p"], "output": "r"}),
+            json!({"op": "flatten", "name": "fl", "inputs": ["r"], "output": "out"}),
+        ]);
+        let program = Program::from_json(
+            &json!({"version": 2, "name": "pool", "input": "x", "input_shape": [2, 7, 9], "fraction_bits": 4, "output": "out", "ops": ops}).to_string(),
+        )
+        .unwrap();
+        let compiled = program.clone().compile().unwrap();
+        assert_eq!(compiled.bounds.contains_key("at"), truncate);
+        let mut weights = Weights::default();
+        weights.layers.insert("conv".into(), (random(&mut rng, 3 * 2 * 9, 7), Some(random(&mut rng, 3, 200))));
+        let x = random(&mut rng, 2 * 63, 40);
+        let a = conv(ConvShape { w: 9, ..ConvShape::conv(7, 2, 3, 3, 1) }, &x, &weights.layers["conv"].0, weights.layers["conv"].1.as_ref());
+        let a = if truncate { floor_shift(a, 3) } else { a };
+        assert!(a.iter().any(|&v| v < 0) && a.iter().any(|&v| v > 0));
+        let want: Vec<i64> = max_pool_reference(&a, [3, 7, 9], 3, 2, 1).into_iter().map(|v| v.max(0)).collect();
+        let model = ServedModel::new(program, &weights, no_flooding()).unwrap();
+        let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+        assert_eq!(client.logits.unwrap(), want, "truncate {truncate}");
+    }
+}
