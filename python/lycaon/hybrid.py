@@ -216,7 +216,6 @@ def compile_program(q, plan: dict, reveal: str = "logits") -> tuple[dict, dict]:
         else:
             raise _model_error(f"{node.describe()}: the hybrid runtime has no '{node.op}' op")
     _check_pool_rings(ops, q, windows)
-    ops = _pool_before_activation(ops, graph.output, fresh)
     names = [op["name"] for op in ops]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -247,47 +246,6 @@ def _as_batch(program: dict, x_int) -> tuple[np.ndarray, bool]:
     if x.shape[1:] == shape or (x.ndim == 2 and x.shape[1] == size):
         return x.reshape((len(x), *shape)).astype(np.int64), False
     raise ValueError(f"input of shape {x.shape} fits neither one image {shape} nor a batch (N, {', '.join(map(str, shape))})")
-
-
-ACTIVATIONS = ("relu", "clip")
-
-
-def _pool_before_activation(ops: list[dict], output: str, fresh) -> list[dict]:
-    """Moves each max-pooling ahead of the ReLU (or ReLU6) before it, and ahead of a channel
-    concat of activations: max commutes with a monotone element-wise map and with stacking
-    channels, so the result is the same integer for integer, and the activation runs on the
-    pooled map (a quarter of the elements for 3x3 windows at stride 2: SqueezeNet's three
-    pools, ResNet's stem). Only where each activation output is read by nothing else."""
-    readers: dict[str, int] = {output: 1}
-    for op in ops:
-        for i in op["inputs"]:
-            readers[i] = readers.get(i, 0) + 1
-    producer = {op["output"]: op for op in ops}
-
-    def sole(tensor: str, kinds: tuple) -> Optional[dict]:
-        op = producer.get(tensor)
-        return op if op is not None and op["op"] in kinds and readers.get(tensor) == 1 else None
-
-    replaced: dict[int, list[dict]] = {}  # id of an old op -> the ops in its place
-    for pool in [op for op in ops if op["op"] == "maxpool"]:
-        fields = {k: v for k, v in pool.items() if k not in ("name", "inputs", "output")}
-        activation = sole(pool["inputs"][0], ACTIVATIONS)
-        concat = sole(pool["inputs"][0], ("concat",))
-        if activation is not None:
-            pooled = fresh(f"{pool['name']}:pooled")
-            replaced[id(activation)] = [{"name": pool["name"], "inputs": activation["inputs"], "output": pooled, **fields}]
-            replaced[id(pool)] = [{**activation, "inputs": [pooled], "output": pool["output"]}]
-        elif concat is not None and all(sole(i, ACTIVATIONS) for i in concat["inputs"]):
-            parts = []
-            for j, tensor in enumerate(concat["inputs"]):
-                act = producer[tensor]
-                pooled = fresh(f"{pool['name']}.{j}:pooled")
-                replaced[id(act)] = [{"name": f"{pool['name']}.{j}", "inputs": act["inputs"], "output": pooled, **fields},
-                                     {**act, "inputs": [pooled], "output": fresh(f"{act['output']}:pooled")}]
-                parts.append(replaced[id(act)][1]["output"])
-            replaced[id(concat)] = [{**concat, "inputs": parts, "output": pool["output"]}]
-            replaced[id(pool)] = []
-    return [new for op in ops for new in replaced.get(id(op), [op])]
 
 
 def reference_run(program: dict, weights: dict, x_int, tensors: Optional[dict] = None) -> np.ndarray:

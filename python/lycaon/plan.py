@@ -271,29 +271,6 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     }
 
 
-def _pooled_activations(graph) -> dict[str, str]:
-    """Activations the hybrid compiler moves behind a max-pool (``hybrid._pool_before_activation``):
-    activation node -> the max-pool node whose windows it then runs on."""
-    readers: dict[str, list] = {}
-    for node in graph.nodes:
-        for i in node.inputs:
-            readers.setdefault(i, []).append(node)
-    producer = {node.output: node for node in graph.nodes}
-
-    def sole(tensor: str, kinds: tuple):
-        node = producer.get(tensor)
-        return node if node is not None and node.op in kinds and len(readers.get(tensor, [])) == 1 and tensor != graph.output else None
-
-    moved: dict[str, str] = {}
-    for pool in (n for n in graph.nodes if n.op == "maxpool"):
-        activation, concat = sole(pool.inputs[0], ("relu", "clip")), sole(pool.inputs[0], ("concat",))
-        if activation is not None:
-            moved[activation.name] = pool.name
-        elif concat is not None and all(sole(i, ("relu", "clip")) for i in concat.inputs):
-            moved.update({producer[i].name: pool.name for i in concat.inputs})
-    return moved
-
-
 def _max_pool_comparisons(in_shape, out_shape, kernel) -> tuple[int, int]:
     """Comparisons and rounds of comparisons of the runtime's max-pool (session.rs
     ``MaxPoolPlan``): whole windows, or rows then columns where that takes fewer."""
@@ -309,20 +286,15 @@ def _max_pool_comparisons(in_shape, out_shape, kernel) -> tuple[int, int]:
 def _two_party_work(graph, q) -> dict[str, dict]:
     """Per linear layer of ``graph``, the two-party work the runtime does after it until the
     next one: {"shift", "truncated" (its output elements, truncated by the layer's shift),
-    "relus" (elements through ReLU; on the pooled map where the compiler pools first),
+    "relus" (elements through ReLU),
     "relu_ops", "pool_relus" and "pool_bounded_relus" (max-pool comparisons, each with its
     multiplexer: max(a, b) = b + ReLU(a - b); bounded, one comparison on Z_p, where the values
     come from a truncation), "pool_levels" (max-pool rounds of comparisons in sequence)}."""
     work: dict[str, dict] = {}
     shapes = graph.shapes()
-    moved = _pooled_activations(graph)
-    pools = {n.name: n for n in graph.nodes if n.op == "maxpool"}
     current = None
     for node in graph.nodes:
         size = int(np.prod(node.shape))
-        if node.name in moved:  # the activation runs on its channels of the pooled map
-            pooled = shapes[pools[moved[node.name]].output]
-            size = int(np.prod(shapes[node.output][:1])) * int(np.prod(pooled[1:]))
         if node.op in ("conv", "linear"):
             shift = q.layers[node.name][2] if q is not None and node.name in q.layers else DEFAULT_SHIFT
             current = work[node.name] = {"shift": int(shift), "truncated": size if shift else 0, "relus": 0, "relu_ops": 0,

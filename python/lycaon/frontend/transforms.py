@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import Optional
+
 from .ir import MONOTONE_ACTIVATIONS, Graph, ModelError, Node
 
 
@@ -86,20 +88,51 @@ def pool_before_relu(graph: Graph) -> Graph:
     max and ReLU commute (ReLU is monotone; a window of negatives gives 0 either way), and the
     ReLU then runs on the pooled map, k^2/s^2 times fewer values (ResNet-50's stem: 4x, LeNet-5's
     2x2 pools: 4x). clip(x, 0, M) (ReLU6) is monotone too and moves the same way. Tensor names
-    stay: the activation's output tensor now holds the pooled values."""
+    stay: the activation's output tensor now holds the pooled values.
+
+    A pool after a channel concat of such activations (SqueezeNet's fire modules) pools each
+    part first (max-pooling is per channel): maxpool_i -> activation_i -> concat, the concat
+    writing the pool's output tensor."""
     by_output = {n.output: n for n in graph.nodes}
-    swapped: dict[str, Node] = {}
+    taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
+
+    def sole_activation(tensor: str) -> Optional[Node]:
+        node = by_output.get(tensor)
+        if node is not None and node.op in MONOTONE_ACTIVATIONS and len(_consumers(graph, tensor)) == 1 and graph.output != tensor:
+            return node
+        return None
+
+    def unused(name: str) -> str:
+        while name in taken:
+            name += "'"
+        taken.add(name)
+        return name
+
+    swapped: dict[str, Node] = {}  # activation output -> the pool it now follows
+    concats: dict[str, Node] = {}  # concat output -> the pool it now writes for
     for node in graph.nodes:
         prev = by_output.get(node.inputs[0]) if node.op == "maxpool" else None
-        if prev is not None and prev.op in MONOTONE_ACTIVATIONS and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output:
+        if prev is None:
+            continue
+        if sole_activation(prev.output) is not None:
             swapped[prev.output] = node
+        elif prev.op == "concat" and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output and all(sole_activation(i) for i in prev.inputs):
+            concats[prev.output] = node
+            for i in prev.inputs:
+                swapped[i] = node
     nodes: list[Node] = []
     for node in graph.nodes:
         pool = swapped.get(node.output)
-        if pool is not None:
+        if pool is not None and pool.inputs[0] == node.output:
             nodes.append(Node("maxpool", pool.name, list(node.inputs), node.output, dict(pool.attrs), dict(pool.params)))
             nodes.append(Node(node.op, node.name, [node.output], pool.output, dict(node.attrs), dict(node.params)))
-        elif not (node.op == "maxpool" and node.inputs[0] in swapped):
+        elif pool is not None:  # one part of a concat: its activation keeps its output tensor
+            pooled = unused(f"{node.output}:pooled")
+            nodes.append(Node("maxpool", unused(f"{pool.name}.{node.name}"), list(node.inputs), pooled, dict(pool.attrs), dict(pool.params)))
+            nodes.append(Node(node.op, node.name, [pooled], node.output, dict(node.attrs), dict(node.params)))
+        elif node.output in concats:
+            nodes.append(Node("concat", node.name, list(node.inputs), concats[node.output].output, dict(node.attrs), dict(node.params)))
+        elif not (node.op == "maxpool" and (node.inputs[0] in swapped or node.inputs[0] in concats)):
             nodes.append(node)
     return _rebuild(graph, nodes, {})
 
