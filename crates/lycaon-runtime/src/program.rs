@@ -157,8 +157,9 @@ pub struct LinearStep {
 
 /// The ring a truncation of `tensor` (from `from`, by `shift` bits) writes its result in: that of
 /// the first linear layer the value reaches through ops that keep their input's ring (ReLU,
-/// clip, pooling, flatten, the first input of an add or concat), so no conversion runs before that
-/// layer. Only when that prime ring is wide enough: p' >= p >> (shift - 2) keeps the truncated
+/// clip, pooling, flatten, the first input of an add or concat), or that of an add's or
+/// concat's first input where it reaches one as another input, so no conversion runs before
+/// that layer or that add. Only when that prime ring is wide enough: p' >= p >> (shift - 2) keeps the truncated
 /// value (at most p / 2^(shift + 2), the truncation's range) within a sixteenth of p', room
 /// for the residual sums and the quarter that ReLU and max-pooling need.
 fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str, Vec<&Op>>, rings: &HashMap<String, ShareRing>) -> Option<ShareRing> {
@@ -174,6 +175,13 @@ fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str,
                 // narrower ring would leave: pools stay in the ring the planner sized for them.
                 OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } => return None,
                 OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
+                // Another input of an add or concat: the sum or stack lives in the first input's
+                // ring, when that is already known (its producer came first), so no conversion
+                // runs there.
+                OpKind::Add | OpKind::Concat => match rings.get(&op.inputs[0]) {
+                    Some(&ring) => Some(ring),
+                    None => continue,
+                },
                 _ => continue,
             };
             match target {

@@ -439,6 +439,9 @@ fn non_square_input_with_grouped_conv_pool_and_concat_is_exact() {
     .unwrap();
     let compiled = program.clone().compile().unwrap();
     assert_eq!((&compiled.shapes["s"], &compiled.shapes["bt"], &compiled.shapes["c"]), (&vec![6, 6, 5], &vec![2, 6, 5], &vec![8, 6, 5]));
+    // The second part's truncation writes straight into the first part's ring: no conversion.
+    assert_ne!(compiled.rings["b"], compiled.rings["s"]);
+    assert_eq!(compiled.rings["bt"], compiled.rings["s"]);
     let mut weights = Weights::default();
     weights.layers.insert("gconv".into(), (random(&mut rng, 6 * 9, 7), Some(random(&mut rng, 6, 100))));
     weights.layers.insert("sconv".into(), (random(&mut rng, 2 * 3 * 9, 7), None));
