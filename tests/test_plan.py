@@ -85,3 +85,36 @@ def test_bad_input_is_a_clean_error(cache_env, args, message):
     res = _cli(cache_env, *args)
     assert res.returncode == 2, res.stdout
     assert "Traceback" not in res.stderr and message in res.stderr, res.stderr
+
+
+def test_layers_whose_shares_meet_share_one_plaintext_modulus(cache_env, monkeypatch):
+    """A residual block: the block input feeds conv b (3x3) and the add, the add's output conv d
+    (1x1: a narrower accumulator); b and d read shares that meet, so the planner gives them one t (bits, and one prime across ring
+    degrees via params["t_n"]); conv c, whose truncated output joins the add, keeps its own."""
+    import numpy as np
+
+    from lycaon import plan as planner
+    from lycaon.frontend import Graph, Node
+    from lycaon.frontend.quantize import quantize
+
+    monkeypatch.setenv("LYCAON_CACHE", cache_env["LYCAON_CACHE"])
+    rng = np.random.default_rng(0)
+
+    def conv(name, src, c_in, c_out, scale, k=3):
+        return Node("conv", name, [src], f"{name}:o", {"stride": (1, 1), "pads": (k // 2,) * 4, "groups": 1},
+                    {"weight": rng.normal(size=(c_out, c_in, k, k)) * scale, "bias": np.zeros(c_out)})
+
+    g = Graph("x", (2, 8, 8), name="residual")
+    for node in [conv("a", "x", 2, 4, 0.3), Node("relu", "ra", ["a:o"], "ra:o"), conv("b", "ra:o", 4, 4, 3.0), Node("relu", "rb", ["b:o"], "rb:o"),
+                 conv("c", "rb:o", 4, 4, 0.01), Node("add", "s", ["c:o", "ra:o"], "s:o"), Node("relu", "rs", ["s:o"], "rs:o"), conv("d", "rs:o", 4, 2, 0.3, k=1),
+                 Node("flatten", "f", ["d:o"], "f:o"), Node("linear", "fc", ["f:o"], "fc:o", {}, {"weight": rng.normal(size=(3, 128)) * 0.1, "bias": np.zeros(3)})]:
+        g.add(node)
+    q = quantize(g, rng.normal(size=(4, 2, 8, 8)))
+    assert planner._ring_groups(g, q) == [["b", "d"]]
+    bits = planner._value_bits(planner.linear_layers(g), q)
+    assert bits["b"][1] != bits["d"][1], "the test wants layers that would get different t on their own"
+    result = planner.plan("residual", quantized=q, nonlinear=False)
+    params = {l["name"]: l["params"] for l in result["layers"]}
+    assert params["b"]["t_bits"] == params["d"]["t_bits"] == max(bits["b"][1], bits["d"][1])
+    assert params["b"].get("t_n", params["b"]["n"]) == params["d"].get("t_n", params["d"]["n"])
+    assert params["c"]["t_bits"] == bits["c"][1]

@@ -180,6 +180,55 @@ def _value_bits(layers: list[dict], q) -> dict[str, tuple[int, int]]:
     return out
 
 
+#: Ops whose output stays in their (first) input's share ring in the hybrid runtime.
+_RING_KEEPING = ("relu", "clip", "maxpool", "flatten", "add", "concat")
+
+
+def _ring_groups(graph, q) -> list[list[str]]:
+    """Linear layers whose shares meet: the readers of tensors joined through ReLU, clip,
+    max-pooling, flattening, residual adds and concats (and a layer whose output is not truncated,
+    which lives in its own ring). The runtime keeps each such tensor in one reader's plaintext
+    modulus (a truncation writes into it), so readers with another modulus, and an add's or
+    concat's inputs from another ring, cost a conversion (a comparison per element) unless the
+    group shares one t. Groups of two or more layers, in graph order."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    linear = [n for n in graph.nodes if n.op in ("conv", "linear")]
+    for node in graph.nodes:
+        if node.op in _RING_KEEPING:
+            for i in node.inputs:
+                union(f"tensor:{i}", f"tensor:{node.output}")
+        elif node.op in ("conv", "linear"):
+            union(f"layer:{node.name}", f"tensor:{node.inputs[0]}")
+            if q is not None and node.name in q.layers and q.layers[node.name][2] == 0:
+                union(f"layer:{node.name}", f"tensor:{node.output}")
+    groups: dict[str, list[str]] = {}
+    for node in linear:
+        groups.setdefault(find(f"layer:{node.name}"), []).append(node.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _share_plaintext_moduli(result: dict, groups: list[list[str]]) -> None:
+    """Gives each group's layers one plaintext modulus: the same t_bits (set before planning) and,
+    where their ring degrees differ, t chosen for the largest (params "t_n"), so t is one prime."""
+    by_name = {l["name"]: l for l in result["layers"]}
+    for group in groups:
+        layers = [by_name[name] for name in group if name in by_name]
+        degrees = {l["params"]["n"] for l in layers}
+        if len(degrees) > 1:
+            for l in layers:
+                l["params"]["t_n"] = max(degrees)
+
+
 def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -40, reserve_bits: float = 0.0,
          algorithms: Sequence[str] = (), design_space: bool = False, calibration_images: int = 16,
          t_bits: Optional[int] = None, cache: Optional[str] = None, nonlinear: bool = True, flood_bits: float = 0.0,
@@ -194,9 +243,11 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     server floods its returned ciphertexts with, which every layer's noise budget must leave room
     for (0: no flooding). ``quantized`` (a ``QuantizedModel`` of this model) sizes the plaintext
     moduli instead of quantising again with ``calibration_images`` training images. With
-    ``uniform_t`` every layer gets the widest layer's plaintext bits: one share ring for the whole
-    network (per ring degree), so the two-party layer converts no shares between layers (the
-    hybrid runtime's choice: a conversion costs a comparison per element). ``exact_truncation``
+    ``uniform_t`` every layer gets the widest layer's plaintext bits and one prime: one share ring
+    for the whole network, so the two-party layer converts no shares between layers (a
+    conversion costs a comparison per element). Without it, the layers whose shares meet
+    (``_ring_groups``: a residual stream's readers) share one plaintext modulus, the rest keep
+    their own narrower ones. ``exact_truncation``
     prices the runtime's default truncation (False: the faithful one, ``--faithful-truncation``)."""
     if quantized is not None:
         graph = quantized.graph
@@ -211,6 +262,11 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     bits = _value_bits(layers, q)
     if uniform_t and t_bits is None:
         t_bits = max(b[1] for b in bits.values())
+    groups = [[l["name"] for l in layers]] if uniform_t or t_bits is not None else _ring_groups(graph, q)
+    for group in groups:
+        widest = max(bits[name][1] for name in group)
+        for name in group:
+            bits[name] = (bits[name][0], widest)
     request = {
         "layers": [
             {"name": l["name"], "shape": l["shape"], "weight_bits": bits[l["name"]][0], "t_bits": t_bits or bits[l["name"]][1]}
@@ -227,6 +283,7 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     if cache is not None:
         request["cache"] = cache
     result = json.loads(_native.plan_json(json.dumps(request)))
+    _share_plaintext_moduli(result, groups)
     result["model"] = model
     if nonlinear:
         _add_nonlinear(result, result["link"], graph, q, exact_truncation)

@@ -32,6 +32,11 @@ pub struct ParamChoice {
     pub p_bits: Vec<u32>,
     pub t_bits: u32,
     pub digits: usize,
+    /// The ring degree the plaintext modulus is chosen for (t = 1 mod 2 t_n, a power of two at
+    /// least n; absent: n). Layers whose shares meet at a residual add or feed one tensor share
+    /// one t though their n differ, so no ring conversion runs between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_n: Option<usize>,
 }
 
 impl ParamChoice {
@@ -39,6 +44,15 @@ impl ParamChoice {
     pub fn parameters(&self) -> Result<Arc<Parameters>, PlanError> {
         let mut literal = ParametersLiteral::bfv_from_bits(self.n, &self.q_bits, &self.p_bits, self.t_bits)?;
         literal.key_switch_digits = self.digits;
+        if let Some(t_n) = self.t_n {
+            if t_n < self.n || !t_n.is_power_of_two() {
+                return Err(PlanError::InvalidLayer {
+                    layer: self.label(),
+                    reason: format!("t_n = {t_n} must be a power of two at least n = {}", self.n),
+                });
+            }
+            literal.plaintext_modulus = Some(lycaon_math::ntt_primes(self.t_bits, t_n, 1, &[]).map_err(|e| PlanError::InvalidLayer { layer: self.label(), reason: e.to_string() })?[0]);
+        }
         Ok(Parameters::new(literal)?)
     }
 
@@ -53,7 +67,8 @@ impl ParamChoice {
     /// Short label: n=4096 q=36+36 p=37 t=20 d=2.
     pub fn label(&self) -> String {
         let join = |v: &[u32]| if v.is_empty() { "-".to_string() } else { v.iter().map(u32::to_string).collect::<Vec<_>>().join("+") };
-        format!("n={} q={} p={} t={} d={}", self.n, join(&self.q_bits), join(&self.p_bits), self.t_bits, self.digits)
+        let t_n = self.t_n.map_or(String::new(), |m| format!(" t_n={m}"));
+        format!("n={} q={} p={} t={} d={}{t_n}", self.n, join(&self.q_bits), join(&self.p_bits), self.t_bits, self.digits)
     }
 }
 
@@ -85,7 +100,7 @@ pub fn candidate_sets(t_bits: u32, with_keys: bool) -> Vec<ParamChoice> {
                     }
                     let digit_options: &[usize] = if with_keys && primes > 1 { &[1, primes] } else { &[1] };
                     for &digits in digit_options {
-                        out.push(ParamChoice { n, q_bits: q_bits.clone(), p_bits: p_bits.clone(), t_bits, digits });
+                        out.push(ParamChoice { n, q_bits: q_bits.clone(), p_bits: p_bits.clone(), t_bits, digits, t_n: None });
                     }
                 }
             }

@@ -257,8 +257,8 @@ fn point(params: &ParamChoice, elements: Vec<u64>, rotations: u64) -> DesignPoin
 
 #[test]
 fn hybrid_plan_tables_group_keys_per_parameter_set() {
-    let a = ParamChoice { n: 4096, q_bits: vec![36, 36], p_bits: vec![37], t_bits: 20, digits: 2 };
-    let b = ParamChoice { n: 8192, q_bits: vec![43, 43, 44, 44], p_bits: vec![44], t_bits: 20, digits: 4 };
+    let a = ParamChoice { n: 4096, q_bits: vec![36, 36], p_bits: vec![37], t_bits: 20, digits: 2, t_n: None };
+    let b = ParamChoice { n: 8192, q_bits: vec![43, 43, 44, 44], p_bits: vec![44], t_bits: 20, digits: 4, t_n: None };
     let (na, nb) = (a.n, b.n);
     let el = |s: i64, n: usize| Rotation::Step(s).galois_element(n);
     let shape = ShapeSpec { h: 8, w: 8, c_in: 4, c_out: 4, k: 3, stride: 1, pad: None, groups: 1 };

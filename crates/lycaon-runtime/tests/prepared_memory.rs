@@ -16,8 +16,8 @@ const MIB: f64 = (1 << 20) as f64;
 
 fn param_sets() -> [ParamChoice; 2] {
     [
-        ParamChoice { n: 4096, q_bits: vec![60, 49], p_bits: vec![], t_bits: 37, digits: 1 },
-        ParamChoice { n: 8192, q_bits: vec![60, 60], p_bits: vec![], t_bits: 37, digits: 1 },
+        ParamChoice { n: 4096, q_bits: vec![60, 49], p_bits: vec![], t_bits: 37, digits: 1, t_n: None },
+        ParamChoice { n: 8192, q_bits: vec![60, 60], p_bits: vec![], t_bits: 37, digits: 1, t_n: None },
     ]
 }
 
