@@ -174,6 +174,8 @@ fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str,
                 // Window sums times a multiplier grow by more than the sixteenth of headroom a
                 // narrower ring would leave: pools stay in the ring the planner sized for them.
                 OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } => return None,
+                // The first input of an add or concat: the sum's ring is this value's (a pool
+                // after it sums there, in the ring the planner widened for it), so on.
                 OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
                 // Another input of an add or concat: the sum or stack lives in the first input's
                 // ring, when that is already known (its producer came first), so no conversion
