@@ -207,7 +207,10 @@ impl HybridServer {
     fn serve(&self, py: Python<'_>, addr: &str) -> PyResult<()> {
         self.start(addr)?;
         if let Some(log) = self.log.lock().map_err(|_| LycaonError::new_err("server state poisoned"))?.as_ref() {
-            for line in log.lines() {
+            // What is logged from here on is printed as it comes: sessions, their progress, errors.
+            let so_far = log.lines();
+            log.set_echo(true);
+            for line in so_far {
                 eprintln!("{line}");
             }
         }

@@ -43,11 +43,12 @@ impl Served {
         }
     }
 
-    /// Serves one session whose hello is `hello`: a JSON summary for the log.
-    fn serve(&self, channel: &mut dyn lycaon_mpc::Channel, hello: Hello) -> Result<serde_json::Value> {
+    /// Serves one session whose hello is `hello`: a JSON summary for the log. `progress(done,
+    /// total, op)` follows a hybrid session's ops.
+    fn serve(&self, channel: &mut dyn lycaon_mpc::Channel, hello: Hello, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<serde_json::Value> {
         match self {
             Served::Hybrid(m) => {
-                let s = crate::session::serve_after_hello(m, channel, hello)?;
+                let s = crate::session::serve_after_hello_with(m, channel, hello, progress)?;
                 Ok(json!({"seconds": s.total_s, "bytes": s.bytes, "layers": s.layers}))
             }
             Served::Fhe(m) => {
@@ -70,6 +71,10 @@ pub struct ServerOptions {
     pub max_message_bytes: usize,
     /// Link emulation applied to what the server sends (benchmarks).
     pub link: LinkModel,
+    /// A hybrid session logs its progress (`session_progress`: ops done of the total) at most
+    /// this often: a long ImageNet session has hundreds of ops, and many sessions must not
+    /// crowd the others' lines out of the kept log.
+    pub progress_every: Duration,
 }
 
 impl Default for ServerOptions {
@@ -80,6 +85,7 @@ impl Default for ServerOptions {
             timeout: Duration::from_secs(120),
             max_message_bytes: 256 << 20,
             link: LinkModel::UNLIMITED,
+            progress_every: Duration::from_secs(2),
         }
     }
 }
@@ -109,6 +115,11 @@ impl LogSink {
 
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Whether each new line is also printed to stderr.
+    pub fn set_echo(&self, on: bool) {
+        self.echo.store(on, Ordering::Relaxed);
     }
 }
 
@@ -150,7 +161,7 @@ impl Server {
 
     /// Also print every log line to stderr.
     pub fn echo_logs(&self, on: bool) {
-        self.log.echo.store(on, Ordering::Relaxed);
+        self.log.set_echo(on);
     }
 
     /// A handle that stops the accept loop.
@@ -197,7 +208,7 @@ impl Server {
             return;
         }
         let (model, log, active, greeting) = (self.model.clone(), self.log.clone(), self.active.clone(), self.greeting.clone());
-        let (session_timeout, max_sessions) = (self.options.timeout, self.options.max_sessions);
+        let (session_timeout, max_sessions, progress_every) = (self.options.timeout, self.options.max_sessions, self.options.progress_every);
         let spawned = std::thread::Builder::new().name(format!("lycaon-session-{id}")).spawn(move || {
             let mut channel = channel;
             let hello = channel.recv().map_err(RuntimeError::from).and_then(|h| Hello::parse(&h));
@@ -218,7 +229,14 @@ impl Server {
                 return;
             }
             log.push(json!({"event": "session_start", "session": id, "peer": peer.to_string()}));
-            let outcome = catch_unwind(AssertUnwindSafe(|| model.serve(&mut channel, hello)));
+            let mut last = std::time::Instant::now();
+            let mut progress = |done: usize, total: usize, op: &str| {
+                if last.elapsed() >= progress_every || done == total {
+                    last = std::time::Instant::now();
+                    log.push(json!({"event": "session_progress", "session": id, "done": done, "total": total, "op": op}));
+                }
+            };
+            let outcome = catch_unwind(AssertUnwindSafe(|| model.serve(&mut channel, hello, &mut progress)));
             match outcome {
                 Ok(Ok(mut summary)) => {
                     summary["event"] = json!("session_end");

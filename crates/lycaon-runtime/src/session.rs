@@ -211,11 +211,16 @@ pub fn serve_session(model: &ServedModel, channel: &mut dyn Channel) -> Result<S
 
 /// [`serve_session`] once the hello is read (the server reads it to choose the mode).
 pub fn serve_after_hello(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {
-    let result = serve_inner(model, channel, hello);
+    serve_after_hello_with(model, channel, hello, &mut |_, _, _| {})
+}
+
+/// [`serve_after_hello`] calling `progress(done, total, op name)` after every op.
+pub fn serve_after_hello_with(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<ServerSummary> {
+    let result = serve_inner(model, channel, hello, progress);
     wire::tell_peer(channel, result)
 }
 
-fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> Result<ServerSummary> {
+fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<ServerSummary> {
     let began = Instant::now();
     hello.check_mode(Mode::Hybrid)?;
     wire::send(channel, model.public_json.as_bytes())?;
@@ -249,7 +254,7 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello) -> 
             wire::send(party.channel(), &response)?;
             Ok(out)
         },
-        &mut |_, _, _| {},
+        progress,
     )?;
     reveal(&mut party, compiled, &values)?;
     let report = serde_json::to_vec(&summary.layers.iter().map(|l| l.server_s).collect::<Vec<_>>()).expect("floats serialise");

@@ -264,6 +264,9 @@ fn tcp_server_survives_garbage_and_serves_concurrent_clients() {
     let lines = log.lines();
     assert!(ended(&lines) >= 4, "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("session_error")), "{lines:?}");
+    // Each inference logged its progress, at least its last op (the 9 ops of `network`).
+    let finished = lines.iter().filter(|l| l.contains("session_progress") && l.contains("\"done\":9") && l.contains("\"total\":9")).count();
+    assert!(finished >= 3, "{lines:?}");
 }
 
 /// What crosses the wire: the client receives only ciphertexts, two-party messages and the final
