@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -99,12 +100,26 @@ def _server_party(args) -> int:
     record["peak_reset"] = _reset_peak_rss()
     address = server.start(0, "127.0.0.1")
     print(f"address {address}", flush=True)
+    done = threading.Event()
+    threading.Thread(target=_report_server_progress, args=(server, done), daemon=True).start()
     sys.stdin.readline()  # the orchestrator writes a line when the client is done
+    done.set()
     record["serving_peak_rss"] = _peak_rss()
     record["logs"] = [r for r in server.logs() if "error" in r]
     server.stop()
     Path(args.out).write_text(json.dumps(record))
     return 0
+
+
+def _report_server_progress(server, done, every_s: float = 10.0) -> None:
+    """Prints the session's progress as the server logs it (ops done of the total), every
+    ``every_s`` seconds while the session runs, beside the client's lines."""
+    shown = None
+    while not done.wait(every_s):
+        latest = next((r for r in reversed(server.logs()) if r.get("event") == "session_progress"), None)
+        if latest is not None and latest != shown:
+            print(f"  server: {latest['done']}/{latest['total']} ops ({latest['op']})", file=sys.stderr, flush=True)
+            shown = latest
 
 
 def _client_party(args) -> int:
