@@ -686,7 +686,14 @@ mod tests {
     }
 
     /// A graph node writing `{name}:o`.
-    fn node(op: NodeOp, name: &str, inputs: &[&str], shape: &[usize], attrs: crate::fhe::graph::NodeAttrs, params: Vec<(&str, crate::fhe::graph::Tensor)>) -> GraphNode {
+    fn node(
+        op: NodeOp,
+        name: &str,
+        inputs: &[&str],
+        shape: &[usize],
+        attrs: crate::fhe::graph::NodeAttrs,
+        params: Vec<(&str, crate::fhe::graph::Tensor)>,
+    ) -> GraphNode {
         GraphNode {
             op,
             name: name.into(),
@@ -696,6 +703,21 @@ mod tests {
             attrs,
             params: params.into_iter().map(|(k, t)| (k.to_string(), Some(t))).collect(),
         }
+    }
+
+    /// `conv` (a node named "{name}"), then ReLU, global average pooling, flatten and a 2-class
+    /// linear layer, on an input of `input_shape`.
+    fn conv_relu_head(conv: GraphNode, input_shape: Vec<usize>) -> ModelGraph {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        let (c, name, out) = (conv.shape[0], conv.name.clone(), conv.output.clone());
+        let nodes = vec![
+            node(NodeOp::Relu, "relu", &[out.as_str()], &conv.shape, NodeAttrs::default(), vec![]),
+            node(NodeOp::GlobalAvgpool, "gap", &["relu:o"], &[c, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["gap:o"], &[c], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, c], vec![0.5; 2 * c]))]),
+        ];
+        let nodes = std::iter::once(conv).chain(nodes).collect();
+        ModelGraph { format: GRAPH_FORMAT.into(), version: GRAPH_VERSION, name, input: "x".into(), input_shape, output: "fc:o".into(), nodes }
     }
 
     /// A residual block on a 4 x 8 x 8 image: conv, general quadratic, conv, add, monic
@@ -819,7 +841,10 @@ mod tests {
         let g = graph(pool(2, 2, 0), [3, 2]);
         g.validate().unwrap();
         let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds(&g)), ..Default::default() }).unwrap();
-        assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]), part_channels: None, space_to_depth: None });
+        assert_eq!(
+            p.input_packing,
+            InputPacking::Multiplexed { channels: 3, height: 8, width: 8, gap: 1, image: Some([6, 5]), part_channels: None, space_to_depth: None }
+        );
         let op = p.ops.iter().find(|o| o.name == "pool").unwrap();
         match &op.kind {
             FheOpKind::MpConv { kernel, stride, output_image, weights, input, .. } => {
@@ -897,7 +922,10 @@ mod tests {
         for pooled in [true, false] {
             let g = graph(pooled, 64);
             let p = super::super::compile(&g, &options(&g)).unwrap();
-            assert_eq!(p.input_packing, InputPacking::Multiplexed { channels: 16, height: 64, width: 64, gap: 1, image: None, part_channels: Some(8), space_to_depth: None });
+            assert_eq!(
+                p.input_packing,
+                InputPacking::Multiplexed { channels: 16, height: 64, width: 64, gap: 1, image: None, part_channels: Some(8), space_to_depth: None }
+            );
             assert_eq!(p.input_names().unwrap(), ["x#0", "x#1"]);
             let by_name: HashMap<&str, &FheOp> = p.ops.iter().map(|o| (o.name.as_str(), o)).collect();
             for j in 0..2 {
@@ -941,23 +969,27 @@ mod tests {
         // ResNet's stem (7 x 7 at stride 2) on 3 x 200 x 200 reads it as 12 x 100 x 100 in six
         // parts of two channels, by a 5 x 5 kernel at stride 1.
         let stem = NodeAttrs { stride: Some([2, 2]), pads: Some([3; 4]), groups: Some(1), ..Default::default() };
-        let nodes = vec![
-            node(NodeOp::Conv, "stem", &["x"], &[4, 100, 100], stem, vec![("weight", Tensor::new(vec![4, 3, 7, 7], vec![0.01; 588]))]),
-            node(NodeOp::Relu, "relu", &["stem:o"], &[4, 100, 100], NodeAttrs::default(), vec![]),
-            node(NodeOp::GlobalAvgpool, "gap", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
-            node(NodeOp::Flatten, "flat", &["gap:o"], &[4], NodeAttrs::default(), vec![]),
-            node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
-        ];
-        let g = ModelGraph { format: GRAPH_FORMAT.into(), version: GRAPH_VERSION, name: "stem".into(), input: "x".into(), input_shape: vec![3, 200, 200], output: "fc:o".into(), nodes };
+        let conv = node(NodeOp::Conv, "stem", &["x"], &[4, 100, 100], stem, vec![("weight", Tensor::new(vec![4, 3, 7, 7], vec![0.01; 588]))]);
+        let g = conv_relu_head(conv, vec![3, 200, 200]);
         g.validate().unwrap();
         let p = super::super::compile(&g, &options(&g)).unwrap();
         assert_eq!(p.input_shape, [3, 200, 200]);
         assert_eq!(
             p.input_packing,
-            InputPacking::Multiplexed { channels: 12, height: 128, width: 128, gap: 1, image: Some([100, 100]), part_channels: Some(2), space_to_depth: Some(2) }
+            InputPacking::Multiplexed {
+                channels: 12,
+                height: 128,
+                width: 128,
+                gap: 1,
+                image: Some([100, 100]),
+                part_channels: Some(2),
+                space_to_depth: Some(2)
+            }
         );
         match &p.ops[0].kind {
-            FheOpKind::MpConv { kernel, stride, part_channels, out_channels, .. } => assert_eq!((*kernel, *stride, *part_channels, *out_channels), (5, 1, Some(2), 2)),
+            FheOpKind::MpConv { kernel, stride, part_channels, out_channels, .. } => {
+                assert_eq!((*kernel, *stride, *part_channels, *out_channels), (5, 1, Some(2), 2))
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(p.ops[0].inputs.len(), 6);
@@ -965,16 +997,11 @@ mod tests {
 
     #[test]
     fn a_depthwise_convolution_compiles_as_the_dense_one_zero_across_groups() {
-        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        use crate::fhe::graph::{NodeAttrs, Tensor};
         let dw = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(4), ..Default::default() };
-        let nodes = vec![
-            node(NodeOp::Conv, "dw", &["x"], &[4, 8, 8], dw, vec![("weight", Tensor::new(vec![4, 1, 3, 3], (0..36).map(|i| i as f64 / 36.0).collect()))]),
-            node(NodeOp::Relu, "relu", &["dw:o"], &[4, 8, 8], NodeAttrs::default(), vec![]),
-            node(NodeOp::GlobalAvgpool, "gap", &["relu:o"], &[4, 1, 1], NodeAttrs::default(), vec![]),
-            node(NodeOp::Flatten, "flat", &["gap:o"], &[4], NodeAttrs::default(), vec![]),
-            node(NodeOp::Linear, "fc", &["flat:o"], &[2], NodeAttrs::default(), vec![("weight", Tensor::new(vec![2, 4], vec![0.5; 8]))]),
-        ];
-        let g = ModelGraph { format: GRAPH_FORMAT.into(), version: GRAPH_VERSION, name: "dw".into(), input: "x".into(), input_shape: vec![4, 8, 8], output: "fc:o".into(), nodes };
+        let conv =
+            node(NodeOp::Conv, "dw", &["x"], &[4, 8, 8], dw, vec![("weight", Tensor::new(vec![4, 1, 3, 3], (0..36).map(|i| i as f64 / 36.0).collect()))]);
+        let g = conv_relu_head(conv, vec![4, 8, 8]);
         g.validate().unwrap();
         let bounds: BTreeMap<String, f64> = std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 2.0)).collect();
         let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds), ..Default::default() }).unwrap();
