@@ -202,7 +202,6 @@ def _ring_groups(graph, q) -> list[list[str]]:
     def union(a: str, b: str) -> None:
         parent[find(a)] = find(b)
 
-    linear = [n for n in graph.nodes if n.op in ("conv", "linear")]
     for node in graph.nodes:
         if node.op in _RING_KEEPING:
             for i in node.inputs:
@@ -212,7 +211,7 @@ def _ring_groups(graph, q) -> list[list[str]]:
             if q is not None and node.name in q.layers and q.layers[node.name][2] == 0:
                 union(f"layer:{node.name}", f"tensor:{node.output}")
     groups: dict[str, list[str]] = {}
-    for node in linear:
+    for node in (n for n in graph.nodes if n.op in ("conv", "linear")):
         groups.setdefault(find(f"layer:{node.name}"), []).append(node.name)
     return [g for g in groups.values() if len(g) > 1]
 
@@ -247,8 +246,8 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     for the whole network, so the two-party layer converts no shares between layers (a
     conversion costs a comparison per element). Without it, the layers whose shares meet
     (``_ring_groups``: a residual stream's readers) share one plaintext modulus, the rest keep
-    their own narrower ones. ``exact_truncation``
-    prices the runtime's default truncation (False: the faithful one, ``--faithful-truncation``)."""
+    their own narrower ones. ``exact_truncation`` prices the runtime's default truncation
+    (False: the faithful one, ``--faithful-truncation``)."""
     if quantized is not None:
         graph = quantized.graph
     else:
@@ -343,8 +342,8 @@ def _max_pool_comparisons(in_shape, out_shape, kernel) -> tuple[int, int]:
 def _two_party_work(graph, q) -> dict[str, dict]:
     """Per linear layer of ``graph``, the two-party work the runtime does after it until the
     next one: {"shift", "truncated" (its output elements, truncated by the layer's shift),
-    "relus" (elements through ReLU),
-    "relu_ops", "pool_relus" and "pool_bounded_relus" (max-pool comparisons, each with its
+    "relus" (elements through ReLU), "relu_ops", "pool_relus" and "pool_bounded_relus"
+    (max-pool comparisons, each with its
     multiplexer: max(a, b) = b + ReLU(a - b); bounded, one comparison on Z_p, where the values
     come from a truncation), "pool_levels" (max-pool rounds of comparisons in sequence)}."""
     work: dict[str, dict] = {}

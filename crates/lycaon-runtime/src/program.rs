@@ -159,8 +159,8 @@ pub struct LinearStep {
 /// the first linear layer the value reaches through ops that keep their input's ring (ReLU,
 /// clip, pooling, flatten, the first input of an add or concat), or that of an add's or
 /// concat's first input where it reaches one as another input, so no conversion runs before
-/// that layer or that add. Only when that prime ring is wide enough: p' >= p >> (shift - 2) keeps the truncated
-/// value (at most p / 2^(shift + 2), the truncation's range) within a sixteenth of p', room
+/// that layer or at that add. Only when that prime ring is wide enough: p' >= p >> (shift - 2)
+/// keeps the truncated value (at most p / 2^(shift + 2), the truncation's range) within a sixteenth of p', room
 /// for the residual sums and the quarter that ReLU and max-pooling need.
 fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str, Vec<&Op>>, rings: &HashMap<String, ShareRing>) -> Option<ShareRing> {
     let (ShareRing::Prime(p), true) = (from, shift >= 2) else { return None };
@@ -174,8 +174,9 @@ fn retarget(tensor: &str, from: ShareRing, shift: u32, consumers: &HashMap<&str,
                 // Window sums times a multiplier grow by more than the sixteenth of headroom a
                 // narrower ring would leave: pools stay in the ring the planner sized for them.
                 OpKind::Sumpool { .. } | OpKind::GlobalSumpool { .. } => return None,
-                // The first input of an add or concat: the sum's ring is this value's (a pool
-                // after it sums there, in the ring the planner widened for it), so on.
+                // The first input of an add or concat: the sum's ring is this value's, so the
+                // walk goes on (a pool after the sum adds in the ring the planner widened for
+                // it, which taking another input's ring here would give up).
                 OpKind::Add | OpKind::Concat if op.inputs[0] == t => None,
                 // Another input of an add or concat: the sum or stack lives in the first input's
                 // ring, when that is already known (its producer came first), so no conversion
@@ -424,9 +425,7 @@ impl Program {
         let drop_after = self.drop_after();
         Ok(CompiledProgram { program: self, shapes, rings, bounds, linear, param_sets, drop_after })
     }
-}
 
-impl Program {
     /// [`CompiledProgram::bounds`], in program order: a truncation by s divides its input's
     /// bound by 2^s (plus two units: floor, and a faithful truncation's error); ReLU, max-pooling
     /// and flattening keep it, clip caps it, sums add it up.
@@ -440,7 +439,9 @@ impl Program {
                 OpKind::Truncate { shift } => first.map(|b| (b >> shift) + 2),
                 OpKind::Relu | OpKind::Maxpool { .. } | OpKind::Flatten => first,
                 OpKind::Clip { max } => first.map(|b| b.min(*max as u64)),
-                OpKind::Sumpool { kernel, multiplier, .. } => first.and_then(|b| b.checked_mul((kernel[0] * kernel[1]) as u64)?.checked_mul(multiplier.unsigned_abs())),
+                OpKind::Sumpool { kernel, multiplier, .. } => {
+                    first.and_then(|b| b.checked_mul((kernel[0] * kernel[1]) as u64)?.checked_mul(multiplier.unsigned_abs()))
+                }
                 OpKind::GlobalSumpool { multiplier } => {
                     let s = &shapes[&op.inputs[0]];
                     first.and_then(|b| b.checked_mul((s[1] * s[2]) as u64)?.checked_mul(multiplier.unsigned_abs()))

@@ -215,7 +215,12 @@ pub fn serve_after_hello(model: &ServedModel, channel: &mut dyn Channel, hello: 
 }
 
 /// [`serve_after_hello`] calling `progress(done, total, op name)` after every op.
-pub fn serve_after_hello_with(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<ServerSummary> {
+pub fn serve_after_hello_with(
+    model: &ServedModel,
+    channel: &mut dyn Channel,
+    hello: Hello,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<ServerSummary> {
     let result = serve_inner(model, channel, hello, progress);
     wire::tell_peer(channel, result)
 }

@@ -532,7 +532,8 @@ fn overlapping_max_pools_are_exact_row_then_column_bounded_or_not() {
     // bound from the program: the full-range ReLU).
     let mut rng = rand::rng();
     for truncate in [true, false] {
-        let mut ops = vec![json!({"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
+        let mut ops =
+            vec![json!({"op": "linear", "name": "conv", "inputs": ["x"], "output": "a", "algorithm": "cheetah", "params": params(30, &[55, 45], &[]),
             "shape": {"h": 7, "w": 9, "c_in": 2, "c_out": 3, "k": 3, "stride": 1, "pad": 1}, "has_bias": true})];
         let pooled_input = if truncate {
             ops.push(json!({"op": "truncate", "name": "t", "inputs": ["a"], "output": "at", "shift": 3}));

@@ -4,9 +4,9 @@ max-pooling moved before the ReLU (or ReLU6-style clip) that feeds it."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import Optional
+
+import numpy as np
 
 from .ir import MONOTONE_ACTIVATIONS, Graph, ModelError, Node
 
@@ -96,9 +96,10 @@ def pool_before_relu(graph: Graph) -> Graph:
     by_output = {n.output: n for n in graph.nodes}
     taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
 
-    def sole_activation(tensor: str) -> Optional[Node]:
+    def read_once(tensor: str, ops) -> Optional[Node]:
+        """The node of one of `ops` writing `tensor`, where nothing else reads it."""
         node = by_output.get(tensor)
-        if node is not None and node.op in MONOTONE_ACTIVATIONS and len(_consumers(graph, tensor)) == 1 and graph.output != tensor:
+        if node is not None and node.op in ops and len(_consumers(graph, tensor)) == 1 and graph.output != tensor:
             return node
         return None
 
@@ -111,14 +112,14 @@ def pool_before_relu(graph: Graph) -> Graph:
     swapped: dict[str, Node] = {}  # activation output -> the pool it now follows
     concats: dict[str, Node] = {}  # concat output -> the pool it now writes for
     for node in graph.nodes:
-        prev = by_output.get(node.inputs[0]) if node.op == "maxpool" else None
-        if prev is None:
+        if node.op != "maxpool":
             continue
-        if sole_activation(prev.output) is not None:
-            swapped[prev.output] = node
-        elif prev.op == "concat" and len(_consumers(graph, prev.output)) == 1 and graph.output != prev.output and all(sole_activation(i) for i in prev.inputs):
-            concats[prev.output] = node
-            for i in prev.inputs:
+        concat = read_once(node.inputs[0], ("concat",))
+        if read_once(node.inputs[0], MONOTONE_ACTIVATIONS) is not None:
+            swapped[node.inputs[0]] = node
+        elif concat is not None and all(read_once(i, MONOTONE_ACTIVATIONS) for i in concat.inputs):
+            concats[concat.output] = node
+            for i in concat.inputs:
                 swapped[i] = node
     nodes: list[Node] = []
     for node in graph.nodes:

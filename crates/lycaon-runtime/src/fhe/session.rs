@@ -450,7 +450,12 @@ impl FheClient {
                         rearranged = crate::fhe::compile::space_to_depth::rearrange(x, &p.input_shape, *f);
                         &rearranged[..]
                     }
-                    Some(f) => return Err(RuntimeError::Program(format!("the program's input packing (space-to-depth by {f}) does not fit its input {:?}", p.input_shape))),
+                    Some(f) => {
+                        return Err(RuntimeError::Program(format!(
+                            "the program's input packing (space-to-depth by {f}) does not fit its input {:?}",
+                            p.input_shape
+                        )))
+                    }
                     None => x,
                 };
                 let parts = whole.parts(*part_channels)?; // refuses zero channels

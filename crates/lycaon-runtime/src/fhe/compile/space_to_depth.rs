@@ -151,7 +151,8 @@ mod tests {
             let r = rewrite_conv(&node, c, factor).unwrap();
             let shape = rearranged_shape(&[c, h, w], factor);
             let big = r.param("weight").unwrap().shape[2];
-            let (got, [gh, gw]) = conv(&rearrange(&x, &[c, h, w], factor), [shape[0], shape[1], shape[2]], &r.param("weight").unwrap().data, o, big, s / factor, big / 2);
+            let (got, [gh, gw]) =
+                conv(&rearrange(&x, &[c, h, w], factor), [shape[0], shape[1], shape[2]], &r.param("weight").unwrap().data, o, big, s / factor, big / 2);
             // The rewritten convolution's output covers the original's (it may be larger).
             assert!(gh >= ho && gw >= wo, "{c} {h} {w} {k} {s} {p} {factor}");
             for oc in 0..o {
