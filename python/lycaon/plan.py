@@ -302,7 +302,9 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     direction, so a short run pays for two whole iterations or none; a session pays for the
     COTs it uses (0.056 B each). Pricing a 2^16-element ReLU with the iterations it triggered
     charged 17 B per element too much. The ops are the runtime's: ReLU on values within a
-    quarter of the ring (one comparison) and the exact truncation (or the faithful one), whose
+    quarter of the ring (one comparison), ReLU after a truncation by the first shift (``relu_within``:
+    the comparison on the bits the truncated values have left, about ring_bits - 1 - shift;
+    "relu_within_*"), and the exact truncation (or the faithful one), whose
     cost grows with the shift: one run per shift in ``shifts`` ("truncate" holds them by shift;
     the flat truncate_* keys are the first shift's)."""
     import lycaon  # noqa: PLC0415
@@ -313,6 +315,8 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     s1 = rng.integers(0, p, elements, dtype=np.uint64)
     relu = lycaon.run_two_party("relu_bounded", p, s0, s1, ot="silent")
     pool = lycaon.run_two_party("relu", p, s0, s1, ot="silent")  # max-pooling's differences span half the ring
+    within_bits = max(1, ring_bits - 1 - int(shifts[0]))
+    within = lycaon.run_two_party("relu_within", p, s0, s1, ot="silent", bits=within_bits)
     trunc = {}
     for shift in dict.fromkeys(int(v) for v in shifts):
         r = lycaon.run_two_party("truncate_exact" if exact_truncation else "truncate", p, s0, s1, ot="silent", shift=shift)
@@ -321,6 +325,8 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     return {
         "ring_bits": ring_bits, "exact_truncation": exact_truncation,
         "relu_s": relu["seconds"] / elements, "relu_bytes": relu["amortized_bytes"] / elements, "relu_rounds": relu["rounds"],
+        "relu_within_bits": within_bits, "relu_within_s": within["seconds"] / elements, "relu_within_bytes": within["amortized_bytes"] / elements,
+        "relu_within_rounds": within["rounds"],
         "pool_relu_s": pool["seconds"] / elements, "pool_relu_bytes": pool["amortized_bytes"] / elements, "pool_relu_rounds": pool["rounds"],
         "truncate_s": first["s"], "truncate_bytes": first["bytes"], "truncate_rounds": first["rounds"], "truncate": trunc,
         "setup_s": relu["setup_seconds"], "setup_bytes": relu["setup_bytes"],
@@ -344,8 +350,9 @@ def _two_party_work(graph, q) -> dict[str, dict]:
     next one: {"shift", "truncated" (its output elements, truncated by the layer's shift),
     "relus" (elements through ReLU), "relu_ops", "pool_relus" and "pool_bounded_relus"
     (max-pool comparisons, each with its
-    multiplexer: max(a, b) = b + ReLU(a - b); bounded, one comparison on Z_p, where the values
-    come from a truncation), "pool_levels" (max-pool rounds of comparisons in sequence)}."""
+    multiplexer: max(a, b) = b + ReLU(a - b); bounded, one comparison of the truncated values'
+    bits, where the values come from a truncation), "pool_levels" (max-pool rounds of
+    comparisons in sequence)}. ReLUs after a truncation compare only the bits it leaves."""
     work: dict[str, dict] = {}
     shapes = graph.shapes()
     current = None
@@ -383,14 +390,16 @@ def _add_nonlinear(result: dict, link: dict, graph, q, exact_truncation: bool = 
         w = work[layer["name"]]
         t = costs["truncate"].get(w["shift"], {"s": 0.0, "bytes": 0.0, "rounds": 0})
         relus = w["relus"] + w["pool_bounded_relus"]
-        nl_bytes = w["truncated"] * t["bytes"] + relus * costs["relu_bytes"] + w["pool_relus"] * costs["pool_relu_bytes"]
-        pool_rounds = costs["relu_rounds"] if w["pool_bounded_relus"] else costs["pool_relu_rounds"]
-        rounds = (t["rounds"] if w["truncated"] else 0) + w["relu_ops"] * costs["relu_rounds"] + w["pool_levels"] * pool_rounds
+        # After a truncation the comparison takes the bits it leaves (runtime: relu_up_to).
+        relu = "relu_within" if w["truncated"] else "relu"
+        nl_bytes = w["truncated"] * t["bytes"] + relus * costs[f"{relu}_bytes"] + w["pool_relus"] * costs["pool_relu_bytes"]
+        pool_rounds = costs[f"{relu}_rounds"] if w["pool_bounded_relus"] else costs["pool_relu_rounds"]
+        rounds = (t["rounds"] if w["truncated"] else 0) + w["relu_ops"] * costs[f"{relu}_rounds"] + w["pool_levels"] * pool_rounds
         layer["nonlinear_elements"] = w["truncated"] + relus + w["pool_relus"]
         layer.update(truncated_elements=w["truncated"], relu_elements=w["relus"], pool_relu_elements=w["pool_relus"] + w["pool_bounded_relus"], shift=w["shift"])
         layer["nonlinear_bytes"] = nl_bytes
         layer["nonlinear_rounds"] = rounds
-        compute = w["truncated"] * t["s"] + relus * costs["relu_s"] + w["pool_relus"] * costs["pool_relu_s"]
+        compute = w["truncated"] * t["s"] + relus * costs[f"{relu}_s"] + w["pool_relus"] * costs["pool_relu_s"]
         layer["nonlinear_s"] = compute + nl_bytes * 8 / bw + rounds * 2 * delay
     result["two_party_costs"] = costs
     result["nonlinear_s"] = sum(l["nonlinear_s"] for l in result["layers"])

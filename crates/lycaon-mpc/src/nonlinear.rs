@@ -5,7 +5,7 @@
 //! returns their shares of the result. Signed values: see `ShareRing` (above M/2 is negative).
 
 use crate::{
-    compare::{bits_to_ring, less_than, less_than_switched, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
+    compare::{bits_to_ring, less_than, less_than_switched, less_than_switched_flipped, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
     party::{Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -91,23 +91,31 @@ pub fn relu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Resul
     select(party, ring, &positive, shares)
 }
 
-/// Shares of DReLU(x) = [x >= 0] on Z_{2^l} for |x| < 2^`magnitude_bits`: the comparison runs
-/// on `magnitude_bits` bits rather than l - 1 (a ring no wider than the values need).
+/// Shares of DReLU(x) = [x >= 0] for |x| < 2^`magnitude_bits`: the comparison runs on about
+/// `magnitude_bits` bits rather than the ring's (a layer's values need far fewer bits than its
+/// ring holds).
 ///
-/// Party 0 adds 2^k (k = `magnitude_bits`), so y = x + 2^k is in (0, 2^(k+1)); 2^(k+1) divides
-/// 2^l, so each party reduces its share mod 2^(k+1) alone and the reduced shares still sum to y
-/// there. Then x >= 0 iff y >= 2^k iff y is negative as an element of Z_{2^(k+1)}: one
-/// [`drelu`] on k + 1 bits, negated. Exact for every input in range; out-of-range inputs give
-/// wrong bits (the caller guarantees the range, as the planner does for a layer). Where k + 2 > l
-/// there is nothing to save and this is [`drelu`]. Errors: `InvalidArgument` on a prime ring
-/// ([`drelu_bounded`] is its counterpart there) or for k = 0.
+/// Z_{2^l}: party 0 adds 2^k (k = `magnitude_bits`), so y = x + 2^k is in (0, 2^(k+1)); 2^(k+1)
+/// divides 2^l, so each party reduces its share mod 2^(k+1) alone and the reduced shares still
+/// sum to y there. Then x >= 0 iff y >= 2^k iff y is negative as an element of Z_{2^(k+1)}: one
+/// [`drelu`] on k + 1 bits, negated.
+///
+/// Z_p ([`drelu_within_prime`]): the same y, whose shares wrap p once or not at all; the wrap is
+/// w = a OR b from a bit of each party, as in [`drelu_bounded`], and fixes the shares mod
+/// 2^(k+1), so one k-bit comparison whose operand party 1's b picks decides the sign.
+///
+/// Exact for every input in range; out-of-range inputs give wrong bits (the caller guarantees
+/// the range, as the hybrid runtime does from the truncation before). Where the bound leaves
+/// nothing to save this is [`drelu`] (Z_{2^l}, k + 2 > l) or [`drelu_bounded`] (Z_p, 2^(k+1) past
+/// half the ring). Errors: `InvalidArgument` for k = 0.
 pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
-    let ShareRing::PowerOfTwo { bits } = ring else {
-        return Err(MpcError::InvalidArgument("DReLU within a magnitude bound takes a ring Z_2^l; on Z_p use drelu_bounded".into()));
-    };
     if magnitude_bits == 0 {
         return Err(MpcError::InvalidArgument("DReLU within 2^0: the magnitude bound needs at least 1 bit".into()));
     }
+    let bits = match ring {
+        ShareRing::Prime(_) => return drelu_within_prime(party, ring, shares, magnitude_bits),
+        ShareRing::PowerOfTwo { bits } => bits,
+    };
     if magnitude_bits + 2 > bits {
         return drelu(party, ring, shares);
     }
@@ -120,7 +128,74 @@ pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitud
     Ok(negative.into_iter().map(|b| b ^ p0).collect())
 }
 
-/// Shares of ReLU(x) on Z_{2^l} for |x| < 2^`magnitude_bits` ([`drelu_within`], then
+/// [`drelu_within`] on Z_p. Party 0 adds 2^k: y = x + 2^k is in [0, 2^(k+1)), below
+/// H = (p + 1) / 2, so y0 + y1 = y + w p with w = a OR b, a = [y0 >= H], b = [y1 >= H] (see
+/// [`drelu_bounded`]). Modulo M = 2^(k+1), y = u_w + v with u_w = y0 - w p and v = y1 (each
+/// reduced mod M by its holder), so [y >= 2^k], the top bit of a (k+1)-bit sum, is
+/// msb(u_w) ^ msb(v) ^ [2^k - 1 - low(u_w) < low(v)] on the k low bits. Party 0 offers the
+/// comparison's operand and its msb(u_w) for w = 0 and w = 1 (the same twice where a is set);
+/// party 1's b picks inside the comparison ([`less_than_switched_flipped`]): k bits compared,
+/// not the ring's bits + 1, and no extra round.
+fn drelu_within_prime(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
+    let ShareRing::Prime(p) = ring else {
+        return Err(MpcError::InvalidArgument("drelu_within_prime takes a prime ring".into()));
+    };
+    let k = magnitude_bits;
+    let p = p.value();
+    let half = ring.max_positive() + 1;
+    // y < 2^(k+1) must stay below H; otherwise the bound saves nothing.
+    if k + 1 >= ring.bits() || (1u64 << (k + 1)) > half {
+        return if (1u64 << k) - 1 <= bounded_range(ring) { drelu_bounded(party, ring, shares) } else { drelu(party, ring, shares) };
+    }
+    ring.check("DReLU input share", shares)?;
+    let (offset, low) = (1u64 << k, (1u64 << k) - 1);
+    let mask = (offset << 1) - 1;
+    if party.role() == Role::P0 {
+        let n = shares.len();
+        let (mut operands, mut flips) = ([Vec::with_capacity(n), Vec::with_capacity(n)], [Vec::with_capacity(n), Vec::with_capacity(n)]);
+        for &x in shares {
+            let y = ring.add(x, offset);
+            let wrapped = y.wrapping_sub(p) & mask;
+            let u = [if y >= half { wrapped } else { y & mask }, wrapped];
+            for w in 0..2 {
+                operands[w].push(low - (u[w] & low));
+                flips[w].push(u[w] >> k == 1);
+            }
+        }
+        less_than_switched_flipped(party, &operands[0], Switch::Alternatives(&operands[1]), Some([&flips[0], &flips[1]]), k, DEFAULT_DIGIT_BITS)
+    } else {
+        let low_bits: Vec<u64> = shares.iter().map(|&y| y & low).collect();
+        let b: Vec<bool> = shares.iter().map(|&y| y >= half).collect();
+        let carry = less_than_switched_flipped(party, &low_bits, Switch::Bits(&b), None, k, DEFAULT_DIGIT_BITS)?;
+        Ok(shares.iter().zip(carry).map(|(&y, c)| c ^ ((y & mask) >> k == 1)).collect())
+    }
+}
+
+/// The k of [`drelu_within`] for |x| <= `bound`: the fewest bits with bound < 2^k.
+pub fn magnitude_bits(bound: u64) -> u32 {
+    (u64::BITS - bound.leading_zeros()).max(1)
+}
+
+/// Shares of ReLU(x) for |x| <= `bound`, by the cheapest comparison the bound allows: on Z_p the
+/// k-bit one of [`drelu_within`] where 2^(k+1) fits below half the ring, else [`relu_bounded`]
+/// within [`bounded_range`], else [`relu`]; on Z_{2^l} [`relu_within`]. Out-of-range inputs
+/// give wrong results; the caller guarantees the bound (the hybrid runtime: from the program).
+pub fn relu_up_to(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u64) -> Result<Vec<u64>> {
+    let k = magnitude_bits(bound);
+    let narrow = match ring {
+        ShareRing::Prime(_) => k + 1 < ring.bits() && (1u64 << (k + 1)) <= ring.max_positive() + 1,
+        ShareRing::PowerOfTwo { .. } => true,
+    };
+    if narrow {
+        relu_within(party, ring, shares, k)
+    } else if bound <= bounded_range(ring) {
+        relu_bounded(party, ring, shares)
+    } else {
+        relu(party, ring, shares)
+    }
+}
+
+/// Shares of ReLU(x) for |x| < 2^`magnitude_bits` ([`drelu_within`], then
 /// [`select`] on the full shares).
 pub fn relu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<u64>> {
     let positive = drelu_within(party, ring, shares, magnitude_bits)?;
@@ -335,12 +410,17 @@ pub fn max_pool(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize)
     tournament(party, ring, shares, size, relu)
 }
 
-/// [`max_pool`] for values within half of [`bounded_range`] either side of zero, so that every
-/// difference is within the bounded range: each step's ReLU is [`relu_bounded`] (on Z_p one
-/// comparison instead of two). Out-of-range values give wrong maxima; the caller guarantees the
-/// range (the hybrid runtime: from the truncation that produced them).
-pub fn max_pool_bounded(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize) -> Result<Vec<u64>> {
-    tournament(party, ring, shares, size, relu_bounded)
+/// [`max_pool`] for values with |x| <= `bound`: every difference is within 2 `bound`, so each
+/// step's ReLU is [`relu_up_to`] that (on Z_p one comparison of the bound's bits instead of
+/// two of the ring's). Out-of-range values give wrong maxima; the caller guarantees the range
+/// (the hybrid runtime: from the truncation that produced them). Errors: `InvalidArgument`
+/// where 2 `bound` is past half the ring (differences would wrap).
+pub fn max_pool_up_to(party: &mut Party, ring: ShareRing, shares: &[u64], size: usize, bound: u64) -> Result<Vec<u64>> {
+    let difference = bound
+        .checked_mul(2)
+        .filter(|&d| d <= ring.max_positive())
+        .ok_or_else(|| MpcError::InvalidArgument(format!("max-pooling values up to {bound}: their differences do not fit the {}-bit ring", ring.bits())))?;
+    tournament(party, ring, shares, size, |p, r, s| relu_up_to(p, r, s, difference))
 }
 
 fn tournament(
@@ -348,7 +428,7 @@ fn tournament(
     ring: ShareRing,
     shares: &[u64],
     size: usize,
-    relu_of: fn(&mut Party, ShareRing, &[u64]) -> Result<Vec<u64>>,
+    mut relu_of: impl FnMut(&mut Party, ShareRing, &[u64]) -> Result<Vec<u64>>,
 ) -> Result<Vec<u64>> {
     if size == 0 || !shares.len().is_multiple_of(size) {
         return Err(MpcError::InvalidArgument(format!("{} values do not split into windows of {size}", shares.len())));

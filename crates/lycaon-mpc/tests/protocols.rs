@@ -3,9 +3,9 @@
 
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
-    compare::{less_than, less_than_switched, Switch},
+    compare::{less_than, less_than_switched, less_than_switched_flipped, Switch},
     nonlinear::{
-        bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, max_pool_bounded, relu, relu_bounded, relu_within, truncate, truncate_exact,
+        bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, max_pool_up_to, relu, relu_bounded, relu_within, truncate, truncate_exact,
         truncate_exact_into, truncate_into, truncate_relu, truncation_range,
     },
     party::{OtKind, Party, Role},
@@ -144,6 +144,7 @@ fn switched_comparison_takes_party_1s_pick_of_party_0s_operands() {
             })
             .collect();
         let b: Vec<bool> = (0..n).map(|_| r.random()).collect();
+        let flips: [Vec<bool>; 2] = [(0..n).map(|_| r.random()).collect(), (0..n).map(|_| r.random()).collect()];
         for digit in [1u32, 3, 7] {
             let (x0c, x1c, yc, bc) = (x0.clone(), x1.clone(), y.clone(), b.clone());
             let ((got0, _), (got1, _)) = run_pair(
@@ -152,9 +153,22 @@ fn switched_comparison_takes_party_1s_pick_of_party_0s_operands() {
                 |ch| less_than_switched(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &yc, Switch::Bits(&bc), bits, digit),
             )
             .expect("protocol run");
+            // The same with party 0's flip bits XORed into the result.
+            let (x0c, x1c, yc, bc, fc) = (x0.clone(), x1.clone(), y.clone(), b.clone(), flips.clone());
+            let ((flipped0, _), (flipped1, _)) = run_pair(
+                LinkModel::UNLIMITED,
+                |ch| {
+                    let f = Some([&fc[0][..], &fc[1][..]]);
+                    less_than_switched_flipped(&mut Party::new(Role::P0, ch, OtKind::Iknp)?, &x0c, Switch::Alternatives(&x1c), f, bits, digit)
+                },
+                |ch| less_than_switched_flipped(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &yc, Switch::Bits(&bc), None, bits, digit),
+            )
+            .expect("protocol run");
             for i in 0..n {
                 let x = if b[i] { x1[i] } else { x0[i] };
                 assert_eq!(got0[i] ^ got1[i], x < y[i], "[{x} < {}] picked by b = {} ({bits} bits, digits of {digit})", y[i], b[i]);
+                let flip = flips[usize::from(b[i])][i];
+                assert_eq!(flipped0[i] ^ flipped1[i], (x < y[i]) ^ flip, "[{x} < {}] ^ {flip} picked by b = {}", y[i], b[i]);
             }
         }
     }
@@ -187,9 +201,33 @@ fn relu_within_a_magnitude_bound_is_exact_on_power_of_two_rings() {
             }
         }
     }
-    let prime = ShareRing::prime(65_537).unwrap();
-    let refused = two_party(OtKind::Iknp, vec![1u64], vec![2u64], |p, s| Ok(drelu_within(p, prime, &s, 4).is_err()));
-    assert_eq!(refused, (true, true), "a prime ring is refused with a pointer to drelu_bounded");
+    let refused = two_party(OtKind::Iknp, vec![1u64], vec![2u64], |p, s| Ok(drelu_within(p, ShareRing::power_of_two(20)?, &s, 0).is_err()));
+    assert_eq!(refused, (true, true), "a zero-bit magnitude bound is refused");
+}
+
+#[test]
+fn relu_within_a_magnitude_bound_is_exact_on_prime_rings() {
+    // Bounds far inside the ring (the k-bit comparison), at the edge where 2^(k+1) just fits
+    // below p / 2, and past it (drelu_bounded, then drelu, take over).
+    for (p, magnitudes) in [(65_537u64, vec![1u32, 4, 14, 15, 16]), (34_359_738_337, vec![3, 21, 33, 34]), (2_305_843_009_213_693_951, vec![20, 40, 59])] {
+        let ring = ShareRing::prime(p).unwrap();
+        for k in magnitudes {
+            let mut r = rng(170 + u64::from(k));
+            let top = ((1u64 << k) - 1).min(ring.max_positive()) as i64;
+            let mut x: Vec<i64> = vec![0, 1, -1, top, -top, top - 1, 1 - top];
+            if top < ring.max_positive() as i64 {
+                x.push(-top - 1);
+            }
+            x.extend((0..400).map(|_| r.random_range(-top..=top)));
+            let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+            let (s0, s1) = share(ring, &values, &mut r);
+            let ((d0, y0), (d1, y1)) = two_party(OtKind::Silent, s0, s1, |p, s| Ok((drelu_within(p, ring, &s, k)?, relu_within(p, ring, &s, k)?)));
+            for i in 0..x.len() {
+                assert_eq!(d0[i] ^ d1[i], x[i] >= 0, "DReLU of {} within 2^{k} in Z_{p}", x[i]);
+                assert_eq!(ring.to_signed(ring.add(y0[i], y1[i])), x[i].max(0), "ReLU of {} within 2^{k} in Z_{p}", x[i]);
+            }
+        }
+    }
 }
 
 #[test]
@@ -291,24 +329,36 @@ fn max_pool_takes_the_window_maximum() {
 
 #[test]
 fn bounded_max_pool_is_exact_within_its_range() {
-    // Values within half the bounded range either side of zero, both edges included; windows of
-    // the sizes separable pooling uses (rows of 3, 2) and whole 3x3 ones.
-    for ring in [ShareRing::power_of_two(37).unwrap(), ShareRing::prime(1_048_571).unwrap(), ShareRing::prime(1_032_193).unwrap()] {
+    // Values within a bound either side of zero, both edges included: half the bounded range
+    // (relu_bounded on Z_p) and bounds a few bits wide (the narrow comparison); windows of the
+    // sizes separable pooling uses (rows of 3, 2) and whole 3x3 ones.
+    let rings = [
+        ShareRing::power_of_two(37).unwrap(),
+        ShareRing::prime(1_048_571).unwrap(),
+        ShareRing::prime(1_032_193).unwrap(),
+        ShareRing::prime(34_359_738_337).unwrap(),
+    ];
+    for ring in rings {
         let mut r = rng(6);
-        let half = (bounded_range(ring) / 2) as i64;
-        for size in [2usize, 3, 9] {
-            let mut x: Vec<i64> = (0..size * 60).map(|_| r.random_range(-half..=half)).collect();
-            x[..size].fill(-half);
-            x[size] = half;
-            x[2 * size] = -half;
-            x[2 * size + 1] = half;
-            let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
-            let (s0, s1) = share(ring, &values, &mut r);
-            let (m0, m1) = two_party(OtKind::Silent, s0, s1, |p, s| max_pool_bounded(p, ring, &s, size));
-            for (w, chunk) in x.chunks(size).enumerate() {
-                assert_eq!(ring.to_signed(ring.add(m0[w], m1[w])), *chunk.iter().max().unwrap(), "window {w} of size {size} in {ring:?}");
+        for bound in [bounded_range(ring) / 2, 1000, (1 << 15) - 1] {
+            let half = bound as i64;
+            for size in [2usize, 3, 9] {
+                let mut x: Vec<i64> = (0..size * 60).map(|_| r.random_range(-half..=half)).collect();
+                x[..size].fill(-half);
+                x[size] = half;
+                x[2 * size] = -half;
+                x[2 * size + 1] = half;
+                let values: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+                let (s0, s1) = share(ring, &values, &mut r);
+                let (m0, m1) = two_party(OtKind::Silent, s0, s1, |p, s| max_pool_up_to(p, ring, &s, size, bound));
+                for (w, chunk) in x.chunks(size).enumerate() {
+                    assert_eq!(ring.to_signed(ring.add(m0[w], m1[w])), *chunk.iter().max().unwrap(), "window {w} of size {size} up to {bound} in {ring:?}");
+                }
             }
         }
+        // Differences past half the ring would wrap: refused.
+        let refused = two_party(OtKind::Iknp, vec![1u64, 2], vec![2u64, 3], |p, s| Ok(max_pool_up_to(p, ring, &s, 2, ring.max_positive()).is_err()));
+        assert_eq!(refused, (true, true));
     }
 }
 
@@ -395,6 +445,7 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
     let z37 = ShareRing::power_of_two(37).unwrap();
     let relu_prime: Protocol = |p, r, s| relu(p, r, s);
     let relu_in_20_bits: Protocol = |p, r, s| relu_within(p, r, s, 20);
+    let p35 = ShareRing::prime(34_359_738_337).unwrap();
     let truncate_then_relu: Protocol = |p, r, s| truncate_relu(p, r, s, 12, 30);
     // Fewer runs with silent OT, whose setup costs a second per session; the statistic's scale
     // (R / 2) adapts. The protocols built on the comparison and the truncation are watched
@@ -403,6 +454,7 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
         ("relu, Z_p", prime, relu_prime, OtKind::Iknp, 24usize),
         ("relu, Z_p", prime, relu_prime, OtKind::Silent, 4),
         ("relu within 2^20, Z_2^37", z37, relu_in_20_bits, OtKind::Iknp, 24),
+        ("relu within 2^20, Z_p", p35, relu_in_20_bits, OtKind::Iknp, 24),
         ("truncate then relu, Z_2^37", z37, truncate_then_relu, OtKind::Iknp, 24),
     ];
     for (name, ring, protocol, kind, runs) in cases {
@@ -422,7 +474,10 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
             assert_eq!(a.len(), b.len(), "transcript length depends on the input");
             let stat: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 - y as f64).powi(2) / (runs as f64 / 2.0)).sum();
             let positions = a.len() as f64;
-            assert!(stat < positions + 6.0 * (2.0 * positions).sqrt(), "{name} ({kind:?}), view of {watched:?}: statistic {stat:.0} over {positions} bit positions");
+            assert!(
+                stat < positions + 6.0 * (2.0 * positions).sqrt(),
+                "{name} ({kind:?}), view of {watched:?}: statistic {stat:.0} over {positions} bit positions"
+            );
         }
     }
 }

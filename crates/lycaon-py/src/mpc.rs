@@ -71,16 +71,18 @@ fn op_of(op: &str, shift: u32, window: usize, to_modulus: Option<u128>, bits: Op
         "relu" => Op::Relu,
         "relu_bounded" => Op::ReluBounded,
         "relu_within" => Op::ReluWithin(bits.ok_or_else(|| LycaonError::new_err("op 'relu_within' needs bits (the inputs' magnitude bound, |x| < 2^bits)"))?),
-        "truncate_relu" => Op::TruncateRelu(shift, bits.ok_or_else(|| LycaonError::new_err("op 'truncate_relu' needs bits (the inputs' magnitude bound) and shift"))?),
+        "truncate_relu" => {
+            Op::TruncateRelu(shift, bits.ok_or_else(|| LycaonError::new_err("op 'truncate_relu' needs bits (the inputs' magnitude bound) and shift"))?)
+        }
         "drelu" => Op::Drelu,
         "truncate" => Op::Truncate(shift),
         "truncate_exact" => Op::TruncateExact(shift),
         "maxpool" => Op::MaxPool(window),
         "convert" => Op::Convert(ring_of(to_modulus.ok_or_else(|| LycaonError::new_err("op 'convert' needs to_modulus"))?)?),
         "less_than" => Op::LessThan(bits.ok_or_else(|| LycaonError::new_err("op 'less_than' needs bits"))?),
-        other => {
-            Err(LycaonError::new_err(format!("unknown op '{other}': relu, relu_bounded, relu_within, truncate_relu, drelu, truncate, truncate_exact, maxpool, convert or less_than")))?
-        }
+        other => Err(LycaonError::new_err(format!(
+            "unknown op '{other}': relu, relu_bounded, relu_within, truncate_relu, drelu, truncate, truncate_exact, maxpool, convert or less_than"
+        )))?,
     })
 }
 
@@ -136,7 +138,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &ChannelStats) -> PyResult<Bound<'py, PyD
 /// run used (what a long session pays per run), where "bytes" has the iterations it happened to
 /// trigger. `threads` gives each party a pool of that many workers (1: single-threaded parties);
 /// without it both parties share the process's pool. Ops: `relu_within` and `truncate_relu`
-/// take the inputs' magnitude bound as `bits` (|x| < 2^bits, Z_2^l only).
+/// take the inputs' magnitude bound as `bits` (|x| < 2^bits; `truncate_relu` on Z_2^l only).
 #[pyfunction]
 #[pyo3(signature = (op, modulus, share0, share1, ot="silent", shift=0, window=1, to_modulus=None, bits=None, bandwidth_bytes_per_s=None, latency_ms=0.0, reps=1, threads=None))]
 #[allow(clippy::too_many_arguments)]
@@ -185,9 +187,7 @@ pub fn run_two_party<'py>(
         None => party_run(role, ch, kind, ring, op, input, reps),
     };
     let ((r0, _), (r1, _)) = py
-        .detach(|| {
-            run_pair(link, |ch| in_pool(pools.as_ref().map(|p| &p.0), Role::P0, ch, &s0), |ch| in_pool(pools.as_ref().map(|p| &p.1), Role::P1, ch, &s1))
-        })
+        .detach(|| run_pair(link, |ch| in_pool(pools.as_ref().map(|p| &p.0), Role::P0, ch, &s0), |ch| in_pool(pools.as_ref().map(|p| &p.1), Role::P1, ch, &s1)))
         .map_err(mpc_err)?;
     let d = PyDict::new(py);
     let total = |a: &ChannelStats, b: &ChannelStats| a.bytes_sent + b.bytes_sent;

@@ -63,14 +63,18 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
     for op in &compiled.program.ops {
         let bits = compiled.rings[&op.output].bits();
         let elements = compiled.len_of(&op.output) as f64;
+        // A comparison of the bits the input's bound needs (nonlinear::relu_up_to), at most
+        // the bounded one's bits + 1.
+        let bounded = |bound: Option<u64>| comparison_cots(bound.map_or(bits + 1, |b| nonlinear::magnitude_bits(b).min(bits + 1)));
+        let input_bound = op.inputs.first().and_then(|i| compiled.bounds.get(i).copied());
         cots += match &op.kind {
-            // DReLU on Z_p: two comparisons; then two correlated OTs.
-            OpKind::Relu => elements * (2.0 * comparison_cots(bits) + 2.0),
+            // DReLU: one comparison; then two correlated OTs.
+            OpKind::Relu => elements * (bounded(input_bound) + 2.0),
             // Clip: one ReLU on twice the elements.
-            OpKind::Clip { .. } => 2.0 * elements * (2.0 * comparison_cots(bits) + 2.0),
+            OpKind::Clip { max } => 2.0 * elements * (bounded(input_bound.map(|b| b + max.unsigned_abs())) + 2.0),
             OpKind::Maxpool { kernel, .. } => {
                 let pool = MaxPoolPlan::of(compiled, op, *kernel);
-                let per = if pool.bound.is_some() { comparison_cots(bits + 1) } else { 2.0 * comparison_cots(bits) };
+                let per = if pool.bound.is_some() { bounded(pool.bound.map(|b| 2 * b)) } else { 2.0 * comparison_cots(bits) };
                 pool.comparisons as f64 * (per + 2.0)
             }
             // Exact truncation: three comparisons of about 12 bits, four ANDs, four B2A.
@@ -450,7 +454,8 @@ fn windows(shape: &[usize], kernel: [usize; 2], stride: [usize; 2], pads: [usize
 /// How the runtime max-pools: whole windows, or rows then columns where that takes fewer
 /// comparisons (overlapping windows: 3x3 at stride 2 takes 6 per output instead of 8); and,
 /// where the program bounds the values so that every difference is within
-/// `nonlinear::bounded_range`, the bound (the bounded ReLU: on Z_p one comparison, not two).
+/// `nonlinear::bounded_range`, the bound (`nonlinear::max_pool_up_to`: on Z_p one comparison of
+/// the bound's bits, not two of the ring's).
 struct MaxPoolPlan {
     separable: bool,
     bound: Option<u64>,
@@ -484,16 +489,23 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
             let from = compiled.rings[&op.inputs[0]];
             chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::truncate_into(party, from, ring, part, *shift)?))?
         }
-        // Inputs of ReLU are within a quarter of the ring (compile checks the accumulators).
-        OpKind::Relu => chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::relu_bounded(party, ring, part)?))?,
+        // The comparison takes the bits the program's bound on the input needs (after a
+        // truncation far fewer than the ring's); inputs are within a quarter of the ring anyway
+        // (compile checks the accumulators).
+        OpKind::Relu => {
+            let bound = compiled.bounds.get(&op.inputs[0]).map_or(nonlinear::bounded_range(ring), |&b| b.min(nonlinear::bounded_range(ring)));
+            chunked(x, NONLINEAR_CHUNK, |part| Ok(nonlinear::relu_up_to(party, ring, part, bound)?))?
+        }
         // min(max(x, 0), M) = relu(x) - relu(x - M), both ReLUs in one batch (one comparison
         // round trip for both halves); party 0 alone subtracts the public M from its share.
         OpKind::Clip { max } => {
             let m = ring.from_signed(*max);
+            let range = nonlinear::bounded_range(ring);
+            let bound = compiled.bounds.get(&op.inputs[0]).and_then(|&b| b.checked_add(max.unsigned_abs())).map_or(range, |b| b.min(range));
             chunked(x, NONLINEAR_CHUNK / 2, |part| {
                 let shifted = part.iter().map(|&v| if p0 { ring.sub(v, m) } else { v });
                 let both: Vec<u64> = part.iter().copied().chain(shifted).collect();
-                let r = nonlinear::relu_bounded(party, ring, &both)?;
+                let r = nonlinear::relu_up_to(party, ring, &both, bound)?;
                 let (low, high) = r.split_at(part.len());
                 Ok(low.iter().zip(high).map(|(&a, &b)| ring.sub(a, b)).collect())
             })?
@@ -508,7 +520,10 @@ fn nonlinear_op(party: &mut Party, compiled: &CompiledProgram, op: &crate::progr
                 let gathered: Vec<u64> = windows(shape, kernel, stride, pads).into_iter().map(|i| i.map_or(pad, |i| x[i])).collect();
                 // Whole windows per chunk.
                 chunked(&gathered, (NONLINEAR_CHUNK / size).max(1) * size, |part| {
-                    Ok(if pool.bound.is_some() { nonlinear::max_pool_bounded(party, ring, part, size)? } else { nonlinear::max_pool(party, ring, part, size)? })
+                    Ok(match pool.bound {
+                        Some(bound) => nonlinear::max_pool_up_to(party, ring, part, size, bound)?,
+                        None => nonlinear::max_pool(party, ring, part, size)?,
+                    })
                 })
             };
             let shape = &compiled.shapes[&op.inputs[0]];
