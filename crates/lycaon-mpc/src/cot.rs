@@ -25,6 +25,13 @@ pub trait CotSender: Send {
     fn delta(&self) -> Block;
     /// `count` new correlations `q_i` (the receiver learns `q_i ^ b_i * delta`).
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>>;
+    /// [`Self::extend`] into `out` (its length becomes `count`), reusing its allocation: a
+    /// generator that makes COTs in place (silent OT) then writes into pages already mapped,
+    /// where a fresh multi-megabyte vector costs the kernel a clearing pass per page.
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, out: &mut Vec<Block>) -> Result<()> {
+        *out = self.extend(channel, count)?;
+        Ok(())
+    }
     /// Batch traffic so far; zero for a generator whose every COT costs the same (IKNP, whose
     /// bytes show in the run that asks for them).
     fn batch_cost(&self) -> BatchCost {
@@ -36,6 +43,12 @@ pub trait CotSender: Send {
 pub trait CotReceiver: Send {
     /// `count` new correlations: random choice bits `b_i` and `t_i = q_i ^ (b_i * delta)`.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)>;
+    /// [`Self::extend`] into `bits` and `out` (their lengths become `count`), reusing their
+    /// allocations (see [`CotSender::extend_into`]).
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, bits: &mut Vec<bool>, out: &mut Vec<Block>) -> Result<()> {
+        (*bits, *out) = self.extend(channel, count)?;
+        Ok(())
+    }
 }
 
 impl<T: CotSender + ?Sized> CotSender for Box<T> {
@@ -45,6 +58,9 @@ impl<T: CotSender + ?Sized> CotSender for Box<T> {
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
         (**self).extend(channel, count)
     }
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, out: &mut Vec<Block>) -> Result<()> {
+        (**self).extend_into(channel, count, out)
+    }
     fn batch_cost(&self) -> BatchCost {
         (**self).batch_cost()
     }
@@ -53,5 +69,8 @@ impl<T: CotSender + ?Sized> CotSender for Box<T> {
 impl<T: CotReceiver + ?Sized> CotReceiver for Box<T> {
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
         (**self).extend(channel, count)
+    }
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, bits: &mut Vec<bool>, out: &mut Vec<Block>) -> Result<()> {
+        (**self).extend_into(channel, count, bits, out)
     }
 }

@@ -277,13 +277,19 @@ impl CotSender for FerretSender {
     /// Serves `count` COTs from the buffer, running main iterations (one round trip each) as
     /// needed. Errors: the channel's.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
+        let mut out = Vec::new();
+        self.extend_into(channel, count, &mut out)?;
+        Ok(out)
+    }
+
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, out: &mut Vec<Block>) -> Result<()> {
         let lpn = self.main.lpn;
         let served = lpn.yield_per_iteration();
         let take = count.min(self.buffered());
         let direct = count - take >= served;
-        // Room for one in-place iteration's reserve beyond `count`. A zeroed allocation comes
-        // from fresh pages (no pass of its own), and every slot is written before it is read.
-        let mut out = vec![0u128; count + if direct { lpn.consumed() } else { 0 }];
+        // Room for one in-place iteration's reserve beyond `count`. Every slot is written
+        // before it is read, so a reused `out` keeps its old values and only growth is zeroed.
+        out.resize(count + if direct { lpn.consumed() } else { 0 }, 0);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
         let mut filled = take;
@@ -309,7 +315,7 @@ impl CotSender for FerretSender {
             self.iterations += 1;
         }
         out.truncate(count);
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -374,13 +380,19 @@ impl CotReceiver for FerretReceiver {
     /// Serves `count` COTs, running main iterations as needed. Errors: the channel's, and a
     /// malformed message from the sender.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
+        let (mut bits, mut out) = (Vec::new(), Vec::new());
+        self.extend_into(channel, count, &mut bits, &mut out)?;
+        Ok((bits, out))
+    }
+
+    fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, bits: &mut Vec<bool>, out: &mut Vec<Block>) -> Result<()> {
         let lpn = self.main.lpn;
         let served = lpn.yield_per_iteration();
         let take = count.min(self.buffered());
         let extra = if count - take >= served { lpn.consumed() } else { 0 };
-        // As the sender's: zeroed allocations, each slot written before it is read.
-        let mut bits = vec![false; count + extra];
-        let mut out = vec![0u128; count + extra];
+        // As the sender's: each slot written before it is read, only growth zeroed.
+        bits.resize(count + extra, false);
+        out.resize(count + extra, 0);
         bits[..take].copy_from_slice(&self.buffer_bits[self.position..self.position + take]);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
@@ -420,7 +432,7 @@ impl CotReceiver for FerretReceiver {
         }
         bits.truncate(count);
         out.truncate(count);
-        Ok((bits, out))
+        Ok(())
     }
 }
 

@@ -144,12 +144,50 @@ fn key_pairs(hasher: &Hasher, delta: Block, q: &[Block], d: Option<&[bool]>, bas
     keys
 }
 
+/// Buffers a call is done with, kept for the next COT batch to be made in
+/// (`CotSender::extend_into`): a comparison asks for megabytes of COTs per call, and fresh pages
+/// cost the kernel a clearing pass each (a quarter of a ReLU's time before they were reused).
+#[derive(Debug)]
+struct Spares<T> {
+    kept: Vec<Vec<T>>,
+}
+
+/// Buffers kept per kind: a chosen 1-of-N round holds one batch per digit width (three).
+const SPARE_BUFFERS: usize = 3;
+
+impl<T> Spares<T> {
+    fn new() -> Self {
+        Spares { kept: Vec::new() }
+    }
+
+    /// The kept buffer that holds `n` most tightly, else the largest (it grows), else a new one.
+    fn take(&mut self, n: usize) -> Vec<T> {
+        let by_capacity = |(_, v): &(usize, &Vec<T>)| v.capacity();
+        let fits = self.kept.iter().enumerate().filter(|(_, v)| v.capacity() >= n).min_by_key(by_capacity);
+        match fits.or_else(|| self.kept.iter().enumerate().max_by_key(by_capacity)) {
+            Some((i, _)) => self.kept.swap_remove(i),
+            None => Vec::new(),
+        }
+    }
+
+    /// Keeps `v` for a later [`Self::take`], dropping the smallest buffer beyond the limit.
+    fn give_back(&mut self, v: Vec<T>) {
+        self.kept.push(v);
+        if self.kept.len() > SPARE_BUFFERS {
+            if let Some((i, _)) = self.kept.iter().enumerate().min_by_key(|(_, v)| v.capacity()) {
+                self.kept.swap_remove(i);
+            }
+        }
+    }
+}
+
 /// The sender's side of every OT kind, over a random-COT sender `C`.
 #[derive(Debug)]
 pub struct OtSender<C: CotSender> {
     cot: C,
     hasher: Hasher,
     next_index: u64,
+    spares: Spares<Block>,
 }
 
 /// The receiver's side of every OT kind, over a random-COT receiver `C`.
@@ -158,12 +196,14 @@ pub struct OtReceiver<C: CotReceiver> {
     cot: C,
     hasher: Hasher,
     next_index: u64,
+    spare_bits: Spares<bool>,
+    spares: Spares<Block>,
 }
 
 impl<C: CotSender> OtSender<C> {
     /// Wraps a COT source whose peer is wrapped by `OtReceiver::new` on the other side.
     pub fn new(cot: C) -> Self {
-        OtSender { cot, hasher: Hasher::new(), next_index: 0 }
+        OtSender { cot, hasher: Hasher::new(), next_index: 0, spares: Spares::new() }
     }
 
     /// The COT source (COTs taken from it directly do not disturb the tweak counters).
@@ -184,9 +224,11 @@ impl<C: CotSender> OtSender<C> {
         self.next_index
     }
 
-    /// `n` fresh COTs and the tweak index of the first.
+    /// `n` fresh COTs and the tweak index of the first, in a kept buffer where there is one
+    /// (hand it back with [`Self::recycle`]).
     fn take(&mut self, channel: &mut dyn Channel, n: usize) -> Result<(Vec<Block>, u64)> {
-        let q = self.cot.extend(channel, n)?;
+        let mut q = self.spares.take(n);
+        self.cot.extend_into(channel, n, &mut q)?;
         if q.len() != n {
             return Err(MpcError::Crypto(format!("the COT source gave {} correlations, not {n}", q.len())));
         }
@@ -195,12 +237,18 @@ impl<C: CotSender> OtSender<C> {
         Ok((q, base))
     }
 
+    fn recycle(&mut self, q: Vec<Block>) {
+        self.spares.give_back(q);
+    }
+
     /// `n` fresh COTs derandomised to the receiver's chosen bits: receives its corrections
     /// `d = c ⊕ b` and returns both keys of each, key `c_i` being the one it can compute.
     fn chosen_key_pairs(&mut self, channel: &mut dyn Channel, n: usize) -> Result<Vec<Block>> {
         let (q, base) = self.take(channel, n)?;
         let d = channel.recv_bits(n)?;
-        Ok(key_pairs(&self.hasher, self.cot.delta(), &q, Some(&d), base))
+        let keys = key_pairs(&self.hasher, self.cot.delta(), &q, Some(&d), base);
+        self.recycle(q);
+        Ok(keys)
     }
 
     /// Random OT: `count` pairs of random keys; the receiver learns one of each.
@@ -208,6 +256,7 @@ impl<C: CotSender> OtSender<C> {
     pub fn send_random(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(Block, Block)>> {
         let (q, base) = self.take(channel, count)?;
         let keys = key_pairs(&self.hasher, self.cot.delta(), &q, None, base);
+        self.recycle(q);
         Ok(keys.chunks_exact(2).map(|k| (k[0], k[1])).collect())
     }
 
@@ -216,13 +265,16 @@ impl<C: CotSender> OtSender<C> {
     pub fn send_random_bits(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(bool, bool)>> {
         let (q, base) = self.take(channel, count)?;
         let (hasher, delta) = (&self.hasher, self.cot.delta());
-        Ok(q.par_chunks(KEYS_PER_CHUNK)
+        let bits = q
+            .par_chunks(KEYS_PER_CHUNK)
             .enumerate()
             .flat_map_iter(|(c, q)| {
                 let keys = key_pairs(hasher, delta, q, None, base + (c * KEYS_PER_CHUNK) as u64);
                 keys.chunks_exact(2).map(|k| (k[0] & 1 == 1, k[1] & 1 == 1)).collect::<Vec<_>>()
             })
-            .collect())
+            .collect();
+        self.recycle(q);
+        Ok(bits)
     }
 
     /// Chosen-message 1-out-of-2 OT: the receiver learns `messages[i].c_i`.
@@ -272,6 +324,7 @@ impl<C: CotSender> OtSender<C> {
                     .collect::<Vec<_>>()
             })
             .unzip();
+        self.recycle(q);
         channel.send_words(&y, bits)?;
         Ok(x)
     }
@@ -284,10 +337,13 @@ impl<C: CotSender> OtSender<C> {
         let k = log_n as usize;
         let (q, base) = self.take(channel, count * k)?;
         let (hasher, delta) = (&self.hasher, self.cot.delta());
-        Ok(q.par_chunks(INSTANCES_PER_CHUNK * k)
+        let pads = q
+            .par_chunks(INSTANCES_PER_CHUNK * k)
             .enumerate()
             .flat_map_iter(|(c, q)| one_of_n_pads(hasher, q, delta, base + (c * INSTANCES_PER_CHUNK * k) as u64, k))
-            .collect())
+            .collect();
+        self.recycle(q);
+        Ok(pads)
     }
 
     /// Chosen-message 1-out-of-N OT of `bits`-bit messages (`messages[i * N + x]`, N = 2^log_n):
@@ -317,22 +373,22 @@ impl<C: CotSender> OtSender<C> {
             }
             counts.push(count);
         }
-        let mut pending = Vec::with_capacity(batches.len());
+        // Every batch's COTs in one buffer (as the receiver takes them), batch after batch.
+        let cots: Vec<usize> = batches.iter().zip(&counts).map(|(&(log_n, _, _), &count)| count * log_n as usize).collect();
+        let (q, base) = self.take(channel, cots.iter().sum())?;
+        let mut corrections = Vec::with_capacity(batches.len());
         for (&(log_n, _, _), &count) in batches.iter().zip(&counts) {
-            if count == 0 {
-                pending.push(None);
-                continue;
-            }
-            let (q, base) = self.take(channel, count * log_n as usize)?;
-            let e = channel.recv_words(count, log_n)?;
-            pending.push(Some((q, base, e)));
+            corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, log_n)? });
         }
-        for (&(log_n, bits, messages), pending) in batches.iter().zip(pending) {
-            if let Some((q, base, e)) = pending {
-                let packed = self.masked_1_of_n(&q, base, &e, log_n, messages, bits);
+        let mut offset = 0;
+        for ((&(log_n, bits, messages), e), used) in batches.iter().zip(&corrections).zip(&cots) {
+            if *used > 0 {
+                let packed = self.masked_1_of_n(&q[offset..offset + used], base + offset as u64, e, log_n, messages, bits);
                 channel.send(&packed)?;
             }
+            offset += used;
         }
+        self.recycle(q);
         Ok(())
     }
 
@@ -366,7 +422,7 @@ impl<C: CotSender> OtSender<C> {
 impl<C: CotReceiver> OtReceiver<C> {
     /// Wraps a COT source whose peer is wrapped by `OtSender::new` on the other side.
     pub fn new(cot: C) -> Self {
-        OtReceiver { cot, hasher: Hasher::new(), next_index: 0 }
+        OtReceiver { cot, hasher: Hasher::new(), next_index: 0, spare_bits: Spares::new(), spares: Spares::new() }
     }
 
     /// The COT source (COTs taken from it directly do not disturb the tweak counters).
@@ -378,9 +434,11 @@ impl<C: CotReceiver> OtReceiver<C> {
         self.cot
     }
 
-    /// `n` fresh COTs and the tweak index of the first.
+    /// `n` fresh COTs and the tweak index of the first, in kept buffers where there are some
+    /// (hand them back with [`Self::recycle`]).
     fn take(&mut self, channel: &mut dyn Channel, n: usize) -> Result<(Vec<bool>, Vec<Block>, u64)> {
-        let (b, t) = self.cot.extend(channel, n)?;
+        let (mut b, mut t) = (self.spare_bits.take(n), self.spares.take(n));
+        self.cot.extend_into(channel, n, &mut b, &mut t)?;
         if b.len() != n || t.len() != n {
             return Err(MpcError::Crypto(format!("the COT source gave {} correlations, not {n}", t.len())));
         }
@@ -389,11 +447,17 @@ impl<C: CotReceiver> OtReceiver<C> {
         Ok((b, t, base))
     }
 
+    fn recycle(&mut self, b: Vec<bool>, t: Vec<Block>) {
+        self.spare_bits.give_back(b);
+        self.spares.give_back(t);
+    }
+
     /// `n` fresh COTs derandomised to `choices`: sends the corrections `d = c ⊕ b` and returns
     /// the keys `H(t_i, i)`, each the sender's key `c_i`.
     fn chosen_keys(&mut self, channel: &mut dyn Channel, choices: &[bool]) -> Result<Vec<Block>> {
         let (b, mut t, base) = self.take(channel, choices.len())?;
         let d: Vec<bool> = choices.iter().zip(&b).map(|(&c, &b)| c ^ b).collect();
+        self.spare_bits.give_back(b);
         channel.send_bits(&d)?;
         self.keys(&mut t, base);
         Ok(t)
@@ -411,6 +475,16 @@ impl<C: CotReceiver> OtReceiver<C> {
         Ok((b, t))
     }
 
+    /// Random OT of bits ([`OtSender::send_random_bits`]): random choices and the low bit of
+    /// each chosen key.
+    pub fn receive_random_bits(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<bool>)> {
+        let (b, mut t, base) = self.take(channel, count)?;
+        self.keys(&mut t, base);
+        let bits = t.iter().map(|k| k & 1 == 1).collect();
+        self.spares.give_back(t);
+        Ok((b, bits))
+    }
+
     /// Chosen-message 1-out-of-2 OT: `messages[i].choices[i]` of the sender's messages.
     /// Sends `⌈n/8⌉` bytes, receives `32 n` bytes (after the COT source's traffic).
     /// Errors: the channel's and the COT source's; `Malformed` on a message of the wrong length.
@@ -421,7 +495,9 @@ impl<C: CotReceiver> OtReceiver<C> {
         }
         let t = self.chosen_keys(channel, choices)?;
         let masked = channel.recv_blocks(2 * n)?;
-        Ok(choices.iter().enumerate().map(|(i, &c)| masked[2 * i + c as usize] ^ t[i]).collect())
+        let out = choices.iter().enumerate().map(|(i, &c)| masked[2 * i + c as usize] ^ t[i]).collect();
+        self.spares.give_back(t);
+        Ok(out)
     }
 
     /// Correlated OT modulo `modulus`: `x_i + c_i·a_i mod M` for the sender's `x_i`, `a_i`.
@@ -439,14 +515,17 @@ impl<C: CotReceiver> OtReceiver<C> {
         if y.iter().any(|&y| u128::from(y) >= modulus) {
             return Err(MpcError::Malformed(format!("a correlated-OT word is not below the modulus {modulus}")));
         }
-        Ok(t.par_iter()
+        let out = t
+            .par_iter()
             .zip(y.par_iter())
             .zip(choices.par_iter())
             .map(|((&k, &y), &c)| {
                 let pad = u128::from(reduce(k, modulus));
                 ((pad + if c { u128::from(y) } else { 0 }) % modulus) as u64
             })
-            .collect())
+            .collect();
+        self.spares.give_back(t);
+        Ok(out)
     }
 
     /// Random 1-out-of-N OT, N = 2^log_n: random choices `c_i` in [0, N) and the sender's
@@ -454,13 +533,21 @@ impl<C: CotReceiver> OtReceiver<C> {
     /// Errors: `InvalidArgument` unless 1 <= log_n <= `MAX_LOG_N`.
     pub fn receive_random_1_of_n(&mut self, channel: &mut dyn Channel, log_n: u32, count: usize) -> Result<(Vec<u32>, Vec<Block>)> {
         check_log_n(log_n)?;
+        let (b, mut t, base) = self.take(channel, count * log_n as usize)?;
+        let out = self.random_1_of_n(&b, &mut t, base, log_n);
+        self.recycle(b, t);
+        Ok(out)
+    }
+
+    /// The choices and chosen messages of random 1-out-of-2^`log_n` OTs from the COTs `b`, `t`
+    /// whose first has tweak index `base` (`t` is hashed in place).
+    fn random_1_of_n(&self, b: &[bool], t: &mut [Block], base: u64, log_n: u32) -> (Vec<u32>, Vec<Block>) {
         let k = log_n as usize;
-        let (b, mut t, base) = self.take(channel, count * k)?;
         let choices: Vec<u32> = b.chunks_exact(k).map(|bits| bits.iter().enumerate().map(|(j, &bit)| u32::from(bit) << j).sum()).collect();
-        self.keys(&mut t, base);
+        self.keys(t, base);
         let mut messages: Vec<Block> = t.chunks_exact(k).map(|keys| keys.iter().fold(0, |acc, h| acc ^ h)).collect();
         self.hasher.tccr_many(&mut messages, |i| tweak(base + (i * k) as u64, 1 + u64::from(choices[i])));
-        Ok((choices, messages))
+        (choices, messages)
     }
 
     /// Chosen-message 1-out-of-N OT of `bits`-bit messages: message `choices[i]` (< N) of each
@@ -482,17 +569,23 @@ impl<C: CotReceiver> OtReceiver<C> {
                 return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
             }
         }
+        // Every batch's COTs in one buffer (as the sender takes them), batch after batch.
+        let (b, mut t, base) = self.take(channel, batches.iter().map(|&(log_n, _, choices)| choices.len() * log_n as usize).sum())?;
         let mut pads = Vec::with_capacity(batches.len());
+        let mut offset = 0;
         for &(log_n, _, choices) in batches {
-            if choices.is_empty() {
+            let used = choices.len() * log_n as usize;
+            if used == 0 {
                 pads.push(Vec::new());
                 continue;
             }
-            let (r, p) = self.receive_random_1_of_n(channel, log_n, choices.len())?;
+            let (r, p) = self.random_1_of_n(&b[offset..offset + used], &mut t[offset..offset + used], base + offset as u64, log_n);
             let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
             channel.send_words(&e, log_n)?;
             pads.push(p);
+            offset += used;
         }
+        self.recycle(b, t);
         let mut out = Vec::with_capacity(batches.len());
         for (&(log_n, bits, choices), pads) in batches.iter().zip(pads) {
             if choices.is_empty() {

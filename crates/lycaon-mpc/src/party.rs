@@ -97,8 +97,7 @@ impl<'c> Party<'c> {
 
     /// Receiver of `count` random bit OTs: random choices c and s_c.
     pub fn random_bit_ot_receive(&mut self, count: usize) -> Result<(Vec<bool>, Vec<bool>)> {
-        let (c, keys) = self.ot_receiver.receive_random(&mut *self.channel, count)?;
-        Ok((c, keys.into_iter().map(|k| k & 1 == 1).collect()))
+        self.ot_receiver.receive_random_bits(&mut *self.channel, count)
     }
 
     /// Sender of correlated OT over `ring`: the receiver learns `r_i + c_i * deltas[i]`;
