@@ -270,6 +270,34 @@ def test_reference_run_checks_its_input(compiled):
 
 
 
+def test_strided_pointwise_convolutions_read_a_subsample():
+    """A 1x1 convolution of stride 2 (a ResNet downsampling shortcut) becomes a 1x1 average pool
+    of stride 2 and the convolution at stride 1: the same float function on odd sizes, a local
+    ``sumpool`` (multiplier 1, no truncation) in the program, private logits equal to the twin's,
+    and the planner keeps the subsample in its reader's share ring."""
+    from lycaon.frontend import subsample_before_pointwise
+
+    stem = [_conv("c", "x", 1, 4), Node("relu", "r", ["c:o"], "r:o")]
+    shortcut = _conv("sc", "r:o", 4, 6, k=1, pads=(0, 0, 0, 0), stride=(2, 2), seed=3)
+    main = _conv("m", "r:o", 4, 6, stride=(2, 2), seed=4)
+    g, cal = _tiny([*stem, shortcut, main, Node("add", "a", ["sc:o", "m:o"], "a:o"), *_head("a:o", 6, 6, 5)], input_shape=(1, 11, 9))
+    s = subsample_before_pointwise(simplify(g))
+    x = np.random.default_rng(5).normal(size=(6, 1, 11, 9))
+    np.testing.assert_allclose(run_float(s, x), run_float(g, x), rtol=1e-12, atol=1e-12)
+    sub = next(n for n in s.nodes if n.op == "avgpool")
+    assert (sub.inputs, tuple(sub.attrs["kernel"]), tuple(sub.attrs["stride"])) == (["r:o"], (1, 1), (2, 2))
+    assert next(n for n in s.nodes if n.name == "sc").inputs == [sub.output] and tuple(next(n for n in s.nodes if n.name == "sc").attrs["stride"]) == (1, 1)
+    assert tuple(next(n for n in s.nodes if n.name == "m").attrs["stride"]) == (2, 2), "a 3x3 convolution keeps its stride"
+    q = quantize(s, cal)
+    program, weights = hybrid.compile_program(q, _plan_for(q))
+    op = next(o for o in program["ops"] if o["name"] == sub.name)
+    assert (op["op"], op["kernel"], op["stride"], op["multiplier"]) == ("sumpool", [1, 1], [2, 2], 1)
+    assert not any(o["op"] == "truncate" and o["inputs"] == [op["output"]] for o in program["ops"])
+    x_int = q.encode_input(x)
+    np.testing.assert_array_equal(hybrid.reference_run(program, weights, x_int), run_integer(q, x_int))
+    assert any({"m", "sc"} <= set(group) for group in planner._ring_groups(s, q))
+
+
 def test_max_pools_move_ahead_of_activations_and_concats():
     """simplify moves a max-pool ahead of the ReLU before it and ahead of a concat of ReLU and
     ReLU6 (max commutes with both and with stacking channels): the float network is the same

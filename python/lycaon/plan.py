@@ -203,7 +203,8 @@ def _ring_groups(graph, q) -> list[list[str]]:
         parent[find(a)] = find(b)
 
     for node in graph.nodes:
-        if node.op in _RING_KEEPING:
+        # A 1x1 average pool (subsample_before_pointwise's subsample) sums one value: no truncation.
+        if node.op in _RING_KEEPING or (node.op == "avgpool" and tuple(node.attrs.get("kernel", ())) == (1, 1)):
             for i in node.inputs:
                 union(f"tensor:{i}", f"tensor:{node.output}")
         elif node.op in ("conv", "linear"):
@@ -251,9 +252,9 @@ def plan(model: str, *, link: str = "lan", failure_probability: float = 2.0 ** -
     if quantized is not None:
         graph = quantized.graph
     else:
-        from lycaon.frontend import simplify, zoo  # noqa: PLC0415
+        from lycaon.frontend import simplify, subsample_before_pointwise, zoo  # noqa: PLC0415
 
-        graph = simplify(zoo.load_model(model))
+        graph = subsample_before_pointwise(simplify(zoo.load_model(model)))
     layers = linear_layers(graph)
     if not layers:
         raise ValueError(f"model {model!r} has no convolution or fully connected layer to plan")

@@ -138,6 +138,34 @@ def pool_before_relu(graph: Graph) -> Graph:
     return _rebuild(graph, nodes, {})
 
 
+def subsample_before_pointwise(graph: Graph) -> Graph:
+    """Rewrites a 1x1 convolution of stride s > 1 without padding (ResNet's downsampling
+    shortcuts) as a 1x1 average pool of stride s, a subsample (a window of one value: multiplier
+    1, no truncation, local on shares), feeding the same convolution at stride 1. The values are
+    the same; the homomorphic convolution takes s^2 times fewer inputs (ResNet-50's three such
+    layers took 23 s of its 75 s of server HE, and 147 MiB of traffic). For the hybrid mode."""
+    taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
+
+    def unused(name: str) -> str:
+        while name in taken:
+            name += "'"
+        taken.add(name)
+        return name
+
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        w = node.params.get("weight") if node.op == "conv" else None
+        stride = tuple(int(v) for v in node.attrs.get("stride", (1, 1))) if w is not None else (1, 1)
+        pads = tuple(int(v) for v in node.attrs.get("pads", (0, 0, 0, 0))) if w is not None else (0,)
+        if w is not None and np.shape(w)[2:] == (1, 1) and stride != (1, 1) and not any(pads):
+            sub = unused(f"{node.name}.subsample")
+            nodes.append(Node("avgpool", sub, [node.inputs[0]], sub, {"kernel": (1, 1), "stride": stride, "pads": (0, 0, 0, 0)}))
+            nodes.append(Node("conv", node.name, [sub, *node.inputs[1:]], node.output, {**node.attrs, "stride": (1, 1)}, dict(node.params)))
+        else:
+            nodes.append(node)
+    return _rebuild(graph, nodes, {})
+
+
 def simplify(graph: Graph) -> Graph:
     """The rewrites the HE pipelines want: fold batch-norm, compose pointwise convolutions, pool
     before ReLU (and clip)."""
