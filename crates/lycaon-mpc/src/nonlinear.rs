@@ -334,8 +334,8 @@ fn biased(party: &Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: 
 /// into one comparison of a threshold of its own with party 1's l1 (s + 1 bits) plus the offset
 /// -kappa w, kappa = [l0 < pl] (cases in the body); the threshold depends on w, which party 0
 /// knows where a = 1 and which is b otherwise, so party 1's b picks it inside the comparison's
-/// leaf OTs ([`less_than_switched`]). One batch of correlated OTs then makes e, w and kappa w
-/// arithmetic. No error; one comparison, no AND round.
+/// leaf OTs ([`less_than_switched`]). Two correlated OTs per value then make e and the wrap's
+/// terms arithmetic. No error; one comparison, no AND round.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     truncate_exact_into(party, ring, ring, shares, shift)
 }
@@ -377,23 +377,34 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
         let l1: Vec<u64> = y.iter().map(|&v| (v & low_mask) + 1).collect();
         less_than_switched(party, &l1, Switch::Bits(&high), shift + 1, DEFAULT_DIGIT_BITS)?
     };
-    // One batch of products of party 0's bit with party 1's: e0 e1 (to make e arithmetic),
-    // ab (w = a + b - ab) and kappa (1 - a) b (kappa w = kappa a + kappa (1 - a) b, the first
-    // term party 0's own).
-    let mine: Vec<bool> = if p0 {
-        cmp.iter().chain(&high).copied().chain((0..n).map(|i| kappa[i] && !high[i])).collect()
-    } else {
-        cmp.iter().chain(&high).chain(&high).copied().collect()
-    };
-    let products = private_bit_product(party, to, &mine)?;
+    // One batch of two correlated OTs, each a product of party 1's bit with a value of party
+    // 0's: e1 e0 (e = e0 + e1 - 2 e0 e1 made arithmetic) and b D with D = a ph - kappa (1 - a).
+    // With w = a + b - ab: -w ph - kappa w = -a ph - b ph - kappa a + b D, so the wrap's two
+    // products (ab for w, kappa (1 - a) b for kappa w) ride in one OT on party 1's b.
     let (ph, bias_shifted) = (to.reduce(ph), to.reduce(bias >> shift));
+    let products = if p0 {
+        let wrap_terms = (0..n).map(|i| {
+            if high[i] {
+                ph
+            } else if kappa[i] {
+                to.neg(1)
+            } else {
+                0
+            }
+        });
+        let deltas: Vec<u64> = cmp.iter().map(|&e| e as u64).chain(wrap_terms).collect();
+        party.correlated_ot_send(to, &deltas)?.into_iter().map(|r| to.neg(r)).collect::<Vec<_>>()
+    } else {
+        let choices: Vec<bool> = cmp.iter().chain(&high).copied().collect();
+        party.correlated_ot_receive(to, &choices)?
+    };
     Ok((0..n)
         .map(|i| {
             // An XOR-shared bit e = e0 + e1 - 2 e0 e1: each party its own bit minus twice its product share.
             let e = to.sub(cmp[i] as u64, to.add(products[i], products[i]));
-            let w = to.sub(high[i] as u64, products[n + i]);
-            let kappa_w = if p0 { to.add((kappa[i] && high[i]) as u64, products[2 * n + i]) } else { products[2 * n + i] };
-            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), to.mul(w, ph)), to.sub(e, kappa_w));
+            // Each party subtracts its own wrap bit times ph; party 0 also kappa a.
+            let own = to.add(to.mul(high[i] as u64, ph), (p0 && kappa[i] && high[i]) as u64);
+            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), own), to.add(e, products[n + i]));
             if p0 {
                 out = to.sub(out, bias_shifted);
             }

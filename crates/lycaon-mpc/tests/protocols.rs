@@ -446,6 +446,7 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
     let relu_prime: Protocol = |p, r, s| relu(p, r, s);
     let relu_in_20_bits: Protocol = |p, r, s| relu_within(p, r, s, 20);
     let p35 = ShareRing::prime(34_359_738_337).unwrap();
+    let exact_truncation: Protocol = |p, r, s| truncate_exact(p, r, s, 12);
     let truncate_then_relu: Protocol = |p, r, s| truncate_relu(p, r, s, 12, 30);
     // Fewer runs with silent OT, whose setup costs a second per session; the statistic's scale
     // (R / 2) adapts. The protocols built on the comparison and the truncation are watched
@@ -455,6 +456,7 @@ fn a_partys_view_does_not_depend_on_the_other_partys_input() {
         ("relu, Z_p", prime, relu_prime, OtKind::Silent, 4),
         ("relu within 2^20, Z_2^37", z37, relu_in_20_bits, OtKind::Iknp, 24),
         ("relu within 2^20, Z_p", p35, relu_in_20_bits, OtKind::Iknp, 24),
+        ("exact truncation, Z_p", p35, exact_truncation, OtKind::Iknp, 24),
         ("truncate then relu, Z_2^37", z37, truncate_then_relu, OtKind::Iknp, 24),
     ];
     for (name, ring, protocol, kind, runs) in cases {
