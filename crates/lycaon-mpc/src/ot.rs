@@ -145,14 +145,15 @@ fn key_pairs(hasher: &Hasher, delta: Block, q: &[Block], d: Option<&[bool]>, bas
 }
 
 /// Buffers a call is done with, kept for the next COT batch to be made in
-/// (`CotSender::extend_into`): a comparison asks for megabytes of COTs per call, and fresh pages
-/// cost the kernel a clearing pass each (a quarter of a ReLU's time before they were reused).
+/// (`CotSender::extend_into`): a comparison asks for megabytes of COTs per call, and a fresh
+/// vector's pages cost the kernel a clearing pass each (a fifth of a short ReLU run's CPU).
 #[derive(Debug)]
 struct Spares<T> {
     kept: Vec<Vec<T>>,
 }
 
-/// Buffers kept per kind: a chosen 1-of-N round holds one batch per digit width (three).
+/// Buffers kept per kind: a few, for calls of different sizes in turn (a comparison's leaf OTs,
+/// its AND triples, the multiplexer's correlated OTs).
 const SPARE_BUFFERS: usize = 3;
 
 impl<T> Spares<T> {
@@ -800,6 +801,22 @@ mod tests {
         }
         // IKNP extension only sends receiver to sender, so all batches make one flight each way.
         assert_eq!((ss.rounds, rs.rounds), (1, 1));
+    }
+
+    #[test]
+    fn spares_hand_out_the_tightest_buffer_and_keep_a_few() {
+        let mut spares: Spares<u8> = Spares::new();
+        assert_eq!(spares.take(10).capacity(), 0, "nothing kept: a new buffer");
+        for size in [100, 10, 1000] {
+            spares.give_back(Vec::with_capacity(size));
+        }
+        assert!((100..1000).contains(&spares.take(50).capacity()), "the tightest that holds 50");
+        assert!(spares.take(5000).capacity() >= 1000, "none holds 5000: the largest, to grow");
+        for size in [1, 2, 3, 4] {
+            spares.give_back(Vec::with_capacity(size));
+        }
+        assert_eq!(spares.kept.len(), SPARE_BUFFERS);
+        assert!(spares.kept.iter().all(|v| v.capacity() >= 2), "the smallest is dropped first");
     }
 
     #[test]
