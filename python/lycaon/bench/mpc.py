@@ -13,7 +13,9 @@ The rings: Z_2^64, SPU's ring (FM64; the like-for-like comparison), Z_2^37 (the 
 own code runs), and Z_p for the 20-bit BFV plaintext prime that shares live in in Lycaon's hybrid
 mode. ReLU runs on the whole ring ("relu") and, on Z_2^64, also within the inputs' magnitude bound
 ("relu |x|<2^40": the comparison on the 40 bits the values have; SPU is given the same inputs but
-compares all 64). "truncate+relu" is a truncation by 12 bits followed by a ReLU on the bits left,
+compares all 64). On a 35-bit prime like today's hybrid layers' plaintext moduli, the ReLU the
+runtime runs: within a quarter of the ring ("relu_bounded", one comparison) and, after a 12-bit
+truncation, within 2^22 ("relu |x|<2^22": a comparison of 22 bits). "truncate+relu" is a truncation by 12 bits followed by a ReLU on the bits left,
 against SPU's ``max(x * 0.25, 0)`` (one truncation, one ReLU). ``threads`` gives each party its own
 pool of that many workers (1: single-threaded parties, as SPU's runtime here); by default both
 parties share the process's pool.
@@ -38,20 +40,30 @@ HYBRID_PRIME = 1_032_193
 TRUNCATION_SHIFT = 12
 #: Magnitude bound (bits) of the Z_2^64 inputs: |x| < 2^40.
 Z64_INPUT_BITS = 40
+#: A 35-bit plaintext prime like the ImageNet layers' (1 mod 16384), and the magnitude bound
+#: (bits) of its inputs after a 12-bit truncation.
+LAYER_PRIME = 34_359_410_689
+LAYER_PRIME_INPUT_BITS = 22
 #: Cheetah's ring width (its code runs ell = 37).
 CHEETAH_RING_BITS = 37
 
 
 def _ring_name(modulus: int) -> str:
-    if modulus == HYBRID_PRIME:
-        return f"Z_p (p = {modulus}, 20 bits)"
+    if modulus in (HYBRID_PRIME, LAYER_PRIME):
+        return f"Z_p (p = {modulus}, {modulus.bit_length()} bits)"
     return f"Z_2^{modulus.bit_length() - 1}"
 
 
-def _input_bound(modulus: int) -> tuple[int, int]:
+def _input_bound(modulus: int, op: str = "relu") -> tuple[int, int]:
     """(bound, bits): the inputs drawn on this ring are in [-bound, bound], bound < 2^bits; 2^40 on
-    Z_2^64, a quarter of the ring else (what truncation and the bounded ReLU need on Z_p)."""
-    bound = 2**Z64_INPUT_BITS - 1 if modulus == 2**64 else modulus // 4 - 1
+    Z_2^64, 2^22 for the narrow ReLU on the layer prime, a quarter of the ring else (what
+    truncation and the bounded ReLU need on Z_p)."""
+    if modulus == 2**64:
+        bound = 2**Z64_INPUT_BITS - 1
+    elif modulus == LAYER_PRIME and op == "relu_within":
+        bound = 2**LAYER_PRIME_INPUT_BITS - 1
+    else:
+        bound = modulus // 4 - 1
     return bound, bound.bit_length()
 
 
@@ -73,7 +85,7 @@ def _signed(values: np.ndarray, modulus: int) -> np.ndarray:
 
 def _check(op: str, x: np.ndarray, out: np.ndarray, modulus: int) -> bool:
     got = _signed(out, modulus)
-    if op in ("relu", "relu_within"):
+    if op in ("relu", "relu_within", "relu_bounded"):
         return bool(np.array_equal(got, np.maximum(x.astype(object), 0)))
     want = np.array([v >> TRUNCATION_SHIFT for v in x.tolist()], dtype=object)  # floor division
     if op == "truncate_relu":
@@ -87,7 +99,7 @@ def _check(op: str, x: np.ndarray, out: np.ndarray, modulus: int) -> bool:
 def run_lycaon(op: str, modulus: int, elements: int, ot: str, reps: int, rng: np.random.Generator, link: Optional[dict] = None,
                threads: Optional[int] = None) -> dict:
     """One operation through Lycaon's protocols, checked against the clear result."""
-    bound, bits = _input_bound(modulus)
+    bound, bits = _input_bound(modulus, op)
     x = rng.integers(-bound, bound, size=elements, dtype=np.int64)
     encoded = np.array([int(v) % modulus for v in x.tolist()], dtype=object)
     s0, s1 = _share(encoded.astype(np.uint64) if modulus != 2**64 else x.astype(np.uint64), modulus, rng)
@@ -126,6 +138,8 @@ CASES = (
     ("relu_within", 2**64, ("silent",)),
     ("relu", 2**CHEETAH_RING_BITS, ("silent",)),
     ("relu", HYBRID_PRIME, ("iknp", "silent")),
+    ("relu_bounded", LAYER_PRIME, ("silent",)),
+    ("relu_within", LAYER_PRIME, ("silent",)),
     ("truncate", 2**64, ("iknp", "silent")),
     ("truncate", HYBRID_PRIME, ("iknp", "silent")),
     ("truncate_relu", 2**64, ("silent",)),
@@ -151,7 +165,7 @@ def run(sizes: tuple[int, ...] = (2**16,), reps: int = 3, json_path: Optional[st
     for elements in sizes:
         peers: dict[str, dict] = {}
         for op, modulus, ots in CASES:
-            peer_op = "relu" if op == "relu_within" else op  # SPU has one ReLU, on the whole ring
+            peer_op = "relu" if op in ("relu_within", "relu_bounded") else op  # SPU has one ReLU, on the whole ring
             if peer_op not in peers:
                 peers[peer_op] = _peer(peer_op, elements, reps) if peer and not modelled else {"peer": "spu-cheetah", "error": "not run (--no-peer)"}
             spu = peers[peer_op]
