@@ -113,7 +113,7 @@ pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitud
         return Err(MpcError::InvalidArgument("DReLU within 2^0: the magnitude bound needs at least 1 bit".into()));
     }
     let bits = match ring {
-        ShareRing::Prime(_) => return drelu_within_prime(party, ring, shares, magnitude_bits),
+        ShareRing::Prime(p) => return drelu_within_prime(party, ring, p.value(), shares, magnitude_bits),
         ShareRing::PowerOfTwo { bits } => bits,
     };
     if magnitude_bits + 2 > bits {
@@ -136,15 +136,10 @@ pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitud
 /// comparison's operand and its msb(u_w) for w = 0 and w = 1 (the same twice where a is set);
 /// party 1's b picks inside the comparison ([`less_than_switched_flipped`]): k bits compared,
 /// not the ring's bits + 1, and no extra round.
-fn drelu_within_prime(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
-    let ShareRing::Prime(p) = ring else {
-        return Err(MpcError::InvalidArgument("drelu_within_prime takes a prime ring".into()));
-    };
+fn drelu_within_prime(party: &mut Party, ring: ShareRing, p: u64, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
     let k = magnitude_bits;
-    let p = p.value();
     let half = ring.max_positive() + 1;
-    // y < 2^(k+1) must stay below H; otherwise the bound saves nothing.
-    if k + 1 >= ring.bits() || (1u64 << (k + 1)) > half {
+    if !narrow_on_prime(ring, k) {
         return if (1u64 << k) - 1 <= bounded_range(ring) { drelu_bounded(party, ring, shares) } else { drelu(party, ring, shares) };
     }
     ring.check("DReLU input share", shares)?;
@@ -171,6 +166,12 @@ fn drelu_within_prime(party: &mut Party, ring: ShareRing, shares: &[u64], magnit
     }
 }
 
+/// Whether [`drelu_within_prime`]'s k-bit comparison applies on the prime ring `ring`:
+/// y = x + 2^k < 2^(k+1) must stay below H = (p + 1) / 2.
+fn narrow_on_prime(ring: ShareRing, k: u32) -> bool {
+    k + 1 < ring.bits() && (1u64 << (k + 1)) <= ring.max_positive() + 1
+}
+
 /// The k of [`drelu_within`] for |x| <= `bound`: the fewest bits with bound < 2^k.
 pub fn magnitude_bits(bound: u64) -> u32 {
     (u64::BITS - bound.leading_zeros()).max(1)
@@ -183,7 +184,7 @@ pub fn magnitude_bits(bound: u64) -> u32 {
 pub fn relu_up_to(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u64) -> Result<Vec<u64>> {
     let k = magnitude_bits(bound);
     let narrow = match ring {
-        ShareRing::Prime(_) => k + 1 < ring.bits() && (1u64 << (k + 1)) <= ring.max_positive() + 1,
+        ShareRing::Prime(_) => narrow_on_prime(ring, k),
         ShareRing::PowerOfTwo { .. } => true,
     };
     if narrow {

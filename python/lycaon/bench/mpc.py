@@ -15,8 +15,9 @@ mode. ReLU runs on the whole ring ("relu") and, on Z_2^64, also within the input
 ("relu |x|<2^40": the comparison on the 40 bits the values have; SPU is given the same inputs but
 compares all 64). On a 35-bit prime like today's hybrid layers' plaintext moduli, the ReLU the
 runtime runs: within a quarter of the ring ("relu_bounded", one comparison) and, after a 12-bit
-truncation, within 2^22 ("relu |x|<2^22": a comparison of 22 bits). "truncate+relu" is a truncation by 12 bits followed by a ReLU on the bits left,
-against SPU's ``max(x * 0.25, 0)`` (one truncation, one ReLU). ``threads`` gives each party its own
+truncation, within 2^22 ("relu |x|<2^22": a comparison of 22 bits). "truncate+relu" is a
+truncation by 12 bits followed by a ReLU on the bits left, against SPU's ``max(x * 0.25, 0)``
+(one truncation, one ReLU). ``threads`` gives each party its own
 pool of that many workers (1: single-threaded parties, as SPU's runtime here); by default both
 parties share the process's pool.
 """

@@ -4,7 +4,7 @@ max-pooling moved before the ReLU (or ReLU6-style clip) that feeds it."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -28,6 +28,20 @@ def _rebuild(graph: Graph, nodes: list[Node], renames: dict[str, str]) -> Graph:
         out.add(Node(n.op, n.name, [renames.get(i, i) for i in n.inputs], n.output, dict(n.attrs), dict(n.params)))
     out.output = renames.get(graph.output, graph.output)
     return out
+
+
+def _name_maker(graph: Graph) -> Callable[[str], str]:
+    """A function that returns its argument, primed until no tensor or node of ``graph`` (nor an
+    earlier answer) has that name."""
+    taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
+
+    def unused(name: str) -> str:
+        while name in taken:
+            name += "'"
+        taken.add(name)
+        return name
+
+    return unused
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
@@ -94,7 +108,7 @@ def pool_before_relu(graph: Graph) -> Graph:
     part first (max-pooling is per channel): maxpool_i -> activation_i -> concat, the concat
     writing the pool's output tensor."""
     by_output = {n.output: n for n in graph.nodes}
-    taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
+    unused = _name_maker(graph)
 
     def read_once(tensor: str, ops) -> Optional[Node]:
         """The node of one of `ops` writing `tensor`, where nothing else reads it."""
@@ -102,12 +116,6 @@ def pool_before_relu(graph: Graph) -> Graph:
         if node is not None and node.op in ops and len(_consumers(graph, tensor)) == 1 and graph.output != tensor:
             return node
         return None
-
-    def unused(name: str) -> str:
-        while name in taken:
-            name += "'"
-        taken.add(name)
-        return name
 
     swapped: dict[str, Node] = {}  # activation output -> the pool it now follows
     concats: dict[str, Node] = {}  # concat output -> the pool it now writes for
@@ -144,20 +152,12 @@ def subsample_before_pointwise(graph: Graph) -> Graph:
     1, no truncation, local on shares), feeding the same convolution at stride 1. The values are
     the same; the homomorphic convolution takes s^2 times fewer inputs (ResNet-50's three such
     layers took 23 s of its 75 s of server HE, and 147 MiB of traffic). For the hybrid mode."""
-    taken = {graph.input_name, *(n.output for n in graph.nodes), *(n.name for n in graph.nodes)}
-
-    def unused(name: str) -> str:
-        while name in taken:
-            name += "'"
-        taken.add(name)
-        return name
-
+    unused = _name_maker(graph)
     nodes: list[Node] = []
     for node in graph.nodes:
-        w = node.params.get("weight") if node.op == "conv" else None
-        stride = tuple(int(v) for v in node.attrs.get("stride", (1, 1))) if w is not None else (1, 1)
-        pads = tuple(int(v) for v in node.attrs.get("pads", (0, 0, 0, 0))) if w is not None else (0,)
-        if w is not None and np.shape(w)[2:] == (1, 1) and stride != (1, 1) and not any(pads):
+        stride = tuple(int(v) for v in node.attrs.get("stride", (1, 1)))
+        pointwise = node.op == "conv" and np.shape(node.params["weight"])[2:] == (1, 1) and not any(node.attrs.get("pads", ()))
+        if pointwise and stride != (1, 1):
             sub = unused(f"{node.name}.subsample")
             nodes.append(Node("avgpool", sub, [node.inputs[0]], sub, {"kernel": (1, 1), "stride": stride, "pads": (0, 0, 0, 0)}))
             nodes.append(Node("conv", node.name, [sub, *node.inputs[1:]], node.output, {**node.attrs, "stride": (1, 1)}, dict(node.params)))
