@@ -54,7 +54,7 @@ pub fn and(party: &mut Party, x: &[bool], y: &[bool]) -> Result<Vec<bool>> {
 /// Shares of [x < y] where party 0 holds the x and party 1 the y (each passes its own values),
 /// all below 2^bits.
 pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
-    compare(party, values, None, None, bits, digit_bits)
+    compare(party, values, None, bits, digit_bits)
 }
 
 /// What picks party 0's operand in [`less_than_switched`]: each party passes its own variant.
@@ -72,25 +72,10 @@ pub enum Switch<'a> {
 /// comparison whose threshold depends on a bit of each party (e.g. a wrap bit a OR b) costs no
 /// AND gate and no extra round.
 pub fn less_than_switched(party: &mut Party, values: &[u64], switch: Switch<'_>, bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
-    compare(party, values, Some(switch), None, bits, digit_bits)
+    compare(party, values, Some(switch), bits, digit_bits)
 }
 
-/// [`less_than_switched`] with a bit of party 0's XORed into the result, chosen by the same
-/// switch: shares of [x_b < y] ^ f_b, where party 0 passes `Some([f_0, f_1])` (one bit per
-/// comparison each) and party 1 `None`. The flip rides in the top digit's lt messages: the root
-/// is lt_top ^ (eq_top & lt_rest), linear in lt_top, so it costs nothing.
-pub fn less_than_switched_flipped(
-    party: &mut Party,
-    values: &[u64],
-    switch: Switch<'_>,
-    flips: Option<[&[bool]; 2]>,
-    bits: u32,
-    digit_bits: u32,
-) -> Result<Vec<bool>> {
-    compare(party, values, Some(switch), flips, bits, digit_bits)
-}
-
-fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, flips: Option<[&[bool]; 2]>, bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
+fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
     if !(1..=64).contains(&bits) || !(1..=8 - u32::from(switch.is_some())).contains(&digit_bits) {
         return Err(MpcError::InvalidArgument(format!("comparison of {bits}-bit values in {digit_bits}-bit digits")));
     }
@@ -101,11 +86,6 @@ fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, flips:
         (Some(Switch::Bits(b)), Role::P1) if b.len() == n => None,
         (Some(s), role) => return Err(MpcError::InvalidArgument(format!("{role:?} passed {s:?} for {n} comparisons"))),
     };
-    match (flips, party.role()) {
-        (None, _) => {}
-        (Some([f0, f1]), Role::P0) if f0.len() == n && f1.len() == n => {}
-        (Some(_), role) => return Err(MpcError::InvalidArgument(format!("{role:?} passed result flips that are not two of {n} bits"))),
-    }
     if bits < 64 {
         for (name, vals) in [("comparison input", values), ("alternative comparison input", alternatives.unwrap_or(&[]))] {
             if let Some(i) = vals.iter().position(|&v| v >> bits != 0) {
@@ -147,10 +127,9 @@ fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, flips:
                 for idx in 0..count {
                     let (j, i) = (first_digit + idx / n, idx % n);
                     let (m_lt, m_eq) = (masks[2 * idx], masks[2 * idx + 1] && with_eq);
-                    for (k, operand) in [Some(values[i]), alternatives.map(|a| a[i])].into_iter().flatten().enumerate() {
+                    for operand in [Some(values[i]), alternatives.map(|a| a[i])].into_iter().flatten() {
                         let xd = digit(operand, j, *width);
-                        let flip = j + 1 == digits && flips.is_some_and(|f| f[k][i]);
-                        messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt ^ flip) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
+                        messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
                     }
                     lt[first_digit * n + idx] = m_lt;
                     eq[first_digit * n + idx] = m_eq;

@@ -5,7 +5,7 @@
 //! returns their shares of the result. Signed values: see `ShareRing` (above M/2 is negative).
 
 use crate::{
-    compare::{bits_to_ring, less_than, less_than_switched, less_than_switched_flipped, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
+    compare::{bits_to_ring, less_than, less_than_switched, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
     party::{Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -57,31 +57,12 @@ pub fn bounded_range(ring: ShareRing) -> u64 {
 }
 
 /// Shares of DReLU(x) = [x >= 0] for |x| <= [`bounded_range`]: on Z_p one comparison instead of
-/// [`drelu`]'s two (Z_{2^l} needs one either way and takes [`drelu`]'s).
-///
-/// Party 0 adds B = floor((p - 1) / 4), so y = x + B is in [0, p/2) and the wrap of y0 + y1 is
-/// w = a OR b (a = [y0 >= H], b = [y1 >= H], H = (p + 1) / 2; see [`truncate`]). Then
-/// x >= 0 iff y0 + y1 - w p >= B iff y1 >= B + w p - y0: a threshold of party 0's that depends
-/// on w, which party 1's b picks inside the comparison ([`less_than_switched`]). Out-of-range
-/// inputs give wrong bits; the caller guarantees the range.
+/// [`drelu`]'s two ([`drelu_up_to`] with the bound B; Z_{2^l} needs one either way and takes
+/// [`drelu`]'s). Out-of-range inputs give wrong bits; the caller guarantees the range.
 pub fn drelu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Result<Vec<bool>> {
-    let ShareRing::Prime(p) = ring else {
-        return drelu(party, ring, shares);
-    };
-    ring.check("DReLU input share", shares)?;
-    let (p, bits) = (p.value(), ring.bits());
-    let (bias, half) = (bounded_range(ring), ring.max_positive() + 1);
-    if party.role() == Role::P0 {
-        let y0: Vec<u64> = shares.iter().map(|&x| ring.add(x, bias)).collect();
-        // [T <= y1] = [max(T, 0) < y1 + 1], T = B + w p - y0.
-        let threshold = |y: u64, w: bool| (bias + if w { p } else { 0 }).saturating_sub(y);
-        let if_clear: Vec<u64> = y0.iter().map(|&y| threshold(y, y >= half)).collect();
-        let if_set: Vec<u64> = y0.iter().map(|&y| threshold(y, true)).collect();
-        less_than_switched(party, &if_clear, Switch::Alternatives(&if_set), bits + 1, DEFAULT_DIGIT_BITS)
-    } else {
-        let y1: Vec<u64> = shares.iter().map(|&y| y + 1).collect();
-        let b: Vec<bool> = shares.iter().map(|&y| y >= half).collect();
-        less_than_switched(party, &y1, Switch::Bits(&b), bits + 1, DEFAULT_DIGIT_BITS)
+    match ring {
+        ShareRing::Prime(_) => drelu_up_to(party, ring, shares, bounded_range(ring)),
+        ShareRing::PowerOfTwo { .. } => drelu(party, ring, shares),
     }
 }
 
@@ -91,109 +72,97 @@ pub fn relu_bounded(party: &mut Party, ring: ShareRing, shares: &[u64]) -> Resul
     select(party, ring, &positive, shares)
 }
 
-/// Shares of DReLU(x) = [x >= 0] for |x| < 2^`magnitude_bits`: the comparison runs on about
-/// `magnitude_bits` bits rather than the ring's (a layer's values need far fewer bits than its
-/// ring holds).
+/// Shares of DReLU(x) = [x >= 0] for |x| <= `bound`: the comparison runs on the k bits the bound
+/// needs (k = [`magnitude_bits`]) rather than the ring's (a layer's values need far fewer bits
+/// than its ring holds).
 ///
-/// Z_{2^l}: party 0 adds 2^k (k = `magnitude_bits`), so y = x + 2^k is in (0, 2^(k+1)); 2^(k+1)
-/// divides 2^l, so each party reduces its share mod 2^(k+1) alone and the reduced shares still
-/// sum to y there. Then x >= 0 iff y >= 2^k iff y is negative as an element of Z_{2^(k+1)}: one
-/// [`drelu`] on k + 1 bits, negated.
+/// Z_{2^l}: party 0 adds 2^k, so y = x + 2^k is in (0, 2^(k+1)); 2^(k+1) divides 2^l, so each
+/// party reduces its share mod 2^(k+1) alone and the reduced shares still sum to y there. Then
+/// x >= 0 iff y >= 2^k iff y is negative as an element of Z_{2^(k+1)}: one [`drelu`] on k + 1
+/// bits (a k-bit comparison), negated.
 ///
-/// Z_p ([`drelu_within_prime`]): the same y, whose shares wrap p once or not at all; the wrap is
-/// w = a OR b from a bit of each party, as in [`drelu_bounded`], and fixes the shares mod
-/// 2^(k+1), so one k-bit comparison whose operand party 1's b picks decides the sign.
+/// Z_p, bound within [`bounded_range`]: [`small_shares_in`] moves x to Z_{2^(k+1)} for one
+/// correlated OT of k + 1 bits; there one [`drelu`] on k + 1 bits. Past the bounded range:
+/// [`drelu`] (two comparisons of the ring's bits).
 ///
 /// Exact for every input in range; out-of-range inputs give wrong bits (the caller guarantees
-/// the range, as the hybrid runtime does from the truncation before). Where the bound leaves
-/// nothing to save this is [`drelu`] (Z_{2^l}, k + 2 > l) or [`drelu_bounded`] (Z_p, 2^(k+1) past
-/// half the ring). Errors: `InvalidArgument` for k = 0.
+/// the range, as the hybrid runtime does from the program's bounds).
+pub fn drelu_up_to(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u64) -> Result<Vec<bool>> {
+    let k = magnitude_bits(bound);
+    match ring {
+        ShareRing::Prime(_) if bound <= bounded_range(ring) => {
+            let narrow = ShareRing::power_of_two(k + 1)?;
+            let x = small_shares_in(party, ring, shares, bound, narrow)?;
+            drelu(party, narrow, &x)
+        }
+        ShareRing::Prime(_) => drelu(party, ring, shares),
+        ShareRing::PowerOfTwo { bits } if k + 2 <= bits => {
+            ring.check("DReLU input share", shares)?;
+            let narrow = ShareRing::power_of_two(k + 1)?;
+            let (mask, offset) = ((1u64 << (k + 1)) - 1, 1u64 << k);
+            let p0 = party.role() == Role::P0;
+            let y: Vec<u64> = shares.iter().map(|&x| if p0 { x.wrapping_add(offset) & mask } else { x & mask }).collect();
+            let negative = drelu(party, narrow, &y)?;
+            Ok(negative.into_iter().map(|b| b ^ p0).collect())
+        }
+        ShareRing::PowerOfTwo { .. } => drelu(party, ring, shares),
+    }
+}
+
+/// Shares in the power-of-two ring `to` of x, shared on the prime ring `ring` with
+/// |x| <= `bound` <= [`bounded_range`] (x must fit `to` as a signed value).
+///
+/// Party 0 adds the bound, so y = x + bound is in [0, H), H = (p + 1) / 2. The shares' wrap is
+/// then w = a OR b = a + b - ab with a = [y0 >= H] party 0's bit and b = [y1 >= H] party 1's
+/// (both below H cannot wrap, both at or above must, one of each must or y would reach H), so
+/// Y_i = y_i - (its own bit) p satisfy Y0 + Y1 = y - ab p over the integers. Each party reduces
+/// its Y_i mod 2^m alone; the cross term ab (p mod 2^m) is one correlated OT of m bits, party 1
+/// the sender (correlation b (p mod 2^m)) and party 0 choosing by a; party 0 then takes the
+/// bound off again.
+fn small_shares_in(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u64, to: ShareRing) -> Result<Vec<u64>> {
+    let (ShareRing::Prime(p), ShareRing::PowerOfTwo { .. }) = (ring, to) else {
+        return Err(MpcError::InvalidArgument(format!("moving shares from {ring:?} to {to:?}: only a prime ring to a power-of-two ring")));
+    };
+    if bound > bounded_range(ring) {
+        return Err(MpcError::InvalidArgument(format!("moving values up to {bound} out of a {}-bit prime ring: at most a quarter of it", ring.bits())));
+    }
+    ring.check("share", shares)?;
+    let (p_low, half) = (to.reduce(p.value()), ring.max_positive() + 1);
+    let p0 = party.role() == Role::P0;
+    let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bound) } else { x }).collect();
+    let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
+    let own = |i: usize| to.sub(to.reduce(y[i]), if high[i] { p_low } else { 0 });
+    if p0 {
+        let cross = party.correlated_ot_receive(to, &high)?;
+        let bound = to.reduce(bound);
+        Ok((0..y.len()).map(|i| to.sub(to.add(own(i), cross[i]), bound)).collect())
+    } else {
+        let correlations: Vec<u64> = high.iter().map(|&b| if b { p_low } else { 0 }).collect();
+        let cross = party.correlated_ot_send(to, &correlations)?;
+        Ok((0..y.len()).map(|i| to.sub(own(i), cross[i])).collect())
+    }
+}
+
+/// Shares of DReLU(x) for |x| < 2^`magnitude_bits`: [`drelu_up_to`] 2^k - 1.
+/// Errors: `InvalidArgument` for k = 0.
 pub fn drelu_within(party: &mut Party, ring: ShareRing, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
     if magnitude_bits == 0 {
         return Err(MpcError::InvalidArgument("DReLU within 2^0: the magnitude bound needs at least 1 bit".into()));
     }
-    let bits = match ring {
-        ShareRing::Prime(p) => return drelu_within_prime(party, ring, p.value(), shares, magnitude_bits),
-        ShareRing::PowerOfTwo { bits } => bits,
-    };
-    if magnitude_bits + 2 > bits {
-        return drelu(party, ring, shares);
-    }
-    ring.check("DReLU input share", shares)?;
-    let narrow = ShareRing::power_of_two(magnitude_bits + 1)?;
-    let (mask, offset) = ((1u64 << (magnitude_bits + 1)) - 1, 1u64 << magnitude_bits);
-    let p0 = party.role() == Role::P0;
-    let y: Vec<u64> = shares.iter().map(|&x| if p0 { x.wrapping_add(offset) & mask } else { x & mask }).collect();
-    let negative = drelu(party, narrow, &y)?;
-    Ok(negative.into_iter().map(|b| b ^ p0).collect())
+    drelu_up_to(party, ring, shares, u64::MAX >> 64u32.saturating_sub(magnitude_bits))
 }
 
-/// [`drelu_within`] on Z_p. Party 0 adds 2^k: y = x + 2^k is in [0, 2^(k+1)), below
-/// H = (p + 1) / 2, so y0 + y1 = y + w p with w = a OR b, a = [y0 >= H], b = [y1 >= H] (see
-/// [`drelu_bounded`]). Modulo M = 2^(k+1), y = u_w + v with u_w = y0 - w p and v = y1 (each
-/// reduced mod M by its holder), so [y >= 2^k], the top bit of a (k+1)-bit sum, is
-/// msb(u_w) ^ msb(v) ^ [2^k - 1 - low(u_w) < low(v)] on the k low bits. Party 0 offers the
-/// comparison's operand and its msb(u_w) for w = 0 and w = 1 (the same twice where a is set);
-/// party 1's b picks inside the comparison ([`less_than_switched_flipped`]): k bits compared,
-/// not the ring's bits + 1, and no extra round.
-fn drelu_within_prime(party: &mut Party, ring: ShareRing, p: u64, shares: &[u64], magnitude_bits: u32) -> Result<Vec<bool>> {
-    let k = magnitude_bits;
-    let half = ring.max_positive() + 1;
-    if !narrow_on_prime(ring, k) {
-        return if (1u64 << k) - 1 <= bounded_range(ring) { drelu_bounded(party, ring, shares) } else { drelu(party, ring, shares) };
-    }
-    ring.check("DReLU input share", shares)?;
-    let (offset, low) = (1u64 << k, (1u64 << k) - 1);
-    let mask = (offset << 1) - 1;
-    if party.role() == Role::P0 {
-        let n = shares.len();
-        let (mut operands, mut flips) = ([Vec::with_capacity(n), Vec::with_capacity(n)], [Vec::with_capacity(n), Vec::with_capacity(n)]);
-        for &x in shares {
-            let y = ring.add(x, offset);
-            let wrapped = y.wrapping_sub(p) & mask;
-            let u = [if y >= half { wrapped } else { y & mask }, wrapped];
-            for w in 0..2 {
-                operands[w].push(low - (u[w] & low));
-                flips[w].push(u[w] >> k == 1);
-            }
-        }
-        less_than_switched_flipped(party, &operands[0], Switch::Alternatives(&operands[1]), Some([&flips[0], &flips[1]]), k, DEFAULT_DIGIT_BITS)
-    } else {
-        let low_bits: Vec<u64> = shares.iter().map(|&y| y & low).collect();
-        let b: Vec<bool> = shares.iter().map(|&y| y >= half).collect();
-        let carry = less_than_switched_flipped(party, &low_bits, Switch::Bits(&b), None, k, DEFAULT_DIGIT_BITS)?;
-        Ok(shares.iter().zip(carry).map(|(&y, c)| c ^ ((y & mask) >> k == 1)).collect())
-    }
-}
-
-/// Whether [`drelu_within_prime`]'s k-bit comparison applies on the prime ring `ring`:
-/// y = x + 2^k < 2^(k+1) must stay below H = (p + 1) / 2.
-fn narrow_on_prime(ring: ShareRing, k: u32) -> bool {
-    k + 1 < ring.bits() && (1u64 << (k + 1)) <= ring.max_positive() + 1
-}
-
-/// The k of [`drelu_within`] for |x| <= `bound`: the fewest bits with bound < 2^k.
+/// The k of [`drelu_up_to`] for |x| <= `bound`: the fewest bits with bound < 2^k.
 pub fn magnitude_bits(bound: u64) -> u32 {
     (u64::BITS - bound.leading_zeros()).max(1)
 }
 
-/// Shares of ReLU(x) for |x| <= `bound`, by the cheapest comparison the bound allows: on Z_p the
-/// k-bit one of [`drelu_within`] where 2^(k+1) fits below half the ring, else [`relu_bounded`]
-/// within [`bounded_range`], else [`relu`]; on Z_{2^l} [`relu_within`]. Out-of-range inputs
-/// give wrong results; the caller guarantees the bound (the hybrid runtime: from the program).
+/// Shares of ReLU(x) for |x| <= `bound` ([`drelu_up_to`], then [`select`] on the full shares).
+/// Out-of-range inputs give wrong results; the caller guarantees the bound (the hybrid
+/// runtime: from the program).
 pub fn relu_up_to(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u64) -> Result<Vec<u64>> {
-    let k = magnitude_bits(bound);
-    let narrow = match ring {
-        ShareRing::Prime(_) => narrow_on_prime(ring, k),
-        ShareRing::PowerOfTwo { .. } => true,
-    };
-    if narrow {
-        relu_within(party, ring, shares, k)
-    } else if bound <= bounded_range(ring) {
-        relu_bounded(party, ring, shares)
-    } else {
-        relu(party, ring, shares)
-    }
+    let positive = drelu_up_to(party, ring, shares, bound)?;
+    select(party, ring, &positive, shares)
 }
 
 /// Shares of ReLU(x) for |x| < 2^`magnitude_bits` ([`drelu_within`], then
