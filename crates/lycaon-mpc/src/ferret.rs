@@ -13,13 +13,17 @@
 //!   u): sender z = v ^ A q, receiver bits x = e ^ A b and blocks w ^ A t = z ^ x * delta.
 //!
 //! The last k + t * h outputs are kept as the next iteration's reserve; the first n - k - t * h
-//! are served by `extend` (when a call wants all of them, they are made in place in the vector it
-//! returns, with no copy). The very first reserve comes from a base COT source (IKNP) through a short chain of
-//! smaller bootstrap iterations, so the base source only has to produce a few tens of thousands
-//! of COTs once. Both parties' generators must be made with the same [`FerretParameters`].
+//! are served by `extend`. An iteration's trees are expanded in segments, as the calls need
+//! them (at least an eighth of the iteration at a time, so a session that needs 3 million COTs
+//! does not make 10 million; the output is the same however the trees are cut); the last
+//! segment, which holds the reserve, runs once the served rows are used up. A segment that goes
+//! to the caller whole is made in place in the vector it returns, with no copy. The very first
+//! reserve comes from a base COT source (IKNP) through a short chain of smaller bootstrap
+//! iterations, so the base source only has to produce a few tens of thousands of COTs once.
+//! Both parties' generators must be made with the same [`FerretParameters`].
 //!
-//! Communication of one iteration, exactly: receiver to sender ceil(t h / 8) bytes, sender to
-//! receiver 16 t (2h + 1) bytes, in two messages (one round trip, whatever t and h are). Setup
+//! Communication of a segment of s trees, exactly: receiver to sender ceil(s h / 8) bytes, sender
+//! to receiver 16 s (2h + 1) bytes, in two messages (one round trip, whatever s and h are). Setup
 //! adds the 16-byte code seed (sender to receiver), what the base source sends, and one
 //! iteration per bootstrap stage.
 
@@ -36,6 +40,9 @@ use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::{MpcError, Result};
 use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
+
+/// The smallest segment, as a fraction of an iteration's trees (one over this).
+const MIN_SEGMENT: usize = 8;
 
 /// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
 /// noisy position in each of t blocks of about n / t positions).
@@ -88,10 +95,26 @@ impl LpnParameters {
         self.n - self.consumed()
     }
 
-    /// Payload bytes one iteration sends (sender to receiver, receiver to sender).
+    /// Payload bytes one iteration sends in one segment (sender to receiver, receiver to sender).
     pub fn iteration_bytes(&self) -> (usize, usize) {
         let layout = self.layout();
-        (layout.sender_bytes(), layout.receiver_bytes())
+        (layout.sender_bytes(self.t), layout.receiver_bytes(self.t))
+    }
+
+    /// The trees of the next segment, from tree `next` on: enough for `want` more served COTs
+    /// and at least [`MIN_SEGMENT`] of the iteration; the rest of the iteration where that would
+    /// reach into the reserve's rows.
+    fn segment(&self, next: usize, want: usize) -> std::ops::Range<usize> {
+        let layout = self.layout();
+        let served_end = self.n - self.consumed();
+        let target = layout.block_start(next).saturating_add(want);
+        let covering = (next..=self.t).find(|&j| layout.block_start(j) >= target).unwrap_or(self.t);
+        let end = covering.max(next + self.t.div_ceil(MIN_SEGMENT)).min(self.t);
+        if layout.block_start(end) > served_end {
+            next..self.t
+        } else {
+            next..end
+        }
     }
 }
 
@@ -197,18 +220,45 @@ impl Stage {
     }
 }
 
+/// Where the main iteration in progress stands, the same on both sides: its inputs (the reserve
+/// it started from), the next tree to expand (0: none yet, the next call starts an iteration)
+/// and the main traffic so far.
+struct Progress {
+    next_tree: usize,
+    iterations: u64,
+    bytes: u64,
+}
+
+impl Progress {
+    /// The next segment for `want` COTs; starts an iteration where none is in progress (then
+    /// `start` draws its randomness).
+    fn plan(&mut self, lpn: &LpnParameters, want: usize, start: impl FnOnce()) -> std::ops::Range<usize> {
+        if self.next_tree == 0 {
+            self.iterations += 1;
+            start();
+        }
+        let trees = lpn.segment(self.next_tree, want);
+        let layout = lpn.layout();
+        self.bytes += (layout.sender_bytes(trees.len()) + layout.receiver_bytes(trees.len())) as u64;
+        self.next_tree = if trees.end == lpn.t { 0 } else { trees.end };
+        trees
+    }
+}
+
 /// The sender's side of Ferret: holds delta (the base source's) and serves `q_i`.
 pub struct FerretSender {
     delta: Block,
     main: Stage,
     primitives: TreePrimitives,
     rng: ChaCha20Rng,
-    /// The next iteration's k + t h COTs.
+    /// The iteration in progress's k + t h input COTs (once it ends, the next one's).
     reserve: Vec<Block>,
+    /// The iteration in progress's tree seeds.
+    seeds: Vec<Block>,
+    progress: Progress,
     /// Made but not yet served: `buffer[position..]`.
     buffer: Vec<Block>,
     position: usize,
-    iterations: u64,
 }
 
 impl FerretSender {
@@ -241,17 +291,28 @@ impl FerretSender {
         for (i, lpn) in params.bootstrap.iter().enumerate() {
             let stage = Stage::new(*lpn, code_seed);
             let mut out = vec![0u128; lpn.n];
-            sender_iteration(channel, &stage, &primitives, delta, &reserve, &mut rng, &mut out)?;
+            let seeds = mpcot::draw_seeds(&stage.layout, &mut rng);
+            sender_segment(channel, &stage, &primitives, delta, &reserve, &seeds, 0..lpn.t, &mut out)?;
             let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
             reserve = out.split_off(lpn.n - next);
             buffer.extend_from_slice(&out);
         }
-        Ok(FerretSender { delta, main: Stage::new(params.main, code_seed), primitives, rng, reserve, buffer, position: 0, iterations: 0 })
+        Ok(FerretSender {
+            delta,
+            main: Stage::new(params.main, code_seed),
+            primitives,
+            rng,
+            reserve,
+            seeds: Vec::new(),
+            progress: Progress { next_tree: 0, iterations: 0, bytes: 0 },
+            buffer,
+            position: 0,
+        })
     }
 
-    /// Main iterations run so far (not counting the bootstrap).
+    /// Main iterations started so far (not counting the bootstrap).
     pub fn iterations(&self) -> u64 {
-        self.iterations
+        self.progress.iterations
     }
 
     /// COTs already made and not yet served (extend serves these without communication).
@@ -265,17 +326,16 @@ impl CotSender for FerretSender {
         self.delta
     }
 
-    /// Main iterations only (the bootstrap is setup): each sends the sender's and the
-    /// receiver's messages once and serves `yield_per_iteration` COTs.
+    /// Main iterations only (the bootstrap is setup): the segments' traffic so far, and per COT
+    /// that of a whole iteration over what it serves.
     fn batch_cost(&self) -> BatchCost {
         let lpn = self.main.lpn;
         let (to_receiver, to_sender) = lpn.iteration_bytes();
-        let per_iteration = (to_receiver + to_sender) as u64;
-        BatchCost { bytes: self.iterations * per_iteration, bytes_per_cot: per_iteration as f64 / lpn.yield_per_iteration() as f64 }
+        BatchCost { bytes: self.progress.bytes, bytes_per_cot: (to_receiver + to_sender) as f64 / lpn.yield_per_iteration() as f64 }
     }
 
-    /// Serves `count` COTs from the buffer, running main iterations (one round trip each) as
-    /// needed. Errors: the channel's.
+    /// Serves `count` COTs from the buffer, running segments of main iterations (one round trip
+    /// each) as needed. Errors: the channel's.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<Block>> {
         let mut out = Vec::new();
         self.extend_into(channel, count, &mut out)?;
@@ -284,37 +344,38 @@ impl CotSender for FerretSender {
 
     fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, out: &mut Vec<Block>) -> Result<()> {
         let lpn = self.main.lpn;
-        let served = lpn.yield_per_iteration();
+        let served_end = lpn.n - lpn.consumed();
         let take = count.min(self.buffered());
-        let direct = count - take >= served;
-        // Room for one in-place iteration's reserve beyond `count`. Every slot is written
-        // before it is read, so a reused `out` keeps its old values and only growth is zeroed.
-        out.resize(count + if direct { lpn.consumed() } else { 0 }, 0);
+        // Every slot is written before it is read, so a reused `out` keeps its old values and
+        // only growth is zeroed.
+        out.resize(count, 0);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
         let mut filled = take;
         while filled < count {
-            let start = filled;
-            if count - start >= served {
-                // The whole iteration goes to the caller: made in place in `out`.
-                let iteration = &mut out[start..start + lpn.n];
-                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, iteration)?;
-                self.reserve.copy_from_slice(&iteration[served..]);
+            let want = count - filled;
+            let (layout, rng, seeds) = (&self.main.layout, &mut self.rng, &mut self.seeds);
+            let trees = self.progress.plan(&lpn, want, || *seeds = mpcot::draw_seeds(layout, rng));
+            let rows = layout.rows(&trees);
+            let served = rows.end.min(served_end) - rows.start;
+            if trees.end < lpn.t && served <= want {
+                // The whole segment goes to the caller: made in place in `out`.
+                sender_segment(channel, &self.main, &self.primitives, self.delta, &self.reserve, &self.seeds, trees, &mut out[filled..filled + served])?;
                 filled += served;
-            } else {
-                // Part of it: made in the buffer (its allocation reused), the rest served later.
-                self.buffer.resize(lpn.n, 0);
-                sender_iteration(channel, &self.main, &self.primitives, self.delta, &self.reserve, &mut self.rng, &mut self.buffer)?;
+                continue;
+            }
+            // Part of it, or the reserve's rows with it: made in the buffer (its allocation reused).
+            self.buffer.resize(rows.len(), 0);
+            sender_segment(channel, &self.main, &self.primitives, self.delta, &self.reserve, &self.seeds, trees, &mut self.buffer)?;
+            if rows.end == lpn.n {
                 self.reserve.copy_from_slice(&self.buffer[served..]);
                 self.buffer.truncate(served);
-                let take = count - start;
-                out[start..count].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
-                self.position = take;
-                filled = count;
             }
-            self.iterations += 1;
+            let take = served.min(want);
+            out[filled..filled + take].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
+            self.position = take;
+            filled += take;
         }
-        out.truncate(count);
         Ok(())
     }
 }
@@ -326,10 +387,12 @@ pub struct FerretReceiver {
     rng: ChaCha20Rng,
     reserve_bits: Vec<bool>,
     reserve: Vec<Block>,
+    /// The iteration in progress's noise positions.
+    alphas: Vec<usize>,
+    progress: Progress,
     buffer_bits: Vec<bool>,
     buffer: Vec<Block>,
     position: usize,
-    iterations: u64,
 }
 
 impl FerretReceiver {
@@ -355,19 +418,31 @@ impl FerretReceiver {
         for (i, lpn) in params.bootstrap.iter().enumerate() {
             let stage = Stage::new(*lpn, code_seed);
             let (mut bits, mut out) = (vec![false; lpn.n], vec![0u128; lpn.n]);
-            receiver_iteration(channel, &stage, &primitives, &reserve_bits, &reserve, &mut rng, &mut bits, &mut out)?;
+            let alphas = mpcot::draw_noise_positions(&stage.layout, &mut rng);
+            receiver_segment(channel, &stage, &primitives, &reserve_bits, &reserve, &alphas, 0..lpn.t, &mut bits, &mut out)?;
             let next = params.bootstrap.get(i + 1).unwrap_or(&params.main).consumed();
             reserve_bits = bits.split_off(lpn.n - next);
             reserve = out.split_off(lpn.n - next);
             buffer_bits.extend_from_slice(&bits);
             buffer.extend_from_slice(&out);
         }
-        Ok(FerretReceiver { main: Stage::new(params.main, code_seed), primitives, rng, reserve_bits, reserve, buffer_bits, buffer, position: 0, iterations: 0 })
+        Ok(FerretReceiver {
+            main: Stage::new(params.main, code_seed),
+            primitives,
+            rng,
+            reserve_bits,
+            reserve,
+            alphas: Vec::new(),
+            progress: Progress { next_tree: 0, iterations: 0, bytes: 0 },
+            buffer_bits,
+            buffer,
+            position: 0,
+        })
     }
 
-    /// Main iterations run so far (not counting the bootstrap).
+    /// Main iterations started so far (not counting the bootstrap).
     pub fn iterations(&self) -> u64 {
-        self.iterations
+        self.progress.iterations
     }
 
     /// COTs already made and not yet served.
@@ -377,8 +452,8 @@ impl FerretReceiver {
 }
 
 impl CotReceiver for FerretReceiver {
-    /// Serves `count` COTs, running main iterations as needed. Errors: the channel's, and a
-    /// malformed message from the sender.
+    /// Serves `count` COTs, running segments of main iterations as needed. Errors: the
+    /// channel's, and a malformed message from the sender.
     fn extend(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<Block>)> {
         let (mut bits, mut out) = (Vec::new(), Vec::new());
         self.extend_into(channel, count, &mut bits, &mut out)?;
@@ -387,93 +462,101 @@ impl CotReceiver for FerretReceiver {
 
     fn extend_into(&mut self, channel: &mut dyn Channel, count: usize, bits: &mut Vec<bool>, out: &mut Vec<Block>) -> Result<()> {
         let lpn = self.main.lpn;
-        let served = lpn.yield_per_iteration();
+        let served_end = lpn.n - lpn.consumed();
         let take = count.min(self.buffered());
-        let extra = if count - take >= served { lpn.consumed() } else { 0 };
         // As the sender's: each slot written before it is read, only growth zeroed.
-        bits.resize(count + extra, false);
-        out.resize(count + extra, 0);
+        bits.resize(count, false);
+        out.resize(count, 0);
         bits[..take].copy_from_slice(&self.buffer_bits[self.position..self.position + take]);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
         let mut filled = take;
         while filled < count {
-            let start = filled;
-            if count - start >= served {
-                let (iteration_bits, iteration) = (&mut bits[start..start + lpn.n], &mut out[start..start + lpn.n]);
-                receiver_iteration(channel, &self.main, &self.primitives, &self.reserve_bits, &self.reserve, &mut self.rng, iteration_bits, iteration)?;
-                self.reserve_bits.copy_from_slice(&iteration_bits[served..]);
-                self.reserve.copy_from_slice(&iteration[served..]);
+            let want = count - filled;
+            let (layout, rng, alphas) = (&self.main.layout, &mut self.rng, &mut self.alphas);
+            let trees = self.progress.plan(&lpn, want, || *alphas = mpcot::draw_noise_positions(layout, rng));
+            let rows = layout.rows(&trees);
+            let served = rows.end.min(served_end) - rows.start;
+            if trees.end < lpn.t && served <= want {
+                let (segment_bits, segment) = (&mut bits[filled..filled + served], &mut out[filled..filled + served]);
+                receiver_segment(channel, &self.main, &self.primitives, &self.reserve_bits, &self.reserve, &self.alphas, trees, segment_bits, segment)?;
                 filled += served;
-            } else {
-                self.buffer_bits.resize(lpn.n, false);
-                self.buffer.resize(lpn.n, 0);
-                receiver_iteration(
-                    channel,
-                    &self.main,
-                    &self.primitives,
-                    &self.reserve_bits,
-                    &self.reserve,
-                    &mut self.rng,
-                    &mut self.buffer_bits,
-                    &mut self.buffer,
-                )?;
+                continue;
+            }
+            self.buffer_bits.resize(rows.len(), false);
+            self.buffer.resize(rows.len(), 0);
+            receiver_segment(
+                channel,
+                &self.main,
+                &self.primitives,
+                &self.reserve_bits,
+                &self.reserve,
+                &self.alphas,
+                trees,
+                &mut self.buffer_bits,
+                &mut self.buffer,
+            )?;
+            if rows.end == lpn.n {
                 self.reserve_bits.copy_from_slice(&self.buffer_bits[served..]);
                 self.reserve.copy_from_slice(&self.buffer[served..]);
                 self.buffer_bits.truncate(served);
                 self.buffer.truncate(served);
-                let take = count - start;
-                bits[start..count].copy_from_slice(&self.buffer_bits[..take]);
-                out[start..count].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
-                self.position = take;
-                filled = count;
             }
-            self.iterations += 1;
+            let take = served.min(want);
+            bits[filled..filled + take].copy_from_slice(&self.buffer_bits[..take]);
+            out[filled..filled + take].par_iter_mut().zip(self.buffer[..take].par_iter()).for_each(|(o, b)| *o = *b);
+            self.position = take;
+            filled += take;
         }
-        bits.truncate(count);
-        out.truncate(count);
         Ok(())
     }
 }
 
-/// One iteration, sender side: n new `q` from the k + t h reserved ones, written over `out`
-/// (length n).
-fn sender_iteration(
+/// One segment of an iteration, sender side: the outputs `q` of `trees` (their rows, written
+/// over `out`) from the iteration's k + t h reserved COTs and its tree seeds.
+#[allow(clippy::too_many_arguments)]
+fn sender_segment(
     channel: &mut dyn Channel,
     stage: &Stage,
     primitives: &TreePrimitives,
     delta: Block,
     reserve: &[Block],
-    rng: &mut ChaCha20Rng,
+    seeds: &[Block],
+    trees: std::ops::Range<usize>,
     out: &mut [Block],
 ) -> Result<()> {
     debug_assert_eq!(reserve.len(), stage.lpn.consumed());
-    debug_assert_eq!(out.len(), stage.lpn.n);
-    let (secret, mpcot_cots) = reserve.split_at(stage.lpn.k);
+    let (k, h) = (stage.lpn.k, stage.layout.depth);
+    let (secret, mpcot_cots) = reserve.split_at(k);
+    let cots = &mpcot_cots[trees.start * h..trees.end * h];
+    let seeds = &seeds[trees.clone()];
     // The code is applied tree by tree, on leaves still in cache, before the trees' message
     // goes out: the receiver applies its code meanwhile, so nobody waits longer.
-    mpcot::send(channel, &stage.layout, primitives, delta, mpcot_cots, rng, out, |first, leaves| stage.code.encode_add_rows(secret, first, leaves))
+    mpcot::send(channel, &stage.layout, trees, primitives, delta, cots, seeds, out, |first, leaves| stage.code.encode_add_rows(secret, first, leaves))
 }
 
-/// One iteration, receiver side: n new (b, t) from the reserved ones, written over `bits` and
-/// `out` (length n). The code is applied while the sender expands its trees.
+/// One segment of an iteration, receiver side: (b, t) of `trees`' rows, written over `bits` and
+/// `out`, from the reserved COTs and the iteration's noise positions. The code is applied
+/// while the sender expands its trees.
 #[allow(clippy::too_many_arguments)]
-fn receiver_iteration(
+fn receiver_segment(
     channel: &mut dyn Channel,
     stage: &Stage,
     primitives: &TreePrimitives,
     reserve_bits: &[bool],
     reserve: &[Block],
-    rng: &mut ChaCha20Rng,
+    alphas: &[usize],
+    trees: std::ops::Range<usize>,
     bits: &mut [bool],
     out: &mut [Block],
 ) -> Result<()> {
     debug_assert_eq!(reserve.len(), stage.lpn.consumed());
-    debug_assert_eq!((bits.len(), out.len()), (stage.lpn.n, stage.lpn.n));
-    let k = stage.lpn.k;
-    let alphas = mpcot::receiver_choose(channel, &stage.layout, &reserve_bits[k..], rng)?;
-    stage.code.encode_with_bits(&reserve[..k], out, bits);
-    mpcot::receiver_finish(channel, &stage.layout, primitives, &alphas, &reserve[k..], out, bits)
+    let (k, h) = (stage.lpn.k, stage.layout.depth);
+    let levels = k + trees.start * h..k + trees.end * h;
+    let alphas = &alphas[trees.clone()];
+    mpcot::receiver_choose(channel, &stage.layout, &reserve_bits[levels.clone()], alphas)?;
+    stage.code.encode_with_bits(&reserve[..k], stage.layout.block_start(trees.start), out, bits);
+    mpcot::receiver_finish(channel, &stage.layout, trees, primitives, alphas, &reserve[levels], out, bits)
 }
 
 #[cfg(test)]

@@ -64,18 +64,18 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
         let bits = compiled.rings[&op.output].bits();
         let elements = compiled.len_of(&op.output) as f64;
         // A comparison of the bits the input's bound needs (nonlinear::relu_up_to), at most
-        // the bounded one's bits + 1.
+        // the ring's + 1, after one correlated OT that moves the shares to the narrow ring.
         let bounded = |bound: Option<u64>| comparison_cots(bound.map_or(bits + 1, |b| nonlinear::magnitude_bits(b).min(bits + 1)));
         let input_bound = op.inputs.first().and_then(|i| compiled.bounds.get(i).copied());
         cots += match &op.kind {
-            // DReLU: one comparison; then two correlated OTs.
-            OpKind::Relu => elements * (bounded(input_bound) + 2.0),
+            // DReLU: one correlated OT and one comparison; then two correlated OTs.
+            OpKind::Relu => elements * (bounded(input_bound) + 3.0),
             // Clip: one ReLU on twice the elements.
-            OpKind::Clip { max } => 2.0 * elements * (bounded(input_bound.map(|b| b + max.unsigned_abs())) + 2.0),
+            OpKind::Clip { max } => 2.0 * elements * (bounded(input_bound.map(|b| b + max.unsigned_abs())) + 3.0),
             OpKind::Maxpool { kernel, .. } => {
                 let pool = MaxPoolPlan::of(compiled, op, *kernel);
                 let per = if pool.bound.is_some() { bounded(pool.bound.map(|b| 2 * b)) } else { 2.0 * comparison_cots(bits) };
-                pool.comparisons as f64 * (per + 2.0)
+                pool.comparisons as f64 * (per + 3.0)
             }
             // Exact truncation: one comparison of shift + 1 bits, two correlated OTs.
             OpKind::Truncate { shift } if compiled.program.exact_truncation => elements * (comparison_cots(shift + 1) + 2.0),

@@ -88,18 +88,18 @@ impl LocalLinearCode {
         }
     }
 
-    /// The receiver's side: `out[i] = XOR_{j in row i} input[j]` (overwriting, so `out` needs no
+    /// The receiver's side for rows `first ..`: `out[i] = XOR_{j in row first + i} input[j]` (overwriting, so `out` needs no
     /// zeroing first), and `out_bits[i]` its lowest bit: the receiver's blocks carry their choice
     /// bit there (the sender's have 0 there and delta has 1), and the code is linear, so the
     /// lowest bit of a row's sum is the sum of its choice bits.
-    pub(crate) fn encode_with_bits(&self, input: &[Block], out: &mut [Block], out_bits: &mut [bool]) {
+    pub(crate) fn encode_with_bits(&self, input: &[Block], first: usize, out: &mut [Block], out_bits: &mut [bool]) {
         debug_assert_eq!(input.len(), self.k);
         debug_assert_eq!(out.len(), out_bits.len());
         out.par_chunks_mut(ROWS_PER_TASK).zip(out_bits.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, bits))| {
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_TASK];
             let positions = &mut positions[..chunk.len()];
-            self.positions(task * ROWS_PER_TASK, positions);
+            self.positions(first + task * ROWS_PER_TASK, positions);
             kernels::gather_xor::<false, ROW_WEIGHT>(input, positions, chunk);
             for (b, o) in bits.iter_mut().zip(chunk.iter()) {
                 *b = o & 1 == 1;
@@ -141,7 +141,7 @@ mod tests {
         let input: Vec<Block> = (0..k as u128).map(|i| ((i * 0x1234_5678_9abc_def1 + 3) & !1) | u128::from(bits[i as usize])).collect();
         let mut out = vec![5u128; n];
         let mut out_bits = vec![true; n];
-        code.encode_with_bits(&input, &mut out, &mut out_bits);
+        code.encode_with_bits(&input, 0, &mut out, &mut out_bits);
         let mut out_sender = vec![0u128; n];
         code.encode_add(&input, &mut out_sender);
         assert_eq!(out, out_sender);

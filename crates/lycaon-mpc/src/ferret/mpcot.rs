@@ -11,8 +11,13 @@
 //! receiver can open exactly the one it wants with H(t). Finally the sender sends delta ^ XOR of
 //! the used leaves, from which the receiver gets w_alpha.
 //!
-//! One iteration is two messages whatever t and h are: the receiver's t * h bits d, then the
-//! sender's t * (2h + 1) blocks. The trees are expanded in parallel.
+//! Any run of consecutive trees is two messages whatever their number and h are: the receiver's
+//! h bits d per tree, then the sender's 2h + 1 blocks per tree. The trees are expanded in
+//! parallel. The tree seeds and the noise positions are drawn for a whole iteration at its start
+//! ([`draw_seeds`], [`draw_noise_positions`]), so the output does not depend on how the
+//! iteration's trees are cut into runs.
+
+use std::ops::Range;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::Rng;
@@ -49,30 +54,48 @@ impl RegularLayout {
     }
 
     /// Random COTs one MPCOT consumes: one per tree level.
+    #[cfg(test)]
     pub(crate) fn cots(&self) -> usize {
         self.t * self.depth
     }
 
-    /// Bytes the receiver sends (the bits d, packed).
-    pub(crate) fn receiver_bytes(&self) -> usize {
-        self.cots().div_ceil(8)
+    /// The output positions of `trees`.
+    pub(crate) fn rows(&self, trees: &Range<usize>) -> Range<usize> {
+        self.block_start(trees.start)..self.block_start(trees.end)
     }
 
-    /// Bytes the sender sends: two masked level sums per level and one leaf correction per tree.
-    pub(crate) fn sender_bytes(&self) -> usize {
-        16 * self.t * (2 * self.depth + 1)
+    /// Bytes the receiver sends for `trees` (the bits d, packed).
+    pub(crate) fn receiver_bytes(&self, trees: usize) -> usize {
+        (trees * self.depth).div_ceil(8)
     }
 
-    /// The output split into the t blocks, as mutable slices.
-    fn split<'a, T>(&self, mut out: &'a mut [T]) -> Vec<&'a mut [T]> {
-        let mut blocks = Vec::with_capacity(self.t);
-        for j in 0..self.t {
+    /// Bytes the sender sends for `trees`: two masked level sums per level and one leaf
+    /// correction per tree.
+    pub(crate) fn sender_bytes(&self, trees: usize) -> usize {
+        16 * trees * (2 * self.depth + 1)
+    }
+
+    /// The output positions of `trees` (`out`, starting at the first one's) split into blocks.
+    fn split<'a, T>(&self, trees: &Range<usize>, mut out: &'a mut [T]) -> Vec<&'a mut [T]> {
+        let mut blocks = Vec::with_capacity(trees.len());
+        for j in trees.clone() {
             let (head, tail) = out.split_at_mut(self.block_size(j));
             blocks.push(head);
             out = tail;
         }
         blocks
     }
+}
+
+/// The sender's tree seeds for one iteration.
+pub(crate) fn draw_seeds(layout: &RegularLayout, rng: &mut ChaCha20Rng) -> Vec<Block> {
+    (0..layout.t).map(|_| random_block(rng)).collect()
+}
+
+/// The receiver's noise positions for one iteration: one per block, uniform in the block,
+/// relative to its start.
+pub(crate) fn draw_noise_positions(layout: &RegularLayout, rng: &mut ChaCha20Rng) -> Vec<usize> {
+    (0..layout.t).map(|j| uniform_below(rng, layout.block_size(j) as u64) as usize).collect()
 }
 
 /// The fixed-key primitives of the trees: the GGM PRG and the hash that masks the level sums.
@@ -87,31 +110,33 @@ impl TreePrimitives {
     }
 }
 
-/// The sender's half: writes its leaves v over `out` (length n), then calls
-/// `finish(first, leaves)` on each tree's slice of `out` (its first index and its leaves) while
-/// they are still in the core's caches. `cots` are the t * depth random COTs `q` reserved for
-/// this, tree j using `cots[j * depth ..][.. depth]` top level first.
+/// The sender's half for `trees`: writes their leaves v over `out` (their output positions),
+/// then calls `finish(first, leaves)` on each tree's slice of `out` (its first output index and
+/// its leaves) while they are still in the core's caches. `cots` are the trees' random COTs `q`,
+/// `depth` per tree top level first, and `seeds` their seeds.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send(
     channel: &mut dyn Channel,
     layout: &RegularLayout,
+    trees: Range<usize>,
     primitives: &TreePrimitives,
     delta: Block,
     cots: &[Block],
-    rng: &mut ChaCha20Rng,
+    seeds: &[Block],
     out: &mut [Block],
     finish: impl Fn(usize, &mut [Block]) + Sync,
 ) -> Result<()> {
     let h = layout.depth;
     let (prg, hash) = (&primitives.prg, &primitives.hash);
-    debug_assert_eq!(cots.len(), layout.cots());
-    debug_assert_eq!(out.len(), layout.n);
-    let seeds: Vec<Block> = (0..layout.t).map(|_| random_block(rng)).collect();
+    debug_assert_eq!((cots.len(), seeds.len()), (trees.len() * h, trees.len()));
+    debug_assert_eq!(out.len(), layout.rows(&trees).len());
     // Per tree: the level sums (K^0_l, K^1_l) for l = 1..=h, then delta ^ XOR of used leaves.
-    let mut message = vec![0u128; layout.t * (2 * h + 1)];
-    layout.split(out).into_par_iter().enumerate().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
+    let mut message = vec![0u128; trees.len() * (2 * h + 1)];
+    let first_tree = trees.start;
+    layout.split(&trees, out).into_par_iter().enumerate().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
         || vec![0u128; 1 << h],
         |tree, (((j, leaves_out), sums), &seed)| {
+            let j = first_tree + j;
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             tree[0] = seed;
             for level in 0..h {
@@ -129,7 +154,7 @@ pub(crate) fn send(
             finish(layout.block_start(j), leaves_out);
         },
     );
-    let d = channel.recv_bits(layout.cots())?;
+    let d = channel.recv_bits(cots.len())?;
     // Masks H(q ^ d delta) for K^0 and H(q ^ (1 ^ d) delta) for K^1.
     let mut masks: Vec<Block> = cots.iter().zip(&d).flat_map(|(&q, &d)| if d { [q ^ delta, q] } else { [q, q ^ delta] }).collect();
     masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
@@ -141,29 +166,30 @@ pub(crate) fn send(
     channel.send_blocks(&message)
 }
 
-/// The receiver's first half: draws the noise positions (one per block, uniform in the block)
-/// and sends the bits d. `choices` are the choice bits b of the reserved COTs. Returns alpha_j
-/// for each block, relative to the block's start.
-pub(crate) fn receiver_choose(channel: &mut dyn Channel, layout: &RegularLayout, choices: &[bool], rng: &mut ChaCha20Rng) -> Result<Vec<usize>> {
+/// The receiver's first half for some trees: sends the bits d that steer their levels' COTs
+/// to the noise positions `alphas` (one per tree, relative to its block's start). `choices`
+/// are the choice bits b of the trees' reserved COTs.
+pub(crate) fn receiver_choose(channel: &mut dyn Channel, layout: &RegularLayout, choices: &[bool], alphas: &[usize]) -> Result<()> {
     let h = layout.depth;
-    debug_assert_eq!(choices.len(), layout.cots());
-    let alphas: Vec<usize> = (0..layout.t).map(|j| uniform_below(rng, layout.block_size(j) as u64) as usize).collect();
-    let mut d = Vec::with_capacity(layout.cots());
+    debug_assert_eq!(choices.len(), alphas.len() * h);
+    let mut d = Vec::with_capacity(choices.len());
     for (j, &alpha) in alphas.iter().enumerate() {
         for level in 0..h {
             let path_bit = (alpha >> (h - 1 - level)) & 1 == 1;
             d.push(choices[j * h + level] ^ !path_bit);
         }
     }
-    channel.send_bits(&d)?;
-    Ok(alphas)
+    channel.send_bits(&d)
 }
 
-/// The receiver's second half: receives the sender's message and XORs w into `out` and the unit
-/// vectors e into `out_bits` (both length n). `cots` are the reserved COTs' blocks t.
+/// The receiver's second half for `trees`: receives the sender's message and XORs w into `out`
+/// and the unit vectors e into `out_bits` (both the trees' output positions). `cots` are the
+/// trees' reserved COTs' blocks t, `alphas` their noise positions.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn receiver_finish(
     channel: &mut dyn Channel,
     layout: &RegularLayout,
+    trees: Range<usize>,
     primitives: &TreePrimitives,
     alphas: &[usize],
     cots: &[Block],
@@ -172,11 +198,11 @@ pub(crate) fn receiver_finish(
 ) -> Result<()> {
     let h = layout.depth;
     let (prg, hash) = (&primitives.prg, &primitives.hash);
-    debug_assert_eq!(cots.len(), layout.cots());
-    let message = channel.recv_blocks(layout.t * (2 * h + 1))?;
+    debug_assert_eq!((cots.len(), alphas.len()), (trees.len() * h, trees.len()));
+    let message = channel.recv_blocks(trees.len() * (2 * h + 1))?;
     let mut masks = cots.to_vec();
     masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
-    let mut blocks: Vec<(&mut [Block], &mut [bool])> = layout.split(out).into_iter().zip(layout.split(out_bits)).collect();
+    let mut blocks: Vec<(&mut [Block], &mut [bool])> = layout.split(&trees, out).into_iter().zip(layout.split(&trees, out_bits)).collect();
     blocks.par_iter_mut().zip(message.par_chunks(2 * h + 1)).zip(masks.par_chunks(h)).zip(alphas.par_iter()).try_for_each_init(
         || vec![0u128; 1 << h],
         |tree, ((((leaves_out, bits_out), message), masks), &alpha)| {

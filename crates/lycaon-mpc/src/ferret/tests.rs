@@ -118,13 +118,15 @@ fn mpcot_gives_one_point_per_block() {
             LinkModel::UNLIMITED,
             |ch| {
                 let mut v = vec![0u128; n];
-                mpcot::send(ch, &layout, &primitives, delta, &cots, &mut ChaCha20Rng::seed_from_u64(1), &mut v, |_, _| ())?;
+                let seeds = mpcot::draw_seeds(&layout, &mut ChaCha20Rng::seed_from_u64(1));
+                mpcot::send(ch, &layout, 0..t, &primitives, delta, &cots, &seeds, &mut v, |_, _| ())?;
                 Ok(v)
             },
             |ch| {
-                let alphas = mpcot::receiver_choose(ch, &layout, &choices, &mut ChaCha20Rng::seed_from_u64(2))?;
+                let alphas = mpcot::draw_noise_positions(&layout, &mut ChaCha20Rng::seed_from_u64(2));
+                mpcot::receiver_choose(ch, &layout, &choices, &alphas)?;
                 let (mut w, mut e) = (vec![0u128; n], vec![false; n]);
-                mpcot::receiver_finish(ch, &layout, &primitives, &alphas, &tcots, &mut w, &mut e)?;
+                mpcot::receiver_finish(ch, &layout, 0..t, &primitives, &alphas, &tcots, &mut w, &mut e)?;
                 Ok((e, w))
             },
         )
@@ -184,23 +186,43 @@ fn bytes_match_the_formula() {
     let boot = params.bootstrap()[0];
     let main = *params.main();
     let after_setup = boot.n - main.consumed();
-    // Call 1 empties the setup's leftovers (no traffic); call 2 runs exactly one iteration;
-    // call 3 runs exactly two.
+    let layout = main.layout();
+    let h = layout.depth;
+    let segment = |trees: usize| (16 * trees * (2 * h + 1), (trees * h).div_ceil(8));
+    // Call 1 empties the setup's leftovers (no traffic); call 2 runs the smallest segment; call
+    // 3 the rest of that iteration, a whole one, and the smallest segment of a third.
+    let smallest = main.t.div_ceil(MIN_SEGMENT);
     let counts = [after_setup, 1, 2 * main.yield_per_iteration()];
     let (s, r) = run(&params, &counts, None);
     let (boot_s, boot_r) = boot.iteration_bytes();
     let (main_s, main_r) = main.iteration_bytes();
-    let layout = main.layout();
-    assert_eq!(main_s, 16 * main.t * (2 * layout.depth + 1));
-    assert_eq!(main_r, (main.t * layout.depth).div_ceil(8));
+    assert_eq!((main_s, main_r), segment(main.t));
     // Setup: the code seed, then one bootstrap iteration (the ideal base sends nothing).
     assert_eq!((s.stats[0].bytes_sent, s.stats[0].bytes_received), ((16 + boot_s) as u64, boot_r as u64));
     assert_eq!((r.stats[0].bytes_sent, r.stats[0].bytes_received), (boot_r as u64, (16 + boot_s) as u64));
     let deltas: Vec<ChannelStats> = s.stats.windows(2).map(|w| w[1].since(&w[0])).collect();
     assert_eq!(deltas[0], ChannelStats::default());
-    assert_eq!((deltas[1].bytes_sent, deltas[1].bytes_received, deltas[1].messages_sent, deltas[1].rounds), (main_s as u64, main_r as u64, 1, 1));
-    assert_eq!((deltas[2].bytes_sent, deltas[2].bytes_received, deltas[2].rounds), (2 * main_s as u64, 2 * main_r as u64, 2));
+    let (first_s, first_r) = segment(smallest);
+    assert_eq!((deltas[1].bytes_sent, deltas[1].bytes_received, deltas[1].messages_sent, deltas[1].rounds), (first_s as u64, first_r as u64, 1, 1));
+    let (rest_s, rest_r) = segment(main.t - smallest);
+    assert_eq!((deltas[2].bytes_sent, deltas[2].bytes_received, deltas[2].rounds), ((rest_s + main_s + first_s) as u64, (rest_r + main_r + first_r) as u64, 3));
     assert_eq!(s.iterations, 3);
+}
+
+#[test]
+fn a_small_demand_expands_only_part_of_an_iteration() {
+    // The real parameters: 3 million COTs make a third of an iteration's 10.6 million, in
+    // segments of at least an eighth, not all of it.
+    let params = FerretParameters::regular_128();
+    let main = *params.main();
+    let after_setup = params.bootstrap().last().unwrap().n - main.consumed();
+    let (s, r) = run(&params, &[after_setup, 1_000_000, 2_000_000], None);
+    let (b, t) = &r.outputs[2];
+    check_correlation(s.delta, &s.outputs[2], b, t);
+    let extend: u64 = s.stats[3].since(&s.stats[1]).total_bytes();
+    let (main_s, main_r) = main.iteration_bytes();
+    assert!(extend < (main_s + main_r) as u64 / 2, "{extend} bytes for 3 million COTs, a whole iteration being {}", main_s + main_r);
+    assert_eq!(s.iterations, 1);
 }
 
 #[test]
@@ -237,8 +259,11 @@ fn real_parameters_one_iteration() {
     assert!((0.499..0.501).contains(&fraction), "choice bits are {fraction} ones");
     assert_eq!(s.iterations, 2);
     let (main_s, main_r) = main.iteration_bytes();
+    // One whole iteration, then the smallest segment of the next for the last 1,000.
+    let smallest = main.t.div_ceil(MIN_SEGMENT);
+    let h = main.tree_depth();
     let extend_bytes = s.stats[1].since(&s.stats[0]).total_bytes();
-    assert_eq!(extend_bytes, 2 * (main_s + main_r) as u64);
+    assert_eq!(extend_bytes, (main_s + main_r + 16 * smallest * (2 * h + 1) + (smallest * h).div_ceil(8)) as u64);
     let per_iteration_bits = 8.0 * (main_s + main_r) as f64 / main.yield_per_iteration() as f64;
     eprintln!(
         "regular_128: {count} COTs (setup + 2 main iterations) in {elapsed:.2?}; {per_iteration_bits:.4} bits/COT per main iteration; setup {} bytes + base COTs",
