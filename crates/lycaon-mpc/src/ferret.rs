@@ -14,8 +14,9 @@
 //!
 //! The last k + t * h outputs are kept as the next iteration's reserve; the first n - k - t * h
 //! are served by `extend`. An iteration's trees are expanded in segments, as the calls need
-//! them (at least an eighth of the iteration at a time, so a session that needs 3 million COTs
-//! does not make 10 million; the output is the same however the trees are cut); the last
+//! them (the first an eighth of the iteration, each later one at least twice the one before, so
+//! a session that needs 3 million COTs does not make 10 million; the output is the same however
+//! the trees are cut); the last
 //! segment, which holds the reserve, runs once the served rows are used up. A segment that goes
 //! to the caller whole is made in place in the vector it returns, with no copy. The very first
 //! reserve comes from a base COT source (IKNP) through a short chain of smaller bootstrap
@@ -41,7 +42,8 @@ use crate::{MpcError, Result};
 use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
 
-/// The smallest segment, as a fraction of an iteration's trees (one over this).
+/// The first segment of an iteration, as a fraction of its trees (one over this); each later
+/// one is at least twice the one before, so an iteration takes at most four round trips.
 const MIN_SEGMENT: usize = 8;
 
 /// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
@@ -102,14 +104,14 @@ impl LpnParameters {
     }
 
     /// The trees of the next segment, from tree `next` on: enough for `want` more served COTs
-    /// and at least [`MIN_SEGMENT`] of the iteration; the rest of the iteration where that would
-    /// reach into the reserve's rows.
-    fn segment(&self, next: usize, want: usize) -> std::ops::Range<usize> {
+    /// and at least `least` trees; the rest of the iteration where that would reach into the
+    /// reserve's rows.
+    fn segment(&self, next: usize, want: usize, least: usize) -> std::ops::Range<usize> {
         let layout = self.layout();
         let served_end = self.n - self.consumed();
         let target = layout.block_start(next).saturating_add(want);
         let covering = (next..=self.t).find(|&j| layout.block_start(j) >= target).unwrap_or(self.t);
-        let end = covering.max(next + self.t.div_ceil(MIN_SEGMENT)).min(self.t);
+        let end = covering.max(next + least).min(self.t);
         if layout.block_start(end) > served_end {
             next..self.t
         } else {
@@ -225,6 +227,7 @@ impl Stage {
 /// and the main traffic so far.
 struct Progress {
     next_tree: usize,
+    last_segment: usize,
     iterations: u64,
     bytes: u64,
 }
@@ -233,11 +236,15 @@ impl Progress {
     /// The next segment for `want` COTs; starts an iteration where none is in progress (then
     /// `start` draws its randomness).
     fn plan(&mut self, lpn: &LpnParameters, want: usize, start: impl FnOnce()) -> std::ops::Range<usize> {
-        if self.next_tree == 0 {
+        let least = if self.next_tree == 0 {
             self.iterations += 1;
             start();
-        }
-        let trees = lpn.segment(self.next_tree, want);
+            lpn.t.div_ceil(MIN_SEGMENT)
+        } else {
+            2 * self.last_segment
+        };
+        let trees = lpn.segment(self.next_tree, want, least);
+        self.last_segment = trees.len();
         let layout = lpn.layout();
         self.bytes += (layout.sender_bytes(trees.len()) + layout.receiver_bytes(trees.len())) as u64;
         self.next_tree = if trees.end == lpn.t { 0 } else { trees.end };
@@ -304,7 +311,7 @@ impl FerretSender {
             rng,
             reserve,
             seeds: Vec::new(),
-            progress: Progress { next_tree: 0, iterations: 0, bytes: 0 },
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
             buffer,
             position: 0,
         })
@@ -433,7 +440,7 @@ impl FerretReceiver {
             reserve_bits,
             reserve,
             alphas: Vec::new(),
-            progress: Progress { next_tree: 0, iterations: 0, bytes: 0 },
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
             buffer_bits,
             buffer,
             position: 0,
