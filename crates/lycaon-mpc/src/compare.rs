@@ -54,50 +54,19 @@ pub fn and(party: &mut Party, x: &[bool], y: &[bool]) -> Result<Vec<bool>> {
 /// Shares of [x < y] where party 0 holds the x and party 1 the y (each passes its own values),
 /// all below 2^bits.
 pub fn less_than(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
-    compare(party, values, None, bits, digit_bits)
+    compare(party, values, bits, digit_bits)
 }
 
-/// What picks party 0's operand in [`less_than_switched`]: each party passes its own variant.
-#[derive(Clone, Copy, Debug)]
-pub enum Switch<'a> {
-    /// Party 0: the x compared where party 1's bit is set (its `values` where the bit is clear).
-    Alternatives(&'a [u64]),
-    /// Party 1: its private bit per comparison.
-    Bits(&'a [bool]),
-}
-
-/// Shares of [x_b < y] where party 0 holds two operands x_0 (`values`) and x_1
-/// (`Switch::Alternatives`) and party 1 holds y (`values`) and a private bit b (`Switch::Bits`).
-/// The bit rides in party 1's leaf OT choices (1-out-of-2^(m+1) instead of 2^m), so a
-/// comparison whose threshold depends on a bit of each party (e.g. a wrap bit a OR b) costs no
-/// AND gate and no extra round.
-pub fn less_than_switched(party: &mut Party, values: &[u64], switch: Switch<'_>, bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
-    compare(party, values, Some(switch), bits, digit_bits)
-}
-
-fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
-    if !(1..=64).contains(&bits) || !(1..=8 - u32::from(switch.is_some())).contains(&digit_bits) {
+fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Result<Vec<bool>> {
+    if !(1..=64).contains(&bits) || !(1..=8).contains(&digit_bits) {
         return Err(MpcError::InvalidArgument(format!("comparison of {bits}-bit values in {digit_bits}-bit digits")));
     }
     let n = values.len();
-    let alternatives = match (switch, party.role()) {
-        (None, _) => None,
-        (Some(Switch::Alternatives(alt)), Role::P0) if alt.len() == n => Some(alt),
-        (Some(Switch::Bits(b)), Role::P1) if b.len() == n => None,
-        (Some(s), role) => return Err(MpcError::InvalidArgument(format!("{role:?} passed {s:?} for {n} comparisons"))),
-    };
     if bits < 64 {
-        for (name, vals) in [("comparison input", values), ("alternative comparison input", alternatives.unwrap_or(&[]))] {
-            if let Some(i) = vals.iter().position(|&v| v >> bits != 0) {
-                return Err(MpcError::InvalidArgument(format!("{name} {i} does not fit in {bits} bits")));
-            }
+        if let Some(i) = values.iter().position(|&v| v >> bits != 0) {
+            return Err(MpcError::InvalidArgument(format!("comparison input {i} does not fit in {bits} bits")));
         }
     }
-    let switch_bits: Option<&[bool]> = match switch {
-        Some(Switch::Bits(b)) => Some(b),
-        _ => None,
-    };
-    let extra = u32::from(switch.is_some());
     let digits = bits.div_ceil(digit_bits) as usize;
     // Leaves, digit-major: lt[j * n + i], eq[j * n + i]. The top digit may be narrower. The
     // lowest digit's eq is never used (lt = XOR_j lt_j AND_{k > j} eq_k), so its OT carries
@@ -123,18 +92,16 @@ fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, bits: 
             for (range, width, msg_bits) in &groups {
                 let (first_digit, count, with_eq) = (range.start, range.len() * n, *msg_bits == 2);
                 let masks = party.random_bits(2 * count);
-                let mut messages = Vec::with_capacity(count << (width + extra));
+                let mut messages = Vec::with_capacity(count << width);
                 for idx in 0..count {
                     let (j, i) = (first_digit + idx / n, idx % n);
                     let (m_lt, m_eq) = (masks[2 * idx], masks[2 * idx + 1] && with_eq);
-                    for operand in [Some(values[i]), alternatives.map(|a| a[i])].into_iter().flatten() {
-                        let xd = digit(operand, j, *width);
-                        messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
-                    }
+                    let xd = digit(values[i], j, *width);
+                    messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
                     lt[first_digit * n + idx] = m_lt;
                     eq[first_digit * n + idx] = m_eq;
                 }
-                batches.push((width + extra, *msg_bits, messages));
+                batches.push((*width, *msg_bits, messages));
             }
             party.one_of_n_send(&batches.iter().map(|(k, m, msgs)| (*k, *m, &msgs[..])).collect::<Vec<_>>())?;
         }
@@ -145,13 +112,12 @@ fn compare(party: &mut Party, values: &[u64], switch: Option<Switch<'_>>, bits: 
                     (0..range.len() * n)
                         .map(|idx| {
                             let (j, i) = (range.start + idx / n, idx % n);
-                            let b = switch_bits.is_some_and(|b| b[i]) as u32;
-                            digit(values[i], j, *width) as u32 | b << width
+                            digit(values[i], j, *width) as u32
                         })
                         .collect()
                 })
                 .collect();
-            let batches: Vec<(u32, u32, &[u32])> = groups.iter().zip(&choices).map(|((_, w, m), c)| (w + extra, *m, &c[..])).collect();
+            let batches: Vec<(u32, u32, &[u32])> = groups.iter().zip(&choices).map(|((_, w, m), c)| (*w, *m, &c[..])).collect();
             let got = party.one_of_n_receive(&batches)?;
             for ((range, _, _), got) in groups.iter().zip(got) {
                 for (idx, m) in got.into_iter().enumerate() {

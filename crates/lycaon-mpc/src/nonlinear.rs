@@ -5,7 +5,7 @@
 //! returns their shares of the result. Signed values: see `ShareRing` (above M/2 is negative).
 
 use crate::{
-    compare::{bits_to_ring, less_than, less_than_switched, private_bit_product, Switch, DEFAULT_DIGIT_BITS},
+    compare::{bits_to_ring, less_than, private_bit_product, DEFAULT_DIGIT_BITS},
     party::{Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -127,19 +127,36 @@ fn small_shares_in(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u6
         return Err(MpcError::InvalidArgument(format!("moving values up to {bound} out of a {}-bit prime ring: at most a quarter of it", ring.bits())));
     }
     ring.check("share", shares)?;
-    let (p_low, half) = (to.reduce(p.value()), ring.max_positive() + 1);
     let p0 = party.role() == Role::P0;
+    let half = ring.max_positive() + 1;
     let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bound) } else { x }).collect();
     let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
-    let own = |i: usize| to.sub(to.reduce(y[i]), if high[i] { p_low } else { 0 });
-    if p0 {
-        let cross = party.correlated_ot_receive(to, &high)?;
-        let bound = to.reduce(bound);
-        Ok((0..y.len()).map(|i| to.sub(to.add(own(i), cross[i]), bound)).collect())
+    let cross = wrap_cross_term(party, p.value(), &high, to.modulus())?;
+    let (p_low, bound) = (to.reduce(p.value()), to.reduce(bound));
+    Ok((0..y.len())
+        .map(|i| {
+            let own = to.add(to.sub(to.reduce(y[i]), if high[i] { p_low } else { 0 }), cross[i]);
+            if p0 {
+                to.sub(own, bound)
+            } else {
+                own
+            }
+        })
+        .collect())
+}
+
+/// Shares modulo M (2 <= M <= 2^64) of a b p, the cross term of a prime ring's wrap (see
+/// [`small_shares_in`]): `high` is party 0's bit a or party 1's b. One correlated OT of
+/// log2(M) bits, party 1 the sender (correlation b (p mod M)) and party 0 choosing by a; party 1
+/// knows its share before the OT's last message, so what it sends next travels with it.
+fn wrap_cross_term(party: &mut Party, p: u64, high: &[bool], modulus: u128) -> Result<Vec<u64>> {
+    let p_low = (u128::from(p) % modulus) as u64;
+    if party.role() == Role::P0 {
+        party.correlated_ot_receive_modulo(modulus, high)
     } else {
         let correlations: Vec<u64> = high.iter().map(|&b| if b { p_low } else { 0 }).collect();
-        let cross = party.correlated_ot_send(to, &correlations)?;
-        Ok((0..y.len()).map(|i| to.sub(own(i), cross[i])).collect())
+        let pads = party.correlated_ot_send_modulo(modulus, &correlations)?;
+        Ok(pads.into_iter().map(|r| ((modulus - u128::from(r)) % modulus) as u64).collect())
     }
 }
 
@@ -297,22 +314,21 @@ fn biased(party: &Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: 
 /// Shares of floor(x / 2^shift) exactly, for signed x in the range of `truncation_range`, on a
 /// prime ring (what the hybrid mode's plaintext moduli are).
 ///
-/// As [`truncate`], party 0 adds the bias B so that y = x + B is in [0, p/2), and the wrap of
-/// y0 + y1 is w = a OR b with a = [y0 >= H] party 0's bit and b = [y1 >= H] party 1's. With
-/// y_i = 2^s h_i + l_i and p = 2^s ph + pl, floor(y / 2^s) = h0 + h1 - w ph + c with the low
-/// bits' carry c = floor((l0 + l1 - w pl) / 2^s) in {-1, 0, 1}. Party 0, knowing l0, turns c
-/// into one comparison of a threshold of its own with party 1's l1 (s + 1 bits) plus the offset
-/// -kappa w, kappa = [l0 < pl] (cases in the body); the threshold depends on w, which party 0
-/// knows where a = 1 and which is b otherwise, so party 1's b picks it inside the comparison's
-/// leaf OTs ([`less_than_switched`]). Two correlated OTs per value then make e and the wrap's
-/// terms arithmetic. No error; one comparison, no AND round.
+/// As [`truncate`], party 0 adds the bias B so that y = x + B is in [0, p/2); then
+/// floor(y / 2^s) = (y - r) / 2^s with r = y mod 2^s, an integer division that is exact, so in
+/// an odd ring it is a product with the inverse of 2^s. The shares of y wrap once or not at all,
+/// and Y_i = y_i - (its own bit [y_i >= H]) p sum to y - ab p over the integers (see
+/// [`small_shares_in`]); one correlated OT gives shares of the cross term ab p modulo 2^s q (q
+/// the result's ring), which reduce to shares modulo 2^s (so each party has v_i with
+/// v0 + v1 = r + 2^s c) and modulo q. The carry c = [v0 + v1 >= 2^s] is one comparison of s
+/// bits, made arithmetic in q by one more correlated OT. No error.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     truncate_exact_into(party, ring, ring, shares, shift)
 }
 
-/// [`truncate_exact`] with the result in the prime ring `to`: floor(y / 2^s) = h0 + h1 - w ph + c
-/// holds over the integers, so the terms (w and c made arithmetic in `to`) can be summed in any
-/// ring that holds the result, saving the conversion to the next layer's ring.
+/// [`truncate_exact`] with the result in the prime ring `to`: (Y0 + Y1 + ab p - r) / 2^s is an
+/// identity of integers, summed in `to` as in any odd ring, saving the conversion to the next
+/// layer's ring.
 pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     let Some(Biased { bias, y, high }) = biased(party, ring, to, shares, shift)? else {
         return if ring == to { Ok(shares.to_vec()) } else { convert(party, ring, to, shares) };
@@ -320,67 +336,46 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     let ShareRing::Prime(p) = ring else {
         return Err(MpcError::InvalidArgument("exact truncation is built for prime rings; use truncate on Z_2^l".into()));
     };
-    let n = shares.len();
+    let ShareRing::Prime(q) = to else {
+        return Err(MpcError::InvalidArgument(format!("exact truncation writes into a prime ring, not {to:?}")));
+    };
+    let n = y.len();
     let p0 = party.role() == Role::P0;
-    let low_mask = (1u64 << shift) - 1;
-    let (ph, pl) = (p.value() >> shift, p.value() & low_mask);
-    // The carry c = floor((l0 + l1 - w pl) / 2^s) is one comparison e = [T <= l1] (as
-    // [T < l1 + 1], operands below 2^(s+1)) plus a known offset, party 0 choosing T by l0:
-    //   w = 0:            T = 2^s - l0,       c = e                ([l0 + l1 >= 2^s]);
-    //   w = 1, l0 >= pl:  T = 2^s + pl - l0,  c = e                (l0 + l1 < pl cannot hold);
-    //   w = 1, l0 < pl:   T = pl - l0,        c = e - 1            (-[l0 + l1 < pl]; the upper carry cannot happen).
-    // So c = e - kappa w with kappa = [l0 < pl] party 0's bit. Where a = 1, w = 1 whatever b is.
-    let kappa: Vec<bool> = if p0 { y.iter().map(|&v| (v & low_mask) < pl).collect() } else { Vec::new() };
-    let cmp = if p0 {
-        let threshold = |i: usize, w: bool| {
-            let l0 = y[i] & low_mask;
-            match (w, kappa[i]) {
-                (false, _) => low_mask + 1 - l0,
-                (true, false) => low_mask + 1 + pl - l0,
-                (true, true) => pl - l0,
-            }
-        };
-        let if_clear: Vec<u64> = (0..n).map(|i| threshold(i, high[i])).collect();
-        let if_set: Vec<u64> = (0..n).map(|i| threshold(i, true)).collect();
-        less_than_switched(party, &if_clear, Switch::Alternatives(&if_set), shift + 1, DEFAULT_DIGIT_BITS)?
-    } else {
-        let l1: Vec<u64> = y.iter().map(|&v| (v & low_mask) + 1).collect();
-        less_than_switched(party, &l1, Switch::Bits(&high), shift + 1, DEFAULT_DIGIT_BITS)?
+    let (p, q) = (p.value(), q.value());
+    let low = ShareRing::power_of_two(shift)?;
+    // The cross term modulo 2^s q in one OT where that fits 64 bits, else one OT per ring.
+    let (cross_low, cross_q): (Vec<u64>, Vec<u64>) = match (1u128 << shift).checked_mul(u128::from(q)).filter(|&m| m <= 1 << 64) {
+        Some(m) => wrap_cross_term(party, p, &high, m)?.into_iter().map(|t| (low.reduce(t), to.reduce(t))).unzip(),
+        None => (wrap_cross_term(party, p, &high, low.modulus())?, wrap_cross_term(party, p, &high, to.modulus())?),
     };
-    // One batch of two correlated OTs, each a product of party 1's bit with a value of party
-    // 0's: e1 e0 (e = e0 + e1 - 2 e0 e1 made arithmetic) and b D with D = a ph - kappa (1 - a).
-    // With w = a + b - ab: -w ph - kappa w = -a ph - b ph - kappa a + b D, so the wrap's two
-    // products (ab for w, kappa (1 - a) b for kappa w) ride in one OT on party 1's b.
-    let (ph, bias_shifted) = (to.reduce(ph), to.reduce(bias >> shift));
-    let products = if p0 {
-        let wrap_terms = (0..n).map(|i| {
-            if high[i] {
-                ph
-            } else if kappa[i] {
-                to.neg(1)
-            } else {
-                0
-            }
-        });
-        let deltas: Vec<u64> = cmp.iter().map(|&e| e as u64).chain(wrap_terms).collect();
-        party.correlated_ot_send(to, &deltas)?.into_iter().map(|r| to.neg(r)).collect::<Vec<_>>()
-    } else {
-        let choices: Vec<bool> = cmp.iter().chain(&high).copied().collect();
-        party.correlated_ot_receive(to, &choices)?
-    };
+    // Y_i = y_i - bit_i p, modulo 2^s and modulo q.
+    let own = |i: usize, r: ShareRing| r.sub(r.reduce(y[i]), if high[i] { r.reduce(p) } else { 0 });
+    let v: Vec<u64> = (0..n).map(|i| low.add(own(i, low), cross_low[i])).collect();
+    // c = [v0 + v1 >= 2^s] = [2^s - 1 - v0 < v1].
+    let operands: Vec<u64> = if p0 { v.iter().map(|&v| low.reduce(u64::MAX) - v).collect() } else { v.clone() };
+    let carry = less_than(party, &operands, shift, DEFAULT_DIGIT_BITS)?;
+    let carry = bits_to_ring(party, to, &carry)?;
+    let (two_s, inverse) = (to.reduce(1u64 << shift), to_inverse_of_power_of_two(q, shift));
+    let bias_shifted = to.reduce(bias >> shift);
     Ok((0..n)
         .map(|i| {
-            // An XOR-shared bit e = e0 + e1 - 2 e0 e1: each party its own bit minus twice its product share.
-            let e = to.sub(cmp[i] as u64, to.add(products[i], products[i]));
-            // Each party subtracts its own wrap bit times ph; party 0 also kappa a.
-            let own = to.add(to.mul(high[i] as u64, ph), (p0 && kappa[i] && high[i]) as u64);
-            let mut out = to.add(to.sub(to.reduce(y[i] >> shift), own), to.add(e, products[n + i]));
+            // (Y_i + cross_i - v_i + 2^s c_i) / 2^s: the shares of y - r, divided.
+            let numerator = to.add(to.sub(to.add(own(i, to), cross_q[i]), to.reduce(v[i])), to.mul(two_s, carry[i]));
+            let out = to.mul(numerator, inverse);
             if p0 {
-                out = to.sub(out, bias_shifted);
+                to.sub(out, bias_shifted)
+            } else {
+                out
             }
-            out
         })
         .collect())
+}
+
+/// 2^-s modulo the odd q.
+fn to_inverse_of_power_of_two(q: u64, shift: u32) -> u64 {
+    // 2^-1 = (q + 1) / 2; its s-th power.
+    let half = u128::from(q.div_ceil(2));
+    (0..shift).fold(1u128, |acc, _| acc * half % u128::from(q)) as u64
 }
 
 /// Shares of the maximum of each window. `shares` holds `windows` groups of `size` values each

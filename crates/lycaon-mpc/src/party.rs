@@ -103,12 +103,23 @@ impl<'c> Party<'c> {
     /// Sender of correlated OT over `ring`: the receiver learns `r_i + c_i * deltas[i]`;
     /// returns the `r_i`.
     pub fn correlated_ot_send(&mut self, ring: ShareRing, deltas: &[u64]) -> Result<Vec<u64>> {
-        self.ot_sender.send_correlated(&mut *self.channel, deltas, ring.modulus())
+        self.correlated_ot_send_modulo(ring.modulus(), deltas)
     }
 
     /// Receiver of correlated OT with chosen bits `choices`: `r_i + c_i * delta_i`.
     pub fn correlated_ot_receive(&mut self, ring: ShareRing, choices: &[bool]) -> Result<Vec<u64>> {
-        self.ot_receiver.receive_correlated(&mut *self.channel, choices, ring.modulus())
+        self.correlated_ot_receive_modulo(ring.modulus(), choices)
+    }
+
+    /// [`Self::correlated_ot_send`] modulo any M in [2, 2^64] (e.g. a product of two rings'
+    /// moduli, whose shares reduce to shares in each).
+    pub fn correlated_ot_send_modulo(&mut self, modulus: u128, deltas: &[u64]) -> Result<Vec<u64>> {
+        self.ot_sender.send_correlated(&mut *self.channel, deltas, modulus)
+    }
+
+    /// [`Self::correlated_ot_receive`] modulo any M in [2, 2^64].
+    pub fn correlated_ot_receive_modulo(&mut self, modulus: u128, choices: &[bool]) -> Result<Vec<u64>> {
+        self.ot_receiver.receive_correlated(&mut *self.channel, choices, modulus)
     }
 
     /// Sender of batches of chosen 1-out-of-2^k OTs, each `(k, width, messages)` with instance

@@ -3,7 +3,7 @@
 
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
-    compare::{less_than, less_than_switched, Switch},
+    compare::less_than,
     nonlinear::{
         bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, max_pool_up_to, relu, relu_bounded, relu_within, truncate, truncate_exact,
         truncate_exact_into, truncate_into, truncate_relu, truncation_range,
@@ -125,49 +125,6 @@ fn comparison_matches_on_edges_and_random_widths() {
 }
 
 #[test]
-fn switched_comparison_takes_party_1s_pick_of_party_0s_operands() {
-    let mut r = rng(8);
-    for bits in [1u32, 4, 9, 17, 38, 64] {
-        let max = if bits == 64 { u64::MAX } else { (1 << bits) - 1 };
-        let n = 300;
-        let x0: Vec<u64> = (0..n).map(|i| if i < 4 { [0, max, 0, max][i] } else { r.random::<u64>() & max }).collect();
-        let x1: Vec<u64> = (0..n).map(|i| if i < 4 { [max, 0, 0, max][i] } else { r.random::<u64>() & max }).collect();
-        let y: Vec<u64> = (0..n)
-            .map(|i| {
-                if i % 3 == 0 {
-                    x0[i]
-                } else if i % 3 == 1 {
-                    x1[i]
-                } else {
-                    r.random::<u64>() & max
-                }
-            })
-            .collect();
-        let b: Vec<bool> = (0..n).map(|_| r.random()).collect();
-        for digit in [1u32, 3, 7] {
-            let (x0c, x1c, yc, bc) = (x0.clone(), x1.clone(), y.clone(), b.clone());
-            let ((got0, _), (got1, _)) = run_pair(
-                LinkModel::UNLIMITED,
-                |ch| less_than_switched(&mut Party::new(Role::P0, ch, OtKind::Iknp)?, &x0c, Switch::Alternatives(&x1c), bits, digit),
-                |ch| less_than_switched(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &yc, Switch::Bits(&bc), bits, digit),
-            )
-            .expect("protocol run");
-            for i in 0..n {
-                let x = if b[i] { x1[i] } else { x0[i] };
-                assert_eq!(got0[i] ^ got1[i], x < y[i], "[{x} < {}] picked by b = {} ({bits} bits, digits of {digit})", y[i], b[i]);
-            }
-        }
-    }
-    // Each party must pass its own variant.
-    let refused = run_pair(
-        LinkModel::UNLIMITED,
-        |ch| less_than_switched(&mut Party::new(Role::P0, ch, OtKind::Iknp)?, &[1], Switch::Bits(&[true]), 4, 2),
-        |ch| less_than_switched(&mut Party::new(Role::P1, ch, OtKind::Iknp)?, &[1], Switch::Bits(&[true]), 4, 2),
-    );
-    assert!(refused.is_err());
-}
-
-#[test]
 fn relu_within_a_magnitude_bound_is_exact_on_power_of_two_rings() {
     for (bits, magnitudes) in [(8u32, vec![1u32, 3, 6, 7]), (20, vec![5, 18]), (37, vec![12, 24, 35]), (64, vec![20, 40, 62, 63])] {
         let ring = ShareRing::power_of_two(bits).unwrap();
@@ -279,20 +236,24 @@ fn exact_truncation_has_no_error_on_prime_rings() {
 
 #[test]
 fn truncations_write_into_another_prime_ring() {
-    let (from, to) = (ShareRing::prime((1 << 61) - 1).unwrap(), ShareRing::prime(1_048_571).unwrap());
-    let mut r = rng(300);
-    let shift = 44; // |x| <= M/4 of the 61-bit ring leaves |x >> 44| < 2^15, inside the 20-bit ring
-    let (bias, limit) = truncation_range(from, shift).unwrap();
-    let mut x: Vec<i64> = vec![0, 1, -1, -(bias as i64), limit as i64, (1 << shift) - 1, -(1 << shift)];
-    x.extend((0..300).map(|_| r.random_range(-(bias as i64)..=limit as i64)));
-    let values: Vec<u64> = x.iter().map(|&v| from.from_signed(v)).collect();
-    let (s0, s1) = share(from, &values, &mut r);
-    let ((e0, f0), (e1, f1)) =
-        two_party(OtKind::Silent, s0, s1, |p, s| Ok((truncate_exact_into(p, from, to, &s, shift)?, truncate_into(p, from, to, &s, shift)?)));
-    for i in 0..x.len() {
-        let want = x[i].div_euclid(1 << shift);
-        assert_eq!(to.to_signed(to.add(e0[i], e1[i])), want, "exact {} >> {shift} into {to:?}", x[i]);
-        assert!((to.to_signed(to.add(f0[i], f1[i])) - want).abs() <= 1, "faithful {} >> {shift} into {to:?}", x[i]);
+    // |x| <= M/4 of the 61-bit ring leaves |x >> 44| < 2^15, inside the 20-bit ring (the exact
+    // truncation's cross term modulo 2^44 q fits one OT), and |x >> 30| < 2^29, inside the
+    // 35-bit ring (2^30 q does not: one OT per ring).
+    for (to, shift) in [(1_048_571u64, 44u32), (34_359_738_337, 30)] {
+        let (from, to) = (ShareRing::prime((1 << 61) - 1).unwrap(), ShareRing::prime(to).unwrap());
+        let mut r = rng(300 + u64::from(shift));
+        let (bias, limit) = truncation_range(from, shift).unwrap();
+        let mut x: Vec<i64> = vec![0, 1, -1, -(bias as i64), limit as i64, (1 << shift) - 1, -(1 << shift)];
+        x.extend((0..300).map(|_| r.random_range(-(bias as i64)..=limit as i64)));
+        let values: Vec<u64> = x.iter().map(|&v| from.from_signed(v)).collect();
+        let (s0, s1) = share(from, &values, &mut r);
+        let ((e0, f0), (e1, f1)) =
+            two_party(OtKind::Silent, s0, s1, |p, s| Ok((truncate_exact_into(p, from, to, &s, shift)?, truncate_into(p, from, to, &s, shift)?)));
+        for i in 0..x.len() {
+            let want = x[i].div_euclid(1 << shift);
+            assert_eq!(to.to_signed(to.add(e0[i], e1[i])), want, "exact {} >> {shift} into {to:?}", x[i]);
+            assert!((to.to_signed(to.add(f0[i], f1[i])) - want).abs() <= 1, "faithful {} >> {shift} into {to:?}", x[i]);
+        }
     }
 }
 

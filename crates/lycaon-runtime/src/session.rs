@@ -77,8 +77,8 @@ pub fn ot_kind(compiled: &CompiledProgram) -> OtKind {
                 let per = if pool.bound.is_some() { bounded(pool.bound.map(|b| 2 * b)) } else { 2.0 * comparison_cots(bits) };
                 pool.comparisons as f64 * (per + 3.0)
             }
-            // Exact truncation: one comparison of shift + 1 bits, two correlated OTs.
-            OpKind::Truncate { shift } if compiled.program.exact_truncation => elements * (comparison_cots(shift + 1) + 2.0),
+            // Exact truncation: one comparison of shift bits, two correlated OTs.
+            OpKind::Truncate { shift } if compiled.program.exact_truncation => elements * (comparison_cots(*shift) + 2.0),
             OpKind::Truncate { .. } => elements * 2.0,
             _ => 0.0,
         };
