@@ -321,7 +321,8 @@ fn biased(party: &Party, ring: ShareRing, to: ShareRing, shares: &[u64], shift: 
 /// [`small_shares_in`]); one correlated OT gives shares of the cross term ab p modulo 2^s q (q
 /// the result's ring), which reduce to shares modulo 2^s (so each party has v_i with
 /// v0 + v1 = r + 2^s c) and modulo q. The carry c = [v0 + v1 >= 2^s] is one comparison of s
-/// bits, made arithmetic in q by one more correlated OT. No error.
+/// bits, made arithmetic in q by one more correlated OT. Where q = p the shares of y are the
+/// parties' own and the cross term is needed modulo 2^s only (an OT of s bits). No error.
 pub fn truncate_exact(party: &mut Party, ring: ShareRing, shares: &[u64], shift: u32) -> Result<Vec<u64>> {
     truncate_exact_into(party, ring, ring, shares, shift)
 }
@@ -343,10 +344,18 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     let p0 = party.role() == Role::P0;
     let (p, q) = (p.value(), q.value());
     let low = ShareRing::power_of_two(shift)?;
-    // The cross term modulo 2^s q in one OT where that fits 64 bits, else one OT per ring.
-    let (cross_low, cross_q): (Vec<u64>, Vec<u64>) = match (1u128 << shift).checked_mul(u128::from(q)).filter(|&m| m <= 1 << 64) {
-        Some(m) => wrap_cross_term(party, p, &high, m)?.into_iter().map(|t| (low.reduce(t), to.reduce(t))).unzip(),
-        None => (wrap_cross_term(party, p, &high, low.modulus())?, wrap_cross_term(party, p, &high, to.modulus())?),
+    // The cross term modulo 2^s; where the result leaves the ring, also modulo q (one OT modulo
+    // 2^s q where that fits 64 bits, else one OT per ring). In the ring itself y0 + y1 is y.
+    let (cross_low, cross_q): (Vec<u64>, Option<Vec<u64>>) = if ring == to {
+        (wrap_cross_term(party, p, &high, low.modulus())?, None)
+    } else {
+        match (1u128 << shift).checked_mul(u128::from(q)).filter(|&m| m <= 1 << 64) {
+            Some(m) => {
+                let (l, h) = wrap_cross_term(party, p, &high, m)?.into_iter().map(|t| (low.reduce(t), to.reduce(t))).unzip();
+                (l, Some(h))
+            }
+            None => (wrap_cross_term(party, p, &high, low.modulus())?, Some(wrap_cross_term(party, p, &high, to.modulus())?)),
+        }
     };
     // Y_i = y_i - bit_i p, modulo 2^s and modulo q.
     let own = |i: usize, r: ShareRing| r.sub(r.reduce(y[i]), if high[i] { r.reduce(p) } else { 0 });
@@ -359,8 +368,10 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     let bias_shifted = to.reduce(bias >> shift);
     Ok((0..n)
         .map(|i| {
-            // (Y_i + cross_i - v_i + 2^s c_i) / 2^s: the shares of y - r, divided.
-            let numerator = to.add(to.sub(to.add(own(i, to), cross_q[i]), to.reduce(v[i])), to.mul(two_s, carry[i]));
+            // (Y_i + cross_i - v_i + 2^s c_i) / 2^s (y_i for Y_i + cross_i in the ring itself):
+            // the shares of y - r, divided.
+            let share_of_y = cross_q.as_ref().map_or(y[i], |cross| to.add(own(i, to), cross[i]));
+            let numerator = to.add(to.sub(share_of_y, to.reduce(v[i])), to.mul(two_s, carry[i]));
             let out = to.mul(numerator, inverse);
             if p0 {
                 to.sub(out, bias_shifted)
