@@ -24,7 +24,7 @@
 //! Both parties' generators must be made with the same [`FerretParameters`].
 //!
 //! Communication of a segment of s trees, exactly: receiver to sender ceil(s h / 8) bytes, sender
-//! to receiver 16 s (2h + 1) bytes, in two messages (one round trip, whatever s and h are). Setup
+//! to receiver 16 s (h + 1) bytes, in two messages (one round trip, whatever s and h are). Setup
 //! adds the 16-byte code seed (sender to receiver), what the base source sends, and one
 //! iteration per bootstrap stage.
 

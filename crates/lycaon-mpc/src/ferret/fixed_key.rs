@@ -1,5 +1,5 @@
-//! Fixed-key AES-128 for Ferret: the length-doubling PRG of the GGM trees, a correlation-robust
-//! hash for the tree corrections, and the counter-mode stream that draws the public code.
+//! Fixed-key AES-128 for Ferret: the half-tree's level expansion (a circular correlation-robust
+//! hash) and the counter-mode stream that draws the public code.
 //!
 //! Every key here is public (derived from a label, or from the code seed both parties know);
 //! security rests on AES behaving as a random permutation under a known key, as in Guo, Katz,
@@ -10,9 +10,6 @@ use crate::cot::Block;
 use crate::crh::{self, Hasher};
 pub(crate) use crate::kernels::FixedKeyAes;
 
-/// Parents expanded per AES call: a multiple of the kernels' 16 blocks in flight.
-const BATCH: usize = 64;
-
 impl FixedKeyAes {
     /// A key derived from a domain-separation label and some public context bytes.
     pub(crate) fn from_label(label: &str, context: &[u8]) -> Self {
@@ -20,61 +17,35 @@ impl FixedKeyAes {
     }
 }
 
-/// The GGM trees' length-doubling PRG: `G(s) = (AES_k0(s) ^ s, AES_k1(s) ^ s)`, two fixed keys
-/// (emp-ot's TwoKeyPRP, Davies-Meyer on each half).
-#[derive(Clone)]
-pub(crate) struct GgmPrg {
-    left: FixedKeyAes,
-    right: FixedKeyAes,
+/// The half-tree's level expansion (Guo, Yang, Wang, Zhang, Xie, Liu and Zhao, "Half-Tree:
+/// Halving the Cost of Tree Expansion in COT and DPF", Eurocrypt 2023): a node x has children
+/// H(x) and x ^ H(x) with H the circular correlation-robust hash of GKWY20
+/// (`crh::Hasher::ccr`), so every level's nodes XOR to the root pair's XOR (delta) and the
+/// right side's sum follows from the left's: one AES call per node.
+pub(crate) struct HalfTreeHash {
+    hash: Hasher,
 }
 
-impl GgmPrg {
+impl HalfTreeHash {
     pub(crate) fn new() -> Self {
-        GgmPrg {
-            left: FixedKeyAes::from_label("lycaon-mpc ferret ggm prg left child", &[]),
-            right: FixedKeyAes::from_label("lycaon-mpc ferret ggm prg right child", &[]),
-        }
+        HalfTreeHash { hash: Hasher::with_key(crh::derive_key("lycaon-mpc ferret half-tree hash", &[])) }
     }
 
-    /// Expands the first `parents` nodes of `nodes` (one tree level) into the `2 * parents` nodes
-    /// of the next level in place: node `j` becomes children `2j` (left) and `2j + 1` (right).
-    /// Returns the XOR of the left children and the XOR of the right children.
-    pub(crate) fn expand_level(&self, nodes: &mut [Block], parents: usize) -> (Block, Block) {
-        debug_assert!(nodes.len() >= 2 * parents);
-        let mut seeds = [0u128; BATCH];
-        let mut left = [0u128; BATCH];
-        let mut right = [0u128; BATCH];
-        let (mut sum_left, mut sum_right) = (0u128, 0u128);
-        // From the last parent down: the children of parents [start, end) land in
-        // [2 start, 2 end), which holds only parents already read.
-        let mut end = parents;
-        while end > 0 {
-            let start = end.saturating_sub(BATCH);
-            let m = end - start;
-            seeds[..m].copy_from_slice(&nodes[start..end]);
-            left[..m].copy_from_slice(&seeds[..m]);
-            right[..m].copy_from_slice(&seeds[..m]);
-            self.left.encrypt_in_place(&mut left[..m]);
-            self.right.encrypt_in_place(&mut right[..m]);
-            for i in 0..m {
-                let l = left[i] ^ seeds[i];
-                let r = right[i] ^ seeds[i];
-                nodes[2 * (start + i)] = l;
-                nodes[2 * (start + i) + 1] = r;
-                sum_left ^= l;
-                sum_right ^= r;
-            }
-            end = start;
+    /// Expands the first `len` nodes of `nodes` (one level) into the `2 * len` of the next in
+    /// place: node `j` becomes children `j` (left, H(x)) and `j + len` (right, x ^ H(x)).
+    /// Returns the XOR of the left children.
+    pub(crate) fn expand_level(&self, nodes: &mut [Block], len: usize) -> Block {
+        debug_assert!(nodes.len() >= 2 * len);
+        let (left, right) = nodes[..2 * len].split_at_mut(len);
+        right.copy_from_slice(left);
+        self.hash.ccr_many(left);
+        let mut sum = 0;
+        for (l, r) in left.iter().zip(right.iter_mut()) {
+            *r ^= l;
+            sum ^= l;
         }
-        (sum_left, sum_right)
+        sum
     }
-}
-
-/// The correlation-robust hash of the tree corrections: `crh::Hasher::ccr`,
-/// `H(x) = AES_k(sigma(x)) ^ sigma(x)` (Guo et al., S&P 2020), under Ferret's own public key, so
-/// `H(q)` and `H(q ^ delta)` look independent and random to anyone who does not know `delta`.
-pub(crate) fn correlation_robust_hash() -> Hasher {
-    Hasher::with_key(crh::derive_key("lycaon-mpc ferret correlation-robust hash", &[]))
 }
 
 #[cfg(test)]
@@ -93,25 +64,23 @@ mod tests {
     }
 
     #[test]
-    fn in_place_level_expansion_matches_node_by_node() {
-        let prg = GgmPrg::new();
-        for parents in [1usize, 3, 32, 33, 100] {
-            let start: Vec<Block> = (0..parents as u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
-            let mut nodes = vec![0u128; 2 * parents];
-            nodes[..parents].copy_from_slice(&start);
-            let (sl, sr) = prg.expand_level(&mut nodes, parents);
-            let (mut el, mut er) = (0, 0);
-            for (j, &s) in start.iter().enumerate() {
-                let mut l = [s];
-                let mut r = [s];
-                prg.left.encrypt_in_place(&mut l);
-                prg.right.encrypt_in_place(&mut r);
-                assert_eq!(nodes[2 * j], l[0] ^ s);
-                assert_eq!(nodes[2 * j + 1], r[0] ^ s);
-                el ^= l[0] ^ s;
-                er ^= r[0] ^ s;
+    fn level_expansion_matches_node_by_node() {
+        let tree = HalfTreeHash::new();
+        for len in [1usize, 3, 32, 33, 100] {
+            let start: Vec<Block> = (0..len as u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
+            let mut nodes = vec![0u128; 2 * len];
+            nodes[..len].copy_from_slice(&start);
+            let sum = tree.expand_level(&mut nodes, len);
+            let mut expected = 0;
+            for (j, &x) in start.iter().enumerate() {
+                let h = tree.hash.ccr(x);
+                assert_eq!((nodes[j], nodes[j + len]), (h, x ^ h));
+                expected ^= h;
             }
-            assert_eq!((sl, sr), (el, er));
+            assert_eq!(sum, expected);
+            // Children XOR to their parent, so a level's sum is the level above's.
+            let level: Block = nodes.iter().fold(0, |a, &b| a ^ b);
+            assert_eq!(level, start.iter().fold(0, |a, &b| a ^ b));
         }
     }
 }
@@ -123,21 +92,24 @@ mod timing {
     #[test]
     #[ignore]
     fn time_tree() {
-        let prg = GgmPrg::new();
+        let half_tree = HalfTreeHash::new();
         let mut tree = vec![0u128; 1 << 13];
         let t = std::time::Instant::now();
         for s in 0..1295u128 {
             tree[0] = s;
-            for level in 0..13 {
-                prg.expand_level(&mut tree, 1 << level);
+            tree[1] = s ^ 1;
+            for level in 1..13 {
+                half_tree.expand_level(&mut tree, 1 << level);
             }
         }
         let e = t.elapsed().as_secs_f64();
-        println!("1295 trees: {:.3} s, {:.2} ns per AES", e, e * 1e9 / (1295.0 * 16382.0));
+        println!("1295 trees: {:.3} s, {:.2} ns per hash", e, e * 1e9 / (1295.0 * 8190.0));
         let f = FixedKeyAes::from_label("x", &[]);
         let mut blocks = vec![0u128; 1 << 20];
         let t = std::time::Instant::now();
-        for _ in 0..10 { f.encrypt_in_place(&mut blocks); }
+        for _ in 0..10 {
+            f.encrypt_in_place(&mut blocks);
+        }
         println!("encrypt_in_place: {:.2} ns per block", t.elapsed().as_secs_f64() * 1e9 / (10.0 * (1 << 20) as f64));
     }
 }

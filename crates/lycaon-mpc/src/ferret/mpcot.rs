@@ -1,18 +1,26 @@
 //! Multi-point COT with regular noise: the length-n output is cut into t consecutive blocks of
 //! n / t positions (the first n mod t blocks one longer), and each block is a single-point COT
-//! built from a GGM tree (Ferret, section 4; Schoppmann, Gascón, Reichert and Raykova, CCS 2019).
+//! built from a half-tree (Guo, Yang, Wang, Zhang, Xie, Liu and Zhao, Eurocrypt 2023; Ferret,
+//! section 4, with the GGM tree of Schoppmann et al., CCS 2019, in its place).
 //!
 //! For a block of `size` positions the tree has depth h = ceil(log2(size)) and 2^h leaves, of
 //! which the first `size` are used. The sender learns leaves v; the receiver, with a noise
 //! position alpha in [0, size), learns w with w_i = v_i for i != alpha and w_alpha = v_alpha ^
-//! delta. Level l of the tree costs one random COT (q, t = q ^ b * delta): the receiver, wanting
-//! the XOR K of the level's nodes on the side off its path (bit 1 - alpha_l), sends d = b ^ (1 -
-//! alpha_l); the sender sends K^0 ^ H(q ^ d delta) and K^1 ^ H(q ^ (1 ^ d) delta), of which the
-//! receiver can open exactly the one it wants with H(t). Finally the sender sends delta ^ XOR of
-//! the used leaves, from which the receiver gets w_alpha.
+//! delta. The sender's first level is (s, s ^ delta) for a random s, and a node x has children
+//! H(x) and x ^ H(x) ([`HalfTreeHash`]): children XOR to their parent, so every level's nodes XOR
+//! to delta and the sum K^1_l of a level's right children is K^0_l ^ delta. Level l costs one
+//! random COT (q, t = q ^ b delta): the receiver, whose path takes side alpha_l there, sends
+//! d = b ^ alpha_l, and the sender sends K^0_l ^ q ^ (1 ^ d) delta, which the receiver's t turns
+//! into K^{1 - alpha_l}_l, the sum of the side off its path: h blocks per tree, half the GGM
+//! tree's 2h, and one hash per node instead of two PRG calls. The receiver keeps, at the node on
+//! its path, the XOR of the level's other nodes (the true node ^ delta), which the same
+//! expansion carries down. Finally the sender sends delta ^ XOR of the used leaves, from which
+//! the receiver gets w_alpha (needed where a block is not a whole tree).
+//!
+//! Leaf i's path is its binary digits, lowest first: level l's side is bit l - 1 of i.
 //!
 //! Any run of consecutive trees is two messages whatever their number and h are: the receiver's
-//! h bits d per tree, then the sender's 2h + 1 blocks per tree. The trees are expanded in
+//! h bits d per tree, then the sender's h + 1 blocks per tree. The trees are expanded in
 //! parallel. The tree seeds and the noise positions are drawn for a whole iteration at its start
 //! ([`draw_seeds`], [`draw_noise_positions`]), so the output does not depend on how the
 //! iteration's trees are cut into runs.
@@ -23,10 +31,9 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::Rng;
 use rayon::prelude::*;
 
-use super::fixed_key::{correlation_robust_hash, GgmPrg};
+use super::fixed_key::HalfTreeHash;
 use crate::channel::Channel;
 use crate::cot::Block;
-use crate::crh::Hasher;
 use crate::{MpcError, Result};
 
 /// How the n outputs split into t blocks, and each block's tree depth.
@@ -69,10 +76,10 @@ impl RegularLayout {
         (trees * self.depth).div_ceil(8)
     }
 
-    /// Bytes the sender sends for `trees`: two masked level sums per level and one leaf
+    /// Bytes the sender sends for `trees`: one masked level sum per level and one leaf
     /// correction per tree.
     pub(crate) fn sender_bytes(&self, trees: usize) -> usize {
-        16 * trees * (2 * self.depth + 1)
+        16 * trees * (self.depth + 1)
     }
 
     /// The output positions of `trees` (`out`, starting at the first one's) split into blocks.
@@ -98,15 +105,14 @@ pub(crate) fn draw_noise_positions(layout: &RegularLayout, rng: &mut ChaCha20Rng
     (0..layout.t).map(|j| uniform_below(rng, layout.block_size(j) as u64) as usize).collect()
 }
 
-/// The fixed-key primitives of the trees: the GGM PRG and the hash that masks the level sums.
+/// The fixed-key primitive of the trees: the half-tree's expansion.
 pub(crate) struct TreePrimitives {
-    pub(crate) prg: GgmPrg,
-    pub(crate) hash: Hasher,
+    pub(crate) tree: HalfTreeHash,
 }
 
 impl TreePrimitives {
     pub(crate) fn new() -> Self {
-        TreePrimitives { prg: GgmPrg::new(), hash: correlation_robust_hash() }
+        TreePrimitives { tree: HalfTreeHash::new() }
     }
 }
 
@@ -127,22 +133,22 @@ pub(crate) fn send(
     finish: impl Fn(usize, &mut [Block]) + Sync,
 ) -> Result<()> {
     let h = layout.depth;
-    let (prg, hash) = (&primitives.prg, &primitives.hash);
+    let half_tree = &primitives.tree;
     debug_assert_eq!((cots.len(), seeds.len()), (trees.len() * h, trees.len()));
     debug_assert_eq!(out.len(), layout.rows(&trees).len());
-    // Per tree: the level sums (K^0_l, K^1_l) for l = 1..=h, then delta ^ XOR of used leaves.
-    let mut message = vec![0u128; trees.len() * (2 * h + 1)];
+    // Per tree: the left sums K^0_l for l = 1..=h, then delta ^ XOR of the used leaves.
+    let mut message = vec![0u128; trees.len() * (h + 1)];
     let first_tree = trees.start;
-    layout.split(&trees, out).into_par_iter().enumerate().zip(message.par_chunks_mut(2 * h + 1)).zip(seeds.par_iter()).for_each_init(
+    layout.split(&trees, out).into_par_iter().enumerate().zip(message.par_chunks_mut(h + 1)).zip(seeds.par_iter()).for_each_init(
         || vec![0u128; 1 << h],
         |tree, (((j, leaves_out), sums), &seed)| {
             let j = first_tree + j;
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
             tree[0] = seed;
-            for level in 0..h {
-                let (k0, k1) = prg.expand_level(tree, 1 << level);
-                sums[2 * level] = k0;
-                sums[2 * level + 1] = k1;
+            tree[1] = seed ^ delta;
+            sums[0] = seed;
+            for level in 1..h {
+                sums[level] = half_tree.expand_level(tree, 1 << level);
             }
             // Leaves with the lowest bit cleared: the receiver's choice bits live there.
             let mut leaf_sum = delta;
@@ -150,17 +156,15 @@ pub(crate) fn send(
                 *o = leaf & !1;
                 leaf_sum ^= leaf & !1;
             }
-            sums[2 * h] = leaf_sum;
+            sums[h] = leaf_sum;
             finish(layout.block_start(j), leaves_out);
         },
     );
     let d = channel.recv_bits(cots.len())?;
-    // Masks H(q ^ d delta) for K^0 and H(q ^ (1 ^ d) delta) for K^1.
-    let mut masks: Vec<Block> = cots.iter().zip(&d).flat_map(|(&q, &d)| if d { [q ^ delta, q] } else { [q, q ^ delta] }).collect();
-    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
-    message.par_chunks_mut(2 * h + 1).zip(masks.par_chunks(2 * h)).for_each(|(tree, masks)| {
-        for (m, mask) in tree[..2 * h].iter_mut().zip(masks) {
-            *m ^= mask;
+    // K^0 ^ q ^ (1 ^ d) delta: the receiver's t = q ^ b delta opens the side off its path.
+    message.par_chunks_mut(h + 1).zip(cots.par_chunks(h)).zip(d.par_chunks(h)).for_each(|((tree, cots), d)| {
+        for ((m, &q), &d) in tree[..h].iter_mut().zip(cots).zip(d) {
+            *m ^= if d { q } else { q ^ delta };
         }
     });
     channel.send_blocks(&message)
@@ -175,8 +179,8 @@ pub(crate) fn receiver_choose(channel: &mut dyn Channel, layout: &RegularLayout,
     let mut d = Vec::with_capacity(choices.len());
     for (j, &alpha) in alphas.iter().enumerate() {
         for level in 0..h {
-            let path_bit = (alpha >> (h - 1 - level)) & 1 == 1;
-            d.push(choices[j * h + level] ^ !path_bit);
+            let side = (alpha >> level) & 1 == 1;
+            d.push(choices[j * h + level] ^ side);
         }
     }
     channel.send_bits(&d)
@@ -197,38 +201,37 @@ pub(crate) fn receiver_finish(
     out_bits: &mut [bool],
 ) -> Result<()> {
     let h = layout.depth;
-    let (prg, hash) = (&primitives.prg, &primitives.hash);
+    let half_tree = &primitives.tree;
     debug_assert_eq!((cots.len(), alphas.len()), (trees.len() * h, trees.len()));
-    let message = channel.recv_blocks(trees.len() * (2 * h + 1))?;
-    let mut masks = cots.to_vec();
-    masks.par_chunks_mut(1 << 10).for_each(|chunk| hash.ccr_many(chunk));
+    let message = channel.recv_blocks(trees.len() * (h + 1))?;
     let mut blocks: Vec<(&mut [Block], &mut [bool])> = layout.split(&trees, out).into_iter().zip(layout.split(&trees, out_bits)).collect();
-    blocks.par_iter_mut().zip(message.par_chunks(2 * h + 1)).zip(masks.par_chunks(h)).zip(alphas.par_iter()).try_for_each_init(
+    blocks.par_iter_mut().zip(message.par_chunks(h + 1)).zip(cots.par_chunks(h)).zip(alphas.par_iter()).try_for_each_init(
         || vec![0u128; 1 << h],
-        |tree, ((((leaves_out, bits_out), message), masks), &alpha)| {
+        |tree, ((((leaves_out, bits_out), message), cots), &alpha)| {
             if alpha >= leaves_out.len() {
                 return Err(MpcError::InvalidArgument(format!("noise position {alpha} outside a block of {}", leaves_out.len())));
             }
             let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
-            // The level sums the receiver can open: side 1 - alpha_l of level l.
-            let path_bit = |level: usize| (alpha >> (h - 1 - level)) & 1;
-            let known = |level: usize| message[2 * level + 1 - path_bit(level)] ^ masks[level];
-            let a = path_bit(0);
-            tree[a] = 0;
-            tree[1 - a] = known(0);
+            // The sum of level l's side off the path (side 1 - alpha_l).
+            let off_path_sum = |level: usize| message[level] ^ cots[level];
+            // Level 1: the node off the path, and on the path the XOR of the level's others
+            // (the same node): the true node ^ delta.
+            tree[0] = off_path_sum(0);
+            tree[1] = tree[0];
             for level in 1..h {
-                let (k0, k1) = prg.expand_level(tree, 1 << level);
-                let a = path_bit(level);
-                let on_path = 2 * (alpha >> (h - level)) + a;
-                let sibling = on_path ^ 1;
-                // The expanded placeholder put garbage at `sibling`; the side sum holds it too.
-                let side_sum = if a == 0 { k1 } else { k0 };
-                tree[sibling] ^= known(level) ^ side_sum;
-                tree[on_path] = 0;
+                let len = 1 << level;
+                let on_path = alpha & (len - 1);
+                // The node on the path expands to its children's true values ^ (0, delta) or
+                // (delta, 0) plus the hash's error, which the known side sum corrects: after
+                // this, the child off the path is true and the one on it is true ^ delta.
+                let fix = off_path_sum(level) ^ half_tree.expand_level(tree, len);
+                tree[on_path] ^= fix;
+                tree[on_path + len] ^= fix;
             }
             // The sender's leaves with their lowest bit cleared, as it sums them; the punctured
             // one, delta ^ v, then has lowest bit 1: its choice bit.
-            let mut punctured = message[2 * h];
+            tree[alpha] = 0;
+            let mut punctured = message[h];
             for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
                 *o ^= leaf & !1;
                 punctured ^= leaf & !1;

@@ -188,7 +188,7 @@ fn bytes_match_the_formula() {
     let after_setup = boot.n - main.consumed();
     let layout = main.layout();
     let h = layout.depth;
-    let segment = |trees: usize| (16 * trees * (2 * h + 1), (trees * h).div_ceil(8));
+    let segment = |trees: usize| (16 * trees * (h + 1), (trees * h).div_ceil(8));
     // Call 1 empties the setup's leftovers (no traffic); call 2 runs the smallest segment; call
     // 3 the rest of that iteration, a whole one, and the smallest segment of a third.
     let smallest = main.t.div_ceil(MIN_SEGMENT);
@@ -263,7 +263,7 @@ fn real_parameters_one_iteration() {
     let smallest = main.t.div_ceil(MIN_SEGMENT);
     let h = main.tree_depth();
     let extend_bytes = s.stats[1].since(&s.stats[0]).total_bytes();
-    assert_eq!(extend_bytes, (main_s + main_r + 16 * smallest * (2 * h + 1) + (smallest * h).div_ceil(8)) as u64);
+    assert_eq!(extend_bytes, (main_s + main_r + 16 * smallest * (h + 1) + (smallest * h).div_ceil(8)) as u64);
     let per_iteration_bits = 8.0 * (main_s + main_r) as f64 / main.yield_per_iteration() as f64;
     eprintln!(
         "regular_128: {count} COTs (setup + 2 main iterations) in {elapsed:.2?}; {per_iteration_bits:.4} bits/COT per main iteration; setup {} bytes + base COTs",
