@@ -299,10 +299,9 @@ def two_party_costs(ring_bits: int, elements: int = 1 << 16, exact_truncation: b
     """Per-element time and bytes, and rounds, of the two-party ReLU and truncation on this
     machine (silent OT, one short run each, both parties in this process), on a prime ring of
     ``ring_bits`` bits like the layers' plaintext moduli. Bytes are the runs' amortized bytes:
-    silent OT makes COTs in iterations of about 10 million (0.56 MB), one generator per
-    direction, so a short run pays for two whole iterations or none; a session pays for the
-    COTs it uses (0.056 B each). Pricing a 2^16-element ReLU with the iterations it triggered
-    charged 17 B per element too much. The ops are the runtime's: ReLU on values within a
+    silent OT makes COTs in segments of at least 1.3 million (38 kB), one generator per
+    direction, so a short run pays for two segments or none; a session pays for the COTs it
+    uses (0.029 B each). The ops are the runtime's: ReLU on values within a
     quarter of the ring (one comparison), ReLU after a truncation by the first shift (``relu_within``:
     the comparison on the bits the truncated values have left, about ring_bits - 1 - shift;
     "relu_within_*"), and the exact truncation (or the faithful one), whose

@@ -14,7 +14,7 @@ pub enum Kernel {
     Ntt = 0,
     /// Key switching (rotations, relinearisation), its NTTs included.
     KeySwitch = 1,
-    /// Silent-OT (Ferret) extension: GGM tree expansion and LPN encoding.
+    /// Silent-OT (Ferret) extension: half-tree expansion and LPN encoding.
     OtExtension = 2,
     /// Fixed-key AES hashing of OT keys (derived OTs and Ferret's masks).
     OtHash = 3,

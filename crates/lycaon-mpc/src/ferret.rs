@@ -82,7 +82,7 @@ impl LpnParameters {
         RegularLayout::new(self.n, self.t)
     }
 
-    /// Depth of each GGM tree: ceil(log2(ceil(n / t))).
+    /// Depth of each half-tree: ceil(log2(ceil(n / t))).
     pub fn tree_depth(&self) -> usize {
         self.layout().depth
     }

@@ -2,7 +2,7 @@
 //! run time by CPU feature detection and each with a portable path it is tested against.
 //!
 //! * Fixed-key AES-128 on `u128` blocks with AES-NI, eight blocks in flight (VAES, two blocks per
-//!   instruction, where present): the GGM trees' PRG and the LPN code's counter stream spend
+//!   instruction, where present): the half-trees' hash and the LPN code's counter stream spend
 //!   most of their time here. The portable path is the `aes` crate.
 //! * The LPN code's gather (`gather_xor`): each row XORs ten random blocks of a table larger than
 //!   the core's caches; the next rows' blocks are prefetched while the current row is summed,

@@ -251,7 +251,7 @@ def breakdown(image: dict) -> dict:
 #: The kernels lycaon_math::profile times, as the bench names them.
 KERNEL_PARTS = {"ntt": "NTT (all: encryption, products, modulus switching, inside key switching)",
                 "key_switch": "key switching (decomposition, inner products, ModDown; its NTTs included)",
-                "ot_extension": "silent-OT extension (Ferret: GGM trees and LPN encoding)",
+                "ot_extension": "silent-OT extension (Ferret: half-trees and LPN encoding)",
                 "ot_hash": "OT hashing (fixed-key AES of derived OTs and Ferret's masks)",
                 "serialize": "ciphertext (de)serialisation and seed expansion"}
 
