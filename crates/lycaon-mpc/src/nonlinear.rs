@@ -132,10 +132,10 @@ fn small_shares_in(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u6
     let y: Vec<u64> = shares.iter().map(|&x| if p0 { ring.add(x, bound) } else { x }).collect();
     let high: Vec<bool> = y.iter().map(|&v| v >= half).collect();
     let cross = wrap_cross_term(party, p.value(), &high, to.modulus())?;
-    let (p_low, bound) = (to.reduce(p.value()), to.reduce(bound));
+    let bound = to.reduce(bound);
     Ok((0..y.len())
         .map(|i| {
-            let own = to.add(to.sub(to.reduce(y[i]), if high[i] { p_low } else { 0 }), cross[i]);
+            let own = to.add(unwrapped_share(to, y[i], high[i], p.value()), cross[i]);
             if p0 {
                 to.sub(own, bound)
             } else {
@@ -143,6 +143,12 @@ fn small_shares_in(party: &mut Party, ring: ShareRing, shares: &[u64], bound: u6
             }
         })
         .collect())
+}
+
+/// Y_i = y_i - (its own bit [y_i >= H]) p, reduced in `r`: a party's share with its own part
+/// of the wrap taken off (see [`small_shares_in`]).
+fn unwrapped_share(r: ShareRing, y: u64, high: bool, p: u64) -> u64 {
+    r.sub(r.reduce(y), if high { r.reduce(p) } else { 0 })
 }
 
 /// Shares modulo M (2 <= M <= 2^64) of a b p, the cross term of a prime ring's wrap (see
@@ -337,12 +343,12 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
     let ShareRing::Prime(p) = ring else {
         return Err(MpcError::InvalidArgument("exact truncation is built for prime rings; use truncate on Z_2^l".into()));
     };
-    let ShareRing::Prime(q) = to else {
+    let ShareRing::Prime(q_modulus) = to else {
         return Err(MpcError::InvalidArgument(format!("exact truncation writes into a prime ring, not {to:?}")));
     };
     let n = y.len();
     let p0 = party.role() == Role::P0;
-    let (p, q) = (p.value(), q.value());
+    let (p, q) = (p.value(), q_modulus.value());
     let low = ShareRing::power_of_two(shift)?;
     // The cross term modulo 2^s; where the result leaves the ring, also modulo q (one OT modulo
     // 2^s q where that fits 64 bits, else one OT per ring). In the ring itself y0 + y1 is y.
@@ -358,13 +364,14 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
         }
     };
     // Y_i = y_i - bit_i p, modulo 2^s and modulo q.
-    let own = |i: usize, r: ShareRing| r.sub(r.reduce(y[i]), if high[i] { r.reduce(p) } else { 0 });
+    let own = |i: usize, r: ShareRing| unwrapped_share(r, y[i], high[i], p);
     let v: Vec<u64> = (0..n).map(|i| low.add(own(i, low), cross_low[i])).collect();
     // c = [v0 + v1 >= 2^s] = [2^s - 1 - v0 < v1].
     let operands: Vec<u64> = if p0 { v.iter().map(|&v| low.reduce(u64::MAX) - v).collect() } else { v.clone() };
     let carry = less_than(party, &operands, shift, DEFAULT_DIGIT_BITS)?;
     let carry = bits_to_ring(party, to, &carry)?;
-    let (two_s, inverse) = (to.reduce(1u64 << shift), to_inverse_of_power_of_two(q, shift));
+    // 2^-s = ((q + 1) / 2)^s.
+    let (two_s, inverse) = (to.reduce(1u64 << shift), q_modulus.pow(q.div_ceil(2), u64::from(shift)));
     let bias_shifted = to.reduce(bias >> shift);
     Ok((0..n)
         .map(|i| {
@@ -380,13 +387,6 @@ pub fn truncate_exact_into(party: &mut Party, ring: ShareRing, to: ShareRing, sh
             }
         })
         .collect())
-}
-
-/// 2^-s modulo the odd q.
-fn to_inverse_of_power_of_two(q: u64, shift: u32) -> u64 {
-    // 2^-1 = (q + 1) / 2; its s-th power.
-    let half = u128::from(q.div_ceil(2));
-    (0..shift).fold(1u128, |acc, _| acc * half % u128::from(q)) as u64
 }
 
 /// Shares of the maximum of each window. `shares` holds `windows` groups of `size` values each

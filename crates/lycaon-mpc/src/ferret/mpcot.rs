@@ -147,8 +147,8 @@ pub(crate) fn send(
             tree[0] = seed;
             tree[1] = seed ^ delta;
             sums[0] = seed;
-            for level in 1..h {
-                sums[level] = half_tree.expand_level(tree, 1 << level);
+            for (level, sum) in sums.iter_mut().enumerate().take(h).skip(1) {
+                *sum = half_tree.expand_level(tree, 1 << level);
             }
             // Leaves with the lowest bit cleared: the receiver's choice bits live there.
             let mut leaf_sum = delta;
