@@ -144,7 +144,9 @@ struct Counters {
 #[derive(Clone, Debug)]
 pub struct HeOps {
     eval: Evaluator,
-    keys: GaloisKeys,
+    /// Shared, not copied: clones of the ops (one per worker) and a server's session read the
+    /// same keys.
+    keys: Arc<GaloisKeys>,
     counters: Arc<Counters>,
     output_level: usize,
 }
@@ -154,8 +156,8 @@ fn bump(c: &AtomicU64, by: u64) {
 }
 
 impl HeOps {
-    pub fn new(eval: Evaluator, keys: GaloisKeys) -> Self {
-        Self { eval, keys, counters: Arc::default(), output_level: 0 }
+    pub fn new(eval: Evaluator, keys: impl Into<Arc<GaloisKeys>>) -> Self {
+        Self { eval, keys: keys.into(), counters: Arc::default(), output_level: 0 }
     }
 
     /// Outputs are switched down to `level` instead of 0 (to measure a layer's own noise before

@@ -419,6 +419,11 @@ impl GaloisKeys {
         Ok(())
     }
 
+    /// Takes the key of `galois_element` out, if there is one.
+    pub fn remove(&mut self, galois_element: u64) -> Option<KeySwitchKey> {
+        self.keys.remove(&galois_element)
+    }
+
     pub fn params_id(&self) -> &ParamsId {
         &self.params_id
     }

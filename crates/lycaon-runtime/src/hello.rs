@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::{Result, RuntimeError};
 
 const MAGIC: &[u8; 4] = b"LYCN";
-/// Version of the session protocol (both modes); 2 added the mode.
-pub const WIRE_VERSION: u32 = 2;
+/// Version of the session protocol (both modes); 2 added the mode, 3 the hybrid keys per layer.
+pub const WIRE_VERSION: u32 = 3;
 
 /// The two modes a server can serve (DESIGN.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

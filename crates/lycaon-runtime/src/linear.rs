@@ -33,25 +33,29 @@ pub struct ClientKeySet {
 }
 
 impl ClientKeySet {
-    /// Fresh keys; returns them and the upload: the public key and the Galois keys `elements`,
-    /// both seeded.
-    pub fn generate(params: &Arc<Parameters>, elements: &[u64]) -> Result<(Self, Vec<u8>)> {
-        let mut sampler = Sampler::from_os()?;
-        let secret = Arc::new(SecretKey::generate(params, &mut sampler)?);
-        let pk = PublicKey::generate(&secret, &mut sampler)?;
-        let gk = GaloisKeys::generate(&secret, elements, &mut sampler)?;
+    /// A fresh secret key for one parameter set. Its public half crosses one key per message
+    /// ([`ClientKeySet::public_key_upload`], [`ClientKeySet::galois_key_upload`]) when the
+    /// layers need it (`program::KeyStep`).
+    pub fn generate(params: &Arc<Parameters>) -> Result<Self> {
+        let secret = Arc::new(SecretKey::generate(params, &mut Sampler::from_os()?)?);
         let ctx = BfvContext::new(params)?;
-        let mut w = Writer::default();
-        w.blob(&pk.to_bytes());
-        w.blob(&gk.to_bytes());
-        let keys = Self {
+        Ok(Self {
             params: params.clone(),
             decryptor: Decryptor::new(&ctx, secret.clone())?,
             encryptor: Encryptor::new(&ctx)?,
             secret,
             codec: LayoutCodec::new(params)?,
-        };
-        Ok((keys, w.finish()))
+        })
+    }
+
+    /// A fresh public key, serialised.
+    pub fn public_key_upload(&self) -> Result<Vec<u8>> {
+        Ok(PublicKey::generate(&self.secret, &mut Sampler::from_os()?)?.to_bytes())
+    }
+
+    /// The Galois key of `element`, seeded, alone in its envelope.
+    pub fn galois_key_upload(&self, element: u64) -> Result<Vec<u8>> {
+        Ok(GaloisKeys::generate(&self.secret, &[element], &mut Sampler::from_os()?)?.to_bytes())
     }
 
     /// The client's share (values mod t) packed and encrypted, seeded: one blob per ciphertext.
@@ -100,26 +104,41 @@ impl ClientKeySet {
 pub struct ServerKeySet {
     pub params: Arc<Parameters>,
     public_key: PublicKey,
-    galois: GaloisKeys,
+    /// The Galois keys of the layers in flight (shared with the evaluation, not copied).
+    galois: Arc<GaloisKeys>,
     eval: Evaluator,
     codec: LayoutCodec,
 }
 
 impl ServerKeySet {
-    /// Parses a client's upload and checks it holds every Galois key the layers need.
-    pub fn from_upload(params: &Arc<Parameters>, elements: &[u64], upload: &[u8]) -> Result<Self> {
-        let mut r = Reader::new(upload);
-        let public_key = PublicKey::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("public key: {e}")))?;
-        let galois = GaloisKeys::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("Galois keys: {e}")))?;
-        r.finish("key upload")?;
-        if let Some(g) = elements.iter().find(|&&g| galois.get(g).is_none()) {
-            return Err(RuntimeError::Protocol(format!("the Galois keys lack element {g}, which the plan needs")));
-        }
-        if galois.len() != elements.len() {
-            return Err(RuntimeError::Protocol(format!("{} Galois keys uploaded, the plan needs {}", galois.len(), elements.len())));
-        }
+    /// A client's public key for one parameter set, from its message; the Galois keys follow
+    /// one by one ([`ServerKeySet::receive_galois_key`]).
+    pub fn from_public_key(params: &Arc<Parameters>, message: &[u8]) -> Result<Self> {
+        let public_key = PublicKey::from_bytes(params, message).map_err(|e| RuntimeError::Protocol(format!("public key: {e}")))?;
         let ctx = BfvContext::new(params)?;
-        Ok(Self { params: params.clone(), public_key, galois, eval: Evaluator::new(&ctx), codec: LayoutCodec::new(params)? })
+        Ok(Self {
+            params: params.clone(),
+            public_key,
+            galois: Arc::new(GaloisKeys::empty(params)),
+            eval: Evaluator::new(&ctx),
+            codec: LayoutCodec::new(params)?,
+        })
+    }
+
+    /// Adds the Galois key of `element` from a message that must hold exactly that key.
+    pub fn receive_galois_key(&mut self, element: u64, message: &[u8]) -> Result<()> {
+        let key = GaloisKeys::from_bytes(&self.params, message).map_err(|e| RuntimeError::Protocol(format!("Galois key {element}: {e}")))?;
+        if key.len() != 1 || key.get(element).is_none() {
+            let got: Vec<u64> = key.galois_elements().collect();
+            return Err(RuntimeError::Protocol(format!("expected the Galois key of element {element} alone, got the keys of {got:?}")));
+        }
+        Arc::make_mut(&mut self.galois).merge(key)?;
+        Ok(())
+    }
+
+    /// Drops the Galois key of `element` (no later layer uses it).
+    pub fn drop_galois_key(&mut self, element: u64) {
+        Arc::make_mut(&mut self.galois).remove(element);
     }
 }
 

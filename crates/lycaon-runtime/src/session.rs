@@ -4,14 +4,15 @@
 //! Messages, in order (implementation_notes/hybrid-runtime.md):
 //! 1. client: hello (magic, protocol version, what it wants: an inference or only the program);
 //! 2. server: the public program (JSON) or an error;
-//! 3. client: per parameter set, its public key and the Galois keys the plan needs (seeded);
-//! 4. both: the silent-OT setup of the two-party layer;
-//! 5. per op: a linear layer is one request (the client's encrypted share) and one response (the
-//!    masked, re-randomised, flooded result); truncation, ReLU, clip (ReLU6), max-pooling and
+//! 3. both: the silent-OT setup of the two-party layer;
+//! 4. per op: a linear layer is the client's keys that layer is the first to need, one key per
+//!    message (`program::KeyStep`: a parameter set's public key, Galois keys, seeded; both sides
+//!    drop each after its last layer), one request (the client's encrypted share) and one
+//!    response (the masked, re-randomised, flooded result); truncation, ReLU, clip (ReLU6), max-pooling and
 //!    ring conversions are two-party protocols; pooling sums, flattening, additions and
 //!    concatenation are local; each side frees its shares of a tensor once its last reader has
 //!    run (`CompiledProgram::drop_after`);
-//! 6. the output: the server's shares of the logits, or (reveal = label) a secure argmax whose
+//! 5. the output: the server's shares of the logits, or (reveal = label) a secure argmax whose
 //!    result only the client learns; then the server's per-layer compute times.
 
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ use serde::Serialize;
 use crate::hello::{Hello, Mode, PublicModel, Want};
 use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
 use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights};
-use crate::wire::{self, Reader, Writer};
+use crate::wire;
 use crate::{Result, RuntimeError};
 
 /// Server-side settings of a session.
@@ -237,15 +238,8 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
         return Ok(ServerSummary::default());
     }
     let compiled = &model.compiled;
-    let upload = wire::recv(channel, "the key upload")?;
-    let mut r = Reader::new(&upload);
-    let count = r.u32()? as usize;
-    if count != compiled.param_sets.len() {
-        return Err(RuntimeError::Protocol(format!("keys for {count} parameter sets, the program has {}", compiled.param_sets.len())));
-    }
-    let keys: Vec<ServerKeySet> =
-        compiled.param_sets.iter().map(|(_, p, elements)| ServerKeySet::from_upload(p, elements, r.blob()?)).collect::<Result<_>>()?;
-    r.finish("key upload")?;
+    // The keys of the layers in flight (program::KeyStep), per parameter set.
+    let mut keys: Vec<Option<ServerKeySet>> = (0..compiled.param_sets.len()).map(|_| None).collect();
     let mut party = Party::new(Role::P0, channel, ot_kind(compiled))?;
     let mut values: HashMap<String, Vec<u64>> = HashMap::new();
     values.insert(compiled.program.input.clone(), vec![0; compiled.len_of(&compiled.program.input)]);
@@ -256,11 +250,26 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
         compiled,
         &mut values,
         &mut |party, op, step, share, record| {
+            let schedule = &compiled.keys[&op.name];
+            let set = &mut keys[step.set];
+            if schedule.public_key_arrives {
+                *set = Some(ServerKeySet::from_public_key(&step.params, &wire::recv(party.channel(), "a public key")?)?);
+            }
+            let held = set.as_mut().ok_or_else(|| RuntimeError::Program(format!("linear '{}': its parameter set's keys were dropped", op.name)))?;
+            for &g in &schedule.arrive {
+                held.receive_galois_key(g, &wire::recv(party.channel(), "a Galois key")?)?;
+            }
             let request = wire::recv(party.channel(), "a layer request")?;
             let t0 = Instant::now();
-            let (response, out) = layers[&op.name].evaluate(step, &keys[step.set], &request, &share)?;
+            let (response, out) = layers[&op.name].evaluate(step, held, &request, &share)?;
             record.server_s = t0.elapsed().as_secs_f64();
             wire::send(party.channel(), &response)?;
+            for &g in &schedule.depart {
+                held.drop_galois_key(g);
+            }
+            if schedule.public_key_departs {
+                *set = None;
+            }
             Ok(out)
         },
         progress,
@@ -305,16 +314,9 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
     }
     let mut setup = LayerRecord { name: "setup".into(), op: "keys+ot".into(), ..Default::default() };
     let t0 = Instant::now();
-    let mut keys = Vec::new();
-    let mut w = Writer::default();
-    w.u32(compiled.param_sets.len() as u32);
-    for (_, params, elements) in &compiled.param_sets {
-        let (k, upload) = ClientKeySet::generate(params, elements)?;
-        keys.push(k);
-        w.blob(&upload);
-    }
-    setup.client_s = t0.elapsed().as_secs_f64();
-    wire::send(channel, &w.finish())?;
+    // Keys are made and sent when the layers need them (program::KeyStep) and counted here.
+    let mut keys: Vec<Option<ClientKeySet>> = (0..compiled.param_sets.len()).map(|_| None).collect();
+    let mut key_costs: HashMap<String, (f64, u64)> = HashMap::new();
     let mut party = Party::new(Role::P1, channel, ot_kind(&compiled))?;
     setup.seconds = t0.elapsed().as_secs_f64();
     stats_diff(ChannelStats::default(), party.channel().stats(), &mut setup);
@@ -325,8 +327,20 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
         &mut party,
         &compiled,
         &mut values,
-        &mut |party, _, step, share, record| {
-            let keys = &mut keys[step.set];
+        &mut |party, op, step, share, record| {
+            let schedule = &compiled.keys[&op.name];
+            let (t0, sent) = (Instant::now(), party.channel().stats().bytes_sent);
+            let set = &mut keys[step.set];
+            if schedule.public_key_arrives {
+                let fresh = ClientKeySet::generate(&step.params)?;
+                wire::send(party.channel(), &fresh.public_key_upload()?)?;
+                *set = Some(fresh);
+            }
+            let keys = set.as_mut().ok_or_else(|| RuntimeError::Program(format!("linear '{}': its parameter set's keys were dropped", op.name)))?;
+            for &g in &schedule.arrive {
+                wire::send(party.channel(), &keys.galois_key_upload(g)?)?;
+            }
+            key_costs.insert(op.name.clone(), (t0.elapsed().as_secs_f64(), party.channel().stats().bytes_sent - sent));
             let t0 = Instant::now();
             let request = keys.encrypt_share(step, &share)?;
             record.client_s = t0.elapsed().as_secs_f64();
@@ -335,10 +349,23 @@ pub fn run_client(channel: &mut dyn Channel, input: &[i64], progress: &mut dyn F
             let t0 = Instant::now();
             let out = keys.decrypt_response(step, &response)?;
             record.client_s += t0.elapsed().as_secs_f64();
+            if schedule.public_key_departs {
+                *set = None;
+            }
             Ok(out)
         },
         progress,
     )?;
+    // Key generation and upload count as setup, as when they all came first.
+    for layer in &mut layers {
+        if let Some((seconds, bytes)) = key_costs.remove(&layer.name) {
+            layer.seconds -= seconds;
+            layer.bytes_sent -= bytes;
+            setup.seconds += seconds;
+            setup.client_s += seconds;
+            setup.bytes_sent += bytes;
+        }
+    }
     let (logits, label) = learn_output(&mut party, &compiled, &values)?;
     let report = wire::recv(party.channel(), "the server's timings")?;
     let server_s: Vec<f64> = serde_json::from_slice(&report).map_err(|e| RuntimeError::Protocol(format!("the server's timings: {e}")))?;

@@ -564,3 +564,60 @@ fn overlapping_max_pools_are_exact_row_then_column_bounded_or_not() {
         assert_eq!(client.logits.unwrap(), want, "truncate {truncate}");
     }
 }
+
+/// Keys cross once, just before the first layer that needs them, and are dropped after the last
+/// one: three convolutions of one parameter set with different rotations (3x3, 1x1, 3x3),
+/// then a matrix-vector product in another set. Walking the schedule, every layer finds the public
+/// key and every Galois key it rotates by held, and nothing is held at the end.
+#[test]
+fn keys_cross_before_their_first_layer_and_go_after_their_last() {
+    let p2 = params(31, &[50, 50], &[50]);
+    let p3 = params(36, &[55, 45], &[]);
+    let conv = |name: &str, input: &str, output: &str, c_in: usize, c_out: usize, k: usize| {
+        json!({"op": "linear", "name": name, "inputs": [input], "output": output, "algorithm": "gazelle-ia", "params": p2,
+            "shape": {"h": 4, "w": 4, "c_in": c_in, "c_out": c_out, "k": k, "stride": 1, "pad": k / 2}})
+    };
+    let ops = vec![
+        conv("a", "x", "a", 2, 4, 3),
+        json!({"op": "relu", "name": "ra", "inputs": ["a"], "output": "ra"}),
+        conv("b", "ra", "b", 4, 4, 1),
+        json!({"op": "relu", "name": "rb", "inputs": ["b"], "output": "rb"}),
+        conv("c", "rb", "c", 4, 2, 3),
+        json!({"op": "flatten", "name": "fl", "inputs": ["c"], "output": "f"}),
+        json!({"op": "linear", "name": "fc", "inputs": ["f"], "output": "y", "algorithm": "cheetah-matvec", "params": p3,
+            "shape": {"h": 1, "w": 1, "c_in": 32, "c_out": 3, "k": 1, "stride": 1}}),
+    ];
+    let program = Program::from_json(
+        &json!({"version": 2, "name": "keys", "input": "x", "input_shape": [2, 4, 4], "fraction_bits": 0, "output": "y", "ops": ops}).to_string(),
+    )
+    .unwrap();
+    let compiled = program.compile().unwrap();
+    let mut held: std::collections::HashSet<(usize, Option<u64>)> = Default::default();
+    let mut crossed = 0;
+    for name in ["a", "b", "c", "fc"] {
+        let (step, keys) = (&compiled.linear[name], &compiled.keys[name]);
+        if keys.public_key_arrives {
+            assert!(held.insert((step.set, None)), "{name}: the public key crossed twice");
+        }
+        for &g in &keys.arrive {
+            assert!(held.insert((step.set, Some(g))), "{name}: the key of {g} crossed twice");
+            crossed += 1;
+        }
+        assert!(held.contains(&(step.set, None)), "{name}: no public key held");
+        for g in step.plan.galois_elements().into_iter().filter(|&g| g != 1) {
+            assert!(held.contains(&(step.set, Some(g))), "{name}: the key of {g} is not held");
+        }
+        for &g in &keys.depart {
+            assert!(held.remove(&(step.set, Some(g))), "{name}: drops the key of {g}, not held");
+        }
+        if keys.public_key_departs {
+            assert!(held.remove(&(step.set, None)));
+        }
+    }
+    assert!(held.is_empty(), "keys left after the last layer: {held:?}");
+    assert_eq!(crossed, compiled.param_sets.iter().map(|(_, _, g)| g.len()).sum::<usize>(), "each needed key crosses once");
+    // Keys the first layer alone uses go after it; keys the last 3x3 also uses stay held.
+    let (a, c) = (&compiled.keys["a"], &compiled.keys["c"]);
+    assert!(!a.depart.is_empty() && a.arrive.iter().any(|g| c.depart.contains(g)), "{a:?} {c:?}");
+    assert!(compiled.keys["c"].public_key_departs && compiled.keys["fc"].public_key_arrives && compiled.keys["fc"].public_key_departs);
+}
