@@ -93,3 +93,29 @@ def test_spu_half_matches_the_float_model(lenet_run):
     records, _ = e2e.make_records({"lan": lyc, "wan": lyc}, peer)
     for r in records:
         assert r["time_ratio"] > 0 and r["bytes_ratio"] == pytest.approx(lyc["bytes"] / peer["first_run_bytes"])
+
+
+@native
+def test_the_walsh_comparison_runs_both_packings_end_to_end(tmp_path):
+    """``lycaon bench e2e --models resnet20 --algorithm walsh``: the network once with every
+    convolution by the Walsh-Hadamard algorithm and once by the conventional packed one, each
+    party in its own process, both decrypting to the fixed-point twin; the comparison record is
+    the ratio of the two runs (the conventional one uploads a gigabyte of Galois keys, one per
+    message, when its layers need them)."""
+    from lycaon.bench import imagenet
+
+    out = tmp_path / "r20.json"
+    walsh, conventional = imagenet.run(["resnet20"], str(out), algorithms=["walsh"], compare_packed=True)
+    assert walsh["algorithms"] == ["walsh", "cheetah-matvec"] and conventional["algorithms"] == ["gazelle", "cheetah-matvec"]
+    assert walsh["equal_to_fixed_point_twin"] and conventional["equal_to_fixed_point_twin"]
+    # The convolutions by one algorithm or the other; the fully connected layer alike in both.
+    convs = [l["name"] != "linear" for l in walsh["layers"]]
+    assert len(convs) >= 20 and convs.count(False) == 1
+    for rec, conv in ((walsh, "walsh"), (conventional, "gazelle-IA")):
+        assert [l["algorithm"] for l in rec["layers"]] == [conv if c else "cheetah-matvec" for c in convs]
+    c = conventional["compared_with_conventional"]
+    assert c["latency"] == pytest.approx(conventional["total_s"] / walsh["total_s"])
+    assert c["communication"] == pytest.approx(conventional["bytes"] / walsh["bytes"])
+    # The keys make the difference in bytes: over a gigabyte of Galois keys against tens of MiB.
+    assert c["keys_bytes"][1] > 2**30 > 10 * c["keys_bytes"][0] and c["communication"] > 2
+    assert json.loads(out.read_text())["records"][1]["compared_with_conventional"] == c

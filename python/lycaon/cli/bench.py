@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
                                "where the time goes, concurrent sessions, ResNet-50's bytes")
     e2e.add_argument("--json", metavar="FILE", help="write the records, settings and every part as JSON")
     e2e.add_argument("--models", nargs="+", metavar="NAME", help="ImageNet-size networks end to end instead (resnet50 squeezenet mobilenet_v2 densenet121 vgg16 "
-                     "mobilenet_v1): random weights and calibration, each party in its own process, peak RSS, the planner beside each layer")
+                     "mobilenet_v1; resnet20 at CIFAR-10 shape): random weights and calibration, each party in its own process, peak RSS, the planner beside each layer")
     e2e.add_argument("--algorithm", action="append", default=[], metavar="NAME",
                      help="with --models: convolutions by this algorithm only (e.g. walsh), each model also run with the conventional packed one (gazelle)")
     e2e.add_argument("--resnet20-images", type=int, default=2, help="CIFAR-10 test images for ResNet-20 (default 2; 0 skips it)")
