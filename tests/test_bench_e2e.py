@@ -97,25 +97,25 @@ def test_spu_half_matches_the_float_model(lenet_run):
 
 @native
 def test_the_walsh_comparison_runs_both_packings_end_to_end(tmp_path):
-    """``lycaon bench e2e --models resnet20 --algorithm walsh``: the network once with every
-    convolution by the Walsh-Hadamard algorithm and once by the conventional packed one, each
-    party in its own process, both decrypting to the fixed-point twin; the comparison record is
-    the ratio of the two runs (the conventional one uploads a gigabyte of Galois keys, one per
-    message, when its layers need them)."""
+    """``lycaon bench e2e --models resnet20 --algorithm walsh``, 001's comparison: the network once
+    with the Walsh-Hadamard convolution on the layers where the planner finds it faster than the
+    conventional packed one (001 applies it to the large feature maps), once with the
+    conventional one throughout, the fully connected layer alike, each party in its own process,
+    both decrypting to the fixed-point twin; the comparison record is the ratio of the two runs
+    (the conventional run's keys cross one per message when its layers need them)."""
     from lycaon.bench import imagenet
 
     out = tmp_path / "r20.json"
     walsh, conventional = imagenet.run(["resnet20"], str(out), algorithms=["walsh"], compare_packed=True)
-    assert walsh["algorithms"] == ["walsh", "cheetah-matvec"] and conventional["algorithms"] == ["gazelle", "cheetah-matvec"]
+    assert walsh["algorithms"] == ["walsh", "gazelle", "cheetah-matvec"] and conventional["algorithms"] == ["gazelle", "cheetah-matvec"]
     assert walsh["equal_to_fixed_point_twin"] and conventional["equal_to_fixed_point_twin"]
-    # The convolutions by one algorithm or the other; the fully connected layer alike in both.
-    convs = [l["name"] != "linear" for l in walsh["layers"]]
-    assert len(convs) >= 20 and convs.count(False) == 1
-    for rec, conv in ((walsh, "walsh"), (conventional, "gazelle-IA")):
-        assert [l["algorithm"] for l in rec["layers"]] == [conv if c else "cheetah-matvec" for c in convs]
+    fc = [l["name"] == "linear" for l in walsh["layers"]]
+    assert len(fc) >= 20 and fc.count(True) == 1
+    assert [l["algorithm"] for l in conventional["layers"]] == ["cheetah-matvec" if f else "gazelle-IA" for f in fc]
+    chosen = [l["algorithm"] for l in walsh["layers"]]
+    assert [a == "cheetah-matvec" for a in chosen] == fc and "walsh" in chosen and set(chosen) <= {"walsh", "gazelle-IA", "cheetah-matvec"}
+    assert walsh["layers_by_algorithm"]["walsh"] == chosen.count("walsh")
     c = conventional["compared_with_conventional"]
     assert c["latency"] == pytest.approx(conventional["total_s"] / walsh["total_s"])
     assert c["communication"] == pytest.approx(conventional["bytes"] / walsh["bytes"])
-    # The keys make the difference in bytes: over a gigabyte of Galois keys against tens of MiB.
-    assert c["keys_bytes"][1] > 2**30 > 10 * c["keys_bytes"][0] and c["communication"] > 2
     assert json.loads(out.read_text())["records"][1]["compared_with_conventional"] == c

@@ -226,23 +226,26 @@ def _gib(b: float) -> str:
 
 
 def run(models: Sequence[str], json_path: Optional[str] = None, algorithms: Sequence[str] = (), compare_packed: bool = False) -> list[dict]:
-    """Every model in ``models`` end to end; with ``compare_packed`` also under the conventional
-    packed convolution ("gazelle"), for 001's comparison of its ``algorithms`` against it: the
-    convolutions by one or the other, the fully connected layers by the same matrix-vector
-    product in both runs (001 compares convolutions)."""
+    """Every model in ``models`` end to end; with ``compare_packed`` 001's end-to-end comparison:
+    each model once with ``algorithms`` (e.g. walsh) where the planner finds them faster than the
+    conventional packed convolution ("gazelle") and that one elsewhere, as 001 deploys Hyena on
+    the layers with large feature maps only, and once with the conventional one throughout; the
+    fully connected layers by the same matrix-vector product in both runs."""
     records = []
-    fully_connected = ("cheetah-matvec",) if compare_packed else ()
-    variants = [tuple(algorithms) + fully_connected] + ([("gazelle", *fully_connected)] if compare_packed else [])
+    conventional = ("gazelle", "cheetah-matvec")
+    variants = [tuple(dict.fromkeys((*algorithms, *conventional))), conventional] if compare_packed else [tuple(algorithms)]
     for model in models:
         for algs in variants:
             rec = run_model(model, algs)
             records.append(rec)
-            print(f"{model} [{', '.join(algs) or 'planned'}]: {rec['total_s']:.1f} s loopback ({rec['total_s_by_link']['lan']:.1f} s lan, "
+            chosen = {a: sum(l["algorithm"] == a for l in rec["layers"]) for a in dict.fromkeys(l["algorithm"] for l in rec["layers"])}
+            rec["layers_by_algorithm"] = chosen
+            print(f"{model} [{', '.join(f'{a} x{c}' for a, c in chosen.items())}]: {rec['total_s']:.1f} s loopback ({rec['total_s_by_link']['lan']:.1f} s lan, "
                   f"{rec['total_s_by_link']['wan']:.1f} s wan): client HE {rec['client_he_s']:.1f} s, server HE {rec['server_he_s']:.1f} s, "
                   f"two-party {rec['two_party_s']:.1f} s; {_gib(rec['bytes'])}, {rec['rounds']} rounds; peak RSS server {_gib(rec['server_peak_rss'])} "
                   f"(preparing {_gib(rec['server_prepare_peak_rss'])}), client {_gib(rec['client_peak_rss'])}; "
                   f"{'equals' if rec['equal_to_fixed_point_twin'] else 'DIFFERS FROM'} the fixed-point twin", flush=True)
-            if compare_packed and algs[0] == "gazelle":
+            if compare_packed and algs == conventional:
                 rec["compared_with_conventional"] = comparison = _against_conventional(records[-2], rec)
                 print(f"{model}: {', '.join(algorithms)} against the conventional packed convolution (in brackets 001's figures): latency "
                       f"{comparison['latency']:.2f}x lower [1.3-2.5], server peak RSS {comparison['server_memory']:.2f}x less [memory 2.1-7.9], "
