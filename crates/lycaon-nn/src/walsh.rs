@@ -68,6 +68,18 @@ fn walsh_sign(k: usize, b: usize) -> i64 {
     }
 }
 
+/// A convolution algorithm (001): a fully connected layer would put one value in each half of a
+/// ciphertext, two per ciphertext (VGG-16's 25088 x 4096 layer: over 16 GB just to plan it).
+fn refuse_fully_connected(shape: &ConvShape) -> Result<(), NnError> {
+    if shape.is_fully_connected() {
+        return Err(NnError::Unsupported {
+            algorithm: NAME,
+            reason: "a convolution algorithm: a fully connected layer would hold two values per ciphertext (use cheetah-matvec or gazelle)".into(),
+        });
+    }
+    Ok(())
+}
+
 fn center(v: u64, t: u64) -> i64 {
     if v > t / 2 {
         v as i64 - t as i64
@@ -82,6 +94,7 @@ impl WalshConv {
     /// product nearly noiseless; with more blocks per row h_k is dense, as in 001 where cn > 2
     /// costs more than it saves.
     pub fn new(shape: &ConvShape, params: &Arc<Parameters>, block: Option<usize>) -> Result<Self, NnError> {
+        refuse_fully_connected(shape)?;
         let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
         let grid = TileGrid::new(shape, params.n(), true, block.or(Some(params.n() / 2)), NAME)?;
         let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
@@ -145,6 +158,7 @@ impl WalshConv {
     /// without making it: its terms grow as inputs times outputs, which for a fully connected
     /// layer (two channels per ciphertext) are tens of millions.
     pub fn ciphertexts(shape: &ConvShape, n: usize) -> Result<(usize, usize), NnError> {
+        refuse_fully_connected(shape)?;
         let grid = TileGrid::new(shape, n, true, Some(n / 2), NAME)?;
         let in_place = DensePlacement { channels: shape.c_in, blocks: grid.blocks };
         let out_place = DensePlacement { channels: shape.c_out, blocks: grid.blocks };
