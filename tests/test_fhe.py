@@ -510,7 +510,7 @@ def test_resnet20_service_sends_its_program_and_refuses_uploads_without_bootstra
 
         def session(messages: list) -> bytes:
             with socket.create_connection((host, int(port)), timeout=120) as sock:
-                hello = b"LYCN" + struct.pack("<III", 2, 1, 2)
+                hello = b"LYCN" + struct.pack("<III", 3, 1, 2)  # wire version 3 (lycaon-runtime hello.rs), an inference, FHE
                 sock.sendall(frame(hello))
                 for m in messages:
                     sock.sendall(frame(b"\x01" + m))
