@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -238,8 +239,7 @@ def run(models: Sequence[str], json_path: Optional[str] = None, algorithms: Sequ
         for algs in variants:
             rec = run_model(model, algs)
             records.append(rec)
-            chosen = {a: sum(l["algorithm"] == a for l in rec["layers"]) for a in dict.fromkeys(l["algorithm"] for l in rec["layers"])}
-            rec["layers_by_algorithm"] = chosen
+            rec["layers_by_algorithm"] = chosen = dict(Counter(l["algorithm"] for l in rec["layers"]))
             print(f"{model} [{', '.join(f'{a} x{c}' for a, c in chosen.items())}]: {rec['total_s']:.1f} s loopback ({rec['total_s_by_link']['lan']:.1f} s lan, "
                   f"{rec['total_s_by_link']['wan']:.1f} s wan): client HE {rec['client_he_s']:.1f} s, server HE {rec['server_he_s']:.1f} s, "
                   f"two-party {rec['two_party_s']:.1f} s; {_gib(rec['bytes'])}, {rec['rounds']} rounds; peak RSS server {_gib(rec['server_peak_rss'])} "
@@ -247,10 +247,11 @@ def run(models: Sequence[str], json_path: Optional[str] = None, algorithms: Sequ
                   f"{'equals' if rec['equal_to_fixed_point_twin'] else 'DIFFERS FROM'} the fixed-point twin", flush=True)
             if compare_packed and algs == conventional:
                 rec["compared_with_conventional"] = comparison = _against_conventional(records[-2], rec)
+                paper = {k: "-".join(map(str, v)) for k, v in comparison["paper"].items()}
                 print(f"{model}: {', '.join(algorithms)} against the conventional packed convolution (in brackets 001's figures): latency "
-                      f"{comparison['latency']:.2f}x lower [1.3-2.5], server peak RSS {comparison['server_memory']:.2f}x less [memory 2.1-7.9], "
-                      f"communication {comparison['communication']:.2f}x less [1.4-1.5]; setup (keys, OT) {_gib(comparison['keys_bytes'][0])} against "
-                      f"{_gib(comparison['keys_bytes'][1])}", flush=True)
+                      f"{comparison['latency']:.2f}x lower [{paper['latency']}], server peak RSS {comparison['server_memory']:.2f}x less "
+                      f"[memory {paper['memory']}], communication {comparison['communication']:.2f}x less [{paper['communication']}]; setup (keys, OT) "
+                      f"{_gib(comparison['keys_bytes'][0])} against {_gib(comparison['keys_bytes'][1])}", flush=True)
             if json_path:
                 Path(json_path).write_text(json.dumps({"records": records, "note": "random weights and random calibration inputs: a benchmark of cost "
                                                        "and exactness, not of predictions"}, indent=1))
