@@ -175,3 +175,25 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
         min_noise_budget_unswitched,
     })
 }
+
+/// Whether [`LinearPlan::evaluate_streaming`] returns the very ciphertexts that
+/// `prepare(w)?.evaluate(..)` does on an encryption of `x` (the server takes the streaming path
+/// when a layer's prepared weights do not fit in its memory budget).
+pub fn streaming_equals_prepared(plan: &dyn LinearPlan, x: &[i64], w: &[i64]) -> Result<bool, NnError> {
+    let params = plan.params().clone();
+    let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+    let mut sampler = Sampler::from_os()?;
+    let sk = Arc::new(SecretKey::generate(&params, &mut sampler)?);
+    let gk = GaloisKeys::generate(&sk, &plan.galois_elements(), &mut sampler)?;
+    let ctx = BfvContext::new(&params)?;
+    let enc = LayoutCodec::new(&params)?;
+    let layout_in = plan.input_layout();
+    let mut encryptor = SecretKeyEncryptor::new(&ctx, sk)?;
+    let inputs = layout_in
+        .pack(x, params.n(), t)?
+        .iter()
+        .map(|v| Ok(encryptor.encrypt(&enc.encode(layout_in.encoding, v)?)?.expand(&params)?))
+        .collect::<Result<Vec<_>, NnError>>()?;
+    let ops = HeOps::new(Evaluator::new(&ctx), gk);
+    Ok(plan.prepare(w)?.evaluate(&ops, &inputs)? == plan.evaluate_streaming(&ops, &inputs, w)?)
+}

@@ -7,6 +7,7 @@
 //! multiplies each copy by one digit of the weight plaintexts, which keeps the noise of a
 //! plaintext product near n 2^bits instead of n t.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -321,46 +322,67 @@ impl LinearPlan for PackedConv {
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
-        self.grid.shape.check_weights(weights)?;
-        let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
-        let ctx = BfvContext::new(&self.core.params)?;
-        let eval = Evaluator::new(&ctx);
-        let encoder = BatchEncoder::new(&self.core.params)?;
-        let top = self.core.params.max_level();
-        let bits = self.opts.plain_decomposition_bits;
-        let half = self.grid.half();
-        let plaintexts = self
-            .terms
-            .par_iter()
-            .map(|term| {
-                let mut slots = self.term_slots(term, weights, t);
-                if self.opts.schedule == Schedule::PartialAligned {
-                    // Multiply before rotating: put each weight at the slot its input occupies.
-                    let rot = self.grid.rotation(term.shift, term.dy, term.dx).rem_euclid(half as i64) as usize;
-                    let mut moved = vec![0u64; slots.len()];
-                    for (u, &w) in slots.iter().enumerate() {
-                        let (row, k) = (u / half, u % half);
-                        moved[(row ^ usize::from(term.swap)) * half + (k + rot) % half] = w;
-                    }
-                    slots = moved;
-                }
-                let pt = encoder.encode(&slots)?;
-                let digit_pts = match bits {
-                    None => vec![pt],
-                    Some(bits) => decompose_plaintext(&self.core.params, &pt, bits, self.digits, t)?,
-                };
-                digit_pts.iter().map(|d| eval.prepare_plain(d, top).map_err(NnError::from)).collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<Vec<_>, NnError>>()?;
+        let encoder = TermEncoder::new(self, weights)?;
+        let plaintexts = (0..self.terms.len()).into_par_iter().map(|k| encoder.plaintexts(k)).collect::<Result<Vec<_>, NnError>>()?;
         Ok(Box::new(PreparedPacked { plan: self.clone_plan(), plaintexts }))
+    }
+
+    /// Each term's plaintexts prepared when its products are taken and dropped after: every term
+    /// is used once per evaluation, so this does the same work as `prepare` and holds at most a
+    /// few plaintexts per thread instead of all of them (28 GiB for VGG-16's 28x28 layers).
+    fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        let encoder = TermEncoder::new(self, weights)?;
+        self.clone_plan().evaluate(ops, inputs, &|k| encoder.plaintexts(k).map(Cow::Owned))
+    }
+}
+
+/// Turns one term's weights into its prepared plaintexts, one per plaintext digit.
+struct TermEncoder<'a> {
+    conv: &'a PackedConv,
+    weights: &'a [i64],
+    t: u64,
+    eval: Evaluator,
+    encoder: BatchEncoder,
+}
+
+impl<'a> TermEncoder<'a> {
+    fn new(conv: &'a PackedConv, weights: &'a [i64]) -> Result<Self, NnError> {
+        conv.grid.shape.check_weights(weights)?;
+        let params = &conv.core.params;
+        let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+        Ok(Self { conv, weights, t, eval: Evaluator::new(&BfvContext::new(params)?), encoder: BatchEncoder::new(params)? })
+    }
+
+    fn plaintexts(&self, k: usize) -> Result<Vec<PreparedPlaintext>, NnError> {
+        let conv = self.conv;
+        let term = &conv.terms[k];
+        let mut slots = conv.term_slots(term, self.weights, self.t);
+        if conv.opts.schedule == Schedule::PartialAligned {
+            // Multiply before rotating: put each weight at the slot its input occupies.
+            let half = conv.grid.half();
+            let rot = conv.grid.rotation(term.shift, term.dy, term.dx).rem_euclid(half as i64) as usize;
+            let mut moved = vec![0u64; slots.len()];
+            for (u, &w) in slots.iter().enumerate() {
+                let (row, k) = (u / half, u % half);
+                moved[(row ^ usize::from(term.swap)) * half + (k + rot) % half] = w;
+            }
+            slots = moved;
+        }
+        let pt = self.encoder.encode(&slots)?;
+        let digit_pts = match conv.opts.plain_decomposition_bits {
+            None => vec![pt],
+            Some(bits) => decompose_plaintext(&conv.core.params, &pt, bits, conv.digits, self.t)?,
+        };
+        let top = conv.core.params.max_level();
+        digit_pts.iter().map(|d| self.eval.prepare_plain(d, top).map_err(NnError::from)).collect()
     }
 }
 
 impl PackedConv {
     fn clone_plan(&self) -> PackedPlanCore {
         PackedPlanCore {
-            terms: self.terms.to_vec(),
-            elements: self.elements.to_vec(),
+            terms: self.terms.clone(),
+            elements: self.elements.clone(),
             in_cts: self.in_cts,
             out_cts: self.out_cts,
             digits: self.digits,
@@ -389,8 +411,8 @@ fn decompose_plaintext(params: &Parameters, pt: &Plaintext, bits: u32, digits: u
 }
 
 struct PackedPlanCore {
-    terms: Vec<Term>,
-    elements: Vec<u64>,
+    terms: Arc<Vec<Term>>,
+    elements: Arc<Vec<u64>>,
     in_cts: usize,
     out_cts: usize,
     digits: usize,
@@ -412,21 +434,26 @@ impl PreparedLayer for PreparedPacked {
     }
 
     fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
-        let p = &self.plan;
-        if inputs.len() != p.input_layout_cts {
-            return Err(NnError::Count { what: "input ciphertexts", expected: p.input_layout_cts, found: inputs.len() });
-        }
-        let outputs = match p.schedule {
-            Schedule::InputAligned => self.input_aligned(ops, inputs)?,
-            Schedule::PartialAligned => self.partial_aligned(ops, inputs)?,
-        };
-        outputs.par_iter().map(|ct| ops.to_lowest(ct)).collect()
+        self.plan.evaluate(ops, inputs, &|k| Ok(Cow::Borrowed(&self.plaintexts[k][..])))
     }
 }
 
-impl PreparedPacked {
-    fn input_aligned(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
-        let p = &self.plan;
+/// Term k's prepared plaintexts (one per digit): kept or made when asked.
+type TermPlaintexts<'a> = dyn Fn(usize) -> Result<Cow<'a, [PreparedPlaintext]>, NnError> + Sync + 'a;
+
+impl PackedPlanCore {
+    fn evaluate<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+        if inputs.len() != self.input_layout_cts {
+            return Err(NnError::Count { what: "input ciphertexts", expected: self.input_layout_cts, found: inputs.len() });
+        }
+        let outputs = match self.schedule {
+            Schedule::InputAligned => self.input_aligned(ops, inputs, plaintexts)?,
+            Schedule::PartialAligned => self.partial_aligned(ops, inputs, plaintexts)?,
+        };
+        outputs.par_iter().map(|ct| ops.to_lowest(ct)).collect()
+    }
+    fn input_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+        let p = self;
         // Terms grouped by output, then by input ciphertext.
         let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
         for (k, term) in p.terms.iter().enumerate() {
@@ -441,14 +468,14 @@ impl PreparedPacked {
                 .clone()
                 .into_par_iter()
                 .map(|i| {
-                    let elements = elements_of(p.terms.iter().zip(&p.elements).filter(|(t, _)| t.input == i).map(|(_, &g)| g));
+                    let elements = elements_of(p.terms.iter().zip(p.elements.iter()).filter(|(t, _)| t.input == i).map(|(_, &g)| g));
                     (0..p.digits).map(|d| rotate_hoisted(ops, &inputs[d * p.in_cts + i], &elements)).collect::<Result<Vec<_>, NnError>>()
                 })
                 .collect::<Result<_, _>>()?;
             accs.par_iter_mut().zip(&by_output).try_for_each(|(acc, terms_by_input)| -> Result<(), NnError> {
                 for i in range.clone() {
                     for &k in terms_by_input.get(&i).map(Vec::as_slice).unwrap_or(&[]) {
-                        for (copy, pt) in rotated[i - first].iter().zip(&self.plaintexts[k]) {
+                        for (copy, pt) in rotated[i - first].iter().zip(plaintexts(k)?.iter()) {
                             ops.mul_plain_add(acc, &copy[&p.elements[k]], pt)?;
                         }
                     }
@@ -459,8 +486,8 @@ impl PreparedPacked {
         accs.into_iter().map(|a| a.ok_or(NnError::Shape("an output ciphertext receives no term".into()))).collect()
     }
 
-    fn partial_aligned(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
-        let p = &self.plan;
+    fn partial_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+        let p = self;
         // Terms grouped by output, then by Galois element.
         let mut by_output: Vec<BTreeMap<u64, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
         for (k, term) in p.terms.iter().enumerate() {
@@ -473,8 +500,8 @@ impl PreparedPacked {
                 for (&g, terms) in groups {
                     let mut partial = None;
                     for &k in terms {
-                        for d in 0..p.digits {
-                            ops.mul_plain_add(&mut partial, &inputs[d * p.in_cts + p.terms[k].input], &self.plaintexts[k][d])?;
+                        for (d, pt) in plaintexts(k)?.iter().enumerate() {
+                            ops.mul_plain_add(&mut partial, &inputs[d * p.in_cts + p.terms[k].input], pt)?;
                         }
                     }
                     let partial = partial.ok_or(NnError::Shape("empty partial sum".into()))?;
