@@ -472,12 +472,17 @@ class Server:
     from the value bounds of ``calibration`` (as above; ``calibration_images`` samples, default
     64, else 16 in the hybrid mode). ``flood_precision_bits`` is the precision the answers'
     noise flooding leaves in the logits (0: no flooding); ``device`` ("cpu", "cuda:N") is where
-    the server's CKKS work runs."""
+    the server's CKKS work runs.
+
+    ``ray`` (hybrid mode): run the linear layers on Ray workers (``lycaon.cluster``): a cluster's
+    address, "auto" for the cluster this machine belongs to, or "local" to start a Ray instance
+    here; ``workers`` actors of ``worker_threads`` threads each (0: all cores). The logits are
+    bit for bit those of one machine."""
 
     def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
                  link: str = "lan", emulate_link: bool = False, calibration_images: Optional[int] = None, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
                  timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0,
-                 device: str = "cpu"):
+                 device: str = "cpu", ray: Optional[str] = None, workers: int = 2, worker_threads: int = 1):
         from lycaon.plan import dataset_of  # noqa: PLC0415
         from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
@@ -485,6 +490,9 @@ class Server:
         if mode not in ("hybrid", "fhe"):
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
+        self.fanout = None
+        if mode == "fhe" and ray is not None:
+            raise ValueError("ray: the FHE mode serves from one machine in this version; a Ray cluster serves the hybrid mode")
         if mode == "fhe":
             self._init_fhe(native_server, model, calibration, preprocess, 64 if calibration_images is None else calibration_images, labels, max_sessions, timeout_s,
                            link if emulate_link else "none", flood_precision_bits, device)
@@ -510,7 +518,11 @@ class Server:
                          "preprocess": spec.to_dict() if spec is not None else dataset if calibration is None else None, "labels": names}
         self.options = {"max_sessions": int(max_sessions), "timeout_s": float(timeout_s), "link": link if emulate_link else "none",
                         "flood_bits": float(flood_bits), "metadata": self.metadata}
-        self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options))
+        if ray is not None:
+            from lycaon.cluster import start_fanout  # noqa: PLC0415
+
+            self.fanout = start_fanout(self.program, self.weights, address=ray, workers=workers, threads=worker_threads, flood_bits=flood_bits)
+        self._server = native_server(json.dumps(self.program), self.weights, json.dumps(self.options), self.fanout)
         self.address: Optional[str] = None
 
     def _init_fhe(self, native_server, model, calibration, preprocess, calibration_images: int, labels, max_sessions: Optional[int], timeout_s: float,
@@ -551,8 +563,11 @@ class Server:
         self._server.serve(self.address)
 
     def stop(self) -> None:
-        """Stops listening and ends open sessions."""
+        """Stops listening and ends open sessions (and the Ray workers, when ``ray`` was given)."""
         self._server.stop()
+        if self.fanout is not None:
+            self.fanout.shutdown()
+            self.fanout = None
 
     def logs(self) -> list[dict]:
         """The server's log records: per session, per-layer timings and bytes, and errors."""

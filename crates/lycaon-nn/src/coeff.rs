@@ -25,6 +25,7 @@
 //! Outputs travel at the lowest level with all of c_1 and only the coefficients of c_0 that carry
 //! outputs ([`PartialCiphertext`]).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -253,13 +254,20 @@ impl LinearPlan for CoeffConv {
 
     /// One output group's kernels at a time: at most one group per thread is prepared at once.
     fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        self.evaluate_units(ops, inputs, weights, 0..self.output_units())
+    }
+
+    /// One unit per output group of k kernels (`hb wb` output ciphertexts).
+    fn output_units(&self) -> usize {
+        self.core.shape.c_out.div_ceil(self.blocks.k)
+    }
+
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         self.core.shape.check_weights(weights)?;
+        crate::check_units(&units, self.output_units())?;
         let spatial = self.hb * self.wb;
-        let expected = self.cb * spatial;
-        if inputs.len() != expected {
-            return Err(NnError::Count { what: "input ciphertexts", expected, found: inputs.len() });
-        }
-        let groups = (0..self.core.shape.c_out.div_ceil(self.blocks.k))
+        check_inputs(inputs, self.cb * spatial)?;
+        let groups = units
             .into_par_iter()
             .map(|group| {
                 let kernels = self.group_kernels(weights, group)?;
@@ -268,6 +276,13 @@ impl LinearPlan for CoeffConv {
             .collect::<Result<Vec<_>, NnError>>()?;
         Ok(groups.into_iter().flatten().collect())
     }
+}
+
+fn check_inputs(inputs: &[Ciphertext], expected: usize) -> Result<(), NnError> {
+    if inputs.len() != expected {
+        return Err(NnError::Count { what: "input ciphertexts", expected, found: inputs.len() });
+    }
+    Ok(())
 }
 
 impl CoeffConv {
@@ -422,29 +437,49 @@ impl LinearPlan for CoeffMatVec {
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
         self.core.shape.check_weights(weights)?;
+        let kernels = (0..self.output_units()).into_par_iter().map(|rb| self.row_block_kernels(weights, rb)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(PreparedProducts { kernels, in_groups: self.core.shape.c_in.div_ceil(self.cols), spatial: 1 }))
+    }
+
+    /// One row block's kernels at a time.
+    fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        self.evaluate_units(ops, inputs, weights, 0..self.output_units())
+    }
+
+    /// One unit per block of rows (one output ciphertext).
+    fn output_units(&self) -> usize {
+        self.core.shape.c_out.div_ceil(self.rows)
+    }
+
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
+        self.core.shape.check_weights(weights)?;
+        crate::check_units(&units, self.output_units())?;
+        check_inputs(inputs, self.core.shape.c_in.div_ceil(self.cols))?;
+        units.into_par_iter().map(|rb| products(ops, inputs, &self.row_block_kernels(weights, rb)?, 1, 0)).collect()
+    }
+}
+
+impl CoeffMatVec {
+    /// Row block rb's kernels, one per block of columns: the block's rows x columns of weights
+    /// as coefficients.
+    fn row_block_kernels(&self, weights: &[i64], rb: usize) -> Result<Vec<PreparedPlaintext>, NnError> {
         let (k, m) = (self.core.shape.c_in, self.core.shape.c_out);
         let (ni, no) = (self.cols, self.rows);
         let encoder = CoeffEncoder::new(&self.core.params)?;
         let eval = Evaluator::new(&BfvContext::new(&self.core.params)?);
         let top = self.core.params.max_level();
         let n = self.core.params.n();
-        let kernels = (0..m.div_ceil(no))
-            .into_par_iter()
-            .map(|rb| {
-                (0..k.div_ceil(ni))
-                    .map(|cb| {
-                        let mut coeffs = vec![0i64; n];
-                        for r in 0..no.min(m - rb * no) {
-                            for j in 0..ni.min(k - cb * ni) {
-                                coeffs[r * ni + ni - 1 - j] = weights[(rb * no + r) * k + cb * ni + j];
-                            }
-                        }
-                        Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
-                    })
-                    .collect::<Result<Vec<_>, NnError>>()
+        (0..k.div_ceil(ni))
+            .map(|cb| {
+                let mut coeffs = vec![0i64; n];
+                for r in 0..no.min(m - rb * no) {
+                    for j in 0..ni.min(k - cb * ni) {
+                        coeffs[r * ni + ni - 1 - j] = weights[(rb * no + r) * k + cb * ni + j];
+                    }
+                }
+                Ok(eval.prepare_plain(&encoder.encode_signed(&coeffs)?, top)?)
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Box::new(PreparedProducts { kernels, in_groups: k.div_ceil(ni), spatial: 1 }))
+            .collect()
     }
 }
 

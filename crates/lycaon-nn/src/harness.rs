@@ -176,10 +176,11 @@ pub fn run_layer_to_level(plan: &dyn LinearPlan, x: &[i64], w: &[i64], reps: usi
     })
 }
 
-/// Whether [`LinearPlan::evaluate_streaming`] returns the very ciphertexts that
-/// `prepare(w)?.evaluate(..)` does on an encryption of `x` (the server takes the streaming path
-/// when a layer's prepared weights do not fit in its memory budget).
-pub fn streaming_equals_prepared(plan: &dyn LinearPlan, x: &[i64], w: &[i64]) -> Result<bool, NnError> {
+/// Whether [`LinearPlan::evaluate_streaming`], and [`LinearPlan::evaluate_units`] over up to
+/// three consecutive ranges of units, return the very ciphertexts that `prepare(w)?.evaluate(..)`
+/// does on an encryption of `x` (a server streams a layer whose prepared weights do not fit in
+/// its memory, and fans units out over workers).
+pub fn split_evaluations_equal_prepared(plan: &dyn LinearPlan, x: &[i64], w: &[i64]) -> Result<bool, NnError> {
     let params = plan.params().clone();
     let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
     let mut sampler = Sampler::from_os()?;
@@ -195,5 +196,12 @@ pub fn streaming_equals_prepared(plan: &dyn LinearPlan, x: &[i64], w: &[i64]) ->
         .map(|v| Ok(encryptor.encrypt(&enc.encode(layout_in.encoding, v)?)?.expand(&params)?))
         .collect::<Result<Vec<_>, NnError>>()?;
     let ops = HeOps::new(Evaluator::new(&ctx), gk);
-    Ok(plan.prepare(w)?.evaluate(&ops, &inputs)? == plan.evaluate_streaming(&ops, &inputs, w)?)
+    let prepared = plan.prepare(w)?.evaluate(&ops, &inputs)?;
+    let units = plan.output_units();
+    let cuts = [0, units / 3, (2 * units).div_ceil(3), units];
+    let mut split = Vec::new();
+    for part in cuts.windows(2) {
+        split.extend(plan.evaluate_units(&ops, &inputs, w, part[0]..part[1])?);
+    }
+    Ok(prepared == plan.evaluate_streaming(&ops, &inputs, w)? && prepared == split)
 }

@@ -171,6 +171,21 @@ pub trait LinearPlan: Send + Sync {
     fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
         self.prepare(weights)?.evaluate(ops, inputs)
     }
+    /// Parts of the output computed apart from each other (output ciphertexts, or groups of
+    /// them), each from all the inputs: what a server fans out over workers. 1 where the
+    /// algorithm evaluates its outputs together.
+    fn output_units(&self) -> usize {
+        1
+    }
+    /// The output ciphertexts of `units`, in order, as `evaluate_streaming` computes them: over
+    /// consecutive ranges that cover `0..output_units()`, the concatenation equals its outputs.
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: std::ops::Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
+        check_units(&units, self.output_units())?;
+        if units.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.evaluate_streaming(ops, inputs, weights)
+    }
 
     /// The noise of the output ciphertexts, from the operations `evaluate` performs, for inputs
     /// with noise `input` (as the client sends them, at the top level) and values within
@@ -198,6 +213,14 @@ pub trait PreparedLayer: Send + Sync {
     /// Evaluates on the client's input ciphertexts and returns the outputs at the lowest level,
     /// ready to be masked and sent.
     fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError>;
+}
+
+/// An error unless `units` lies within `0..total`.
+pub fn check_units(units: &std::ops::Range<usize>, total: usize) -> Result<(), NnError> {
+    if units.start > units.end || units.end > total {
+        return Err(NnError::Shape(format!("output units {units:?} asked of a layer with {total}")));
+    }
+    Ok(())
 }
 
 /// Runs a prepared layer without instrumentation.

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -331,8 +332,18 @@ impl LinearPlan for PackedConv {
     /// is used once per evaluation, so this does the same work as `prepare` and holds at most a
     /// few plaintexts per thread instead of all of them (28 GiB for VGG-16's 28x28 layers).
     fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
+        self.evaluate_units(ops, inputs, weights, 0..self.out_cts)
+    }
+
+    /// One unit per output ciphertext.
+    fn output_units(&self) -> usize {
+        self.out_cts
+    }
+
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
+        crate::check_units(&units, self.out_cts)?;
         let encoder = TermEncoder::new(self, weights)?;
-        self.clone_plan().evaluate(ops, inputs, &|k| encoder.plaintexts(k).map(Cow::Owned))
+        self.clone_plan().evaluate(ops, inputs, &|k| encoder.plaintexts(k).map(Cow::Owned), units)
     }
 }
 
@@ -434,7 +445,7 @@ impl PreparedLayer for PreparedPacked {
     }
 
     fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
-        self.plan.evaluate(ops, inputs, &|k| Ok(Cow::Borrowed(&self.plaintexts[k][..])))
+        self.plan.evaluate(ops, inputs, &|k| Ok(Cow::Borrowed(&self.plaintexts[k][..])), 0..self.plan.out_cts)
     }
 }
 
@@ -442,24 +453,26 @@ impl PreparedLayer for PreparedPacked {
 type TermPlaintexts<'a> = dyn Fn(usize) -> Result<Cow<'a, [PreparedPlaintext]>, NnError> + Sync + 'a;
 
 impl PackedPlanCore {
-    fn evaluate<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+    /// Output ciphertexts `outputs` (in order).
+    fn evaluate<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>, outputs: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         if inputs.len() != self.input_layout_cts {
             return Err(NnError::Count { what: "input ciphertexts", expected: self.input_layout_cts, found: inputs.len() });
         }
         let outputs = match self.schedule {
-            Schedule::InputAligned => self.input_aligned(ops, inputs, plaintexts)?,
-            Schedule::PartialAligned => self.partial_aligned(ops, inputs, plaintexts)?,
+            Schedule::InputAligned => self.input_aligned(ops, inputs, plaintexts, outputs)?,
+            Schedule::PartialAligned => self.partial_aligned(ops, inputs, plaintexts, outputs)?,
         };
         outputs.par_iter().map(|ct| ops.to_lowest(ct)).collect()
     }
-    fn input_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+
+    fn input_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>, outputs: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         let p = self;
         // Terms grouped by output, then by input ciphertext.
-        let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
-        for (k, term) in p.terms.iter().enumerate() {
-            by_output[term.output].entry(term.input).or_default().push(k);
+        let mut by_output: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); outputs.len()];
+        for (k, term) in p.terms.iter().enumerate().filter(|(_, t)| outputs.contains(&t.output)) {
+            by_output[term.output - outputs.start].entry(term.input).or_default().push(k);
         }
-        let mut accs: Vec<Option<Ciphertext>> = vec![None; p.out_cts];
+        let mut accs: Vec<Option<Ciphertext>> = vec![None; outputs.len()];
         let chunk = rayon::current_num_threads().max(1) * 2;
         for first in (0..p.in_cts).step_by(chunk) {
             let range = first..(first + chunk).min(p.in_cts);
@@ -468,7 +481,10 @@ impl PackedPlanCore {
                 .clone()
                 .into_par_iter()
                 .map(|i| {
-                    let elements = elements_of(p.terms.iter().zip(p.elements.iter()).filter(|(t, _)| t.input == i).map(|(_, &g)| g));
+                    let elements = elements_of(p.terms.iter().zip(p.elements.iter()).filter(|(t, _)| t.input == i && outputs.contains(&t.output)).map(|(_, &g)| g));
+                    if elements.is_empty() {
+                        return Ok(Vec::new());
+                    }
                     (0..p.digits).map(|d| rotate_hoisted(ops, &inputs[d * p.in_cts + i], &elements)).collect::<Result<Vec<_>, NnError>>()
                 })
                 .collect::<Result<_, _>>()?;
@@ -486,12 +502,12 @@ impl PackedPlanCore {
         accs.into_iter().map(|a| a.ok_or(NnError::Shape("an output ciphertext receives no term".into()))).collect()
     }
 
-    fn partial_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>) -> Result<Vec<Ciphertext>, NnError> {
+    fn partial_aligned<'a>(&self, ops: &HeOps, inputs: &[Ciphertext], plaintexts: &TermPlaintexts<'a>, outputs: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         let p = self;
         // Terms grouped by output, then by Galois element.
-        let mut by_output: Vec<BTreeMap<u64, Vec<usize>>> = vec![BTreeMap::new(); p.out_cts];
-        for (k, term) in p.terms.iter().enumerate() {
-            by_output[term.output].entry(p.elements[k]).or_default().push(k);
+        let mut by_output: Vec<BTreeMap<u64, Vec<usize>>> = vec![BTreeMap::new(); outputs.len()];
+        for (k, term) in p.terms.iter().enumerate().filter(|(_, t)| outputs.contains(&t.output)) {
+            by_output[term.output - outputs.start].entry(p.elements[k]).or_default().push(k);
         }
         by_output
             .par_iter()

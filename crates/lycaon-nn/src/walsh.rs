@@ -21,6 +21,7 @@
 //! source block.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -346,6 +347,22 @@ impl LinearPlan for WalshConv {
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        Ok(Box::new(self.prepare_walsh(weights)?))
+    }
+
+    /// One unit per output ciphertext.
+    fn output_units(&self) -> usize {
+        self.grouped().len()
+    }
+
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
+        crate::check_units(&units, self.output_units())?;
+        self.prepare_walsh(weights)?.evaluate_outputs(ops, inputs, units)
+    }
+}
+
+impl WalshConv {
+    fn prepare_walsh(&self, weights: &[i64]) -> Result<PreparedWalsh, NnError> {
         let sh = &self.grid.shape;
         sh.check_weights(weights)?;
         let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
@@ -385,7 +402,7 @@ impl LinearPlan for WalshConv {
             .iter()
             .map(|pt| eval.prepare_plain(pt, top))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Box::new(PreparedWalsh {
+        Ok(PreparedWalsh {
             alphas,
             bound,
             kappa: self.kappa,
@@ -395,7 +412,7 @@ impl LinearPlan for WalshConv {
             taps: self.taps.to_vec(),
             in_cts: self.in_cts,
             weight_count: weights.len(),
-        }))
+        })
     }
 }
 
@@ -421,16 +438,37 @@ impl PreparedLayer for PreparedWalsh {
     }
 
     fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        self.evaluate_outputs(ops, inputs, 0..self.grouped.len())
+    }
+}
+
+impl PreparedWalsh {
+    /// Output ciphertexts `outputs` (in order); only the rotations of the inputs they use.
+    fn evaluate_outputs(&self, ops: &HeOps, inputs: &[Ciphertext], outputs: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         if inputs.len() != self.in_cts {
             return Err(NnError::Count { what: "input ciphertexts", expected: self.in_cts, found: inputs.len() });
         }
         let params = ops.params().clone();
         let top = params.max_level();
-        let rotated: Vec<BTreeMap<u64, Ciphertext>> =
-            inputs.par_iter().zip(&self.rotations).map(|(ct, elements)| rotate_hoisted(ops, ct, elements)).collect::<Result<_, _>>()?;
+        let grouped = &self.grouped[outputs.clone()];
+        let rotations: Vec<Vec<u64>> = if outputs.len() == self.grouped.len() {
+            self.rotations.clone()
+        } else {
+            let mut used = vec![Vec::new(); self.in_cts];
+            for terms_by_input in grouped.iter().flat_map(BTreeMap::values) {
+                for (&i, terms) in terms_by_input {
+                    used[i].extend(terms.iter().map(|&term| self.taps[term]));
+                }
+            }
+            used.into_iter().map(|v| elements_of(v.into_iter())).collect()
+        };
+        let rotated: Vec<BTreeMap<u64, Ciphertext>> = inputs
+            .par_iter()
+            .zip(&rotations)
+            .map(|(ct, elements)| if elements.is_empty() { Ok(BTreeMap::new()) } else { rotate_hoisted(ops, ct, elements) })
+            .collect::<Result<_, _>>()?;
         let nb = self.walsh.len() + 1;
-        let _ = nb;
-        self.grouped
+        grouped
             .par_iter()
             .map(|diagonals| {
                 let mut out: Option<Ciphertext> = None;

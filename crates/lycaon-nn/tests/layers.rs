@@ -7,7 +7,7 @@ use lycaon_bfv::rlwe::{Parameters, ParametersLiteral, Security};
 use lycaon_nn::batchwise::BatchWiseConv;
 use lycaon_nn::coeff::{CoeffBlocks, CoeffConv, CoeffMatVec};
 use lycaon_nn::diagonal::DiagonalFc;
-use lycaon_nn::harness::{run_layer, streaming_equals_prepared};
+use lycaon_nn::harness::{run_layer, split_evaluations_equal_prepared};
 use lycaon_nn::hyena::HyenaConv;
 use lycaon_nn::packed::{PackedConv, PackedOptions, Schedule};
 use lycaon_nn::padded::PaddedConv;
@@ -45,7 +45,7 @@ fn check(plan: &dyn LinearPlan, _lit: &ParametersLiteral, seed: u64) {
         run.cost.up_bytes,
         run.up_bytes_measured
     );
-    assert!(streaming_equals_prepared(plan, &x, &w).unwrap(), "{} on {shape:?}: streaming evaluation differs from the prepared one", plan.name());
+    assert!(split_evaluations_equal_prepared(plan, &x, &w).unwrap(), "{} on {shape:?}: streaming or per-unit evaluation differs from the prepared one", plan.name());
 }
 
 fn params(lit: &ParametersLiteral) -> Arc<Parameters> {

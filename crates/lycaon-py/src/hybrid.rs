@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use lycaon_mpc::tcp::TcpChannel;
+use lycaon_runtime::fanout::Fanout;
 use lycaon_runtime::server::LogSink;
 use lycaon_runtime::session::{fetch_program, fetch_public, run_client, run_local, ServedModel};
 use lycaon_runtime::{link_model, Program, RuntimeError, Served, Server, ServerOptions, SessionOptions, Weights};
@@ -83,7 +84,7 @@ pub(crate) fn timeout(s: Option<f64>) -> PyResult<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-fn session_options(flood_bits: Option<f64>, prepared_weights_bytes: Option<usize>) -> PyResult<SessionOptions> {
+pub(crate) fn session_options(flood_bits: Option<f64>, prepared_weights_bytes: Option<usize>) -> PyResult<SessionOptions> {
     let mut o = SessionOptions::default();
     if let Some(b) = prepared_weights_bytes {
         o.prepared_weights_bytes = b;
@@ -103,7 +104,7 @@ fn vector(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
 }
 
 /// {name: {"weight": int64 array, "bias": int64 array (optional)}} to the runtime's weights.
-fn weights_of(d: &Bound<'_, PyDict>) -> PyResult<Weights> {
+pub(crate) fn weights_of(d: &Bound<'_, PyDict>) -> PyResult<Weights> {
     let mut w = Weights::default();
     for (k, v) in d.iter() {
         let name: String = k.extract().map_err(|_| LycaonError::new_err("weight names must be strings"))?;
@@ -124,6 +125,7 @@ fn served_model(
     flood_bits: Option<f64>,
     prepared_weights_bytes: Option<usize>,
     metadata: Option<serde_json::Value>,
+    fanout: Option<Py<PyAny>>,
 ) -> PyResult<(ServedModel, Weights)> {
     let mut program = Program::from_json(program_json).map_err(err)?;
     if let Some(m) = metadata {
@@ -131,7 +133,14 @@ fn served_model(
     }
     let w = weights_of(weights)?;
     let options = session_options(flood_bits, prepared_weights_bytes)?;
-    let model = weights.py().detach(|| ServedModel::new(program, &w, options)).map_err(err)?;
+    let model = match fanout {
+        None => weights.py().detach(|| ServedModel::new(program, &w, options)),
+        Some(f) => {
+            let fanout: Arc<dyn Fanout> = Arc::new(crate::cluster::PyFanout(f));
+            weights.py().detach(|| ServedModel::with_fanout(program, &w, options, fanout))
+        }
+    }
+    .map_err(err)?;
     Ok((model, w))
 }
 
@@ -153,10 +162,13 @@ impl HybridServer {
 
 #[pymethods]
 impl HybridServer {
+    /// With `fanout` (an object with the methods of `lycaon.cluster.RayFanout`), the linear
+    /// layers run on its workers.
     #[new]
-    fn new(program_json: &str, weights: &Bound<'_, PyDict>, options_json: &str) -> PyResult<Self> {
+    #[pyo3(signature = (program_json, weights, options_json, fanout=None))]
+    fn new(program_json: &str, weights: &Bound<'_, PyDict>, options_json: &str, fanout: Option<Py<PyAny>>) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let (model, _) = served_model(program_json, weights, o.flood_bits, o.prepared_weights_bytes, o.metadata.clone())?;
+        let (model, _) = served_model(program_json, weights, o.flood_bits, o.prepared_weights_bytes, o.metadata.clone(), fanout)?;
         Ok(Self::with(Served::Hybrid(Arc::new(model)), o.server_options()?))
     }
 
@@ -314,7 +326,7 @@ pub fn hybrid_local(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let o: ClientOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("options", e))?;
-    let (model, _) = served_model(program_json, weights, o.flood_bits, None, None)?;
+    let (model, _) = served_model(program_json, weights, o.flood_bits, None, None, None)?;
     let x = vector(x_int, "x_int")?;
     let link = link_model(o.link.as_deref().unwrap_or("none")).map_err(err)?;
     let (mut client, server) = py.detach(|| run_local(&model, &x, link, &mut |d, n, name| call_progress(&progress, d, n, name))).map_err(err)?;

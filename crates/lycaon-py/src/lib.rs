@@ -10,6 +10,7 @@
 
 mod ckks;
 mod ckks_bench;
+mod cluster;
 mod fhe;
 mod hybrid;
 mod mpc;
@@ -1231,6 +1232,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_linear, m)?)?;
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     m.add_class::<hybrid::HybridServer>()?;
+    m.add_class::<cluster::LinearWorker>()?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_infer, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_fetch_program, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_local, m)?)?;

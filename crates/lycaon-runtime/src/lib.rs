@@ -12,6 +12,7 @@
 
 pub mod ckks_bench;
 pub mod device;
+pub mod fanout;
 pub mod fhe;
 pub mod hello;
 pub mod linear;
@@ -55,6 +56,8 @@ pub enum RuntimeError {
     Compile(String),
     #[error(transparent)]
     Device(#[from] device::DeviceError),
+    #[error("the cluster: {0}")]
+    Cluster(String),
 }
 
 impl From<lycaon_bfv::rlwe::RlweError> for RuntimeError {

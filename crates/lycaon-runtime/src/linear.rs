@@ -8,6 +8,7 @@
 //! and only then switches down to level 0 and sends. Its own share of the output is the unpacked
 //! mask plus the bias; the client's is the unpacked decryption. The sum is W x + b modulo t.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use lycaon_bfv::noise::NoiseModel;
@@ -19,6 +20,7 @@ use lycaon_nn::coeff::kept_positions;
 use lycaon_nn::harness::LayoutCodec;
 use lycaon_nn::{HeOps, PreparedLayer, ResponseDrop, ValueBounds};
 
+use crate::fanout::Remote;
 use crate::program::LinearStep;
 use crate::wire::{Reader, Writer};
 use crate::{Result, RuntimeError};
@@ -236,9 +238,21 @@ impl ServerLayer {
         self.drop
     }
 
+    /// Output units `units` of the layer (before masking) on its input ciphertexts, the server's
+    /// share already added: what a worker computes for a server's fanout.
+    pub(crate) fn evaluate_units(&self, step: &LinearStep, eval: &Evaluator, galois: Arc<GaloisKeys>, inputs: &[Ciphertext], units: Range<usize>) -> Result<Vec<Ciphertext>> {
+        let ops = HeOps::new(eval.clone(), galois).with_output_level(self.eval_level);
+        Ok(match &self.weights {
+            LayerWeights::OnDemand(weights) => step.plan.evaluate_units(&ops, inputs, weights, units)?,
+            LayerWeights::Prepared(prepared) if units == (0..step.plan.output_units()) => prepared.evaluate(&ops, inputs)?,
+            LayerWeights::Prepared(_) => return Err(RuntimeError::Program("a layer kept prepared evaluates all its units at once".into())),
+        })
+    }
+
     /// Evaluates on the client's ciphertexts plus the server's share; returns the response bytes
     /// and the server's share of the output.
-    pub fn evaluate(&self, step: &LinearStep, keys: &ServerKeySet, request: &[u8], server_share: &[u64]) -> Result<(Vec<u8>, Vec<u64>)> {
+    /// With `remote`, the outputs are computed by its fanout's workers.
+    pub fn evaluate(&self, step: &LinearStep, keys: &ServerKeySet, request: &[u8], server_share: &[u64], remote: Option<Remote<'_>>) -> Result<(Vec<u8>, Vec<u64>)> {
         let params = &step.params;
         let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
         let layout_in = step.plan.input_layout();
@@ -257,12 +271,26 @@ impl ServerLayer {
             inputs.push(keys.eval.add_plain(&ct, &keys.codec.encode(layout_in.encoding, own)?)?);
         }
         r.finish("layer request")?;
-        let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
-        let outputs = match &self.weights {
-            LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
-            LayerWeights::OnDemand(weights) => step.plan.evaluate_streaming(&ops, &inputs, weights)?,
-        };
         let layout_out = step.plan.output_layout();
+        let outputs = match remote {
+            Some(remote) => {
+                let sent = inputs.iter().map(Ciphertext::to_bytes).collect();
+                let got = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), sent)?;
+                if got.len() != layout_out.num_ciphertexts {
+                    return Err(RuntimeError::Cluster(format!("the workers returned {} output ciphertexts, the layer has {}", got.len(), layout_out.num_ciphertexts)));
+                }
+                got.iter()
+                    .map(|b| Ciphertext::from_bytes(params, b).map_err(|e| RuntimeError::Cluster(format!("a worker's output ciphertext: {e}"))))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => {
+                let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
+                match &self.weights {
+                    LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
+                    LayerWeights::OnDemand(weights) => step.plan.evaluate_streaming(&ops, &inputs, weights)?,
+                }
+            }
+        };
         let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
         let mut sampler = Sampler::from_os()?;
         let modulus = lycaon_math::Modulus::new(t)?;

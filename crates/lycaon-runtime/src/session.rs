@@ -16,12 +16,15 @@
 //!    result only the client learns; then the server's per-layer compute times.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use lycaon_mpc::channel::ChannelStats;
 use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
 use serde::Serialize;
 
+use crate::fanout::{Fanout, Remote};
 use crate::hello::{Hello, Mode, PublicModel, Want};
 use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
 use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights};
@@ -97,6 +100,8 @@ pub struct ServedModel {
     layers: HashMap<String, ServerLayer>,
     public_json: String,
     pub options: SessionOptions,
+    /// Where the linear layers run when not in this process (`fanout`).
+    fanout: Option<Arc<dyn Fanout>>,
 }
 
 impl ServedModel {
@@ -112,7 +117,14 @@ impl ServedModel {
             let (w, b) = &weights.layers[name];
             layers.insert(name.clone(), ServerLayer::new(name, step, w, b.clone(), options.flood_bits, options.failure_probability, &mut budget)?);
         }
-        Ok(Self { compiled, layers, public_json, options })
+        Ok(Self { compiled, layers, public_json, options, fanout: None })
+    }
+
+    /// The model with its linear layers evaluated by `fanout`'s workers. The server keeps its
+    /// weights as integers only (for the bias; the workers prepare theirs).
+    pub fn with_fanout(program: Program, weights: &Weights, mut options: SessionOptions, fanout: Arc<dyn Fanout>) -> Result<Self> {
+        options.prepared_weights_bytes = 0;
+        Ok(Self { fanout: Some(fanout), ..Self::new(program, weights, options)? })
     }
 
     /// `f` of each linear layer, in program order.
@@ -245,6 +257,8 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
     values.insert(compiled.program.input.clone(), vec![0; compiled.len_of(&compiled.program.input)]);
     let mut summary = ServerSummary::default();
     let layers = &model.layers;
+    let session = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+    let _ended = model.fanout.as_deref().map(|fanout| SessionEnd { fanout, session });
     summary.layers = run_ops(
         &mut party,
         compiled,
@@ -256,16 +270,25 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
                 *set = Some(ServerKeySet::from_public_key(&step.params, &wire::recv(party.channel(), "a public key")?)?);
             }
             let held = set.as_mut().ok_or_else(|| RuntimeError::Program(format!("linear '{}': its parameter set's keys were dropped", op.name)))?;
+            let fanout = model.fanout.as_deref();
             for &g in &schedule.arrive {
-                held.receive_galois_key(g, &wire::recv(party.channel(), "a Galois key")?)?;
+                let message = wire::recv(party.channel(), "a Galois key")?;
+                held.receive_galois_key(g, &message)?;
+                if let Some(f) = fanout {
+                    f.key_arrived(session, step.set, g, &message)?;
+                }
             }
             let request = wire::recv(party.channel(), "a layer request")?;
             let t0 = Instant::now();
-            let (response, out) = layers[&op.name].evaluate(step, held, &request, &share)?;
+            let remote = fanout.map(|fanout| Remote { fanout, session, layer: &op.name });
+            let (response, out) = layers[&op.name].evaluate(step, held, &request, &share, remote)?;
             record.server_s = t0.elapsed().as_secs_f64();
             wire::send(party.channel(), &response)?;
             for &g in &schedule.depart {
                 held.drop_galois_key(g);
+                if let Some(f) = fanout {
+                    f.key_departed(session, step.set, g)?;
+                }
             }
             if schedule.public_key_departs {
                 *set = None;
@@ -280,6 +303,21 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
     summary.total_s = began.elapsed().as_secs_f64();
     summary.bytes = party.channel().stats().total_bytes();
     Ok(summary)
+}
+
+/// Numbers the sessions of this process for a fanout's workers.
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// Tells the fanout a session is over however it ends.
+struct SessionEnd<'a> {
+    fanout: &'a dyn Fanout,
+    session: u64,
+}
+
+impl Drop for SessionEnd<'_> {
+    fn drop(&mut self) {
+        self.fanout.session_ended(self.session);
+    }
 }
 
 /// Asks a server (of either mode) what it serves: its mode and public program.

@@ -621,3 +621,68 @@ fn keys_cross_before_their_first_layer_and_go_after_their_last() {
     assert!(!a.depart.is_empty() && a.arrive.iter().any(|g| c.depart.contains(g)), "{a:?} {c:?}");
     assert!(compiled.keys["c"].public_key_departs && compiled.keys["fc"].public_key_arrives && compiled.keys["fc"].public_key_departs);
 }
+
+/// A fanout of in-process workers: each layer's units split over them in contiguous ranges,
+/// evaluated on threads; `fail_layer` makes the first call of that layer fail.
+struct LocalFanout {
+    workers: Vec<lycaon_runtime::fanout::LinearWorker>,
+    calls: std::sync::Mutex<Vec<(String, usize)>>,
+    fail_layer: std::sync::Mutex<Option<String>>,
+}
+
+impl lycaon_runtime::fanout::Fanout for LocalFanout {
+    fn key_arrived(&self, session: u64, set: usize, element: u64, message: &[u8]) -> lycaon_runtime::Result<()> {
+        self.workers.iter().try_for_each(|w| w.add_key(session, set, element, message))
+    }
+    fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
+        self.workers.iter().try_for_each(|w| w.drop_key(session, set, element))
+    }
+    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Vec<u8>>> {
+        if self.fail_layer.lock().unwrap().take_if(|l| l == layer).is_some() {
+            return Err(lycaon_runtime::RuntimeError::Cluster(format!("linear '{layer}': every worker died")));
+        }
+        self.calls.lock().unwrap().push((layer.to_string(), units));
+        let n = self.workers.len().min(units);
+        let parts: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n).map(|k| {
+                let (w, inputs) = (&self.workers[k], &inputs);
+                s.spawn(move || w.evaluate(session, layer, units * k / n..units * (k + 1) / n, inputs))
+            }).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        Ok(parts.into_iter().collect::<lycaon_runtime::Result<Vec<_>>>()?.into_iter().flatten().collect())
+    }
+    fn session_ended(&self, session: u64) {
+        for w in &self.workers {
+            w.end_session(session).unwrap();
+        }
+    }
+}
+
+#[test]
+fn workers_evaluating_the_linear_layers_give_the_same_logits_and_keep_no_keys() {
+    use lycaon_runtime::fanout::LinearWorker;
+    let (program, weights) = network(true, "logits");
+    let workers = (0..3).map(|_| LinearWorker::new(program.clone(), &weights, no_flooding()).unwrap()).collect();
+    let fanout = Arc::new(LocalFanout { workers, calls: Default::default(), fail_layer: Default::default() });
+    let model = ServedModel::with_fanout(program.clone(), &weights, no_flooding(), fanout.clone()).unwrap();
+    let x = random(&mut rand::rng(), 2 * 64, 30);
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.as_deref(), Some(&reference(&weights, &x, true)[..]));
+    // Every linear layer went to the workers, and conv2 (gazelle, 1 output ciphertext per
+    // unit) and conv1 (cheetah, output groups) with their units as the plans state them.
+    let calls = fanout.calls.lock().unwrap().clone();
+    let compiled = program.compile().unwrap();
+    let expected: Vec<(String, usize)> = ["conv1", "conv2", "fc"].iter().map(|&l| (l.to_string(), compiled.linear[l].plan.output_units())).collect();
+    assert_eq!(calls, expected);
+    for w in &fanout.workers {
+        assert_eq!(w.keys_held().unwrap(), 0, "a worker kept keys after the session");
+    }
+    // A layer that fails on the workers ends its session with an error naming the cluster; the
+    // next session on the same model completes.
+    *fanout.fail_layer.lock().unwrap() = Some("conv2".into());
+    let err = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).err().expect("the failed layer ends the session");
+    assert!(err.to_string().contains("every worker died"), "{err}");
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.as_deref(), Some(&reference(&weights, &x, true)[..]));
+}

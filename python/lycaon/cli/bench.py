@@ -75,6 +75,14 @@ def add_parser(sub) -> None:
     e2e.add_argument("--flood-bits", type=float, default=40.0, help="statistical security of the server's noise flooding (default 40)")
     e2e.add_argument("--faithful-truncation", action="store_true", help="Lycaon truncates with an error of up to one unit (fewer rounds) instead of exactly")
     e2e.add_argument("--threads", type=int, metavar="N", help="worker threads of each Lycaon process (each party's, in --models runs; 1: single-threaded parties; default: the cores)")
+    scale = bench_sub.add_parser("scale", help="past one machine: one hybrid inference with its linear layers on 1, 2 and 4 single-threaded Ray workers, "
+                                 "and a model of N machines (needs pip install 'lycaon[ray]')")
+    scale.add_argument("--models", nargs="+", default=["resnet20-cifar10"], metavar="NAME", help="resnet20-cifar10 (default; bundled weights) and/or an ImageNet "
+                       "network of bench e2e --models (e.g. resnet50; random weights)")
+    scale.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], metavar="N", help="worker counts to measure (default 1 2 4)")
+    scale.add_argument("--link-gbps", type=float, default=10.0, help="bandwidth of the modelled links between machines (default 10 Gbit/s)")
+    scale.add_argument("--link-ms", type=float, default=0.1, help="one-way delay of the modelled links (default 0.1 ms)")
+    scale.add_argument("--json", metavar="FILE", help="write the records as JSON")
 
 
 def run(args) -> int:
@@ -127,6 +135,13 @@ def run(args) -> int:
         concurrency = {"resnet20": "resnet20-cifar10", "lenet5": "lenet5-mnist"}.get(args.concurrency_model, args.concurrency_model)
         bench_e2e.run({m: n for m, n in counts.items() if n}, args.json, peer=not args.no_peer, peer_weights=args.peer_weights, exact_truncation=not args.faithful_truncation,
                       concurrency_model=concurrency, resnet50=not args.no_resnet50, flood_bits=args.flood_bits)
+        return 0
+    if args.suite == "scale":
+        from lycaon.bench import scale as bench_scale  # noqa: PLC0415
+
+        if any(w < 1 for w in args.workers):
+            raise ValueError("--workers: each count must be at least 1")
+        bench_scale.run(args.models, args.json, link_gbps=args.link_gbps, link_ms=args.link_ms, workers=args.workers)
         return 0
     if args.suite == "mpc":
         from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415

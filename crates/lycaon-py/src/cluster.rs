@@ -1,0 +1,114 @@
+//! Bindings for a hybrid server whose linear layers run on workers elsewhere (`lycaon.cluster`
+//! drives them with Ray): the server side calls a Python fanout object, and each worker process
+//! holds a [`LinearWorker`].
+
+use std::ops::Range;
+
+use lycaon_runtime::fanout::{Fanout, LinearWorker as Worker};
+use lycaon_runtime::{Program, RuntimeError, SessionOptions};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::hybrid::{err, session_options, weights_of};
+use crate::LycaonError;
+
+/// A Python object with the methods of [`Fanout`] (`lycaon.cluster.RayFanout`).
+pub(crate) struct PyFanout(pub(crate) Py<PyAny>);
+
+fn cluster_err(py: Python<'_>, what: &str, e: PyErr) -> RuntimeError {
+    // The fanout's own message (for example that a worker died twice); never a share or a key.
+    let message = e.value(py).str().map(|s| s.to_string()).unwrap_or_else(|_| "unprintable error".into());
+    RuntimeError::Cluster(format!("{what}: {message}"))
+}
+
+impl Fanout for PyFanout {
+    fn key_arrived(&self, session: u64, set: usize, element: u64, message: &[u8]) -> lycaon_runtime::Result<()> {
+        Python::attach(|py| {
+            self.0.call_method1(py, "key_arrived", (session, set, element, PyBytes::new(py, message))).map(|_| ()).map_err(|e| cluster_err(py, "sending a Galois key to the workers", e))
+        })
+    }
+
+    fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
+        Python::attach(|py| self.0.call_method1(py, "key_departed", (session, set, element)).map(|_| ()).map_err(|e| cluster_err(py, "dropping a Galois key", e)))
+    }
+
+    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Vec<u8>>> {
+        Python::attach(|py| {
+            let what = format!("linear '{layer}' on the workers");
+            let list = PyList::new(py, inputs.iter().map(|b| PyBytes::new(py, b))).map_err(|e| cluster_err(py, &what, e))?;
+            drop(inputs);
+            let got = self.0.call_method1(py, "evaluate", (session, layer, units, list)).map_err(|e| cluster_err(py, &what, e))?;
+            let got = got.bind(py).cast::<PyList>().map_err(|_| RuntimeError::Cluster(format!("{what}: the fanout returned no list")))?;
+            got.iter()
+                .map(|item| item.cast::<PyBytes>().map(|b| b.as_bytes().to_vec()).map_err(|_| RuntimeError::Cluster(format!("{what}: an output that is not bytes"))))
+                .collect()
+        })
+    }
+
+    fn session_ended(&self, session: u64) {
+        // Best effort: a failure here leaves keys on a worker until it restarts; log it only.
+        Python::attach(|py| {
+            if let Err(e) = self.0.call_method1(py, "session_ended", (session,)) {
+                e.print(py);
+            }
+        });
+    }
+}
+
+/// What one worker process holds: the program's linear layers with the server's integer
+/// weights, and the Galois keys of its sessions' layers in flight. Its evaluations run on
+/// `threads` threads (0: all cores).
+#[pyclass(module = "lycaon._native")]
+pub struct LinearWorker {
+    inner: Worker,
+    pool: rayon::ThreadPool,
+}
+
+#[pymethods]
+impl LinearWorker {
+    #[new]
+    #[pyo3(signature = (program_json, weights, flood_bits=None, threads=0))]
+    fn new(py: Python<'_>, program_json: &str, weights: &Bound<'_, PyDict>, flood_bits: Option<f64>, threads: usize) -> PyResult<Self> {
+        let program = Program::from_json(program_json).map_err(err)?;
+        let w = weights_of(weights)?;
+        let options: SessionOptions = session_options(flood_bits, Some(0))?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("lycaon-worker-{i}"))
+            .build()
+            .map_err(|e| LycaonError::new_err(format!("cannot start the worker's threads: {e}")))?;
+        let inner = py.detach(|| Worker::new(program, &w, options)).map_err(err)?;
+        Ok(Self { inner, pool })
+    }
+
+    /// Threads an evaluation runs on.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    fn add_key(&self, py: Python<'_>, session: u64, set: usize, element: u64, message: &[u8]) -> PyResult<()> {
+        py.detach(|| self.inner.add_key(session, set, element, message)).map_err(err)
+    }
+
+    fn drop_key(&self, session: u64, set: usize, element: u64) -> PyResult<()> {
+        self.inner.drop_key(session, set, element).map_err(err)
+    }
+
+    fn end_session(&self, session: u64) -> PyResult<()> {
+        self.inner.end_session(session).map_err(err)
+    }
+
+    /// [(set, element)] of the Galois keys of `session` this worker holds.
+    fn held_keys(&self, session: u64) -> PyResult<Vec<(usize, u64)>> {
+        self.inner.held_keys(session).map_err(err)
+    }
+
+    /// Output units start..end of linear layer `layer` on serialised input ciphertexts: the
+    /// serialised output ciphertexts, in order.
+    fn evaluate<'py>(&self, py: Python<'py>, session: u64, layer: &str, start: usize, end: usize, inputs: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyList>> {
+        let units: Range<usize> = start..end;
+        let out = py.detach(|| self.pool.install(|| self.inner.evaluate(session, layer, units, &inputs))).map_err(err)?;
+        PyList::new(py, out.iter().map(|b| PyBytes::new(py, b)))
+    }
+}

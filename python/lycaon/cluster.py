@@ -1,0 +1,170 @@
+"""Past one machine: a hybrid server whose linear layers run on Ray workers (DESIGN.md, "Growing
+past one machine"; ``lycaon serve MODEL --ray ADDRESS|auto --workers N``).
+
+The server keeps the session: the client's connection, the two-party protocols, the masks, the
+re-randomisation and the noise flooding. Per linear layer it hands the input ciphertexts (its
+share added) to a ``RayFanout``, which splits the layer's output units (output ciphertexts or
+groups of them, each computed from all the inputs) into one contiguous range per worker, runs
+the ranges as Ray actor calls and returns the output ciphertexts in order. So the logits are
+bit for bit those of one machine.
+
+Each worker is a Ray actor holding the program and the integer weights (put in the object store
+once and read by every worker once) and, per session, the Galois keys of the layers in flight:
+each key goes into the object store once when the client sends it and each worker reads it once,
+on its first call that needs it; keys go when the server drops them. A worker that dies is
+restarted by Ray (its weights come back from the object store and its keys on its next call); the
+units it was computing run again on another worker. A layer whose units fail on every worker
+fails its session with an error that says so; other sessions go on.
+
+Ray is an optional dependency: ``pip install 'lycaon[ray]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional, Sequence
+
+#: Whole-layer retries: each failed range runs again on the next worker, at most this many times.
+RETRIES = 2
+
+
+def _ray():
+    try:
+        import ray  # noqa: PLC0415
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("serving on a Ray cluster needs Ray: pip install 'lycaon[ray]'") from e
+    return ray
+
+
+class _LinearWorker:
+    """The body of the Ray actor (wrapped by ``ray.remote`` when a fanout starts, so importing
+    this module does not need Ray)."""
+
+    def __init__(self, program_json: str, weights: dict, flood_bits: Optional[float], threads: int):
+        from lycaon._native import LinearWorker  # noqa: PLC0415
+
+        self.worker = LinearWorker(program_json, weights, flood_bits, threads)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def evaluate(self, session: int, layer: str, start: int, end: int, inputs: list, keys: dict) -> list:
+        """Units start..end of ``layer``; ``keys`` maps (set, element) to the object reference of
+        each Galois key the session holds now: fetched here when this worker lacks it, dropped
+        here when the session no longer holds it."""
+        held = set(self.worker.held_keys(session))
+        missing = [k for k in keys if k not in held]
+        if missing:
+            ray = _ray()
+            for (set_, element), message in zip(missing, ray.get([keys[k] for k in missing])):
+                self.worker.add_key(session, set_, element, message)
+        for set_, element in held - set(keys):
+            self.worker.drop_key(session, set_, element)
+        return self.worker.evaluate(session, layer, start, end, inputs)
+
+    def end_session(self, session: int) -> None:
+        self.worker.end_session(session)
+
+
+def unit_ranges(units: int, parts: int) -> list[tuple[int, int]]:
+    """``units`` split into at most ``parts`` contiguous non-empty ranges of near-equal size."""
+    parts = max(1, min(parts, units))
+    cuts = [units * k // parts for k in range(parts + 1)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+class RayFanout:
+    """Runs a hybrid server's linear layers on ``workers`` Ray actors of ``threads`` threads each
+    (the native server calls ``key_arrived``, ``key_departed``, ``evaluate`` and
+    ``session_ended`` from its session threads). ``address``: a running cluster's address, "auto"
+    for the one this machine belongs to, or None to start a local instance (with at least
+    ``workers * threads`` CPUs so that every worker is placed)."""
+
+    def __init__(self, program_json: str, weights: dict, *, workers: int = 2, threads: int = 1, flood_bits: Optional[float] = None,
+                 address: Optional[str] = None):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        if threads < 0:
+            raise ValueError(f"threads must be 0 (all cores) or more, not {threads}")
+        ray = _ray()
+        self._started_ray = False
+        if not ray.is_initialized():
+            if address is None:
+                ray.init(num_cpus=max(workers * max(threads, 1), os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            self._started_ray = True
+        actor = ray.remote(_LinearWorker).options(max_restarts=-1, max_task_retries=0, num_cpus=max(threads, 1))
+        self._weights = ray.put(weights)  # kept referenced so that a restarted worker finds it
+        self.workers = [actor.remote(program_json, self._weights, flood_bits, threads) for _ in range(workers)]
+        self.threads = threads
+        self.pids = ray.get([w.pid.remote() for w in self.workers])  # waits until each worker holds the model
+        self._keys: dict[int, dict[tuple[int, int], object]] = {}
+        self._lock = threading.Lock()
+        #: Per call of ``evaluate``: layer, units, seconds per range and retries (for ``bench scale``).
+        self.records: list[dict] = []
+
+    def key_arrived(self, session: int, set_: int, element: int, message: bytes) -> None:
+        ref = _ray().put(message)
+        with self._lock:
+            self._keys.setdefault(session, {})[(set_, element)] = ref
+
+    def key_departed(self, session: int, set_: int, element: int) -> None:
+        with self._lock:
+            self._keys.get(session, {}).pop((set_, element), None)
+
+    def session_ended(self, session: int) -> None:
+        with self._lock:
+            self._keys.pop(session, None)
+        for w in self.workers:
+            w.end_session.remote(session)
+
+    def evaluate(self, session: int, layer: str, units: int, inputs: list) -> list:
+        ray = _ray()
+        import time  # noqa: PLC0415
+
+        began = time.perf_counter()
+        with self._lock:
+            keys = dict(self._keys.get(session, {}))
+        inputs_ref = ray.put(inputs)
+        ranges = unit_ranges(units, len(self.workers))
+        calls = [self.workers[k].evaluate.remote(session, layer, a, b, inputs_ref, keys) for k, (a, b) in enumerate(ranges)]
+        outputs: list = []
+        retries = 0
+        for k, ((a, b), call) in enumerate(zip(ranges, calls)):
+            failures = []
+            while True:
+                try:
+                    outputs.extend(ray.get(call))
+                    break
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                    failures.append(f"worker {(k + len(failures)) % len(self.workers)}: {type(e).__name__}")
+                    if len(failures) > RETRIES:
+                        raise RuntimeError(f"linear '{layer}': units {a}..{b} failed on {len(failures)} workers ({'; '.join(failures)})") from None
+                    retries += 1
+                    call = self.workers[(k + len(failures)) % len(self.workers)].evaluate.remote(session, layer, a, b, inputs_ref, keys)
+        self.records.append({"layer": layer, "units": units, "ranges": len(ranges), "seconds": time.perf_counter() - began, "retries": retries,
+                             "input_bytes": sum(len(x) for x in inputs), "output_bytes": sum(len(x) for x in outputs)})
+        return outputs
+
+    def shutdown(self) -> None:
+        """Stops the workers (and the local Ray instance this fanout started)."""
+        ray = _ray()
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        if self._started_ray:
+            ray.shutdown()
+
+
+def start_fanout(program: dict, weights: dict, *, address: Optional[str], workers: int, threads: int, flood_bits: float) -> RayFanout:
+    """A ``RayFanout`` for a server's program and weights (``address``: "local" or None starts a
+    local Ray instance)."""
+    import json  # noqa: PLC0415
+
+    return RayFanout(json.dumps(program), weights, workers=workers, threads=threads, flood_bits=flood_bits,
+                     address=None if address in (None, "local") else address)
+
+
+__all__: Sequence[str] = ("RayFanout", "start_fanout", "unit_ranges")
