@@ -130,3 +130,39 @@ def test_a_killed_worker_is_replaced_and_the_sessions_complete(ray_local):
 def test_the_fhe_mode_refuses_ray_with_a_message():
     with pytest.raises(ValueError, match="hybrid mode"):
         lycaon.Server("lenet5-mnist", mode="fhe", ray="local")
+
+
+def test_sessions_spread_over_replicas_behind_one_address(ray_local):
+    from lycaon.frontend.quantize import run_integer  # noqa: PLC0415
+    from lycaon.replicas import ReplicaSet  # noqa: PLC0415
+
+    program, weights, q = _prepared("lenet5-mnist", "mnist")
+    x = _images("mnist", 12)[8:12]
+    twin = run_integer(q, q.encode_input(x))
+    replicas = ReplicaSet(program, weights, {"max_sessions": 4, "timeout_s": 120, "flood_bits": 40}, replicas=2)
+    address = replicas.start("127.0.0.1:0")
+    try:
+        results, errors = {}, []
+
+        def infer(i):
+            try:
+                results[i] = lycaon.Client(address).infer(x[i:i + 1])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=infer, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors, errors
+        for i in range(4):
+            assert (np.round(results[i].logits * 2.0 ** program["fraction_bits"]).astype(np.int64) == twin[i]).all()
+        # Both replicas served sessions (the public-program fetches are connections too), and
+        # each session ran whole on one replica: its start and end in one replica's log.
+        assert all(n >= 2 for n in replicas.served), replicas.served
+        logs = [json.loads(line) for line in replicas.logs()]
+        ends = [r for r in logs if r["event"] == "session_end" and r.get("layers")]
+        assert len(ends) == 4 and {r["replica"] for r in ends} == {0, 1}
+    finally:
+        replicas.stop()

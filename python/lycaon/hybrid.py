@@ -477,12 +477,14 @@ class Server:
     ``ray`` (hybrid mode): run the linear layers on Ray workers (``lycaon.cluster``): a cluster's
     address, "auto" for the cluster this machine belongs to, or "local" to start a Ray instance
     here; ``workers`` actors of ``worker_threads`` threads each (0: all cores). The logits are
-    bit for bit those of one machine."""
+    bit for bit those of one machine. ``replicas`` R > 0: R whole servers as Ray actors (each
+    with ``workers`` workers of its own; 0: none) behind this server's address, each connection
+    (a session) piped to the replica with the fewest open ones (``lycaon.replicas``)."""
 
     def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
                  link: str = "lan", emulate_link: bool = False, calibration_images: Optional[int] = None, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
                  timeout_s: float = 300.0, exact_truncation: bool = True, algorithms: Sequence[str] = (), flood_precision_bits: float = 20.0,
-                 device: str = "cpu", ray: Optional[str] = None, workers: int = 2, worker_threads: int = 1):
+                 device: str = "cpu", ray: Optional[str] = None, workers: int = 2, worker_threads: int = 1, replicas: int = 0):
         from lycaon.plan import dataset_of  # noqa: PLC0415
         from lycaon.preprocessing import Preprocess, load_labels  # noqa: PLC0415
 
@@ -491,7 +493,7 @@ class Server:
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
         self.fanout = None
-        if mode == "fhe" and ray is not None:
+        if mode == "fhe" and (ray is not None or replicas):
             raise ValueError("ray: the FHE mode serves from one machine in this version; a Ray cluster serves the hybrid mode")
         if mode == "fhe":
             self._init_fhe(native_server, model, calibration, preprocess, 64 if calibration_images is None else calibration_images, labels, max_sessions, timeout_s,
@@ -518,6 +520,14 @@ class Server:
                          "preprocess": spec.to_dict() if spec is not None else dataset if calibration is None else None, "labels": names}
         self.options = {"max_sessions": int(max_sessions), "timeout_s": float(timeout_s), "link": link if emulate_link else "none",
                         "flood_bits": float(flood_bits), "metadata": self.metadata}
+        if replicas:
+            from lycaon.replicas import ReplicaSet  # noqa: PLC0415
+
+            # Each replica is a whole server (with its own workers when ``workers``); this process
+            # only forwards connections.
+            self._server = ReplicaSet(self.program, self.weights, self.options, replicas=replicas, workers=workers, threads=worker_threads, address=ray)
+            self.address = None
+            return
         if ray is not None:
             from lycaon.cluster import start_fanout  # noqa: PLC0415
 

@@ -50,7 +50,7 @@ def _preprocess_spec(args) -> Optional[dict]:
 
 def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: str, max_sessions: int, link: str, flood_bits: float,
            exact_truncation: bool = True, calibration: Optional[str] = None, preprocess: Optional[dict] = None, labels: Optional[str] = None,
-           calibration_images: int = 16, random_weights: Optional[int] = None, ray: Optional[str] = None, workers: int = 2, worker_threads: int = 1) -> int:
+           calibration_images: int = 16, random_weights: Optional[int] = None, ray: Optional[str] = None, workers: int = 2, worker_threads: int = 1, replicas: int = 0) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.hybrid import Server, load_graph  # noqa: PLC0415
@@ -64,7 +64,8 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     with Console(stderr=True).status(f"{model}: quantising, {'reading the plan' if plan_path else f'planning for link {link}'} and compiling"):
         server = Server(graph if graph is not None else model, plan=plan_path, reveal=reveal, link=link, max_sessions=max_sessions, flood_bits=flood_bits,
                         exact_truncation=exact_truncation, calibration=calibration, preprocess=preprocess, labels=labels,
-                        calibration_images=calibration_images, ray=ray, workers=workers, worker_threads=worker_threads)
+                        calibration_images=calibration_images, ray=ray, workers=workers, worker_threads=worker_threads,
+                        replicas=replicas)
     program = server.program
     linear = [op for op in program["ops"] if op["op"] == "linear"]
     print_table(f"{model}: hybrid program ({len(program['ops'])} ops, {program['fraction_bits']} fraction bits, reveals {reveal})",
@@ -74,6 +75,8 @@ def _serve(model: str, port: int, host: str, plan_path: Optional[str], reveal: s
     address = server.start(port, host)
     meta = server.metadata
     where = f"; linear layers on {workers} Ray workers (pids {', '.join(map(str, server.fanout.pids))})" if server.fanout is not None else ""
+    if replicas:
+        where = f"; {replicas} replicas at {', '.join(server._server.addresses)}" + (f", each with {workers} Ray workers" if workers else "")
     print(f"serving {model} on {address} (input {tuple(meta['input_shape'])}, {meta['classes']} classes, up to {max_sessions} sessions at once{where}); Ctrl-C stops",
           flush=True)
     return _log_until_interrupted(server)
@@ -148,12 +151,16 @@ def add_parser(sub) -> None:
                        help="--mode fhe: bits of precision the noise flooding of answers leaves in the logits (default 20; 0: no flooding)")
     serve.add_argument("--ray", metavar="ADDRESS|auto|local", help="hybrid mode: run the linear layers on Ray workers: a cluster's address, auto (the cluster "
                        "this machine belongs to) or local (start Ray here); needs pip install 'lycaon[ray]'")
-    serve.add_argument("--workers", type=int, default=2, metavar="N", help="with --ray: worker actors (default 2)")
+    serve.add_argument("--workers", type=int, default=2, metavar="N", help="with --ray: worker actors (default 2; with --replicas: per replica, 0 for none)")
+    serve.add_argument("--replicas", type=int, default=0, metavar="R", help="with --ray: R whole servers as Ray actors behind this address, each session on one")
     serve.add_argument("--worker-threads", type=int, default=1, metavar="N", help="with --ray: threads per worker (default 1; 0: all cores)")
     serve.add_argument("--random-weights", type=int, metavar="SEED", help="benchmarks only: give a built-in architecture (resnet50, squeezenet, ...) random weights")
 
 
 def run(args) -> int:
+    if args.replicas and args.ray is None:
+        print("lycaon serve: --replicas runs the replicas on Ray: give --ray ADDRESS|auto|local", file=sys.stderr)
+        return 2
     if args.mode == "fhe" and args.ray is not None:
         print("lycaon serve: --ray serves the hybrid mode; the FHE mode serves from one machine in this version", file=sys.stderr)
         return 2
@@ -167,4 +174,4 @@ def run(args) -> int:
     return _serve(args.model, 7451 if args.port is None else args.port, args.host, args.plan, args.reveal, 4 if args.max_sessions is None else args.max_sessions,
                   args.link, args.flood_bits, not args.faithful_truncation, calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
                   calibration_images=16 if args.calibration_images is None else args.calibration_images, random_weights=args.random_weights,
-                  ray=args.ray, workers=args.workers, worker_threads=args.worker_threads)
+                  ray=args.ray, workers=args.workers, worker_threads=args.worker_threads, replicas=args.replicas)
