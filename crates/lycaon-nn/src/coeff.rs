@@ -257,9 +257,10 @@ impl LinearPlan for CoeffConv {
         self.evaluate_units(ops, inputs, weights, 0..self.output_units())
     }
 
-    /// One unit per output group of k kernels (`hb wb` output ciphertexts).
+    /// One unit per output ciphertext: (output group of k kernels, spatial block). A range of
+    /// units prepares the kernels of each group it touches once.
     fn output_units(&self) -> usize {
-        self.core.shape.c_out.div_ceil(self.blocks.k)
+        self.core.shape.c_out.div_ceil(self.blocks.k) * self.hb * self.wb
     }
 
     fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
@@ -267,11 +268,15 @@ impl LinearPlan for CoeffConv {
         crate::check_units(&units, self.output_units())?;
         let spatial = self.hb * self.wb;
         check_inputs(inputs, self.cb * spatial)?;
-        let groups = units
+        if units.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = (units.start / spatial..=(units.end - 1) / spatial)
             .into_par_iter()
             .map(|group| {
                 let kernels = self.group_kernels(weights, group)?;
-                (0..spatial).map(|s| products(ops, inputs, &kernels, spatial, s)).collect::<Result<Vec<_>, NnError>>()
+                let own = units.start.max(group * spatial) - group * spatial..units.end.min((group + 1) * spatial) - group * spatial;
+                own.into_par_iter().map(|s| products(ops, inputs, &kernels, spatial, s)).collect::<Result<Vec<_>, NnError>>()
             })
             .collect::<Result<Vec<_>, NnError>>()?;
         Ok(groups.into_iter().flatten().collect())

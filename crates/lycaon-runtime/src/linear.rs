@@ -11,6 +11,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use lycaon_bfv::noise::NoiseModel;
 use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, PublicKey, SecretKey, SeededCiphertext};
 use lycaon_bfv::{BfvContext, Decryptor, Encryptor, Evaluator};
@@ -257,20 +259,25 @@ impl ServerLayer {
         let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
         let layout_in = step.plan.input_layout();
         let mut r = Reader::new(request);
-        let mut inputs = Vec::with_capacity(layout_in.num_ciphertexts);
         let own: Vec<i64> = server_share.iter().map(|&v| v as i64).collect();
         let own_packed = layout_in.pack(&own, params.n(), t)?;
-        for (k, own) in own_packed.iter().enumerate() {
-            let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-            let ct =
-                SeededCiphertext::from_bytes(params, r.blob()?).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
-            drop(timer);
-            if ct.level() != params.max_level() {
-                return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
-            }
-            inputs.push(keys.eval.add_plain(&ct, &keys.codec.encode(layout_in.encoding, own)?)?);
-        }
+        let blobs = (0..own_packed.len()).map(|_| r.blob()).collect::<Result<Vec<_>>>()?;
         r.finish("layer request")?;
+        // Each input ciphertext on its own thread: expanded from its seed, the share added.
+        let inputs = blobs
+            .par_iter()
+            .zip(&own_packed)
+            .enumerate()
+            .map(|(k, (blob, own))| -> Result<Ciphertext> {
+                let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
+                let ct = SeededCiphertext::from_bytes(params, blob).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
+                drop(timer);
+                if ct.level() != params.max_level() {
+                    return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
+                }
+                Ok(keys.eval.add_plain(&ct, &keys.codec.encode(layout_in.encoding, own)?)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let layout_out = step.plan.output_layout();
         let outputs = match remote {
             Some(remote) => {
@@ -292,28 +299,37 @@ impl ServerLayer {
             }
         };
         let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
-        let mut sampler = Sampler::from_os()?;
         let modulus = lycaon_math::Modulus::new(t)?;
-        let mut masks = Vec::with_capacity(outputs.len());
+        // Each output ciphertext on its own thread, with its own OS-seeded sampler: a fresh mask
+        // subtracted, re-randomised, flooded, switched to level 0 and cut for the wire.
+        let answered = outputs
+            .par_iter()
+            .enumerate()
+            .map(|(k, ct)| -> Result<(Vec<u8>, Vec<u64>)> {
+                let mut sampler = Sampler::from_os()?;
+                let mask: Vec<u64> = (0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect();
+                let mut ct = keys.eval.sub_plain(ct, &keys.codec.encode(layout_out.encoding, &mask)?)?;
+                let level = ct.level();
+                ct = keys.eval.add(&ct, &encrypt_zero_public(params, &keys.public_key, level, &mut sampler)?)?;
+                if self.flood_log2 > 0 {
+                    let sent: Vec<usize> = match &positions {
+                        Some(pos) => pos[k].iter().map(|&p| p as usize).collect(),
+                        None => (0..params.n()).collect(),
+                    };
+                    let flood = flooding_poly(params, level, &sent, self.flood_log2, &mut sampler)?;
+                    ct.parts_mut()[0].add_assign(&flood)?;
+                }
+                let ct = keys.eval.mod_switch_to(&ct, 0)?;
+                let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
+                Ok((response_ciphertext(params, &ct, positions.as_ref().map(|p| &p[k][..]), self.drop)?, mask))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut w = Writer::default();
         w.u32(self.drop.c0);
         w.u32(self.drop.c1);
-        for (k, ct) in outputs.iter().enumerate() {
-            let mask: Vec<u64> = (0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect();
-            let mut ct = keys.eval.sub_plain(ct, &keys.codec.encode(layout_out.encoding, &mask)?)?;
-            let level = ct.level();
-            ct = keys.eval.add(&ct, &encrypt_zero_public(params, &keys.public_key, level, &mut sampler)?)?;
-            if self.flood_log2 > 0 {
-                let sent: Vec<usize> = match &positions {
-                    Some(pos) => pos[k].iter().map(|&p| p as usize).collect(),
-                    None => (0..params.n()).collect(),
-                };
-                let flood = flooding_poly(params, level, &sent, self.flood_log2, &mut sampler)?;
-                ct.parts_mut()[0].add_assign(&flood)?;
-            }
-            let ct = keys.eval.mod_switch_to(&ct, 0)?;
-            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-            w.blob(&response_ciphertext(params, &ct, positions.as_ref().map(|p| &p[k][..]), self.drop)?);
+        let mut masks = Vec::with_capacity(answered.len());
+        for (bytes, mask) in answered {
+            w.blob(&bytes);
             masks.push(mask);
         }
         let mut share = layout_out.unpack(&masks, t)?;

@@ -15,13 +15,19 @@ The model of N machines takes the 1-worker run's per-layer time T (one thread), 
 (the most parts a layer splits into), its input bytes I and output bytes O, and a link of
 ``--link-gbps`` and ``--link-ms``: a layer on N machines takes T / min(N, U) + (N I + O) / bandwidth
 + 2 delay (the server sends each machine the inputs and receives every output); everything else
-of the inference (two-party work, the client) stays as measured. Sessions per minute with
-several replicas are not measured: replicas behind one address are not built yet.
+of the inference (two-party work, the client) stays as measured.
+
+Sessions per minute: ``sessions`` concurrent one-image sessions (clients in this process) through
+1 and 2 replicas behind one address (``lycaon.replicas``; each replica a whole server running its
+own linear layers), wall time from the first session's start to the last one's end. On one
+machine the replicas share its cores: this measures the front's overhead and the spread, not
+the throughput of replicas on separate machines.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Optional, Sequence
 
@@ -76,6 +82,38 @@ def _one(server, x, twin, fraction_bits: int, workers: Optional[int]) -> dict:
         server.stop()
 
 
+def sessions_per_minute(model, calibration, plan, x, replicas: int, sessions: int) -> dict:
+    """``sessions`` concurrent one-image sessions through ``replicas`` replicas behind one
+    address (each replica runs its own linear layers): sessions per minute of wall time, and how
+    many each replica served."""
+    from lycaon import Client, Server  # noqa: PLC0415
+
+    server = Server(model, calibration=calibration, plan=plan, link="lan", flood_bits=40.0, max_sessions=sessions, timeout_s=3600.0, ray="local",
+                    replicas=replicas, workers=0)
+    try:
+        address = server.start(0)
+        Client(address).program  # noqa: B018 - the public program first, as a client would
+        errors: list = []
+
+        def one():
+            try:
+                Client(address, timeout_s=3600.0).infer(x)
+            except Exception as e:  # noqa: BLE001 - reported in the record
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=one) for _ in range(sessions)]
+        began = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - began
+        return {"replicas": replicas, "sessions": sessions, "wall_s": wall, "sessions_per_minute": 60.0 * (sessions - len(errors)) / wall,
+                "served_per_replica": list(server._server.served), "errors": errors}
+    finally:
+        server.stop()
+
+
 def machines_model(single: dict, gbps: float, delay_ms: float) -> list[dict]:
     """Latency on N machines from the 1-worker record (module docstring)."""
     bandwidth = gbps * 1e9 / 8.0
@@ -87,7 +125,8 @@ def machines_model(single: dict, gbps: float, delay_ms: float) -> list[dict]:
     return rows
 
 
-def run(models: Sequence[str], json_path: Optional[str] = None, link_gbps: float = 10.0, link_ms: float = 0.1, workers: Sequence[int] = WORKER_COUNTS) -> list[dict]:
+def run(models: Sequence[str], json_path: Optional[str] = None, link_gbps: float = 10.0, link_ms: float = 0.1, workers: Sequence[int] = WORKER_COUNTS,
+        sessions: int = 4) -> list[dict]:
     from lycaon.frontend.quantize import run_integer  # noqa: PLC0415
 
     out = []
@@ -113,7 +152,13 @@ def run(models: Sequence[str], json_path: Optional[str] = None, link_gbps: float
             rec["machines_model"] = machines_model(by[1], link_gbps, link_ms)
             for row in rec["machines_model"]:
                 print(f"  model: {row['machines']:>2} machines: {row['latency_s']:.1f} s (linear {row['linear_s']:.1f} s)")
-        rec["sessions_per_minute_replicas"] = "not measured: replicas behind one address are not built yet"
+        if sessions:
+            rec["sessions_per_minute"] = []
+            for r in (1, 2):
+                row = sessions_per_minute(model, calibration, plan, x, r, sessions)
+                rec["sessions_per_minute"].append(row)
+                print(f"  {sessions} concurrent sessions over {r} replica{'s' if r > 1 else ''}: {row['sessions_per_minute']:.1f} a minute "
+                      f"({row['wall_s']:.1f} s; per replica {row['served_per_replica']})", flush=True)
         out.append(rec)
     if json_path:
         with open(json_path, "w") as f:

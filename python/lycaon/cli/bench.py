@@ -82,6 +82,7 @@ def add_parser(sub) -> None:
     scale.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], metavar="N", help="worker counts to measure (default 1 2 4)")
     scale.add_argument("--link-gbps", type=float, default=10.0, help="bandwidth of the modelled links between machines (default 10 Gbit/s)")
     scale.add_argument("--link-ms", type=float, default=0.1, help="one-way delay of the modelled links (default 0.1 ms)")
+    scale.add_argument("--sessions", type=int, default=4, metavar="K", help="concurrent sessions for sessions per minute over 1 and 2 replicas (default 4; 0 skips it)")
     scale.add_argument("--json", metavar="FILE", help="write the records as JSON")
 
 
@@ -141,7 +142,7 @@ def run(args) -> int:
 
         if any(w < 1 for w in args.workers):
             raise ValueError("--workers: each count must be at least 1")
-        bench_scale.run(args.models, args.json, link_gbps=args.link_gbps, link_ms=args.link_ms, workers=args.workers)
+        bench_scale.run(args.models, args.json, link_gbps=args.link_gbps, link_ms=args.link_ms, workers=args.workers, sessions=args.sessions)
         return 0
     if args.suite == "mpc":
         from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415
