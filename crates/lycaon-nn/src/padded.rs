@@ -4,6 +4,7 @@
 //! integers, but output channels cannot share a ciphertext, which costs communication.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -99,6 +100,22 @@ impl LinearPlan for PaddedConv {
     }
 
     fn prepare(&self, weights: &[i64]) -> Result<Box<dyn PreparedLayer>, NnError> {
+        Ok(Box::new(self.prepare_padded(weights)?))
+    }
+
+    /// One unit per output ciphertext (an output channel's part).
+    fn output_units(&self) -> usize {
+        self.grid.shape.c_out * self.per_channel
+    }
+
+    fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
+        crate::check_units(&units, self.output_units())?;
+        self.prepare_padded(weights)?.evaluate_outputs(ops, inputs, units)
+    }
+}
+
+impl PaddedConv {
+    fn prepare_padded(&self, weights: &[i64]) -> Result<PreparedPadded, NnError> {
         let sh = self.grid.shape;
         sh.check_weights(weights)?;
         let t = self.core.params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?;
@@ -111,7 +128,7 @@ impl LinearPlan for PaddedConv {
             .collect();
         let bound = scalars.iter().flatten().map(|w| w.unsigned_abs()).max().unwrap_or(0);
         let taps: Vec<u64> = (0..sh.kh * sh.kw).map(|k| self.grid.galois(false, 0, k / sh.kw, k % sh.kw)).collect();
-        Ok(Box::new(PreparedPadded {
+        Ok(PreparedPadded {
             shape: sh,
             per_channel: self.per_channel,
             elements: self.elements.clone(),
@@ -119,7 +136,7 @@ impl LinearPlan for PaddedConv {
             scalars,
             bound,
             weight_count: weights.len(),
-        }))
+        })
     }
 }
 
@@ -139,6 +156,13 @@ impl PreparedLayer for PreparedPadded {
     }
 
     fn evaluate(&self, ops: &HeOps, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>, NnError> {
+        self.evaluate_outputs(ops, inputs, 0..self.shape.c_out * self.per_channel)
+    }
+}
+
+impl PreparedPadded {
+    /// Output ciphertexts `outputs` (in order); only the inputs of their groups are rotated.
+    fn evaluate_outputs(&self, ops: &HeOps, inputs: &[Ciphertext], outputs: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         let sh = &self.shape;
         let expected = sh.c_in * self.per_channel;
         if inputs.len() != expected {
@@ -146,10 +170,16 @@ impl PreparedLayer for PreparedPadded {
         }
         let params = ops.params().clone();
         let top = params.max_level();
-        let rotated: Vec<BTreeMap<u64, Ciphertext>> = inputs.par_iter().map(|ct| rotate_hoisted(ops, ct, &self.elements)).collect::<Result<_, _>>()?;
         let per_in = sh.in_per_group();
         let per_out = sh.c_out / sh.groups;
-        (0..sh.c_out * self.per_channel)
+        let group_of = |j: usize| j / self.per_channel / per_out;
+        let used = if outputs.is_empty() { 0..0 } else { group_of(outputs.start) * per_in * self.per_channel..(group_of(outputs.end - 1) + 1) * per_in * self.per_channel };
+        let rotated: Vec<BTreeMap<u64, Ciphertext>> = inputs
+            .par_iter()
+            .enumerate()
+            .map(|(k, ct)| if used.contains(&k) { rotate_hoisted(ops, ct, &self.elements) } else { Ok(BTreeMap::new()) })
+            .collect::<Result<_, _>>()?;
+        outputs
             .into_par_iter()
             .map(|j| {
                 let (o, part) = (j / self.per_channel, j % self.per_channel);
