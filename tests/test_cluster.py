@@ -50,6 +50,18 @@ def _prepared(name: str, dataset: str):
     return program, weights, q
 
 
+def _session_thread(address, x, results: dict, errors: list):
+    """A thread target: one session on image i, its result into results[i] or its error into errors."""
+
+    def infer(i):
+        try:
+            results[i] = lycaon.Client(address).infer(x[i:i + 1])
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(repr(e))
+
+    return infer
+
+
 def _serve(program, weights, fanout):
     options = {"max_sessions": 4, "timeout_s": 120, "flood_bits": 40}
     server = lycaon._native.HybridServer(json.dumps(program), weights, json.dumps(options), fanout)
@@ -99,12 +111,7 @@ def test_a_killed_worker_is_replaced_and_the_sessions_complete(ray_local):
     server, address = _serve(program, weights, fanout)
     try:
         results, errors = {}, []
-
-        def infer(i):
-            try:
-                results[i] = lycaon.Client(address).infer(x[i:i + 1])
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(repr(e))
+        infer = _session_thread(address, x, results, errors)
 
         first = threading.Thread(target=infer, args=(0,))
         first.start()
@@ -143,12 +150,7 @@ def test_sessions_spread_over_replicas_behind_one_address(ray_local):
     address = replicas.start("127.0.0.1:0")
     try:
         results, errors = {}, []
-
-        def infer(i):
-            try:
-                results[i] = lycaon.Client(address).infer(x[i:i + 1])
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(repr(e))
+        infer = _session_thread(address, x, results, errors)
 
         threads = [threading.Thread(target=infer, args=(i,)) for i in range(4)]
         for t in threads:

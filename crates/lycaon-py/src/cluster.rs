@@ -24,12 +24,17 @@ fn cluster_err(py: Python<'_>, what: &str, e: PyErr) -> RuntimeError {
 impl Fanout for PyFanout {
     fn key_arrived(&self, session: u64, set: usize, element: u64, message: &[u8]) -> lycaon_runtime::Result<()> {
         Python::attach(|py| {
-            self.0.call_method1(py, "key_arrived", (session, set, element, PyBytes::new(py, message))).map(|_| ()).map_err(|e| cluster_err(py, "sending a Galois key to the workers", e))
+            self.0
+                .call_method1(py, "key_arrived", (session, set, element, PyBytes::new(py, message)))
+                .map(|_| ())
+                .map_err(|e| cluster_err(py, "sending a Galois key to the workers", e))
         })
     }
 
     fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
-        Python::attach(|py| self.0.call_method1(py, "key_departed", (session, set, element)).map(|_| ()).map_err(|e| cluster_err(py, "dropping a Galois key", e)))
+        Python::attach(|py| {
+            self.0.call_method1(py, "key_departed", (session, set, element)).map(|_| ()).map_err(|e| cluster_err(py, "dropping a Galois key", e))
+        })
     }
 
     fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Vec<u8>>> {
@@ -40,7 +45,9 @@ impl Fanout for PyFanout {
             let got = self.0.call_method1(py, "evaluate", (session, layer, units, list)).map_err(|e| cluster_err(py, &what, e))?;
             let got = got.bind(py).cast::<PyList>().map_err(|_| RuntimeError::Cluster(format!("{what}: the fanout returned no list")))?;
             got.iter()
-                .map(|item| item.cast::<PyBytes>().map(|b| b.as_bytes().to_vec()).map_err(|_| RuntimeError::Cluster(format!("{what}: an output that is not bytes"))))
+                .map(|item| {
+                    item.cast::<PyBytes>().map(|b| b.as_bytes().to_vec()).map_err(|_| RuntimeError::Cluster(format!("{what}: an output that is not bytes")))
+                })
                 .collect()
         })
     }
