@@ -826,6 +826,29 @@ class FheAvgPoolFc:
 
 # Hybrid runtime (crates/lycaon-runtime): lycaon.hybrid wraps these.
 
+class LinearWorker:
+    """What one worker process of a Ray fanout holds (``lycaon.cluster``): the program's linear
+    layers with the server's integer weights, and per session the Galois keys of the layers in
+    flight. ``LinearWorker(program_json, weights, flood_bits=None, threads=0)``; its evaluations
+    run on ``threads`` threads (0: all cores)."""
+
+    def __init__(self, program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], flood_bits: Optional[float] = None, threads: int = 0) -> None:
+        """Compiles the program and checks the weights (nothing is prepared)."""
+    @property
+    def threads(self) -> int:
+        """Threads an evaluation runs on."""
+    def add_key(self, session: int, set: int, element: int, message: bytes) -> None:
+        """Takes one Galois key of a session (the client's message: exactly the key of ``element``)."""
+    def drop_key(self, session: int, set: int, element: int) -> None:
+        """Drops that key (no later layer of the session uses it)."""
+    def end_session(self, session: int) -> None:
+        """Drops every key of the session."""
+    def held_keys(self, session: int) -> list[tuple[int, int]]:
+        """[(set, element)] of the session's keys held here."""
+    def evaluate(self, session: int, layer: str, start: int, end: int, inputs: list[bytes]) -> list[bytes]:
+        """Output units start..end of linear layer ``layer`` on serialised input ciphertexts:
+        the serialised output ciphertexts, in order."""
+
 class HybridServer:
     """A server for one model in either mode: ``HybridServer(program_json, weights, options)``
     for a hybrid program and the server's integer weights ({name: {"weight": int64 array,
@@ -834,8 +857,9 @@ class HybridServer:
     "prepared_weights_bytes", "metadata", "flood_precision_bits" (FHE: bits the answers' noise
     flooding leaves; 0: none)}."""
 
-    def __init__(self, program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], options_json: str) -> None:
-        """Compiles the program, checks and prepares the weights, works out each layer's flooding."""
+    def __init__(self, program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], options_json: str, fanout: Optional[object] = None) -> None:
+        """Compiles the program, checks and prepares the weights, works out each layer's flooding.
+        With ``fanout`` (``lycaon.cluster.RayFanout``), the linear layers run on its workers."""
     @staticmethod
     def fhe(program_json: str, options_json: str) -> "HybridServer":
         """A server of an FHE program (prepared once; sessions bring their public keys)."""
