@@ -274,16 +274,17 @@ def kernel_split(image: dict) -> Optional[dict]:
                     "(key switching is 0 for plans without rotations), so 'other' is then a lower bound"}
 
 
-def concurrency(server: Any, x: np.ndarray, levels: Sequence[int] = CONCURRENCY, samples: int = 3) -> list[dict]:
+def concurrency(server: Any, x: np.ndarray, levels: Sequence[int] = CONCURRENCY, samples: int = 3, timeout_s: float = 300.0) -> list[dict]:
     """Latency with ``levels`` sessions at once on one server: that many client threads, each
     running ceil(samples / sessions) inferences in a row (so at least ``samples`` per level).
-    Latency is each ``Client.infer``'s wall time on loopback (no link); mean, std, p95."""
+    Latency is each ``Client.infer``'s wall time on loopback (no link); mean, std, p95.
+    ``timeout_s``: each client's."""
     from lycaon.hybrid import Client  # noqa: PLC0415
 
     rows = []
     for sessions in levels:
         per_thread = max(1, math.ceil(samples / sessions))
-        clients = [Client(server.address) for _ in range(sessions)]
+        clients = [Client(server.address, timeout_s=timeout_s) for _ in range(sessions)]
         for c in clients:
             _ = c.program  # fetched before the clock starts, so only inference sessions overlap
         latencies: list[float] = []

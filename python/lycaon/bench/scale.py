@@ -27,7 +27,6 @@ the throughput of replicas on separate machines.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import Optional, Sequence
 
@@ -86,30 +85,16 @@ def sessions_per_minute(model, calibration, plan, x, replicas: int, sessions: in
     """``sessions`` concurrent one-image sessions through ``replicas`` replicas behind one
     address (each replica runs its own linear layers): sessions per minute of wall time, and how
     many each replica served."""
-    from lycaon import Client, Server  # noqa: PLC0415
+    from lycaon import Server  # noqa: PLC0415
+    from lycaon.bench.e2e import concurrency  # noqa: PLC0415
 
     server = Server(model, calibration=calibration, plan=plan, link="lan", flood_bits=40.0, max_sessions=sessions, timeout_s=3600.0, ray="local",
                     replicas=replicas, workers=0)
     try:
-        address = server.start(0)
-        Client(address).program  # noqa: B018 - the public program first, as a client would
-        errors: list = []
-
-        def one():
-            try:
-                Client(address, timeout_s=3600.0).infer(x)
-            except Exception as e:  # noqa: BLE001 - reported in the record
-                errors.append(repr(e))
-
-        threads = [threading.Thread(target=one) for _ in range(sessions)]
-        began = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - began
-        return {"replicas": replicas, "sessions": sessions, "wall_s": wall, "sessions_per_minute": 60.0 * (sessions - len(errors)) / wall,
-                "served_per_replica": list(server._server.served), "errors": errors}
+        server.start(0)
+        row = concurrency(server, x, levels=[sessions], samples=sessions, timeout_s=3600.0)[0]
+        return {"replicas": replicas, "sessions": sessions, "wall_s": row["wall_s"], "sessions_per_minute": 60.0 * row["inferences"] / row["wall_s"],
+                "served_per_replica": list(server._server.served), "errors": row["errors"]}
     finally:
         server.stop()
 
