@@ -828,9 +828,9 @@ class FheAvgPoolFc:
 
 class LinearWorker:
     """What one worker process of a Ray fanout holds (``lycaon.cluster``): the program's linear
-    layers with the server's integer weights, and per session the Galois keys of the layers in
-    flight. ``LinearWorker(program_json, weights, flood_bits=None, threads=0)``; its evaluations
-    run on ``threads`` threads (0: all cores)."""
+    layers with the server's integer weights, and per session the public key and Galois keys of
+    the layers in flight. ``LinearWorker(program_json, weights, flood_bits=None, threads=0)``;
+    its evaluations run on ``threads`` threads (0: all cores)."""
 
     def __init__(self, program_json: str, weights: dict[str, dict[str, npt.NDArray[np.int64]]], flood_bits: Optional[float] = None, threads: int = 0) -> None:
         """Compiles the program and checks the weights (nothing is prepared)."""
@@ -838,16 +838,18 @@ class LinearWorker:
     def threads(self) -> int:
         """Threads an evaluation runs on."""
     def add_key(self, session: int, set: int, element: int, message: bytes) -> None:
-        """Takes one Galois key of a session (the client's message: exactly the key of ``element``)."""
+        """Takes one key of a session: the client's message with exactly the Galois key of
+        ``element``, or its public key for ``set`` when ``element`` is 0."""
     def drop_key(self, session: int, set: int, element: int) -> None:
         """Drops that key (no later layer of the session uses it)."""
     def end_session(self, session: int) -> None:
         """Drops every key of the session."""
     def held_keys(self, session: int) -> list[tuple[int, int]]:
-        """[(set, element)] of the session's keys held here."""
-    def evaluate(self, session: int, layer: str, start: int, end: int, inputs: list[bytes]) -> list[bytes]:
-        """Output units start..end of linear layer ``layer`` on serialised input ciphertexts:
-        the serialised output ciphertexts, in order."""
+        """[(set, element)] of the session's keys held here (element 0: the public key)."""
+    def evaluate(self, session: int, layer: str, start: int, end: int, inputs: list[bytes]) -> tuple[bytes, list[bytes]]:
+        """Output units start..end of linear layer ``layer`` on serialised input ciphertexts,
+        answered as the server answers: (the 32-byte seed of the masks the responses carry, the
+        responses to the output ciphertexts in order)."""
 
 class HybridServer:
     """A server for one model in either mode: ``HybridServer(program_json, weights, options)``

@@ -1,17 +1,21 @@
 """Past one machine: a hybrid server whose linear layers run on Ray workers (DESIGN.md, "Growing
 past one machine"; ``lycaon serve MODEL --ray ADDRESS|auto --workers N``).
 
-The server keeps the session: the client's connection, the two-party protocols, the masks, the
-re-randomisation and the noise flooding. Per linear layer it hands the input ciphertexts (its
-share added) to a ``RayFanout``, which splits the layer's output units (output ciphertexts or
-groups of them, each computed from all the inputs) into one contiguous range per worker, runs
-the ranges as Ray actor calls and returns the output ciphertexts in order. So the logits are
-bit for bit those of one machine.
+The server keeps the session: the client's connection and the two-party protocols. Per linear
+layer it hands the input ciphertexts (its share added) to a ``RayFanout``, which splits the
+layer's output units (each one output ciphertext computed from all the inputs, or the whole
+layer) into one contiguous range per worker and runs the ranges as Ray actor calls. A worker
+answers its outputs as the server does alone (mask from a fresh seed, re-randomisation with the
+session's public key, noise flooding, switch to level 0, cut for the wire) and returns the
+responses and the masks' seed; the server gathers the responses in order and rebuilds its share
+from the seeds. So the logits are bit for bit those of one machine, and what comes back is the
+responses, not the larger output ciphertexts.
 
 Each worker is a Ray actor holding the program and the integer weights (put in the object store
-once and read by every worker once) and, per session, the Galois keys of the layers in flight:
-each key goes into the object store once when the client sends it and each worker reads it once,
-on its first call that needs it; keys go when the server drops them. A worker that dies is
+once and read by every worker once) and, per session, the public key and the Galois keys of the
+layers in flight: each key goes into the object store once when the client sends it and each
+worker reads it once, on its first call that needs it; keys go when the server drops them.
+Workers are the server's side: they see the masks' seeds, never a secret key. A worker that dies is
 restarted by Ray (its weights come back from the object store and its keys on its next call); the
 units it was computing run again on another worker. A layer whose units fail on every worker
 fails its session with an error that says so; other sessions go on.
@@ -50,9 +54,10 @@ class _LinearWorker:
         return os.getpid()
 
     def evaluate(self, session: int, layer: str, start: int, end: int, inputs: list, keys: dict) -> list:
-        """Units start..end of ``layer``; ``keys`` maps (set, element) to the object reference of
-        each Galois key the session holds now: fetched here when this worker lacks it, dropped
-        here when the session no longer holds it."""
+        """Units start..end of ``layer``, answered: (mask seed, responses). ``keys`` maps (set,
+        element) to the object reference of each key the session holds now (element 0: its public
+        key): fetched here when this worker lacks it, dropped here when the session no longer
+        holds it."""
         held = set(self.worker.held_keys(session))
         missing = [k for k in keys if k not in held]
         if missing:
@@ -121,6 +126,7 @@ class RayFanout:
             w.end_session.remote(session)
 
     def evaluate(self, session: int, layer: str, units: int, inputs: list) -> list:
+        """The layer's answers, one (mask seed, responses) per range of units, in order."""
         ray = _ray()
         import time  # noqa: PLC0415
 
@@ -136,7 +142,7 @@ class RayFanout:
             failures = []
             while True:
                 try:
-                    outputs.extend(ray.get(call))
+                    outputs.append(ray.get(call))
                     break
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
                     failures.append(f"worker {(k + len(failures)) % len(self.workers)}: {type(e).__name__}")
@@ -145,7 +151,7 @@ class RayFanout:
                     retries += 1
                     call = self.workers[(k + len(failures)) % len(self.workers)].evaluate.remote(session, layer, a, b, inputs_ref, keys)
         self.records.append({"layer": layer, "units": units, "ranges": len(ranges), "seconds": time.perf_counter() - began, "retries": retries,
-                             "input_bytes": sum(len(x) for x in inputs), "output_bytes": sum(len(x) for x in outputs)})
+                             "input_bytes": sum(len(x) for x in inputs), "output_bytes": sum(len(seed) + sum(map(len, responses)) for seed, responses in outputs)})
         return outputs
 
     def shutdown(self) -> None:

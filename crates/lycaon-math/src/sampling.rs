@@ -56,6 +56,14 @@ impl Sampler {
         Self { rng: ChaCha20Rng::from_seed(seed), gaussian_cdt: gaussian_cdt() }
     }
 
+    /// Stream `stream` of `seed`: samplers of one seed and different streams are independent
+    /// (ChaCha20's stream number), so one secret seed can stand for many values drawn apart.
+    pub fn from_seed_stream(seed: Seed, stream: u64) -> Self {
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        rng.set_stream(stream);
+        Self { rng, gaussian_cdt: gaussian_cdt() }
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.rng.next_u64()
     }

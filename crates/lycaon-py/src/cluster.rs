@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use lycaon_runtime::fanout::{Fanout, LinearWorker as Worker};
+use lycaon_runtime::fanout::{Answered, Fanout, LinearWorker as Worker};
 use lycaon_runtime::{Program, RuntimeError, SessionOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -37,16 +37,19 @@ impl Fanout for PyFanout {
         })
     }
 
-    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Vec<u8>>> {
+    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Answered>> {
         Python::attach(|py| {
             let what = format!("linear '{layer}' on the workers");
             let list = PyList::new(py, inputs.iter().map(|b| PyBytes::new(py, b))).map_err(|e| cluster_err(py, &what, e))?;
             drop(inputs);
             let got = self.0.call_method1(py, "evaluate", (session, layer, units, list)).map_err(|e| cluster_err(py, &what, e))?;
             let got = got.bind(py).cast::<PyList>().map_err(|_| RuntimeError::Cluster(format!("{what}: the fanout returned no list")))?;
+            let bad = |part: &str| RuntimeError::Cluster(format!("{what}: {part} of an answer is not what a worker returns"));
             got.iter()
-                .map(|item| {
-                    item.cast::<PyBytes>().map(|b| b.as_bytes().to_vec()).map_err(|_| RuntimeError::Cluster(format!("{what}: an output that is not bytes")))
+                .map(|range| {
+                    let (seed, responses): (Vec<u8>, Vec<Vec<u8>>) = range.extract().map_err(|_| bad("an answer (mask seed, responses)"))?;
+                    let mask_seed: [u8; 32] = seed.try_into().map_err(|_| bad("the mask seed"))?;
+                    Ok(Answered { mask_seed, responses })
                 })
                 .collect()
         })
@@ -111,11 +114,12 @@ impl LinearWorker {
         self.inner.held_keys(session).map_err(err)
     }
 
-    /// Output units start..end of linear layer `layer` on serialised input ciphertexts: the
-    /// serialised output ciphertexts, in order.
-    fn evaluate<'py>(&self, py: Python<'py>, session: u64, layer: &str, start: usize, end: usize, inputs: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyList>> {
+    /// Output units start..end of linear layer `layer` on serialised input ciphertexts,
+    /// answered: (the seed of the masks the responses carry, the responses in order). Keys go
+    /// in with `add_key`, the public key as element 0.
+    fn evaluate<'py>(&self, py: Python<'py>, session: u64, layer: &str, start: usize, end: usize, inputs: Vec<Vec<u8>>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
         let units: Range<usize> = start..end;
         let out = py.detach(|| self.pool.install(|| self.inner.evaluate(session, layer, units, &inputs))).map_err(err)?;
-        PyList::new(py, out.iter().map(|b| PyBytes::new(py, b)))
+        Ok((PyBytes::new(py, &out.mask_seed), PyList::new(py, out.responses.iter().map(|b| PyBytes::new(py, b)))?))
     }
 }

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use lycaon_bfv::noise::NoiseModel;
 use lycaon_bfv::rlwe::{encrypt_zero_public, Ciphertext, GaloisKeys, Parameters, PublicKey, SecretKey, SeededCiphertext};
 use lycaon_bfv::{BfvContext, Decryptor, Encryptor, Evaluator};
-use lycaon_math::{Coeff, Poly, Sampler};
+use lycaon_math::{Coeff, Poly, Sampler, Seed};
 use lycaon_mpc::channel::{pack_words, unpack_words};
 use lycaon_nn::coeff::kept_positions;
 use lycaon_nn::harness::LayoutCodec;
@@ -279,58 +279,42 @@ impl ServerLayer {
             })
             .collect::<Result<Vec<_>>>()?;
         let layout_out = step.plan.output_layout();
-        let outputs = match remote {
+        let (responses, masks) = match remote {
             Some(remote) => {
                 let sent = inputs.iter().map(Ciphertext::to_bytes).collect();
-                let got = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), sent)?;
-                if got.len() != layout_out.num_ciphertexts {
-                    return Err(RuntimeError::Cluster(format!("the workers returned {} output ciphertexts, the layer has {}", got.len(), layout_out.num_ciphertexts)));
+                drop(inputs);
+                let ranges = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), sent)?;
+                let count: usize = ranges.iter().map(|r| r.responses.len()).sum();
+                if count != layout_out.num_ciphertexts {
+                    return Err(RuntimeError::Cluster(format!("the workers returned {count} responses, the layer has {} output ciphertexts", layout_out.num_ciphertexts)));
                 }
-                got.iter()
-                    .map(|b| Ciphertext::from_bytes(params, b).map_err(|e| RuntimeError::Cluster(format!("a worker's output ciphertext: {e}"))))
-                    .collect::<Result<Vec<_>>>()?
+                // The masks the workers subtracted, from their seeds: range r's k-th response
+                // is output ciphertext `first + k` (a unit is one output ciphertext).
+                let mut first = 0;
+                let mut masks = Vec::with_capacity(count);
+                let mut responses = Vec::with_capacity(count);
+                for range in ranges {
+                    masks.extend((first..first + range.responses.len()).map(|k| output_mask(params, &range.mask_seed, k)).collect::<Result<Vec<_>>>()?);
+                    first += range.responses.len();
+                    responses.extend(range.responses);
+                }
+                (responses, masks)
             }
             None => {
                 let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
-                match &self.weights {
+                let outputs = match &self.weights {
                     LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
                     LayerWeights::OnDemand(weights) => step.plan.evaluate_streaming(&ops, &inputs, weights)?,
-                }
+                };
+                let seed = Sampler::from_os()?.seed();
+                self.answer(step, &keys.eval, &keys.codec, &keys.public_key, &outputs, 0, &seed)?.into_iter().unzip()
             }
         };
-        let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
-        let modulus = lycaon_math::Modulus::new(t)?;
-        // Each output ciphertext on its own thread, with its own OS-seeded sampler: a fresh mask
-        // subtracted, re-randomised, flooded, switched to level 0 and cut for the wire.
-        let answered = outputs
-            .par_iter()
-            .enumerate()
-            .map(|(k, ct)| -> Result<(Vec<u8>, Vec<u64>)> {
-                let mut sampler = Sampler::from_os()?;
-                let mask: Vec<u64> = (0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect();
-                let mut ct = keys.eval.sub_plain(ct, &keys.codec.encode(layout_out.encoding, &mask)?)?;
-                let level = ct.level();
-                ct = keys.eval.add(&ct, &encrypt_zero_public(params, &keys.public_key, level, &mut sampler)?)?;
-                if self.flood_log2 > 0 {
-                    let sent: Vec<usize> = match &positions {
-                        Some(pos) => pos[k].iter().map(|&p| p as usize).collect(),
-                        None => (0..params.n()).collect(),
-                    };
-                    let flood = flooding_poly(params, level, &sent, self.flood_log2, &mut sampler)?;
-                    ct.parts_mut()[0].add_assign(&flood)?;
-                }
-                let ct = keys.eval.mod_switch_to(&ct, 0)?;
-                let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-                Ok((response_ciphertext(params, &ct, positions.as_ref().map(|p| &p[k][..]), self.drop)?, mask))
-            })
-            .collect::<Result<Vec<_>>>()?;
         let mut w = Writer::default();
         w.u32(self.drop.c0);
         w.u32(self.drop.c1);
-        let mut masks = Vec::with_capacity(answered.len());
-        for (bytes, mask) in answered {
-            w.blob(&bytes);
-            masks.push(mask);
+        for bytes in &responses {
+            w.blob(bytes);
         }
         let mut share = layout_out.unpack(&masks, t)?;
         if let Some(bias) = &self.bias {
@@ -341,6 +325,60 @@ impl ServerLayer {
         }
         Ok((w.finish(), share))
     }
+
+    /// The responses to output ciphertexts `first..first + outputs.len()` of the layer, with the
+    /// masks they carry. Each on its own thread: the mask from `mask_seed` (stream = its index)
+    /// subtracted, re-randomised with a public-key encryption of zero and flooded (from the
+    /// operating system's randomness), switched to level 0 and cut for the wire. The server
+    /// answers so when it evaluates a layer itself, a worker when it evaluates units for it.
+    pub(crate) fn answer(
+        &self,
+        step: &LinearStep,
+        eval: &Evaluator,
+        codec: &LayoutCodec,
+        public_key: &PublicKey,
+        outputs: &[Ciphertext],
+        first: usize,
+        mask_seed: &Seed,
+    ) -> Result<Vec<(Vec<u8>, Vec<u64>)>> {
+        let params = &step.params;
+        let layout_out = step.plan.output_layout();
+        let positions = layout_out.kept_coefficients.as_ref().map(|_| kept_positions(layout_out));
+        if first + outputs.len() > layout_out.num_ciphertexts {
+            return Err(RuntimeError::Program(format!("output ciphertexts {first}..{} of a layer that has {}", first + outputs.len(), layout_out.num_ciphertexts)));
+        }
+        outputs
+            .par_iter()
+            .enumerate()
+            .map(|(j, ct)| -> Result<(Vec<u8>, Vec<u64>)> {
+                let k = first + j;
+                let mut sampler = Sampler::from_os()?;
+                let mask = output_mask(params, mask_seed, k)?;
+                let mut ct = eval.sub_plain(ct, &codec.encode(layout_out.encoding, &mask)?)?;
+                let level = ct.level();
+                ct = eval.add(&ct, &encrypt_zero_public(params, public_key, level, &mut sampler)?)?;
+                if self.flood_log2 > 0 {
+                    let sent: Vec<usize> = match &positions {
+                        Some(pos) => pos[k].iter().map(|&p| p as usize).collect(),
+                        None => (0..params.n()).collect(),
+                    };
+                    let flood = flooding_poly(params, level, &sent, self.flood_log2, &mut sampler)?;
+                    ct.parts_mut()[0].add_assign(&flood)?;
+                }
+                let ct = eval.mod_switch_to(&ct, 0)?;
+                let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
+                Ok((response_ciphertext(params, &ct, positions.as_ref().map(|p| &p[k][..]), self.drop)?, mask))
+            })
+            .collect()
+    }
+}
+
+/// The mask of output ciphertext `k` (n values mod t): stream k of the layer's mask seed.
+pub(crate) fn output_mask(params: &Parameters, mask_seed: &Seed, k: usize) -> Result<Vec<u64>> {
+    let t = params.plaintext_modulus().ok_or(lycaon_bfv::BfvError::NotBfv)?.value();
+    let modulus = lycaon_math::Modulus::new(t)?;
+    let mut sampler = Sampler::from_seed_stream(*mask_seed, k as u64);
+    Ok((0..params.n()).map(|_| sampler.uniform_mod(&modulus)).collect())
 }
 
 /// A polynomial (NTT form, at `level`) with independent uniform noise in [-2^log2, 2^log2] at

@@ -24,7 +24,7 @@ use lycaon_mpc::channel::ChannelStats;
 use lycaon_mpc::{nonlinear, Channel, OtKind, Party, Role, ShareRing};
 use serde::Serialize;
 
-use crate::fanout::{Fanout, Remote};
+use crate::fanout::{Fanout, Remote, PUBLIC_KEY};
 use crate::hello::{Hello, Mode, PublicModel, Want};
 use crate::linear::{ClientKeySet, ServerKeySet, ServerLayer};
 use crate::program::{CompiledProgram, LinearStep, OpKind, Program, Reveal, Weights};
@@ -266,16 +266,21 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
         &mut |party, op, step, share, record| {
             let schedule = &compiled.keys[&op.name];
             let set = &mut keys[step.set];
+            let fanout = model.fanout.as_deref();
             if schedule.public_key_arrives {
-                *set = Some(ServerKeySet::from_public_key(&step.params, &wire::recv(party.channel(), "a public key")?)?);
+                let message = wire::recv(party.channel(), "a public key")?;
+                *set = Some(ServerKeySet::from_public_key(&step.params, &message)?);
+                if let Some(f) = fanout {
+                    f.key_arrived(session, step.set, PUBLIC_KEY, &message)?;
+                }
             }
             let held = set.as_mut().ok_or_else(|| RuntimeError::Program(format!("linear '{}': its parameter set's keys were dropped", op.name)))?;
-            let fanout = model.fanout.as_deref();
             for &g in &schedule.arrive {
                 let message = wire::recv(party.channel(), "a Galois key")?;
-                held.receive_galois_key(g, &message)?;
-                if let Some(f) = fanout {
-                    f.key_arrived(session, step.set, g, &message)?;
+                // With a fanout only the workers rotate: the server keeps no Galois key.
+                match fanout {
+                    Some(f) => f.key_arrived(session, step.set, g, &message)?,
+                    None => held.receive_galois_key(g, &message)?,
                 }
             }
             let request = wire::recv(party.channel(), "a layer request")?;
@@ -292,6 +297,9 @@ fn serve_inner(model: &ServedModel, channel: &mut dyn Channel, hello: Hello, pro
             }
             if schedule.public_key_departs {
                 *set = None;
+                if let Some(f) = fanout {
+                    f.key_departed(session, step.set, PUBLIC_KEY)?;
+                }
             }
             Ok(out)
         },

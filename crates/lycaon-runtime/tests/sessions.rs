@@ -178,7 +178,7 @@ fn flooded_layers_stay_exact() {
     let mut weights = Weights::default();
     weights.layers.insert("conv".into(), (random(&mut rng, 3 * 2 * 9, 100), None));
     weights.layers.insert("fc".into(), (random(&mut rng, 5 * 48, 100), None));
-    let model = ServedModel::new(program, &weights, SessionOptions::default()).unwrap();
+    let model = ServedModel::new(program.clone(), &weights, SessionOptions::default()).unwrap();
     assert!(model.flooding().iter().all(|(_, bits)| *bits > 40), "{:?}", model.flooding());
     // The convolution's responses drop low bits within the budget the flooding leaves (c_0's
     // more: its rounding is not multiplied by the secret); the matvec's budget has no room.
@@ -189,6 +189,12 @@ fn flooded_layers_stay_exact() {
     let a = conv(ConvShape { stride: 2, ..ConvShape::conv(8, 2, 3, 3, 2) }, &x, &weights.layers["conv"].0, None);
     let want: Vec<i64> = (0..5).map(|o| (0..48).map(|i| weights.layers["fc"].0[o * 48 + i] * a[i]).sum()).collect();
     assert_eq!(client.logits.unwrap(), want);
+    // The same through two workers, which mask, flood and cut the responses themselves.
+    let fanout = local_fanout(&program, &weights, SessionOptions::default(), 2);
+    let model = ServedModel::with_fanout(program, &weights, SessionOptions::default(), fanout.clone()).unwrap();
+    let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
+    assert_eq!(client.logits.unwrap(), want);
+    assert_eq!(fanout.calls.lock().unwrap().len(), 2);
 }
 
 #[test]
@@ -637,7 +643,7 @@ impl lycaon_runtime::fanout::Fanout for LocalFanout {
     fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
         self.workers.iter().try_for_each(|w| w.drop_key(session, set, element))
     }
-    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Vec<u8>>> {
+    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<lycaon_runtime::fanout::Answered>> {
         if self.fail_layer.lock().unwrap().take_if(|l| l == layer).is_some() {
             return Err(lycaon_runtime::RuntimeError::Cluster(format!("linear '{layer}': every worker died")));
         }
@@ -650,7 +656,7 @@ impl lycaon_runtime::fanout::Fanout for LocalFanout {
             }).collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        Ok(parts.into_iter().collect::<lycaon_runtime::Result<Vec<_>>>()?.into_iter().flatten().collect())
+        parts.into_iter().collect()
     }
     fn session_ended(&self, session: u64) {
         for w in &self.workers {
@@ -659,12 +665,16 @@ impl lycaon_runtime::fanout::Fanout for LocalFanout {
     }
 }
 
+/// `n` workers in this process for `program`, each with the server's options.
+fn local_fanout(program: &Program, weights: &Weights, options: SessionOptions, n: usize) -> Arc<LocalFanout> {
+    let workers = (0..n).map(|_| lycaon_runtime::fanout::LinearWorker::new(program.clone(), weights, options.clone()).unwrap()).collect();
+    Arc::new(LocalFanout { workers, calls: Default::default(), fail_layer: Default::default() })
+}
+
 #[test]
 fn workers_evaluating_the_linear_layers_give_the_same_logits_and_keep_no_keys() {
-    use lycaon_runtime::fanout::LinearWorker;
     let (program, weights) = network(true, "logits");
-    let workers = (0..3).map(|_| LinearWorker::new(program.clone(), &weights, no_flooding()).unwrap()).collect();
-    let fanout = Arc::new(LocalFanout { workers, calls: Default::default(), fail_layer: Default::default() });
+    let fanout = local_fanout(&program, &weights, no_flooding(), 3);
     let model = ServedModel::with_fanout(program.clone(), &weights, no_flooding(), fanout.clone()).unwrap();
     let x = random(&mut rand::rng(), 2 * 64, 30);
     let (client, _) = run_local(&model, &x, LinkModel::UNLIMITED, &mut |_, _, _| {}).unwrap();
