@@ -379,6 +379,18 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// a + pt for a seeded ciphertext: only c_0 changes, so the sum stays seeded (half the
+    /// bytes of a full ciphertext when it travels on).
+    pub fn add_plain_seeded(&self, a: &SeededCiphertext, pt: &Plaintext) -> Result<SeededCiphertext, BfvError> {
+        if a.params_id() != self.params().id() {
+            return Err(RlweError::ParamsMismatch { what: "seeded ciphertext" }.into());
+        }
+        let mut out = a.clone();
+        let level = out.level();
+        out.c0_mut().add_assign(&scaled_message(&self.ctx, pt, level)?)?;
+        Ok(out)
+    }
+
     pub fn sub_plain(&self, a: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext, BfvError> {
         self.check(a)?;
         let mut out = a.clone();

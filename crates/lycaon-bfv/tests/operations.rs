@@ -56,6 +56,11 @@ fn all_operations(s: &mut Setup) {
     let pt_y = be.encode(&y).unwrap();
     let ap = s.eval.add_plain(&ct_x, &pt_y).unwrap();
     assert_eq!(be.decode(&s.dec.decrypt(&ap).unwrap()).unwrap(), mod_t(x.iter().zip(&y).map(|(&a, &b)| a as u128 + b as u128), t));
+    // On a seeded ciphertext: the same sum, still seeded.
+    let seeded = s.sym.encrypt(&be.encode(&x).unwrap()).unwrap();
+    let seeded_sum = s.eval.add_plain_seeded(&seeded, &pt_y).unwrap();
+    assert_eq!(seeded_sum.expand(&s.params).unwrap(), s.eval.add_plain(&seeded.expand(&s.params).unwrap(), &pt_y).unwrap());
+    assert_eq!(be.decode(&s.dec.decrypt(&seeded_sum.expand(&s.params).unwrap()).unwrap()).unwrap(), be.decode(&s.dec.decrypt(&ap).unwrap()).unwrap());
     let sp = s.eval.sub_plain(&ct_x, &pt_y).unwrap();
     assert_eq!(be.decode(&s.dec.decrypt(&sp).unwrap()).unwrap(), mod_t(x.iter().zip(&y).map(|(&a, &b)| a as u128 + (t - b) as u128), t));
     // Small rings (n = 1024, 2048 with 27 and 54 bits) have no room for a plaintext product:

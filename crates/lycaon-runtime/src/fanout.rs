@@ -22,10 +22,11 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use lycaon_bfv::rlwe::{Ciphertext, GaloisKeys, PublicKey};
+use lycaon_bfv::rlwe::{GaloisKeys, PublicKey, SeededCiphertext};
 use lycaon_bfv::{BfvContext, Evaluator};
 use lycaon_math::{Sampler, Seed};
 use lycaon_nn::harness::LayoutCodec;
+use rayon::prelude::*;
 
 use crate::linear::ServerLayer;
 use crate::program::{CompiledProgram, OpKind};
@@ -54,7 +55,7 @@ pub trait Fanout: Send + Sync {
     /// No later layer of `session` uses that key.
     fn key_departed(&self, session: u64, set: usize, element: u64) -> Result<()>;
     /// The answers of linear layer `layer`, all `units` of it in order of their ranges, from its
-    /// serialised input ciphertexts (the client's, the server's share added).
+    /// serialised input ciphertexts (the client's seeded ones, the server's share added).
     fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> Result<Vec<Answered>>;
     /// The session is over (finished or failed): drop what it left.
     fn session_ended(&self, session: u64);
@@ -163,9 +164,12 @@ impl LinearWorker {
         let server_layer = self.layers.get(layer).ok_or_else(|| RuntimeError::Protocol(format!("no linear layer '{layer}' in the program")))?;
         let step = &self.compiled.linear[layer];
         let inputs = inputs
-            .iter()
+            .par_iter()
             .enumerate()
-            .map(|(k, b)| Ciphertext::from_bytes(&step.params, b).map_err(|e| RuntimeError::Protocol(format!("linear '{layer}': input ciphertext {k}: {e}"))))
+            .map(|(k, b)| {
+                let seeded = SeededCiphertext::from_bytes(&step.params, b).map_err(|e| RuntimeError::Protocol(format!("linear '{layer}': input ciphertext {k}: {e}")))?;
+                Ok(seeded.expand(&step.params)?)
+            })
             .collect::<Result<Vec<_>>>()?;
         let held = self.keys()?.get(&(session, step.set)).cloned();
         let (public, galois) = match held {

@@ -263,25 +263,26 @@ impl ServerLayer {
         let own_packed = layout_in.pack(&own, params.n(), t)?;
         let blobs = (0..own_packed.len()).map(|_| r.blob()).collect::<Result<Vec<_>>>()?;
         r.finish("layer request")?;
-        // Each input ciphertext on its own thread: expanded from its seed, the share added.
+        // Each input ciphertext on its own thread: the share added to c_0 (still seeded).
         let inputs = blobs
             .par_iter()
             .zip(&own_packed)
             .enumerate()
-            .map(|(k, (blob, own))| -> Result<Ciphertext> {
+            .map(|(k, (blob, own))| -> Result<SeededCiphertext> {
                 let timer = lycaon_math::profile::time(lycaon_math::profile::Kernel::Serialize);
-                let ct = SeededCiphertext::from_bytes(params, blob).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?.expand(params)?;
+                let ct = SeededCiphertext::from_bytes(params, blob).map_err(|e| RuntimeError::Protocol(format!("input ciphertext {k}: {e}")))?;
                 drop(timer);
                 if ct.level() != params.max_level() {
                     return Err(RuntimeError::Protocol(format!("input ciphertext {k} is at level {}, expected the top level {}", ct.level(), params.max_level())));
                 }
-                Ok(keys.eval.add_plain(&ct, &keys.codec.encode(layout_in.encoding, own)?)?)
+                Ok(keys.eval.add_plain_seeded(&ct, &keys.codec.encode(layout_in.encoding, own)?)?)
             })
             .collect::<Result<Vec<_>>>()?;
         let layout_out = step.plan.output_layout();
         let (responses, masks) = match remote {
             Some(remote) => {
-                let sent = inputs.iter().map(Ciphertext::to_bytes).collect();
+                // Seeded: each worker expands them (half the bytes of full ciphertexts).
+                let sent = inputs.iter().map(SeededCiphertext::to_bytes).collect();
                 drop(inputs);
                 let ranges = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), sent)?;
                 let count: usize = ranges.iter().map(|r| r.responses.len()).sum();
@@ -301,6 +302,7 @@ impl ServerLayer {
                 (responses, masks)
             }
             None => {
+                let inputs = inputs.par_iter().map(|ct| ct.expand(params)).collect::<std::result::Result<Vec<_>, _>>()?;
                 let ops = HeOps::new(keys.eval.clone(), keys.galois.clone()).with_output_level(self.eval_level);
                 let outputs = match &self.weights {
                     LayerWeights::Prepared(prepared) => prepared.evaluate(&ops, &inputs)?,
