@@ -77,6 +77,16 @@ def test_units_split_into_contiguous_near_equal_ranges():
             assert len(ranges) == min(units, parts)
             sizes = [b - a for a, b in ranges]
             assert max(sizes) - min(sizes) <= 1
+            for block in range(2, 9):
+                # Cut at multiples of the block where there are enough blocks, evenly otherwise.
+                cut = unit_ranges(units, parts, block)
+                assert cut[0][0] == 0 and cut[-1][1] == units and all(r[1] == s[0] for r, s in zip(cut, cut[1:]))
+                blocks = -(-units // block)
+                if blocks >= parts:
+                    assert len(cut) == parts and all(a % block == 0 for a, _ in cut)
+                    assert max(b - a for a, b in cut) <= block * -(-blocks // parts)
+                else:
+                    assert cut == ranges
 
 
 @pytest.mark.parametrize("model, dataset, count", [("lenet5-mnist", "mnist", 2), ("resnet20-cifar10", "cifar10", 1)])

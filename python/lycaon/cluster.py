@@ -72,10 +72,16 @@ class _LinearWorker:
         self.worker.end_session(session)
 
 
-def unit_ranges(units: int, parts: int) -> list[tuple[int, int]]:
-    """``units`` split into at most ``parts`` contiguous non-empty ranges of near-equal size."""
-    parts = max(1, min(parts, units))
-    cuts = [units * k // parts for k in range(parts + 1)]
+def unit_ranges(units: int, parts: int, block: int = 1) -> list[tuple[int, int]]:
+    """``units`` split into at most ``parts`` contiguous non-empty ranges of near-equal size, cut
+    at multiples of ``block`` (units that share prepared weights) when there are at least
+    ``parts`` blocks."""
+    block = max(1, block)
+    blocks = -(-units // block)
+    if blocks < parts:
+        block, blocks = 1, units
+    parts = max(1, min(parts, blocks))
+    cuts = [min(units, block * (blocks * k // parts)) for k in range(parts + 1)]
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
@@ -125,8 +131,9 @@ class RayFanout:
         for w in self.workers:
             w.end_session.remote(session)
 
-    def evaluate(self, session: int, layer: str, units: int, inputs: list) -> list:
-        """The layer's answers, one (mask seed, responses) per range of units, in order."""
+    def evaluate(self, session: int, layer: str, units: int, block: int, inputs: list) -> list:
+        """The layer's answers, one (mask seed, responses) per range of units, in order; ranges
+        are cut at multiples of ``block`` where they can be."""
         ray = _ray()
         import time  # noqa: PLC0415
 
@@ -134,7 +141,7 @@ class RayFanout:
         with self._lock:
             keys = dict(self._keys.get(session, {}))
         inputs_ref = ray.put(inputs)
-        ranges = unit_ranges(units, len(self.workers))
+        ranges = unit_ranges(units, len(self.workers), block)
         calls = [self.workers[k].evaluate.remote(session, layer, a, b, inputs_ref, keys) for k, (a, b) in enumerate(ranges)]
         outputs: list = []
         retries = 0

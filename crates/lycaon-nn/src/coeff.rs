@@ -263,6 +263,11 @@ impl LinearPlan for CoeffConv {
         self.core.shape.c_out.div_ceil(self.blocks.k) * self.hb * self.wb
     }
 
+    /// The spatial blocks of one output group share its kernels.
+    fn unit_block(&self) -> usize {
+        self.hb * self.wb
+    }
+
     fn evaluate_units(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64], units: Range<usize>) -> Result<Vec<Ciphertext>, NnError> {
         self.core.shape.check_weights(weights)?;
         crate::check_units(&units, self.output_units())?;

@@ -171,10 +171,15 @@ pub trait LinearPlan: Send + Sync {
     fn evaluate_streaming(&self, ops: &HeOps, inputs: &[Ciphertext], weights: &[i64]) -> Result<Vec<Ciphertext>, NnError> {
         self.prepare(weights)?.evaluate(ops, inputs)
     }
-    /// Parts of the output computed apart from each other (output ciphertexts, or groups of
-    /// them), each from all the inputs: what a server fans out over workers. 1 where the
-    /// algorithm evaluates its outputs together.
+    /// Parts of the output computed apart from each other, each from all the inputs: what a
+    /// server fans out over workers. Either one unit per output ciphertext (unit u is output
+    /// ciphertext u) or 1, where the algorithm evaluates its outputs together.
     fn output_units(&self) -> usize {
+        1
+    }
+    /// Consecutive units that share prepared weights: a range of units that cuts such a block
+    /// prepares its weights once more, so a fanout cuts at multiples of it where it can.
+    fn unit_block(&self) -> usize {
         1
     }
     /// The output ciphertexts of `units`, in order, as `evaluate_streaming` computes them: over

@@ -37,12 +37,12 @@ impl Fanout for PyFanout {
         })
     }
 
-    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Answered>> {
+    fn evaluate(&self, session: u64, layer: &str, units: usize, block: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<Answered>> {
         Python::attach(|py| {
             let what = format!("linear '{layer}' on the workers");
             let list = PyList::new(py, inputs.iter().map(|b| PyBytes::new(py, b))).map_err(|e| cluster_err(py, &what, e))?;
             drop(inputs);
-            let got = self.0.call_method1(py, "evaluate", (session, layer, units, list)).map_err(|e| cluster_err(py, &what, e))?;
+            let got = self.0.call_method1(py, "evaluate", (session, layer, units, block, list)).map_err(|e| cluster_err(py, &what, e))?;
             let got = got.bind(py).cast::<PyList>().map_err(|_| RuntimeError::Cluster(format!("{what}: the fanout returned no list")))?;
             let bad = |part: &str| RuntimeError::Cluster(format!("{what}: {part} of an answer is not what a worker returns"));
             got.iter()

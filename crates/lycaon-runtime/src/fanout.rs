@@ -55,8 +55,9 @@ pub trait Fanout: Send + Sync {
     /// No later layer of `session` uses that key.
     fn key_departed(&self, session: u64, set: usize, element: u64) -> Result<()>;
     /// The answers of linear layer `layer`, all `units` of it in order of their ranges, from its
-    /// serialised input ciphertexts (the client's seeded ones, the server's share added).
-    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> Result<Vec<Answered>>;
+    /// serialised input ciphertexts (the client's seeded ones, the server's share added). Ranges
+    /// best start at multiples of `block` ([`lycaon_nn::LinearPlan::unit_block`]).
+    fn evaluate(&self, session: u64, layer: &str, units: usize, block: usize, inputs: Vec<Vec<u8>>) -> Result<Vec<Answered>>;
     /// The session is over (finished or failed): drop what it left.
     fn session_ended(&self, session: u64);
 }

@@ -284,22 +284,16 @@ impl ServerLayer {
                 // Seeded: each worker expands them (half the bytes of full ciphertexts).
                 let sent = inputs.iter().map(SeededCiphertext::to_bytes).collect();
                 drop(inputs);
-                let ranges = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), sent)?;
+                let ranges = remote.fanout.evaluate(remote.session, remote.layer, step.plan.output_units(), step.plan.unit_block(), sent)?;
                 let count: usize = ranges.iter().map(|r| r.responses.len()).sum();
                 if count != layout_out.num_ciphertexts {
                     return Err(RuntimeError::Cluster(format!("the workers returned {count} responses, the layer has {} output ciphertexts", layout_out.num_ciphertexts)));
                 }
                 // The masks the workers subtracted, from their seeds: range r's k-th response
                 // is output ciphertext `first + k` (a unit is one output ciphertext).
-                let mut first = 0;
-                let mut masks = Vec::with_capacity(count);
-                let mut responses = Vec::with_capacity(count);
-                for range in ranges {
-                    masks.extend((first..first + range.responses.len()).map(|k| output_mask(params, &range.mask_seed, k)).collect::<Result<Vec<_>>>()?);
-                    first += range.responses.len();
-                    responses.extend(range.responses);
-                }
-                (responses, masks)
+                let seeds: Vec<&Seed> = ranges.iter().flat_map(|r| r.responses.iter().map(|_| &r.mask_seed)).collect();
+                let masks = seeds.par_iter().enumerate().map(|(k, seed)| output_mask(params, seed, k)).collect::<Result<Vec<_>>>()?;
+                (ranges.into_iter().flat_map(|r| r.responses).collect::<Vec<_>>(), masks)
             }
             None => {
                 let inputs = inputs.par_iter().map(|ct| ct.expand(params)).collect::<std::result::Result<Vec<_>, _>>()?;

@@ -643,7 +643,7 @@ impl lycaon_runtime::fanout::Fanout for LocalFanout {
     fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
         self.workers.iter().try_for_each(|w| w.drop_key(session, set, element))
     }
-    fn evaluate(&self, session: u64, layer: &str, units: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<lycaon_runtime::fanout::Answered>> {
+    fn evaluate(&self, session: u64, layer: &str, units: usize, _block: usize, inputs: Vec<Vec<u8>>) -> lycaon_runtime::Result<Vec<lycaon_runtime::fanout::Answered>> {
         if self.fail_layer.lock().unwrap().take_if(|l| l == layer).is_some() {
             return Err(lycaon_runtime::RuntimeError::Cluster(format!("linear '{layer}': every worker died")));
         }
