@@ -5,8 +5,9 @@
 //! ciphertexts as a plaintext, evaluates W (x_c + x_s) with the planned algorithm up to the level
 //! where the algorithm ends, subtracts a fresh uniform mask m from every slot (or coefficient),
 //! re-randomises with a public-key encryption of zero, adds flooding noise (`lycaon_nn::Flooding`)
-//! and only then switches down to level 0 and sends. Its own share of the output is the unpacked
-//! mask plus the bias; the client's is the unpacked decryption. The sum is W x + b modulo t.
+//! and only then switches down to level 0 and sends (with a fanout its workers evaluate and
+//! answer, `fanout`). Its own share of the output is the unpacked mask plus the bias; the
+//! client's is the unpacked decryption. The sum is W x + b modulo t.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -289,8 +290,9 @@ impl ServerLayer {
                 if count != layout_out.num_ciphertexts {
                     return Err(RuntimeError::Cluster(format!("the workers returned {count} responses, the layer has {} output ciphertexts", layout_out.num_ciphertexts)));
                 }
-                // The masks the workers subtracted, from their seeds: range r's k-th response
-                // is output ciphertext `first + k` (a unit is one output ciphertext).
+                // The masks the workers subtracted, from their seeds: the k-th response overall
+                // is output ciphertext k (a unit is one output ciphertext), masked with stream k
+                // of its range's seed.
                 let seeds: Vec<&Seed> = ranges.iter().flat_map(|r| r.responses.iter().map(|_| &r.mask_seed)).collect();
                 let masks = seeds.par_iter().enumerate().map(|(k, seed)| output_mask(params, seed, k)).collect::<Result<Vec<_>>>()?;
                 (ranges.into_iter().flat_map(|r| r.responses).collect::<Vec<_>>(), masks)
