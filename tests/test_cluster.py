@@ -144,9 +144,34 @@ def test_a_killed_worker_is_replaced_and_the_sessions_complete(ray_local):
         fanout.shutdown()
 
 
-def test_the_fhe_mode_refuses_ray_with_a_message():
-    with pytest.raises(ValueError, match="hybrid mode"):
+def test_fhe_sessions_spread_over_replicas_and_workers_within_an_inference_are_refused(ray_local):
+    from test_fhe import bits, small_cnn  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+
+    # Ray workers within one FHE inference are not built: refused before any compiling.
+    with pytest.raises(ValueError, match="replicas=R"):
         lycaon.Server("lenet5-mnist", mode="fhe", ray="local")
+    rng = np.random.default_rng(8)
+    g = small_cnn(rng, 1, 2, 5)
+    server = lycaon.Server(g, mode="fhe", ray="local", replicas=2, max_sessions=2)
+    address = server.start(0)
+    try:
+        x = rng.uniform(0, 1, (4, 1, 8, 8))
+        results, errors = {}, []
+        infer = _session_thread(address, x, results, errors)
+        threads = [threading.Thread(target=infer, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors, errors
+        # Each answer to the CKKS precision of one machine's (the plaintext network's logits).
+        for i in range(4):
+            assert bits(fhe.plaintext_reference(g, x[i]), results[i].logits[0]) >= 12
+        assert all(n >= 2 for n in server._server.served), server._server.served
+    finally:
+        server.stop()
 
 
 def test_sessions_spread_over_replicas_behind_one_address(ray_local):

@@ -477,9 +477,10 @@ class Server:
     ``ray`` (hybrid mode): run the linear layers on Ray workers (``lycaon.cluster``): a cluster's
     address, "auto" for the cluster this machine belongs to, or "local" to start a Ray instance
     here; ``workers`` actors of ``worker_threads`` threads each (0: all cores). The logits are
-    bit for bit those of one machine. ``replicas`` R > 0: R whole servers as Ray actors (each
-    with ``workers`` workers of its own; 0: none) behind this server's address, each connection
-    (a session) piped to the replica with the fewest open ones (``lycaon.replicas``)."""
+    bit for bit those of one machine. ``replicas`` R > 0 (either mode, with ``ray``): R whole
+    servers as Ray actors (in the hybrid mode each with ``workers`` workers of its own; 0: none)
+    behind this server's address, each connection (a session) piped to the replica with the
+    fewest open ones (``lycaon.replicas``)."""
 
     def __init__(self, model, *, mode: str = "hybrid", calibration=None, preprocess=None, labels=None, plan: PlanLike = None, reveal: str = "logits",
                  link: str = "lan", emulate_link: bool = False, calibration_images: Optional[int] = None, flood_bits: float = 40.0, max_sessions: Optional[int] = None,
@@ -493,11 +494,20 @@ class Server:
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
         self.fanout = None
-        if mode == "fhe" and (ray is not None or replicas):
-            raise ValueError("ray: the FHE mode serves from one machine in this version; a Ray cluster serves the hybrid mode")
+        if mode == "fhe" and ray is not None and not replicas:
+            raise ValueError("ray: in the FHE mode an inference runs whole on one server in this version (no Ray workers within an inference); "
+                             "give replicas=R to spread FHE sessions over R replicas")
         if mode == "fhe":
             self._init_fhe(native_server, model, calibration, preprocess, 64 if calibration_images is None else calibration_images, labels, max_sessions, timeout_s,
                            link if emulate_link else "none", flood_precision_bits, device)
+            if replicas:
+                from lycaon.replicas import ReplicaSet  # noqa: PLC0415
+
+                # Each replica prepares the program and holds its own sessions' keys; this
+                # process only forwards connections.
+                self._server = ReplicaSet(self.program, None, self.options, replicas=replicas, workers=0, address=ray)
+            else:
+                self._server = native_server.fhe(self.compiled.program_json, json.dumps(self.options))
             return
         if device != "cpu":
             raise ValueError(f"device {device!r}: the hybrid mode runs on the CPU; a device applies to the FHE mode (mode='fhe')")
@@ -558,7 +568,6 @@ class Server:
                         "link": link, "metadata": self.metadata, "flood_precision_bits": float(flood_precision_bits),
                         "max_message_bytes": 1 << 30, "device": str(device)}
         self.weights, self.quantized, self.plan = None, None, None
-        self._server = native_server.fhe(self.compiled.program_json, json.dumps(self.options))
         self.address = None
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> str:

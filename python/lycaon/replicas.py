@@ -1,10 +1,11 @@
 """Many sessions over several replicas behind one address (``lycaon serve MODEL --ray ADDRESS
 --replicas R``; DESIGN.md: a server is stateless apart from its sessions' keys).
 
-Each replica is a Ray actor running a whole hybrid server (the native runtime, with its own Ray
-workers for the linear layers when ``workers`` is set) on the node Ray places it on, from the
-program and weights this process compiled once (so every replica serves the same program bit for
-bit). A front in this process listens on the public address and pipes each connection to the
+Each replica is a Ray actor running a whole server on the node Ray places it on, from the
+program (and, in the hybrid mode, the weights) this process compiled once, so every replica
+serves the same program bit for bit: a hybrid server (the native runtime, with its own Ray
+workers for the linear layers when ``workers`` is set) or an FHE server (weights None: the FHE
+program carries them; each replica builds its own bootstrapper and holds its own sessions' keys). A front in this process listens on the public address and pipes each connection to the
 replica with the fewest open connections. A session is one connection, so it stays on the
 replica that holds its keys for its whole life; a replica that cannot be reached is skipped for
 the next one, and one that dies ends only its own sessions.
@@ -26,11 +27,15 @@ CHUNK = 1 << 20
 class _Replica:
     """The body of a replica actor (wrapped by ``ray.remote`` when a replica set starts)."""
 
-    def __init__(self, program_json: str, weights: dict, options_json: str, workers: int, threads: int):
+    def __init__(self, program_json: str, weights: Optional[dict], options_json: str, workers: int, threads: int):
         from lycaon._native import HybridServer  # noqa: PLC0415
 
         ray = _ray()
         self.fanout = None
+        if weights is None:  # the FHE mode: the program holds its encoded weights
+            self.server = HybridServer.fhe(program_json, options_json)
+            self.bound = self.server.start(f"{ray.util.get_node_ip_address()}:0")
+            return
         if workers:
             from lycaon.cluster import RayFanout  # noqa: PLC0415
 
@@ -51,22 +56,25 @@ class _Replica:
 
 
 class ReplicaSet:
-    """``replicas`` replica actors serving ``program`` with ``weights`` and the native server
-    ``options``; ``workers`` Ray workers of ``threads`` threads each per replica (0: the
-    replica's linear layers run in the replica). Duck-types the native server (``start``,
+    """``replicas`` replica actors serving ``program`` with ``weights`` (None: an FHE program)
+    and the native server ``options``; ``workers`` Ray workers of ``threads`` threads each per
+    replica (0: the replica's linear layers run in the replica; the FHE mode has none). Duck-types the native server (``start``,
     ``serve``, ``stop``, ``logs``). ``address``: a running Ray cluster's, "auto", or None/"local"
     to start a local instance when Ray is not initialised yet."""
 
-    def __init__(self, program: dict, weights: dict, options: dict, *, replicas: int = 2, workers: int = 0, threads: int = 1, address: Optional[str] = None):
+    def __init__(self, program: dict, weights: Optional[dict], options: dict, *, replicas: int = 2, workers: int = 0, threads: int = 1,
+                 address: Optional[str] = None):
         if replicas < 1:
             raise ValueError(f"replicas must be at least 1, not {replicas}")
+        if weights is None and workers:
+            raise ValueError("workers: an FHE replica runs each inference whole (no Ray workers within an inference in this version); give workers=0")
         ray = _ray()
         self._started_ray = False
         if not ray.is_initialized():
             ray.init(address=None if address in (None, "local") else address, include_dashboard=False, log_to_driver=False)
             self._started_ray = True
         actor = ray.remote(_Replica).options(num_cpus=0, max_restarts=0)
-        weights_ref = ray.put(weights)
+        weights_ref = None if weights is None else ray.put(weights)
         self.actors = [actor.remote(json.dumps(program), weights_ref, json.dumps(options), workers, threads) for _ in range(replicas)]
         self.addresses = ray.get([a.address.remote() for a in self.actors])
         #: Per replica: connections open now, and connections served in all.
