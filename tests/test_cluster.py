@@ -62,6 +62,19 @@ def _session_thread(address, x, results: dict, errors: list):
     return infer
 
 
+def _concurrent_sessions(address, x) -> dict:
+    """One session per image of x, all at once: {image index: result}; fails on any error."""
+    results, errors = {}, []
+    infer = _session_thread(address, x, results, errors)
+    threads = [threading.Thread(target=infer, args=(i,)) for i in range(len(x))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    return results
+
+
 def _serve(program, weights, fanout):
     options = {"max_sessions": 4, "timeout_s": 120, "flood_bits": 40}
     server = lycaon._native.HybridServer(json.dumps(program), weights, json.dumps(options), fanout)
@@ -158,14 +171,7 @@ def test_fhe_sessions_spread_over_replicas_and_workers_within_an_inference_are_r
     address = server.start(0)
     try:
         x = rng.uniform(0, 1, (4, 1, 8, 8))
-        results, errors = {}, []
-        infer = _session_thread(address, x, results, errors)
-        threads = [threading.Thread(target=infer, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-        assert not errors, errors
+        results = _concurrent_sessions(address, x)
         # Each answer to the CKKS precision of one machine's (the plaintext network's logits).
         for i in range(4):
             assert bits(fhe.plaintext_reference(g, x[i]), results[i].logits[0]) >= 12
@@ -184,15 +190,7 @@ def test_sessions_spread_over_replicas_behind_one_address(ray_local):
     replicas = ReplicaSet(program, weights, {"max_sessions": 4, "timeout_s": 120, "flood_bits": 40}, replicas=2)
     address = replicas.start("127.0.0.1:0")
     try:
-        results, errors = {}, []
-        infer = _session_thread(address, x, results, errors)
-
-        threads = [threading.Thread(target=infer, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-        assert not errors, errors
+        results = _concurrent_sessions(address, x)
         for i in range(4):
             assert (np.round(results[i].logits * 2.0 ** program["fraction_bits"]).astype(np.int64) == twin[i]).all()
         # Both replicas served sessions (the public-program fetches are connections too), and
