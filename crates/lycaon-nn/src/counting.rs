@@ -270,22 +270,61 @@ impl ScalarAccumulator {
 
     /// acc[k] += alphas[k] * ct for every output k.
     pub fn add(&mut self, ct: &Ciphertext, alphas: &[i64]) {
+        self.add_terms(&[(ct, alphas)]);
+    }
+
+    /// `add` for each (ct, alphas) in order, computed a tile of coefficients at a time: the tile
+    /// of every accumulator and of each term stays in cache while all of them use it, so each
+    /// input is read from memory once for all the outputs instead of once per output (the loop
+    /// is bound by memory otherwise: 2 x limbs x n words per input and output).
+    pub fn add_terms(&mut self, terms: &[(&Ciphertext, &[i64])]) {
         let outputs = self.small.len().max(self.wide.len());
-        debug_assert_eq!(alphas.len(), outputs);
-        bump(&self.counters.scalar_mults, outputs as u64);
-        bump(&self.counters.additions, outputs as u64);
-        let n = self.q.n();
-        if !self.small.is_empty() {
-            for (acc, &alpha) in self.small.iter_mut().zip(alphas) {
-                let a = alpha as u64;
-                for (dst, part) in acc.iter_mut().zip(ct.parts()) {
-                    for (d, &x) in dst.iter_mut().zip(part.data()) {
-                        *d = d.wrapping_add(x.wrapping_mul(a));
+        debug_assert!(terms.iter().all(|(_, alphas)| alphas.len() == outputs));
+        let mut rest = terms;
+        while !rest.is_empty() {
+            // At most up to the next fold, which must come after the same number of terms.
+            let room = (self.fold_every - self.terms % self.fold_every) as usize;
+            let (group, tail) = rest.split_at(room.min(rest.len()));
+            bump(&self.counters.scalar_mults, (outputs * group.len()) as u64);
+            bump(&self.counters.additions, (outputs * group.len()) as u64);
+            if self.small.is_empty() {
+                self.add_wide(group);
+            } else {
+                self.add_small(group);
+            }
+            self.terms += group.len() as u64;
+            if self.terms.is_multiple_of(self.fold_every) {
+                self.fold();
+            }
+            rest = tail;
+        }
+    }
+
+    /// Wrapping 64-bit multiply-adds, tile by tile (exact below the fold bound).
+    fn add_small(&mut self, terms: &[(&Ciphertext, &[i64])]) {
+        /// Coefficients per tile: 16 outputs' accumulator tiles (2 parts) take 128 KiB.
+        const TILE: usize = 512;
+        let len = self.q.len() * self.q.n();
+        for start in (0..len).step_by(TILE) {
+            let end = (start + TILE).min(len);
+            for (ct, alphas) in terms {
+                for (acc, &alpha) in self.small.iter_mut().zip(alphas.iter()) {
+                    let a = alpha as u64;
+                    for (dst, part) in acc.iter_mut().zip(ct.parts()) {
+                        for (d, &x) in dst[start..end].iter_mut().zip(&part.data()[start..end]) {
+                            *d = d.wrapping_add(x.wrapping_mul(a));
+                        }
                     }
                 }
             }
-        } else {
-            for (acc, &alpha) in self.wide.iter_mut().zip(alphas) {
+        }
+    }
+
+    /// 128-bit accumulators of residues (large moduli or weights).
+    fn add_wide(&mut self, terms: &[(&Ciphertext, &[i64])]) {
+        let n = self.q.n();
+        for (ct, alphas) in terms {
+            for (acc, &alpha) in self.wide.iter_mut().zip(alphas.iter()) {
                 for (dst, part) in acc.iter_mut().zip(ct.parts()) {
                     for (i, q) in self.q.moduli().iter().enumerate() {
                         let s = q.reduce_i64(alpha) as u128;
@@ -295,10 +334,6 @@ impl ScalarAccumulator {
                     }
                 }
             }
-        }
-        self.terms += 1;
-        if self.terms.is_multiple_of(self.fold_every) {
-            self.fold();
         }
     }
 

@@ -140,6 +140,9 @@ impl PaddedConv {
     }
 }
 
+/// Outputs summed together (their accumulators' tiles stay in cache while the inputs stream).
+const OUTPUT_BLOCK: usize = 16;
+
 struct PreparedPadded {
     shape: ConvShape,
     per_channel: usize,
@@ -179,21 +182,29 @@ impl PreparedPadded {
             .enumerate()
             .map(|(k, ct)| if used.contains(&k) { rotate_hoisted(ops, ct, &self.elements) } else { Ok(BTreeMap::new()) })
             .collect::<Result<_, _>>()?;
-        outputs
+        // Blocks of outputs that read the same inputs (one group, one part of the channel),
+        // summed together so that each input is read once per block, not once per output.
+        let mut blocks: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+        for j in outputs.clone() {
+            blocks.entry((group_of(j), j % self.per_channel)).or_default().push(j);
+        }
+        let blocks: Vec<((usize, usize), &[usize])> = blocks.iter().flat_map(|(&key, js)| js.chunks(OUTPUT_BLOCK).map(move |b| (key, b))).collect();
+        let sums = blocks
             .into_par_iter()
-            .map(|j| {
-                let (o, part) = (j / self.per_channel, j % self.per_channel);
-                let group = o / per_out;
-                let mut acc = ops.scalar_accumulator(top, 1, self.bound)?;
-                for c_rel in 0..per_in {
-                    let c = group * per_in + c_rel;
-                    for (tap, g) in self.taps.iter().enumerate() {
-                        acc.add(&rotated[c * self.per_channel + part][g], &[self.scalars[o][c_rel * self.taps.len() + tap]]);
-                    }
-                }
-                let sum = acc.finish(&params)?.pop().ok_or(NnError::Shape("no accumulator".into()))?;
-                ops.to_lowest(&sum)
+            .map(|((group, part), js)| {
+                let mut acc = ops.scalar_accumulator(top, js.len(), self.bound)?;
+                let alphas: Vec<Vec<i64>> = (0..per_in * self.taps.len()).map(|k| js.iter().map(|j| self.scalars[j / self.per_channel][k]).collect()).collect();
+                let terms: Vec<(&Ciphertext, &[i64])> = (0..per_in)
+                    .flat_map(|c_rel| self.taps.iter().enumerate().map(move |(tap, g)| (c_rel, tap, g)))
+                    .map(|(c_rel, tap, g)| (&rotated[(group * per_in + c_rel) * self.per_channel + part][g], &alphas[c_rel * self.taps.len() + tap][..]))
+                    .collect();
+                acc.add_terms(&terms);
+                let sums = acc.finish(&params)?;
+                js.iter().zip(sums).map(|(&j, sum)| Ok((j, ops.to_lowest(&sum)?))).collect::<Result<Vec<_>, NnError>>()
             })
-            .collect()
+            .collect::<Result<Vec<_>, NnError>>()?;
+        let mut out: Vec<(usize, Ciphertext)> = sums.into_iter().flatten().collect();
+        out.sort_by_key(|(j, _)| *j);
+        Ok(out.into_iter().map(|(_, ct)| ct).collect())
     }
 }
