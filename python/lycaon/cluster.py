@@ -15,8 +15,8 @@ Each worker is a Ray actor holding the program and the integer weights (put in t
 once and read by every worker once) and, per session, the public key and the Galois keys of the
 layers in flight: each key goes into the object store once when the client sends it and each
 worker reads it once, on its first call that needs it; keys go when the server drops them.
-Workers are the server's side: they see the masks' seeds, never a secret key. A worker that dies is
-restarted by Ray (its weights come back from the object store and its keys on its next call); the
+Workers are the server's side: they see the masks' seeds, never a secret key. A worker that dies
+is restarted by Ray (its weights come back from the object store and its keys on its next call); the
 units it was computing run again on another worker. A layer whose units fail on every worker
 fails its session with an error that says so; other sessions go on.
 

@@ -5,7 +5,8 @@ Each replica is a Ray actor running a whole server on the node Ray places it on,
 program (and, in the hybrid mode, the weights) this process compiled once, so every replica
 serves the same program bit for bit: a hybrid server (the native runtime, with its own Ray
 workers for the linear layers when ``workers`` is set) or an FHE server (weights None: the FHE
-program carries them; each replica builds its own bootstrapper and holds its own sessions' keys). A front in this process listens on the public address and pipes each connection to the
+program carries them; each replica builds its own bootstrapper and holds its own sessions'
+keys). A front in this process listens on the public address and pipes each connection to the
 replica with the fewest open connections. A session is one connection, so it stays on the
 replica that holds its keys for its whole life; a replica that cannot be reached is skipped for
 the next one, and one that dies ends only its own sessions.
@@ -34,13 +35,12 @@ class _Replica:
         self.fanout = None
         if weights is None:  # the FHE mode: the program holds its encoded weights
             self.server = HybridServer.fhe(program_json, options_json)
-            self.bound = self.server.start(f"{ray.util.get_node_ip_address()}:0")
-            return
-        if workers:
-            from lycaon.cluster import RayFanout  # noqa: PLC0415
+        else:
+            if workers:
+                from lycaon.cluster import RayFanout  # noqa: PLC0415
 
-            self.fanout = RayFanout(program_json, weights, workers=workers, threads=threads, flood_bits=json.loads(options_json).get("flood_bits"))
-        self.server = HybridServer(program_json, weights, options_json, self.fanout)
+                self.fanout = RayFanout(program_json, weights, workers=workers, threads=threads, flood_bits=json.loads(options_json).get("flood_bits"))
+            self.server = HybridServer(program_json, weights, options_json, self.fanout)
         self.bound = self.server.start(f"{ray.util.get_node_ip_address()}:0")
 
     def address(self) -> str:
@@ -58,8 +58,8 @@ class _Replica:
 class ReplicaSet:
     """``replicas`` replica actors serving ``program`` with ``weights`` (None: an FHE program)
     and the native server ``options``; ``workers`` Ray workers of ``threads`` threads each per
-    replica (0: the replica's linear layers run in the replica; the FHE mode has none). Duck-types the native server (``start``,
-    ``serve``, ``stop``, ``logs``). ``address``: a running Ray cluster's, "auto", or None/"local"
+    replica (0: the replica's linear layers run in the replica; the FHE mode has none).
+    Duck-types the native server (``start``, ``serve``, ``stop``, ``logs``). ``address``: a running Ray cluster's, "auto", or None/"local"
     to start a local instance when Ray is not initialised yet."""
 
     def __init__(self, program: dict, weights: Optional[dict], options: dict, *, replicas: int = 2, workers: int = 0, threads: int = 1,

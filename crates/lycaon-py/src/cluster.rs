@@ -27,13 +27,13 @@ impl Fanout for PyFanout {
             self.0
                 .call_method1(py, "key_arrived", (session, set, element, PyBytes::new(py, message)))
                 .map(|_| ())
-                .map_err(|e| cluster_err(py, "sending a Galois key to the workers", e))
+                .map_err(|e| cluster_err(py, "sending a key to the workers", e))
         })
     }
 
     fn key_departed(&self, session: u64, set: usize, element: u64) -> lycaon_runtime::Result<()> {
         Python::attach(|py| {
-            self.0.call_method1(py, "key_departed", (session, set, element)).map(|_| ()).map_err(|e| cluster_err(py, "dropping a Galois key", e))
+            self.0.call_method1(py, "key_departed", (session, set, element)).map(|_| ()).map_err(|e| cluster_err(py, "dropping a key on the workers", e))
         })
     }
 
