@@ -16,8 +16,10 @@ use lycaon_math::{
 
 pub mod conformance;
 pub mod parallel;
+pub mod resident;
 
 pub use parallel::RayonBackend;
+pub use resident::{KeyLayout, LimbConstant, ResidentBackend};
 
 /// Whole-polynomial kernels. Inputs are validated polynomials; errors are the math layer's, with
 /// [`MathError::Device`] for a failure of the device itself (never returned by the CPU backends).

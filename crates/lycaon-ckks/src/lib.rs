@@ -54,6 +54,8 @@ mod keys;
 mod linear;
 mod polynomial;
 mod precision;
+mod resident;
+pub mod resident_conformance;
 mod rotation_sum;
 mod scheme;
 mod serialize;
@@ -66,6 +68,7 @@ pub use keys::{conjugation_galois_element, rotation_galois_element, EvaluationKe
 pub use linear::{bsgs_split, LinearTransform};
 pub use polynomial::{chebyshev_coefficients, ChebyshevBasis, ChebyshevPoly};
 pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
+pub use resident::{ResidentCiphertext, ResidentEvaluator, ResidentPlaintext};
 pub use rotation_sum::{ExtendedSum, GiantStep, GiantSums, HoistedRotations};
 pub use scheme::{Ciphertext, Decryptor, PublicKeyEncryptor, SecretKeyEncryptor, SeededCiphertext};
 pub use sign::{odd_sign_minimax, CompositeSign, LEE_ALPHA13_DEGREES};

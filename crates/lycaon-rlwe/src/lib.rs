@@ -8,6 +8,7 @@ mod keys;
 mod keyset;
 pub mod keyswitch;
 mod params;
+pub mod resident;
 mod serialize;
 pub mod wire;
 

@@ -1,0 +1,114 @@
+//! A suite every resident backend runs: each [`ResidentEvaluator`] operation on random
+//! ciphertexts must return what [`Evaluator`] returns, bit for bit (same polynomials, scale and
+//! level), and bad operands must get the host evaluator's errors.
+
+use std::sync::Arc;
+
+use lycaon_backend::ResidentBackend;
+use lycaon_math::Sampler;
+use lycaon_rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey, Security};
+use num_complex::Complex64;
+
+use crate::{Ciphertext, CkksContext, CkksError, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, ResidentCiphertext, ResidentEvaluator};
+
+/// Toy parameters for the suite: degree `n`, a 50-bit q_0, `levels` 40-bit primes, two 55-bit
+/// special primes and two key-switching digits (so ModUp converts multi-prime digits).
+pub fn toy_literal(n: usize, levels: usize) -> ParametersLiteral {
+    let mut lit = crate::scale_stable_literal(n.max(1024), 50, 40, levels, &[55, 55]).expect("toy chain");
+    if n < 1024 {
+        let bits: Vec<u32> = std::iter::once(50).chain(std::iter::repeat_n(40, levels)).collect();
+        lit = ParametersLiteral::ckks_from_bits(n, &bits, &[55, 55]).expect("toy chain");
+    }
+    lit.key_switch_digits = 2;
+    lit.security = Security::InsecureTestOnly;
+    lit
+}
+
+fn same<B: ResidentBackend>(what: &str, re: &ResidentEvaluator<B>, got: &ResidentCiphertext<B>, want: &Ciphertext) {
+    let got = re.download(got).unwrap_or_else(|e| panic!("{what}: download failed: {e}"));
+    assert_eq!(got.level(), want.level(), "{what}: level");
+    assert_eq!(got.scale().to_bits(), want.scale().to_bits(), "{what}: scale");
+    assert_eq!(got.len(), want.len(), "{what}: part count");
+    for (p, (g, w)) in got.inner.parts().iter().zip(want.inner.parts()).enumerate() {
+        if let Some(k) = g.data().iter().zip(w.data()).position(|(x, y)| x != y) {
+            panic!("{what}: part {p} differs from the host evaluator's at word {k} (limb {}): {} != {}", k / g.n(), g.data()[k], w.data()[k]);
+        }
+    }
+}
+
+/// Runs every operation through `backend` and through the host evaluator on the same inputs and
+/// panics naming the first that differs. `n` is the ring degree (small for an emulated device).
+pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
+    let levels = 4;
+    let params = Parameters::new(toy_literal(n, levels)).expect("parameters");
+    let ctx = CkksContext::new(&params, 2f64.powi(40)).unwrap();
+    let mut sampler = Sampler::from_seed([7; 32]);
+    let sk = SecretKey::generate(&params, &mut sampler).unwrap();
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).unwrap());
+    let steps = [1i64, -3, 5];
+    let keys = EvaluationKeys::generate(&sk, &steps, true, &mut sampler).unwrap();
+    let host = Evaluator::new(&ctx, keys.clone());
+    let re = ResidentEvaluator::new(&ctx, backend, &keys).unwrap();
+    let encoder = Encoder::new(&ctx);
+    let mut enc = PublicKeyEncryptor::new(&ctx, pk).unwrap();
+    let slots = ctx.max_slots();
+    let values = |seed: u64| -> Vec<Complex64> { (0..slots).map(|i| Complex64::new(((i as u64 * 7 + seed) % 11) as f64 / 11.0 - 0.5, ((i as u64 * 3 + seed) % 5) as f64 / 5.0 - 0.4)).collect() };
+    let top = ctx.max_level();
+    let pa = encoder.encode(&values(1), top, ctx.scale_at(top).unwrap()).unwrap();
+    let pb = encoder.encode(&values(2), top, ctx.scale_at(top).unwrap()).unwrap();
+    let a = enc.encrypt(&pa).unwrap();
+    let b = enc.encrypt(&pb).unwrap();
+    let (ra, rb) = (re.upload(&a).unwrap(), re.upload(&b).unwrap());
+    same("upload and download", &re, &ra, &a);
+
+    same("add", &re, &re.add(&ra, &rb).unwrap(), &host.add(&a, &b).unwrap());
+    same("sub", &re, &re.sub(&ra, &rb).unwrap(), &host.sub(&a, &b).unwrap());
+    same("negate", &re, &re.negate(&ra).unwrap(), &host.negate(&a).unwrap());
+    same("drop_to_level", &re, &re.drop_to_level(&ra, 1).unwrap(), &host.drop_to_level(&a, 1).unwrap());
+    same("rescale", &re, &re.rescale(&ra).unwrap(), &host.rescale(&a).unwrap());
+    same("set_scale", &re, &re.set_scale(&ra, 2f64.powi(37)).unwrap(), &host.set_scale(&a, 2f64.powi(37)).unwrap());
+    same("mul_integer", &re, &re.mul_integer(&ra, -5).unwrap(), &host.mul_integer(&a, -5).unwrap());
+    same("mul_const", &re, &re.mul_const(&ra, -0.3125).unwrap(), &host.mul_const(&a, -0.3125).unwrap());
+    let c = Complex64::new(0.25, -1.5);
+    same("mul_const_complex", &re, &re.mul_const_complex(&ra, c).unwrap(), &host.mul_const_complex(&a, c).unwrap());
+    same("add_const", &re, &re.add_const(&ra, c).unwrap(), &host.add_const(&a, c).unwrap());
+    let pt = encoder.encode(&values(3), top, host.plaintext_scale_for(&a).unwrap()).unwrap();
+    let rpt = re.upload_plaintext(&pt).unwrap();
+    same("mul_plain", &re, &re.mul_plain(&ra, &rpt).unwrap(), &host.mul_plain(&a, &pt).unwrap());
+    let pt_add = encoder.encode(&values(4), top, a.scale()).unwrap();
+    let rpt_add = re.upload_plaintext(&pt_add).unwrap();
+    same("add_plain", &re, &re.add_plain(&ra, &rpt_add).unwrap(), &host.add_plain(&a, &pt_add).unwrap());
+    same("sub_plain", &re, &re.sub_plain(&ra, &rpt_add).unwrap(), &host.sub_plain(&a, &pt_add).unwrap());
+
+    let prod = host.mul(&a, &b).unwrap();
+    let rprod = re.mul(&ra, &rb).unwrap();
+    same("mul (tensor)", &re, &rprod, &prod);
+    same("relinearize", &re, &re.relinearize(&rprod).unwrap(), &host.relinearize(&prod).unwrap());
+    same("mul_relin_rescale", &re, &re.mul_relin_rescale(&ra, &rb).unwrap(), &host.mul_relin_rescale(&a, &b).unwrap());
+    same("add of a 3-part and a 2-part", &re, &re.sub(&ra, &rprod).unwrap(), &host.sub(&a, &prod).unwrap());
+
+    // Operands at different levels and scales: the alignment policy runs on the device too.
+    let low = host.mul_relin_rescale(&a, &b).unwrap();
+    let rlow = re.upload(&low).unwrap();
+    same("add across levels", &re, &re.add(&ra, &rlow).unwrap(), &host.add(&a, &low).unwrap());
+    same("sub across levels", &re, &re.sub(&rlow, &ra).unwrap(), &host.sub(&low, &a).unwrap());
+
+    let rotated = host.rotate_hoisted(&a, &[1, -3, 5, 0]).unwrap();
+    for (i, r) in re.rotate_hoisted(&ra, &[1, -3, 5, 0]).unwrap().iter().enumerate() {
+        same("rotate_hoisted", &re, r, &rotated[i]);
+    }
+    same("rotate at a lower level", &re, &re.rotate(&rlow, -3).unwrap(), &host.rotate(&low, -3).unwrap());
+    same("conjugate", &re, &re.conjugate(&ra).unwrap(), &host.conjugate(&a).unwrap());
+
+    // Errors are the host's.
+    let err = |r: Result<ResidentCiphertext<B>, CkksError>| r.err().map(|e| e.to_string());
+    assert_eq!(err(re.rotate(&ra, 2)), host.rotate(&a, 2).err().map(|e| e.to_string()), "missing rotation key");
+    let bottom = host.drop_to_level(&a, 0).unwrap();
+    let rbottom = re.upload(&bottom).unwrap();
+    assert_eq!(err(re.rescale(&rbottom)), host.rescale(&bottom).err().map(|e| e.to_string()), "rescale at level 0");
+    assert_eq!(err(re.relinearize(&ra)), host.relinearize(&a).err().map(|e| e.to_string()), "relinearize of 2 parts");
+    let low_pt = encoder.encode(&values(5), 1, ctx.scale_at(1).unwrap()).unwrap();
+    let rlow_pt = re.upload_plaintext(&low_pt).unwrap();
+    assert_eq!(err(re.mul_plain(&ra, &rlow_pt)), host.mul_plain(&a, &low_pt).err().map(|e| e.to_string()), "plaintext below the ciphertext");
+    assert!(levels >= 2);
+}
