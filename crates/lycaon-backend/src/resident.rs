@@ -39,8 +39,9 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
 
     fn upload(&self, words: &[u64]) -> Result<Self::Mem, MathError>;
     fn download(&self, mem: &Self::Mem) -> Result<Vec<u64>, MathError>;
-    /// A buffer of `words` zeros.
-    fn zeros(&self, words: usize) -> Result<Self::Mem, MathError>;
+    /// A buffer of `words` words whose contents are unspecified: callers write every word they
+    /// later read (a device's pool hands out reused memory).
+    fn alloc(&self, words: usize) -> Result<Self::Mem, MathError>;
     /// The buffer's length in words.
     fn len(&self, mem: &Self::Mem) -> usize;
     /// dst[dst_at..dst_at + len] = src[src_at..src_at + len].
@@ -67,13 +68,15 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     fn rescale(&self, x: &Self::Mem, basis: &RnsBasis) -> Result<Self::Mem, MathError>;
 
     /// ModUp: the digits of c (NTT form over `q`), each lifted to `qp` (Q_l followed by P) and in
-    /// NTT form. Digit d owns primes `digits[d]` of Q_l; `mod_up[d]` converts its primes to the
-    /// other primes of `qp`, in `qp`'s order.
-    fn mod_up(&self, c: &Self::Mem, q: &RnsBasis, digits: &[Range<usize>], mod_up: &[BaseConverter], qp: &RnsBasis) -> Result<Vec<Self::Mem>, MathError>;
+    /// NTT form, one after the other in one buffer (digit d at word d |qp| n). Digit d owns
+    /// primes `digits[d]` of Q_l; `mod_up[d]` converts its primes to the other primes of `qp`,
+    /// in `qp`'s order.
+    fn mod_up(&self, c: &Self::Mem, q: &RnsBasis, digits: &[Range<usize>], mod_up: &[BaseConverter], qp: &RnsBasis) -> Result<Self::Mem, MathError>;
 
-    /// The key-switching inner product of `digits` (over `qp`) with a resident key: output o is
-    /// sum_j digits[j] key[o][j], reading key limb `key_limbs[i]` for limb i of `qp`.
-    fn key_inner_product(&self, digits: &[Self::Mem], key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Self::Mem; 2], MathError>;
+    /// The key-switching inner product of `count` digits (over `qp`, as [`Self::mod_up`] lays
+    /// them out) with a resident key: output o is sum_j digit_j key[o][j], reading key limb
+    /// `key_limbs[i]` for limb i of `qp`.
+    fn key_inner_product(&self, digits: &Self::Mem, count: usize, key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Self::Mem; 2], MathError>;
 
     /// ModDown: (x_Q - Conv_{P->Q}(x_P)) P^-1 over Q_l, for x in NTT form over Q_l P (the Q_l
     /// primes first, then `conv`'s source primes P). `conv` converts P to Q_l.
@@ -121,7 +124,7 @@ pub fn centred_residue(x: u64, half: u64, q: &Modulus, last_mod: u64) -> u64 {
     }
 }
 
-fn limbs<'a>(data: &'a [u64], n: usize) -> impl Iterator<Item = &'a [u64]> {
+fn limbs(data: &[u64], n: usize) -> impl Iterator<Item = &[u64]> {
     data.chunks_exact(n)
 }
 
@@ -177,7 +180,7 @@ impl ResidentBackend for CpuBackend {
         Ok(mem.clone())
     }
 
-    fn zeros(&self, words: usize) -> Result<Vec<u64>, MathError> {
+    fn alloc(&self, words: usize) -> Result<Vec<u64>, MathError> {
         Ok(vec![0; words])
     }
 
@@ -277,31 +280,28 @@ impl ResidentBackend for CpuBackend {
         Ok(out)
     }
 
-    fn mod_up(&self, c: &Vec<u64>, q: &RnsBasis, digits: &[Range<usize>], mod_up: &[BaseConverter], qp: &RnsBasis) -> Result<Vec<Vec<u64>>, MathError> {
+    fn mod_up(&self, c: &Vec<u64>, q: &RnsBasis, digits: &[Range<usize>], mod_up: &[BaseConverter], qp: &RnsBasis) -> Result<Vec<u64>, MathError> {
         check_len("mod_up", c.len(), q)?;
         let n = q.n();
         let mut coeff = c.clone();
         self.intt_assign(&mut coeff, q)?;
-        digits
-            .iter()
-            .zip(mod_up)
-            .map(|(range, conv)| {
-                let mut rest = vec![0u64; conv.to_basis().len() * n];
-                conv.convert_approximate(&coeff[range.start * n..range.end * n], &mut rest)?;
-                conv.to_basis().plans().iter().zip(rest.chunks_exact_mut(n)).for_each(|(p, l)| p.forward(l));
-                let mut digit = Vec::with_capacity(qp.len() * n);
-                digit.extend_from_slice(&rest[..range.start * n]);
-                digit.extend_from_slice(&c[range.start * n..range.end * n]);
-                digit.extend_from_slice(&rest[range.start * n..]);
-                check_len("mod_up digit", digit.len(), qp)?;
-                Ok(digit)
-            })
-            .collect()
+        let mut out = Vec::with_capacity(digits.len() * qp.len() * n);
+        for (range, conv) in digits.iter().zip(mod_up) {
+            let mut rest = vec![0u64; conv.to_basis().len() * n];
+            conv.convert_approximate(&coeff[range.start * n..range.end * n], &mut rest)?;
+            conv.to_basis().plans().iter().zip(rest.chunks_exact_mut(n)).for_each(|(p, l)| p.forward(l));
+            out.extend_from_slice(&rest[..range.start * n]);
+            out.extend_from_slice(&c[range.start * n..range.end * n]);
+            out.extend_from_slice(&rest[range.start * n..]);
+        }
+        check_len("mod_up digits", out.len() / digits.len().max(1), qp)?;
+        Ok(out)
     }
 
-    fn key_inner_product(&self, digits: &[Vec<u64>], key: &Vec<u64>, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Vec<u64>; 2], MathError> {
+    fn key_inner_product(&self, digits: &Vec<u64>, count: usize, key: &Vec<u64>, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Vec<u64>; 2], MathError> {
         let n = qp.n();
-        check_key_args(digits.iter().map(Vec::len), key.len(), layout, key_limbs, qp)?;
+        check_key_args(digits.len(), count, key.len(), layout, key_limbs, qp)?;
+        let digits: Vec<&[u64]> = digits.chunks_exact(qp.len() * n).collect();
         let mut acc = vec![0u128; n];
         let mut out = [vec![0u64; qp.len() * n], vec![0u64; qp.len() * n]];
         for (o, result) in out.iter_mut().enumerate() {
@@ -349,13 +349,13 @@ impl ResidentBackend for CpuBackend {
 /// The shared argument check of [`ResidentBackend::key_inner_product`]: at least one digit, at
 /// most the key's, each over `qp`; one key limb per limb of `qp`, within the key; the key sized
 /// by its layout.
-pub fn check_key_args(digit_lens: impl ExactSizeIterator<Item = usize>, key_len: usize, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<(), MathError> {
-    let count = digit_lens.len();
+pub fn check_key_args(digits_len: usize, count: usize, key_len: usize, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<(), MathError> {
     if count == 0 || count > layout.digits {
         return Err(MathError::LimbCount { expected: layout.digits, found: count });
     }
-    for len in digit_lens {
-        check_len("key inner product digit", len, qp)?;
+    check_len("key inner product digits", digits_len / count, qp)?;
+    if !digits_len.is_multiple_of(count) {
+        return Err(MathError::LimbCount { expected: count, found: digits_len });
     }
     if key_limbs.len() != qp.len() || key_limbs.iter().any(|&l| l >= layout.limbs) || key_len != 2 * layout.digits * layout.limbs * qp.n() {
         return Err(MathError::LimbCount { expected: qp.len(), found: key_limbs.len() });

@@ -36,6 +36,26 @@ fn same<B: ResidentBackend>(what: &str, re: &ResidentEvaluator<B>, got: &Residen
     }
 }
 
+/// A resident evaluator with a relinearisation key and rotation keys for steps 1, -3 and 5 over
+/// [`toy_literal`]`(n, 4)`, and two uploaded ciphertexts at the top level.
+pub fn session<B: ResidentBackend>(backend: Arc<B>, n: usize) -> (ResidentEvaluator<B>, ResidentCiphertext<B>, ResidentCiphertext<B>) {
+    let params = Parameters::new(toy_literal(n, 4)).expect("parameters");
+    let ctx = CkksContext::new(&params, 2f64.powi(40)).unwrap();
+    let mut sampler = Sampler::from_seed([9; 32]);
+    let sk = SecretKey::generate(&params, &mut sampler).unwrap();
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).unwrap());
+    let keys = EvaluationKeys::generate(&sk, &[1, -3, 5], true, &mut sampler).unwrap();
+    let re = ResidentEvaluator::new(&ctx, backend, &keys).unwrap();
+    let mut enc = PublicKeyEncryptor::new(&ctx, pk).unwrap();
+    let encoder = Encoder::new(&ctx);
+    let top = ctx.max_level();
+    let v: Vec<Complex64> = (0..ctx.max_slots()).map(|i| Complex64::new(i as f64 / ctx.max_slots() as f64, 0.0)).collect();
+    let pt = encoder.encode(&v, top, ctx.scale_at(top).unwrap()).unwrap();
+    let a = re.upload(&enc.encrypt(&pt).unwrap()).unwrap();
+    let b = re.upload(&enc.encrypt(&pt).unwrap()).unwrap();
+    (re, a, b)
+}
+
 /// Runs every operation through `backend` and through the host evaluator on the same inputs and
 /// panics naming the first that differs. `n` is the ring degree (small for an emulated device).
 pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {

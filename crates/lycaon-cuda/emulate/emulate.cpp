@@ -70,3 +70,35 @@ extern "C" void lyc_emulate_inner_product(LYC_GRID_PARAMS, u64* out, const u64* 
                                           const u64* mods, u32 n, u32 limbs, u32 num_digits) {
     LYC_EMULATE_GRID(lycaon_inner_product(out, digits, keys, mods, n, limbs, num_digits));
 }
+
+extern "C" void lyc_emulate_add_sub(LYC_GRID_PARAMS, u64* a, const u64* b, const u64* mods, u32 n, u32 op) {
+    LYC_EMULATE_GRID(lycaon_add_sub(a, b, mods, n, op));
+}
+
+extern "C" void lyc_emulate_limb_constants(LYC_GRID_PARAMS, u64* a, const u64* consts, const u64* imag_unit,
+                                           const u64* mods, u32 n, u32 op) {
+    LYC_EMULATE_GRID(lycaon_limb_constants(a, consts, imag_unit, mods, n, op));
+}
+
+extern "C" void lyc_emulate_tensor(LYC_GRID_PARAMS, u64* d0, u64* d1, u64* d2, const u64* a0, const u64* a1,
+                                   const u64* b0, const u64* b1, const u64* mods, u32 n) {
+    LYC_EMULATE_GRID(lycaon_tensor(d0, d1, d2, a0, a1, b0, b1, mods, n));
+}
+
+extern "C" void lyc_emulate_ntt_forward_last_sub_scale(LYC_GRID_PARAMS, u64* out, const u64* data, const u64* roots,
+                                                       const u64* roots_shoup, const u64* mods, const u64* consts,
+                                                       u32 n) {
+    LYC_EMULATE_GRID(lycaon_ntt_forward_last_sub_scale(out, data, roots, roots_shoup, mods, consts, n));
+}
+
+extern "C" void lyc_emulate_rescale_spread(LYC_GRID_PARAMS, u64* out, const u64* last, const u64* last_mod,
+                                           const u64* mods, u32 n, u64 q_last) {
+    LYC_EMULATE_GRID(lycaon_rescale_spread(out, last, last_mod, mods, n, q_last));
+}
+
+extern "C" void lyc_emulate_inner_product_resident(LYC_GRID_PARAMS, u64* out0, u64* out1, const u64* digits, const u64* keys,
+                                                   const u64* key_limbs, const u64* mods, u32 n, u32 limbs,
+                                                   u32 num_digits, u32 key_digits, u32 key_limbs_total) {
+    LYC_EMULATE_GRID(lycaon_inner_product_resident(out0, out1, digits, keys, key_limbs, mods, n, limbs, num_digits, key_digits,
+                                                   key_limbs_total));
+}

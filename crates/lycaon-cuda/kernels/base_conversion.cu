@@ -40,3 +40,18 @@ extern "C" __global__ void lycaon_convert_accumulate(u64* out, const u64* scaled
     }
     out[j * n + k] = r;
 }
+
+// Rescaling's remainder, spread over the remaining primes: out_i = [x]_{q_last} centred, mod q_i,
+// for x = last[k] in [0, q_last): x, or x - q_last when x > q_last / 2. last_mod[i] = q_last mod q_i.
+// grid.y = target limb i.
+extern "C" __global__ void lycaon_rescale_spread(u64* out, const u64* last, const u64* last_mod, const u64* mods,
+                                                 u32 n, u64 q_last) {
+    const u64 k = lyc_thread_x();
+    if (k >= n) return;
+    const u64 i = blockIdx.y;
+    const u64* mod = mods + i * MOD_STRIDE;
+    const u64 q = mod[0];
+    const u64 x = last[k];
+    const u64 r = lyc_reduce_u128(x, 0, mod);
+    out[i * n + k] = x > q_last / 2 ? lyc_sub_mod(r, last_mod[i], q) : r;
+}

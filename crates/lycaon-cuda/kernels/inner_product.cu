@@ -18,3 +18,24 @@ extern "C" __global__ void lycaon_inner_product(u64* out, const u64* digits, con
     }
     out[(o * limbs + i) * n + k] = lyc_reduce_u128(acc_lo, acc_hi, mods + i * MOD_STRIDE);
 }
+
+// The same inner product against a resident key, its two outputs in two buffers: the key stays
+// as uploaded, every output and digit over the key's own extended basis (key_limbs_total limbs),
+// and key_limbs[i] names the key limb that matches limb i of the digits:
+// keys[((o key_digits + j) key_limbs_total + key_limbs[i]) n + k]. grid.z = output o (2).
+extern "C" __global__ void lycaon_inner_product_resident(u64* out0, u64* out1, const u64* digits, const u64* keys,
+                                                         const u64* key_limbs, const u64* mods, u32 n, u32 limbs,
+                                                         u32 num_digits, u32 key_digits, u32 key_limbs_total) {
+    const u64 k = lyc_thread_x();
+    if (k >= n) return;
+    const u64 i = blockIdx.y;
+    const u64 o = blockIdx.z;
+    const u64 kl = key_limbs[i];
+    u64 acc_lo = 0, acc_hi = 0;
+    for (u32 j = 0; j < num_digits; ++j) {
+        const u64 x = digits[((u64)j * limbs + i) * n + k];
+        const u64 y = keys[((o * key_digits + j) * key_limbs_total + kl) * n + k];
+        lyc_mac_u128(&acc_lo, &acc_hi, x, y);
+    }
+    (o == 0 ? out0 : out1)[i * n + k] = lyc_reduce_u128(acc_lo, acc_hi, mods + i * MOD_STRIDE);
+}

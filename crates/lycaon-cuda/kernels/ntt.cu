@@ -73,3 +73,34 @@ extern "C" __global__ void lycaon_ntt_inverse_stage(u64* data, const u64* inv_ro
         a[y] = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
     }
 }
+
+// The last forward stage (m = n/2) of `data`'s transform fused with the final step of ModDown and
+// of rescaling: out = (out - NTT(data)) c mod q, with c and its Shoup constant at consts[2 limb ..].
+// Each thread owns its two slots in both buffers, so the fusion adds no cross-thread dependency.
+extern "C" __global__ void lycaon_ntt_forward_last_sub_scale(u64* out, const u64* data, const u64* roots,
+                                                             const u64* roots_shoup, const u64* mods,
+                                                             const u64* consts, u32 n) {
+    const u64 j = lyc_thread_x();
+    const u64 half = n / 2;
+    if (j >= half) return;
+    const u64 limb = blockIdx.y;
+    const u64 q = mods[limb * MOD_STRIDE];
+    const u64 two_q = 2 * q;
+    const u64 x = 2 * j, y = x + 1;
+    const u64* a = data + limb * n;
+    const u64 w = roots[limb * n + half + j];
+    const u64 w_shoup = roots_shoup[limb * n + half + j];
+    u64 u = a[x];
+    if (u >= two_q) u -= two_q;
+    const u64 v = lyc_mul_shoup_lazy(a[y], w, w_shoup, q);
+    u64 out_x = u + v;
+    u64 out_y = u + two_q - v;
+    if (out_x >= two_q) out_x -= two_q;
+    if (out_x >= q) out_x -= q;
+    if (out_y >= two_q) out_y -= two_q;
+    if (out_y >= q) out_y -= q;
+    const u64 c = consts[2 * limb], c_shoup = consts[2 * limb + 1];
+    u64* o = out + limb * n;
+    o[x] = lyc_mul_shoup(lyc_sub_mod(o[x], out_x, q), c, c_shoup, q);
+    o[y] = lyc_mul_shoup(lyc_sub_mod(o[y], out_y, q), c, c_shoup, q);
+}

@@ -171,4 +171,54 @@ impl KernelExec for CudaExec {
     fn inner_product(&self, d: LaunchDims, out: &mut CudaSlice<u64>, digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
         launch!(self, "lycaon_inner_product", d, out, digits, keys, mods, &n, &limbs, &num_digits)
     }
+
+    fn alloc(&self, len: usize) -> ExecResult<CudaSlice<u64>> {
+        // Safety: the pool hands such buffers only to code that writes every word it later reads
+        // (checked in the emulation, whose fresh buffers hold a pattern no kernel output equals).
+        unsafe { self.stream.alloc(len) }.map_err(driver_err("allocation"))
+    }
+
+    fn write(&self, buf: &mut CudaSlice<u64>, data: &[u64]) -> ExecResult<()> {
+        if data.len() > buf.len() {
+            return Err(ExecError(format!("write: {} words into a buffer of {}", data.len(), buf.len())));
+        }
+        self.stream.memcpy_htod(data, &mut buf.slice_mut(..data.len())).map_err(driver_err("host-to-device copy"))
+    }
+
+    fn copy(&self, dst: &mut CudaSlice<u64>, dst_at: usize, src: &CudaSlice<u64>, src_at: usize, len: usize) -> ExecResult<()> {
+        if dst_at + len > dst.len() || src_at + len > src.len() {
+            return Err(ExecError(format!("copy: {len} words from {src_at} of {} to {dst_at} of {}", src.len(), dst.len())));
+        }
+        self.stream.memcpy_dtod(&src.slice(src_at..src_at + len), &mut dst.slice_mut(dst_at..dst_at + len)).map_err(driver_err("device-to-device copy"))
+    }
+
+    fn len(&self, buf: &CudaSlice<u64>) -> usize {
+        buf.len()
+    }
+
+    fn add_sub(&self, d: LaunchDims, a: &mut CudaSlice<u64>, b: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, op: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_add_sub", d, a, b, mods, &n, &op)
+    }
+
+    fn limb_constants(&self, d: LaunchDims, a: &mut CudaSlice<u64>, consts: &CudaSlice<u64>, imag_unit: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, op: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_limb_constants", d, a, consts, imag_unit, mods, &n, &op)
+    }
+
+    fn tensor(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 3], a: [&CudaSlice<u64>; 2], b: [&CudaSlice<u64>; 2], mods: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+        let [d0, d1, d2] = out;
+        launch!(self, "lycaon_tensor", d, d0, d1, d2, a[0], a[1], b[0], b[1], mods, &n)
+    }
+
+    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut CudaSlice<u64>, data: &CudaSlice<u64>, roots: &CudaSlice<u64>, roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, consts: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_ntt_forward_last_sub_scale", d, out, data, roots, roots_shoup, mods, consts, &n)
+    }
+
+    fn rescale_spread(&self, d: LaunchDims, out: &mut CudaSlice<u64>, last: &CudaSlice<u64>, last_mod: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, q_last: u64) -> ExecResult<()> {
+        launch!(self, "lycaon_rescale_spread", d, out, last, last_mod, mods, &n, &q_last)
+    }
+
+    fn inner_product_resident(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 2], digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, key_limbs: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()> {
+        let [out0, out1] = out;
+        launch!(self, "lycaon_inner_product_resident", d, out0, out1, digits, keys, key_limbs, mods, &n, &limbs, &num_digits, &key_digits, &key_limbs_total)
+    }
 }

@@ -22,6 +22,12 @@ mod ffi {
         pub fn lyc_emulate_convert_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, scaled: *mut u64, input: *const u64, mods_from: *const u64, punctured_inv: *const u64, n: u32);
         pub fn lyc_emulate_convert_accumulate(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, scaled: *const u64, mods_to: *const u64, punctured_mod_to: *const u64, inv_q_from: *const f64, q_mod_to: *const u64, n: u32, l_from: u32, centered: u32);
         pub fn lyc_emulate_inner_product(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, digits: *const u64, keys: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32);
+        pub fn lyc_emulate_add_sub(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32, op: u32);
+        pub fn lyc_emulate_limb_constants(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, consts: *const u64, imag_unit: *const u64, mods: *const u64, n: u32, op: u32);
+        pub fn lyc_emulate_tensor(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, d0: *mut u64, d1: *mut u64, d2: *mut u64, a0: *const u64, a1: *const u64, b0: *const u64, b1: *const u64, mods: *const u64, n: u32);
+        pub fn lyc_emulate_ntt_forward_last_sub_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, data: *const u64, roots: *const u64, roots_shoup: *const u64, mods: *const u64, consts: *const u64, n: u32);
+        pub fn lyc_emulate_rescale_spread(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, last: *const u64, last_mod: *const u64, mods: *const u64, n: u32, q_last: u64);
+        pub fn lyc_emulate_inner_product_resident(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out0: *mut u64, out1: *mut u64, digits: *const u64, keys: *const u64, key_limbs: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32);
     }
 }
 
@@ -206,6 +212,123 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs_)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_inner_product(gx, gy, gz, bx, rev, out.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), mods.as_ptr(), n, limbs, num_digits) };
+        Ok(())
+    }
+
+    fn alloc(&self, len: usize) -> ExecResult<Vec<u64>> {
+        // A device's fresh memory holds garbage: fill it with a pattern no kernel output equals
+        // by chance, so reading an unwritten word shows up as a difference from the CPU.
+        Ok(vec![u64::MAX; len])
+    }
+
+    fn write(&self, buf: &mut Vec<u64>, data: &[u64]) -> ExecResult<()> {
+        let len = buf.len();
+        let dst = buf.get_mut(..data.len()).ok_or_else(|| ExecError(format!("write: {} words into a buffer of {len}", data.len())))?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn copy(&self, dst: &mut Vec<u64>, dst_at: usize, src: &Vec<u64>, src_at: usize, len: usize) -> ExecResult<()> {
+        let (dl, sl) = (dst.len(), src.len());
+        match (dst.get_mut(dst_at..dst_at + len), src.get(src_at..src_at + len)) {
+            (Some(d), Some(s)) => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            _ => Err(ExecError(format!("copy: {len} words from {src_at} of {sl} to {dst_at} of {dl}"))),
+        }
+    }
+
+    fn len(&self, buf: &Vec<u64>) -> usize {
+        buf.len()
+    }
+
+    fn add_sub(&self, d: LaunchDims, a: &mut Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32, op: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_add_sub";
+        covers(k, d, n_)?;
+        need(k, "a", a, limbs * n_)?;
+        need(k, "b", b, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_add_sub(gx, gy, gz, bx, rev, a.as_mut_ptr(), b.as_ptr(), mods.as_ptr(), n, op) };
+        Ok(())
+    }
+
+    fn limb_constants(&self, d: LaunchDims, a: &mut Vec<u64>, consts: &Vec<u64>, imag_unit: &Vec<u64>, mods: &Vec<u64>, n: u32, op: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_limb_constants";
+        covers(k, d, n_)?;
+        need(k, "a", a, limbs * n_)?;
+        need(k, "consts", consts, 2 * limbs)?;
+        if consts[..2 * limbs].chunks_exact(2).any(|c| c[1] != 0) {
+            need(k, "imag_unit", imag_unit, limbs * n_)?;
+        }
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_limb_constants(gx, gy, gz, bx, rev, a.as_mut_ptr(), consts.as_ptr(), imag_unit.as_ptr(), mods.as_ptr(), n, op) };
+        Ok(())
+    }
+
+    fn tensor(&self, d: LaunchDims, out: [&mut Vec<u64>; 3], a: [&Vec<u64>; 2], b: [&Vec<u64>; 2], mods: &Vec<u64>, n: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_tensor";
+        covers(k, d, n_)?;
+        for (name, buf) in [("d0", &*out[0]), ("d1", &*out[1]), ("d2", &*out[2]), ("a0", a[0]), ("a1", a[1]), ("b0", b[0]), ("b1", b[1])] {
+            need(k, name, buf, limbs * n_)?;
+        }
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let [d0, d1, d2] = out;
+        unsafe { ffi::lyc_emulate_tensor(gx, gy, gz, bx, rev, d0.as_mut_ptr(), d1.as_mut_ptr(), d2.as_mut_ptr(), a[0].as_ptr(), a[1].as_ptr(), b[0].as_ptr(), b[1].as_ptr(), mods.as_ptr(), n) };
+        Ok(())
+    }
+
+    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut Vec<u64>, data: &Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, consts: &Vec<u64>, n: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_ntt_forward_last_sub_scale";
+        covers(k, d, n_ / 2)?;
+        need(k, "out", out, limbs * n_)?;
+        need(k, "data", data, limbs * n_)?;
+        need(k, "roots", roots, limbs * n_)?;
+        need(k, "roots_shoup", roots_shoup, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        need(k, "consts", consts, 2 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_ntt_forward_last_sub_scale(gx, gy, gz, bx, rev, out.as_mut_ptr(), data.as_ptr(), roots.as_ptr(), roots_shoup.as_ptr(), mods.as_ptr(), consts.as_ptr(), n) };
+        Ok(())
+    }
+
+    fn rescale_spread(&self, d: LaunchDims, out: &mut Vec<u64>, last: &Vec<u64>, last_mod: &Vec<u64>, mods: &Vec<u64>, n: u32, q_last: u64) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_rescale_spread";
+        covers(k, d, n_)?;
+        need(k, "out", out, limbs * n_)?;
+        need(k, "last", last, n_)?;
+        need(k, "last_mod", last_mod, limbs)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_rescale_spread(gx, gy, gz, bx, rev, out.as_mut_ptr(), last.as_ptr(), last_mod.as_ptr(), mods.as_ptr(), n, q_last) };
+        Ok(())
+    }
+
+    fn inner_product_resident(&self, d: LaunchDims, out: [&mut Vec<u64>; 2], digits: &Vec<u64>, keys: &Vec<u64>, key_limbs: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()> {
+        let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
+        let k = "lycaon_inner_product_resident";
+        covers(k, d, n_)?;
+        check(d.grid.1 == limbs, || format!("{k}: grid.y = {} must be the limb count {limbs}", d.grid.1))?;
+        check(num_digits <= key_digits, || format!("{k}: {num_digits} digits, the key has {key_digits}"))?;
+        check(outputs == 2, || format!("{k}: grid.z = {outputs}, the kernel writes 2 outputs"))?;
+        need(k, "out0", out[0], limbs_ * n_)?;
+        need(k, "out1", out[1], limbs_ * n_)?;
+        need(k, "digits", digits, nd * limbs_ * n_)?;
+        need(k, "key_limbs", key_limbs, limbs_)?;
+        check(key_limbs[..limbs_].iter().all(|&l| l < key_limbs_total as u64), || format!("{k}: a key limb index is not below {key_limbs_total}"))?;
+        need(k, "keys", keys, outputs * key_digits as usize * key_limbs_total as usize * n_)?;
+        need(k, "mods", mods, 3 * limbs_)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let [out0, out1] = out;
+        unsafe { ffi::lyc_emulate_inner_product_resident(gx, gy, gz, bx, rev, out0.as_mut_ptr(), out1.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), key_limbs.as_ptr(), mods.as_ptr(), n, limbs, num_digits, key_digits, key_limbs_total) };
         Ok(())
     }
 }

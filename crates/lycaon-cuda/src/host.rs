@@ -62,6 +62,28 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     fn convert_accumulate(&self, d: LaunchDims, out: &mut Self::Buf, scaled: &Self::Buf, mods_to: &Self::Buf, punctured_mod_to: &Self::Buf, inv_q_from: &Self::Buf, q_mod_to: &Self::Buf, n: u32, l_from: u32, centered: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn inner_product(&self, d: LaunchDims, out: &mut Self::Buf, digits: &Self::Buf, keys: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()>;
+
+    // Resident memory (src/resident.rs): buffers reused through a pool, copies on the device.
+
+    /// A buffer of `len` words whose contents are unspecified.
+    fn alloc(&self, len: usize) -> ExecResult<Self::Buf>;
+    /// Overwrites the start of `buf` with `data` (host to device).
+    fn write(&self, buf: &mut Self::Buf, data: &[u64]) -> ExecResult<()>;
+    /// dst[dst_at..dst_at + len] = src[src_at..src_at + len], device to device.
+    fn copy(&self, dst: &mut Self::Buf, dst_at: usize, src: &Self::Buf, src_at: usize, len: usize) -> ExecResult<()>;
+    fn len(&self, buf: &Self::Buf) -> usize;
+
+    fn add_sub(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn limb_constants(&self, d: LaunchDims, a: &mut Self::Buf, consts: &Self::Buf, imag_unit: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn tensor(&self, d: LaunchDims, out: [&mut Self::Buf; 3], a: [&Self::Buf; 2], b: [&Self::Buf; 2], mods: &Self::Buf, n: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut Self::Buf, data: &Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, consts: &Self::Buf, n: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn rescale_spread(&self, d: LaunchDims, out: &mut Self::Buf, last: &Self::Buf, last_mod: &Self::Buf, mods: &Self::Buf, n: u32, q_last: u64) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn inner_product_resident(&self, d: LaunchDims, out: [&mut Self::Buf; 2], digits: &Self::Buf, keys: &Self::Buf, key_limbs: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()>;
 }
 
 /// floor(2^128 / q) as (high, low) words: lycaon_math::Modulus's Barrett constant, recomputed by
@@ -105,17 +127,23 @@ pub fn plan_psi(basis: &RnsBasis, limb: usize) -> u64 {
 
 impl NttTables {
     pub fn new(basis: &RnsBasis) -> Result<Self, MathError> {
+        Self::for_limbs(basis, 0..basis.len())
+    }
+
+    /// The tables of limbs `limbs` of `basis` only (a rescale transforms the last limb alone).
+    pub fn for_limbs(basis: &RnsBasis, limbs: std::ops::Range<usize>) -> Result<Self, MathError> {
         let n = basis.n();
         let log_n = n.trailing_zeros();
+        let moduli = basis.moduli().get(limbs.clone()).ok_or(MathError::LimbCount { expected: basis.len(), found: limbs.end })?;
         let mut t = NttTables {
-            mods: modulus_words(basis.moduli()),
+            mods: modulus_words(moduli),
             roots: Vec::with_capacity(basis.len() * n),
             roots_shoup: Vec::with_capacity(basis.len() * n),
             inv_roots: Vec::with_capacity(basis.len() * n),
             inv_roots_shoup: Vec::with_capacity(basis.len() * n),
             last_consts: Vec::with_capacity(basis.len() * 4),
         };
-        for (limb, q) in basis.moduli().iter().enumerate() {
+        for (at, (limb, q)) in limbs.zip(moduli).enumerate() {
             let psi = plan_psi(basis, limb);
             let psi_inv = q.inv(psi)?;
             for (base, values, shoups) in [(psi, &mut t.roots, &mut t.roots_shoup), (psi_inv, &mut t.inv_roots, &mut t.inv_roots_shoup)] {
@@ -132,7 +160,7 @@ impl NttTables {
                 }
             }
             let n_inv = q.inv(n as u64)?;
-            let w_n_inv = q.mul(t.inv_roots[limb * n + 1], n_inv);
+            let w_n_inv = q.mul(t.inv_roots[at * n + 1], n_inv);
             t.last_consts.extend([n_inv, q.shoup(n_inv), w_n_inv, q.shoup(w_n_inv)]);
         }
         Ok(t)
@@ -182,27 +210,31 @@ impl ConversionTables {
 }
 
 /// One basis's tables, uploaded.
-struct DeviceNttTables<B> {
-    mods: B,
-    roots: B,
-    roots_shoup: B,
-    inv_roots: B,
-    inv_roots_shoup: B,
-    last_consts: B,
+pub(crate) struct DeviceNttTables<B> {
+    pub(crate) mods: B,
+    pub(crate) roots: B,
+    pub(crate) roots_shoup: B,
+    pub(crate) inv_roots: B,
+    pub(crate) inv_roots_shoup: B,
+    pub(crate) last_consts: B,
+    /// The host copy of last_consts (resident ModUp and ModDown scale them per limb).
+    pub(crate) last_consts_host: Vec<u64>,
 }
 
-struct DeviceConversionTables<B> {
-    mods_from: B,
-    mods_to: B,
-    punctured_inv: B,
-    punctured_mod_to: B,
-    inv_q_from: B,
-    q_mod_to: B,
+pub(crate) struct DeviceConversionTables<B> {
+    pub(crate) mods_from: B,
+    pub(crate) mods_to: B,
+    pub(crate) punctured_inv: B,
+    pub(crate) punctured_mod_to: B,
+    pub(crate) inv_q_from: B,
+    pub(crate) q_mod_to: B,
 }
 
 /// A basis or a pair of bases, identified by degree and primes (never by pointer).
 type BasisKey = (usize, Vec<u64>);
 type ConversionKey = (usize, Vec<u64>, Vec<u64>);
+/// Uploaded constant arrays by (what they are, the primes and values they depend on).
+pub(crate) type ConstantCache<B> = HashMap<(&'static str, Vec<u64>), Arc<B>>;
 
 fn basis_key(basis: &RnsBasis) -> BasisKey {
     (basis.n(), basis.moduli().iter().map(|q| q.value()).collect())
@@ -216,6 +248,10 @@ pub struct KernelBackend<E: KernelExec> {
     name: String,
     ntt_tables: RwLock<HashMap<BasisKey, Arc<DeviceNttTables<E::Buf>>>>,
     conversion_tables: RwLock<HashMap<ConversionKey, Arc<DeviceConversionTables<E::Buf>>>>,
+    /// Device memory for resident polynomials, reused by size (crate::resident).
+    pub(crate) pool: Arc<crate::pool::BufferPool<E::Buf>>,
+    /// Small constant arrays of resident operations, by what they are and the primes they serve.
+    pub(crate) constants: RwLock<ConstantCache<E::Buf>>,
 }
 
 impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
@@ -227,7 +263,14 @@ impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
 
 impl<E: KernelExec> KernelBackend<E> {
     pub fn with_exec(exec: E, name: impl Into<String>) -> Self {
-        Self { exec, name: name.into(), ntt_tables: RwLock::default(), conversion_tables: RwLock::default() }
+        Self {
+            exec,
+            name: name.into(),
+            ntt_tables: RwLock::default(),
+            conversion_tables: RwLock::default(),
+            pool: Arc::default(),
+            constants: RwLock::default(),
+        }
     }
 
     pub fn exec(&self) -> &E {
@@ -235,12 +278,12 @@ impl<E: KernelExec> KernelBackend<E> {
     }
 
     /// A device failure during `operation`, as the math layer's error naming this backend.
-    fn device_error(&self, operation: &str, ExecError(message): ExecError) -> MathError {
+    pub(crate) fn device_error(&self, operation: &str, ExecError(message): ExecError) -> MathError {
         MathError::Device { device: self.name.clone(), operation: operation.to_string(), message }
     }
 
     /// The result of an executor call, its failure named after `operation`.
-    fn device<T>(&self, operation: &str, r: ExecResult<T>) -> Result<T, MathError> {
+    pub(crate) fn device<T>(&self, operation: &str, r: ExecResult<T>) -> Result<T, MathError> {
         r.map_err(|e| self.device_error(operation, e))
     }
 
@@ -250,12 +293,17 @@ impl<E: KernelExec> KernelBackend<E> {
     }
 
     fn tables(&self, basis: &RnsBasis) -> Result<Arc<DeviceNttTables<E::Buf>>, MathError> {
-        let key = basis_key(basis);
+        self.tables_for(basis, 0..basis.len())
+    }
+
+    /// The uploaded tables of limbs `limbs` of `basis`, cached by degree and primes.
+    pub(crate) fn tables_for(&self, basis: &RnsBasis, limbs: std::ops::Range<usize>) -> Result<Arc<DeviceNttTables<E::Buf>>, MathError> {
+        let key = (basis.n(), basis.moduli().get(limbs.clone()).unwrap_or_default().iter().map(|q| q.value()).collect::<Vec<_>>());
         if let Some(t) = self.ntt_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(t);
         }
         // Plans exist only for NTT-friendly primes, so the inverses below exist.
-        let host = NttTables::new(basis)?;
+        let host = NttTables::for_limbs(basis, limbs)?;
         let up = |v: &[u64]| self.device("uploading NTT tables", self.exec.upload(v));
         let t = Arc::new(DeviceNttTables {
             mods: up(&host.mods)?,
@@ -264,6 +312,7 @@ impl<E: KernelExec> KernelBackend<E> {
             inv_roots: up(&host.inv_roots)?,
             inv_roots_shoup: up(&host.inv_roots_shoup)?,
             last_consts: up(&host.last_consts)?,
+            last_consts_host: host.last_consts,
         });
         if let Ok(mut m) = self.ntt_tables.write() {
             m.insert(key, t.clone());
@@ -271,7 +320,7 @@ impl<E: KernelExec> KernelBackend<E> {
         Ok(t)
     }
 
-    fn conversion(&self, conv: &BaseConverter) -> Result<Arc<DeviceConversionTables<E::Buf>>, MathError> {
+    pub(crate) fn conversion(&self, conv: &BaseConverter) -> Result<Arc<DeviceConversionTables<E::Buf>>, MathError> {
         let (n, from_primes) = basis_key(conv.from_basis());
         let key = (n, from_primes, basis_key(conv.to_basis()).1);
         if let Some(t) = self.conversion_tables.read().ok().and_then(|m| m.get(&key).cloned()) {
@@ -448,6 +497,16 @@ mod tests {
         fn convert_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
         fn convert_accumulate(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
         fn inner_product(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn alloc(&self, _: usize) -> ExecResult<()> { failed() }
+        fn write(&self, _: &mut (), _: &[u64]) -> ExecResult<()> { failed() }
+        fn copy(&self, _: &mut (), _: usize, _: &(), _: usize, _: usize) -> ExecResult<()> { failed() }
+        fn len(&self, _: &()) -> usize { 0 }
+        fn add_sub(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn tensor(&self, _: LaunchDims, _: [&mut (); 3], _: [&(); 2], _: [&(); 2], _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn ntt_forward_last_sub_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn rescale_spread(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u64) -> ExecResult<()> { failed() }
+        fn inner_product_resident(&self, _: LaunchDims, _: [&mut (); 2], _: &(), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub const KERNEL_FILES: [(&str, &str); 5] = [
 ];
 
 /// Every `extern "C" __global__` entry point, as the host looks them up by name.
-pub const KERNEL_NAMES: [&str; 7] = [
+pub const KERNEL_NAMES: [&str; 13] = [
     "lycaon_ntt_forward_stage",
     "lycaon_ntt_inverse_stage",
     "lycaon_mul_pointwise",
@@ -20,6 +20,12 @@ pub const KERNEL_NAMES: [&str; 7] = [
     "lycaon_convert_scale",
     "lycaon_convert_accumulate",
     "lycaon_inner_product",
+    "lycaon_add_sub",
+    "lycaon_limb_constants",
+    "lycaon_tensor",
+    "lycaon_ntt_forward_last_sub_scale",
+    "lycaon_rescale_spread",
+    "lycaon_inner_product_resident",
 ];
 
 /// The whole NVRTC program: the files concatenated in order, each under a `#line` directive so

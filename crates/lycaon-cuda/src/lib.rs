@@ -16,9 +16,12 @@
 
 pub mod bench;
 pub mod kernels;
+pub mod pool;
 
 #[cfg(any(feature = "cuda", feature = "emulate"))]
 pub mod host;
+#[cfg(any(feature = "cuda", feature = "emulate"))]
+mod resident;
 
 #[cfg(feature = "emulate")]
 mod emulated;

@@ -52,3 +52,32 @@ fn a_launch_the_kernel_cannot_run_is_an_error_not_a_panic() {
     let err = exec.automorphism_ntt(LaunchDims::cover(16, 1, 1), &mut other.clone(), &other, 16, 40, 3).unwrap_err();
     assert!(err.0.contains("log_n = 40"), "{err:?}");
 }
+
+#[test]
+fn resident_ckks_on_the_emulated_device_equals_the_host_evaluator() {
+    use std::sync::Arc;
+    // Every ResidentEvaluator operation (add, products, rescale, ModUp/ModDown key switching,
+    // hoisted rotations, errors) through the kernels, against lycaon_ckks::Evaluator.
+    lycaon_ckks::resident_conformance::check_resident_evaluator(Arc::new(EmulatedBackend::new()), 256);
+    lycaon_ckks::resident_conformance::check_resident_evaluator(Arc::new(EmulatedBackend::reversed()), 64);
+}
+
+#[test]
+fn resident_operations_reuse_pooled_memory_after_the_first() {
+    use std::sync::Arc;
+    let backend = Arc::new(EmulatedBackend::new());
+    let (eval, a, b) = lycaon_ckks::resident_conformance::session(backend.clone(), 64);
+    let step = |_: usize| {
+        let p = eval.mul_relin_rescale(&a, &b).unwrap();
+        let r = eval.rotate_hoisted(&p, &[1, -3]).unwrap();
+        eval.add(&r[0], &r[1]).unwrap()
+    };
+    drop(step(0));
+    let warm = backend.pool_stats();
+    for i in 0..3 {
+        drop(step(i));
+    }
+    let after = backend.pool_stats();
+    assert_eq!(after.allocations, warm.allocations, "an operation allocated device memory after warm-up: {warm:?} -> {after:?}");
+    assert!(after.reuses > warm.reuses);
+}

@@ -26,7 +26,7 @@ impl<B: ResidentBackend> ResidentPoly<B> {
     }
 
     pub fn duplicate(&self, backend: &B) -> Result<Self, MathError> {
-        let mut mem = backend.zeros(backend.len(&self.mem))?;
+        let mut mem = backend.alloc(backend.len(&self.mem))?;
         backend.copy_words(&mut mem, 0, &self.mem, 0, backend.len(&self.mem))?;
         Ok(Self { mem, basis: self.basis.clone() })
     }
@@ -37,7 +37,7 @@ impl<B: ResidentBackend> ResidentPoly<B> {
         if basis.len() > self.basis.len() || !self.basis.moduli()[..basis.len()].iter().zip(basis.moduli()).all(|(a, b)| a == b) {
             return Err(MathError::BasisMismatch { lhs: self.basis.len(), rhs: basis.len() });
         }
-        let mut mem = backend.zeros(words)?;
+        let mut mem = backend.alloc(words)?;
         backend.copy_words(&mut mem, 0, &self.mem, 0, words)?;
         Ok(Self { mem, basis: basis.clone() })
     }
@@ -83,7 +83,9 @@ impl<B: ResidentBackend> ResidentKey<B> {
 /// The digits of one polynomial after ModUp, resident.
 pub struct ResidentDecomposed<B: ResidentBackend> {
     level: usize,
-    digits: Vec<B::Mem>,
+    /// The digits one after the other, each over Q_l P.
+    digits: B::Mem,
+    count: usize,
 }
 
 /// ModUp of c (NTT form over Q_l): [`crate::keyswitch::decompose`] on resident memory.
@@ -97,7 +99,7 @@ pub fn decompose<B: ResidentBackend>(params: &Parameters, backend: &B, c: &Resid
         return Err(RlweError::Malformed { what: "the decomposed polynomial must be over Q_l of these parameters".into() });
     }
     let digits = backend.mod_up(&c.mem, &ctx.q, &ctx.digits, &ctx.mod_up, &ctx.qp)?;
-    Ok(ResidentDecomposed { level, digits })
+    Ok(ResidentDecomposed { level, digits, count: ctx.digits.len() })
 }
 
 /// The inner product with a resident key, then ModDown: [`crate::keyswitch::key_switch_decomposed`]
@@ -117,7 +119,7 @@ pub fn key_switch_decomposed_lazy<B: ResidentBackend>(params: &Parameters, backe
         return Err(RlweError::KeyLevelTooLow { galois_element: None, key_level: key.level, ciphertext_level: dec.level });
     }
     let ctx = params.level(dec.level)?;
-    if dec.digits.len() > key.layout.digits {
+    if dec.count > key.layout.digits {
         return Err(RlweError::Malformed { what: "key has fewer digits than the parameters require".into() });
     }
     let own;
@@ -128,7 +130,7 @@ pub fn key_switch_decomposed_lazy<B: ResidentBackend>(params: &Parameters, backe
         own = (0..=dec.level).chain(key.level + 1..key.level + 1 + alpha).collect::<Vec<_>>();
         &own
     };
-    let [u0, u1] = backend.key_inner_product(&dec.digits, &key.mem, key.layout, limbs, &ctx.qp)?;
+    let [u0, u1] = backend.key_inner_product(&dec.digits, dec.count, &key.mem, key.layout, limbs, &ctx.qp)?;
     Ok([ResidentPoly { mem: u0, basis: ctx.qp.clone() }, ResidentPoly { mem: u1, basis: ctx.qp.clone() }])
 }
 
