@@ -11,8 +11,8 @@
 //! [`CpuBackend`] implements the trait over host vectors with the math layer's kernels; it is
 //! the reference every other resident backend must equal bit for bit, as for [`Backend`](crate::Backend).
 
-use std::ops::Range;
 use lycaon_math::{mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, MathError, Modulus, RnsBasis, ShoupConstant};
+use std::ops::Range;
 
 use crate::CpuBackend;
 
@@ -76,7 +76,15 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     /// The key-switching inner product of `count` digits (over `qp`, as [`Self::mod_up`] lays
     /// them out) with a resident key: output o is sum_j digit_j key[o][j], reading key limb
     /// `key_limbs[i]` for limb i of `qp`.
-    fn key_inner_product(&self, digits: &Self::Mem, count: usize, key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Self::Mem; 2], MathError>;
+    fn key_inner_product(
+        &self,
+        digits: &Self::Mem,
+        count: usize,
+        key: &Self::Mem,
+        layout: KeyLayout,
+        key_limbs: &[usize],
+        qp: &RnsBasis,
+    ) -> Result<[Self::Mem; 2], MathError>;
 
     /// ModDown: (x_Q - Conv_{P->Q}(x_P)) P^-1 over Q_l, for x in NTT form over Q_l P (the Q_l
     /// primes first, then `conv`'s source primes P). `conv` converts P to Q_l.
@@ -90,7 +98,11 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
 pub fn check_len(what: &str, words: usize, basis: &RnsBasis) -> Result<(), MathError> {
     let expected = basis.len() * basis.n();
     if words != expected {
-        return Err(MathError::Device { device: "resident".into(), operation: what.into(), message: format!("operand has {words} words, its basis needs {expected}") });
+        return Err(MathError::Device {
+            device: "resident".into(),
+            operation: what.into(),
+            message: format!("operand has {words} words, its basis needs {expected}"),
+        });
     }
     Ok(())
 }
@@ -132,7 +144,13 @@ fn constant_words(c: LimbConstant, w: Option<&[u64]>, q: &Modulus, k: usize) -> 
     Ok(match (c.1, w) {
         (0, _) => c.0,
         (b, Some(w)) => q.add(c.0, q.mul(b, w[k])),
-        (_, None) => return Err(MathError::Device { device: "resident".into(), operation: "constant".into(), message: "an imaginary part needs the imaginary unit".into() }),
+        (_, None) => {
+            return Err(MathError::Device {
+                device: "resident".into(),
+                operation: "constant".into(),
+                message: "an imaginary part needs the imaginary unit".into(),
+            })
+        }
     })
 }
 
@@ -149,7 +167,13 @@ impl CpuBackend {
         check_len(what, b.len(), basis)
     }
 
-    fn with_constants(a: &mut [u64], constants: &[LimbConstant], imag_unit: Option<&Vec<u64>>, basis: &RnsBasis, op: impl Fn(&Modulus, u64, u64) -> u64) -> Result<(), MathError> {
+    fn with_constants(
+        a: &mut [u64],
+        constants: &[LimbConstant],
+        imag_unit: Option<&Vec<u64>>,
+        basis: &RnsBasis,
+        op: impl Fn(&Modulus, u64, u64) -> u64,
+    ) -> Result<(), MathError> {
         let n = basis.n();
         check_len("constants", a.len(), basis)?;
         if constants.len() != basis.len() || imag_unit.is_some_and(|w| w.len() < a.len()) {
@@ -190,7 +214,11 @@ impl ResidentBackend for CpuBackend {
 
     fn copy_words(&self, dst: &mut Vec<u64>, dst_at: usize, src: &Vec<u64>, src_at: usize, len: usize) -> Result<(), MathError> {
         let (Some(d), Some(s)) = (dst.get_mut(dst_at..dst_at + len), src.get(src_at..src_at + len)) else {
-            return Err(MathError::Device { device: "cpu".into(), operation: "copy".into(), message: format!("{len} words at {src_at} -> {dst_at} out of bounds") });
+            return Err(MathError::Device {
+                device: "cpu".into(),
+                operation: "copy".into(),
+                message: format!("{len} words at {src_at} -> {dst_at} out of bounds"),
+            });
         };
         d.copy_from_slice(s);
         Ok(())
@@ -298,7 +326,15 @@ impl ResidentBackend for CpuBackend {
         Ok(out)
     }
 
-    fn key_inner_product(&self, digits: &Vec<u64>, count: usize, key: &Vec<u64>, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Vec<u64>; 2], MathError> {
+    fn key_inner_product(
+        &self,
+        digits: &Vec<u64>,
+        count: usize,
+        key: &Vec<u64>,
+        layout: KeyLayout,
+        key_limbs: &[usize],
+        qp: &RnsBasis,
+    ) -> Result<[Vec<u64>; 2], MathError> {
         let n = qp.n();
         check_key_args(digits.len(), count, key.len(), layout, key_limbs, qp)?;
         let digits: Vec<&[u64]> = digits.chunks_exact(qp.len() * n).collect();

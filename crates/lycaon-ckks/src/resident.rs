@@ -154,11 +154,8 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
             return Err(CkksError::NotEnoughLevels { op: "rescale", needed: 1, level });
         }
         let next = self.q_at(level - 1)?;
-        let parts = ct
-            .parts
-            .iter()
-            .map(|p| Ok(ResidentPoly { mem: self.b().rescale(&p.mem, &p.basis)?, basis: next.clone() }))
-            .collect::<Result<_, CkksError>>()?;
+        let parts =
+            ct.parts.iter().map(|p| Ok(ResidentPoly { mem: self.b().rescale(&p.mem, &p.basis)?, basis: next.clone() })).collect::<Result<_, CkksError>>()?;
         let q_last = self.context().prime_at(level)? as f64;
         Ok(ResidentCiphertext { parts, scale: ct.scale / q_last, log_slots: ct.log_slots })
     }
@@ -244,7 +241,11 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         for (k, p) in long.parts.iter_mut().enumerate() {
             match short.parts.get(k) {
                 Some(s) if long_is_a => {
-                    if negate_b { self.b().sub_assign(&mut p.mem, &s.mem, &p.basis)? } else { self.b().add_assign(&mut p.mem, &s.mem, &p.basis)? }
+                    if negate_b {
+                        self.b().sub_assign(&mut p.mem, &s.mem, &p.basis)?
+                    } else {
+                        self.b().add_assign(&mut p.mem, &s.mem, &p.basis)?
+                    }
                 }
                 Some(s) => {
                     // p holds b's part: a - b = -(b - a).
@@ -296,7 +297,11 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         }
         let mut out = self.duplicate(ct)?;
         let c0 = &mut out.parts[0];
-        if sub { self.b().sub_assign(&mut c0.mem, &p.mem, &c0.basis)? } else { self.b().add_assign(&mut c0.mem, &p.mem, &c0.basis)? }
+        if sub {
+            self.b().sub_assign(&mut c0.mem, &p.mem, &c0.basis)?
+        } else {
+            self.b().add_assign(&mut c0.mem, &p.mem, &c0.basis)?
+        }
         out.log_slots = out.log_slots.max(pt.log_slots);
         Ok(out)
     }

@@ -72,7 +72,9 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
     let encoder = Encoder::new(&ctx);
     let mut enc = PublicKeyEncryptor::new(&ctx, pk).unwrap();
     let slots = ctx.max_slots();
-    let values = |seed: u64| -> Vec<Complex64> { (0..slots).map(|i| Complex64::new(((i as u64 * 7 + seed) % 11) as f64 / 11.0 - 0.5, ((i as u64 * 3 + seed) % 5) as f64 / 5.0 - 0.4)).collect() };
+    let values = |seed: u64| -> Vec<Complex64> {
+        (0..slots).map(|i| Complex64::new(((i as u64 * 7 + seed) % 11) as f64 / 11.0 - 0.5, ((i as u64 * 3 + seed) % 5) as f64 / 5.0 - 0.4)).collect()
+    };
     let top = ctx.max_level();
     let pa = encoder.encode(&values(1), top, ctx.scale_at(top).unwrap()).unwrap();
     let pb = encoder.encode(&values(2), top, ctx.scale_at(top).unwrap()).unwrap();

@@ -27,6 +27,13 @@ extern thread_local lyc_dim3 gridDim;
 #define __device__ static
 #define __forceinline__ inline
 
+// Kernels with barriers (shared memory) run one fiber per thread: __syncthreads switches back to
+// the block's scheduler in emulate.cpp, which resumes every thread of the block in turn.
+#define LYC_EMULATION 1
+#define LYC_EMULATED_SHARED_WORDS 4096
+extern thread_local unsigned long long lyc_emulated_shared[LYC_EMULATED_SHARED_WORDS];
+void __syncthreads();
+
 // Reserved-looking names on purpose: they are CUDA's own intrinsics' names.
 static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);

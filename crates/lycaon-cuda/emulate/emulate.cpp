@@ -3,10 +3,82 @@
 // sequentially. Built by build.rs only with the `emulate` feature; called from src/emulated.rs.
 #include "cuda_shim.h"
 
+#include <ucontext.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
 thread_local lyc_dim3 blockIdx;
 thread_local lyc_dim3 threadIdx;
 thread_local lyc_dim3 blockDim;
 thread_local lyc_dim3 gridDim;
+thread_local unsigned long long lyc_emulated_shared[LYC_EMULATED_SHARED_WORDS];
+
+// One fiber per thread of a block, for kernels that synchronise with __syncthreads.
+namespace {
+struct LycFiber {
+    ucontext_t context;
+    bool done = false;
+    unsigned long long barriers = 0;
+};
+// Fiber stacks, reused by every block of every launch on this host thread.
+const size_t lyc_stack_bytes = 32 * 1024;
+thread_local std::vector<std::unique_ptr<char[]>> lyc_stacks;
+thread_local ucontext_t lyc_scheduler;
+thread_local LycFiber* lyc_current = nullptr;
+thread_local const std::function<void()>* lyc_body = nullptr;
+
+void lyc_fiber_entry() {
+    (*lyc_body)();
+    lyc_current->done = true;
+    // Returning resumes uc_link, the scheduler.
+}
+}  // namespace
+
+// Makes `f` start lyc_fiber_entry on `stack` (a separate function: getcontext returns twice in
+// principle, which must not touch the scheduler's locals).
+static void lyc_prepare_fiber(LycFiber* f, char* stack) {
+    getcontext(&f->context);
+    f->context.uc_stack.ss_sp = stack;
+    f->context.uc_stack.ss_size = lyc_stack_bytes;
+    f->context.uc_link = &lyc_scheduler;
+    makecontext(&f->context, lyc_fiber_entry, 0);
+}
+
+void __syncthreads() {
+    LycFiber* self = lyc_current;
+    self->barriers += 1;
+    swapcontext(&self->context, &lyc_scheduler);
+}
+
+// Runs one block of bx threads as fibers: every round resumes each unfinished thread until its
+// next barrier or its end. Returns false if the threads disagree on the barriers (a kernel bug
+// that deadlocks or races on a device): some wait at a barrier that others never reach.
+static bool lyc_run_block_with_barriers(unsigned bx, int reversed, const std::function<void()>& body) {
+    std::vector<LycFiber> fibers(bx);
+    lyc_body = &body;
+    while (lyc_stacks.size() < bx) lyc_stacks.emplace_back(new char[lyc_stack_bytes]);
+    for (unsigned t = 0; t < bx; ++t) lyc_prepare_fiber(&fibers[t], lyc_stacks[t].get());
+    for (unsigned long long round = 0;; ++round) {
+        bool waiting = false;
+        for (unsigned s = 0; s < bx; ++s) {
+            const unsigned t = reversed ? bx - 1 - s : s;
+            LycFiber& f = fibers[t];
+            if (f.done) continue;
+            threadIdx = {t, 0, 0};
+            lyc_current = &f;
+            swapcontext(&lyc_scheduler, &f.context);
+            waiting = waiting || !f.done;
+        }
+        if (!waiting) break;
+        for (const auto& f : fibers) {
+            if (f.done || f.barriers != round + 1) return false;
+        }
+    }
+    lyc_current = nullptr;
+    return true;
+}
 
 // The kernels, in the order src/kernels.rs hands them to NVRTC.
 #include "../kernels/common.cuh"
@@ -101,4 +173,30 @@ extern "C" void lyc_emulate_inner_product_resident(LYC_GRID_PARAMS, u64* out0, u
                                                    u32 num_digits, u32 key_digits, u32 key_limbs_total) {
     LYC_EMULATE_GRID(lycaon_inner_product_resident(out0, out1, digits, keys, key_limbs, mods, n, limbs, num_digits, key_digits,
                                                    key_limbs_total));
+}
+
+// A grid of blocks whose threads meet at barriers; returns 0, or 1 if a block's threads disagreed
+// on the barriers.
+#define LYC_EMULATE_GRID_WITH_BARRIERS(CALL)                                                \
+    do {                                                                                    \
+        gridDim = {gx, gy, gz};                                                             \
+        blockDim = {bx, 1, 1};                                                              \
+        const unsigned long long lyc_blocks = (unsigned long long)gx * gy * gz;             \
+        const std::function<void()> lyc_call = [&]() { CALL; };                              \
+        for (unsigned long long lyc_s = 0; lyc_s < lyc_blocks; ++lyc_s) {                   \
+            const unsigned long long lyc_b = reversed ? lyc_blocks - 1 - lyc_s : lyc_s;     \
+            blockIdx = {(unsigned)(lyc_b % gx), (unsigned)(lyc_b / gx % gy), (unsigned)(lyc_b / gx / gy)}; \
+            if (!lyc_run_block_with_barriers(bx, reversed, lyc_call)) return 1;             \
+        }                                                                                   \
+        return 0;                                                                           \
+    } while (0)
+
+extern "C" int lyc_emulate_ntt_forward_tail(LYC_GRID_PARAMS, u64* data, const u64* roots, const u64* roots_shoup,
+                                            const u64* mods, u32 n, u32 m_start, u32 m_end) {
+    LYC_EMULATE_GRID_WITH_BARRIERS(lycaon_ntt_forward_tail(data, roots, roots_shoup, mods, n, m_start, m_end));
+}
+
+extern "C" int lyc_emulate_ntt_inverse_head(LYC_GRID_PARAMS, u64* data, const u64* inv_roots, const u64* inv_roots_shoup,
+                                            const u64* mods, const u64* last_consts, u32 n, u32 h_min) {
+    LYC_EMULATE_GRID_WITH_BARRIERS(lycaon_ntt_inverse_head(data, inv_roots, inv_roots_shoup, mods, last_consts, n, h_min));
 }

@@ -7,8 +7,18 @@
 // kernel's outputs equal the CPU's bit for bit.
 //
 // Rule for every kernel here: no thread reads a word that another thread of the same launch
-// writes. Cross-thread dependencies (NTT stages) are separate launches. That is what makes a
-// sequential run of the grid (the emulation) equal to any parallel schedule on a device.
+// writes, except through shared memory between two __syncthreads() barriers that every thread of
+// the block reaches (the NTT's tail and head kernels). Other cross-thread dependencies (the NTT's
+// global stages) are separate launches. That is what makes the emulation (blocks one after
+// another; threads one after another, or, in a kernel with barriers, one fiber per thread
+// switched at each barrier) equal to any parallel schedule on a device.
+
+// Dynamic shared memory (the launch sizes it). The emulation hands each block one host array.
+#ifdef LYC_EMULATION
+#define LYC_DYNAMIC_SHARED(name) u64* name = lyc_emulated_shared
+#else
+#define LYC_DYNAMIC_SHARED(name) extern __shared__ u64 name[]
+#endif
 
 typedef unsigned long long u64;
 typedef unsigned int u32;

@@ -104,3 +104,88 @@ extern "C" __global__ void lycaon_ntt_forward_last_sub_scale(u64* out, const u64
     o[x] = lyc_mul_shoup(lyc_sub_mod(o[x], out_x, q), c, c_shoup, q);
     o[y] = lyc_mul_shoup(lyc_sub_mod(o[y], out_y, q), c, c_shoup, q);
 }
+
+// The forward stages m_start <= m < m_end (each with t = n / (2m) <= blockDim.x) of every chunk of
+// 2 blockDim.x consecutive words in shared memory: once a stage's groups fit in a chunk, all later
+// stages stay inside it, so one launch replaces log2(2 blockDim.x) global passes. Block
+// (blockIdx.x, limb) loads its chunk, runs the stages with a barrier after each, and stores it;
+// the butterflies are those of lycaon_ntt_forward_stage, so the outputs are identical.
+extern "C" __global__ void lycaon_ntt_forward_tail(u64* data, const u64* roots, const u64* roots_shoup, const u64* mods,
+                                                   u32 n, u32 m_start, u32 m_end) {
+    LYC_DYNAMIC_SHARED(s);
+    const u64 threads = blockDim.x;
+    const u64 limb = blockIdx.y;
+    const u64 base = (u64)blockIdx.x * 2 * threads;
+    const u64 half = n / 2;
+    const u64 q = mods[limb * MOD_STRIDE];
+    const u64 two_q = 2 * q;
+    u64* a = data + limb * n;
+    const u64* w_table = roots + limb * n;
+    const u64* ws_table = roots_shoup + limb * n;
+    s[threadIdx.x] = a[base + threadIdx.x];
+    s[threadIdx.x + threads] = a[base + threadIdx.x + threads];
+    __syncthreads();
+    const u64 j = (u64)blockIdx.x * threads + threadIdx.x;
+    for (u64 m = m_start; m < m_end; m *= 2) {
+        u64 i, x, y;
+        lyc_butterfly_pair(j, half / m, &i, &x, &y);
+        x -= base;
+        y -= base;
+        u64 u = s[x];
+        if (u >= two_q) u -= two_q;
+        const u64 v = lyc_mul_shoup_lazy(s[y], w_table[m + i], ws_table[m + i], q);
+        u64 out_x = u + v;
+        u64 out_y = u + two_q - v;
+        if (m == half) {
+            if (out_x >= two_q) out_x -= two_q;
+            if (out_x >= q) out_x -= q;
+            if (out_y >= two_q) out_y -= two_q;
+            if (out_y >= q) out_y -= q;
+        }
+        s[x] = out_x;
+        s[y] = out_y;
+        __syncthreads();
+    }
+    a[base + threadIdx.x] = s[threadIdx.x];
+    a[base + threadIdx.x + threads] = s[threadIdx.x + threads];
+}
+
+// The inverse stages h = n/2, n/4, ..., h_min (t = n / (2h) <= blockDim.x) in shared memory, as
+// lycaon_ntt_inverse_stage computes them (including the last stage's 1/n when h_min = 1): the
+// first log2(2 blockDim.x) stages of the inverse transform in one launch.
+extern "C" __global__ void lycaon_ntt_inverse_head(u64* data, const u64* inv_roots, const u64* inv_roots_shoup,
+                                                   const u64* mods, const u64* last_consts, u32 n, u32 h_min) {
+    LYC_DYNAMIC_SHARED(s);
+    const u64 threads = blockDim.x;
+    const u64 limb = blockIdx.y;
+    const u64 base = (u64)blockIdx.x * 2 * threads;
+    const u64 half = n / 2;
+    const u64 q = mods[limb * MOD_STRIDE];
+    const u64 two_q = 2 * q;
+    u64* a = data + limb * n;
+    const u64* c = last_consts + 4 * limb;
+    s[threadIdx.x] = a[base + threadIdx.x];
+    s[threadIdx.x + threads] = a[base + threadIdx.x + threads];
+    __syncthreads();
+    const u64 j = (u64)blockIdx.x * threads + threadIdx.x;
+    for (u64 h = half; h >= h_min && h >= 1; h /= 2) {
+        u64 i, x, y;
+        lyc_butterfly_pair(j, half / h, &i, &x, &y);
+        x -= base;
+        y -= base;
+        const u64 u = s[x];
+        const u64 v = s[y];
+        if (h > 1) {
+            u64 sum = u + v;
+            if (sum >= two_q) sum -= two_q;
+            s[x] = sum;
+            s[y] = lyc_mul_shoup_lazy(u + two_q - v, inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], q);
+        } else {
+            s[x] = lyc_mul_shoup(u + v, c[0], c[1], q);
+            s[y] = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
+        }
+        __syncthreads();
+    }
+    a[base + threadIdx.x] = s[threadIdx.x];
+    a[base + threadIdx.x + threads] = s[threadIdx.x + threads];
+}

@@ -97,7 +97,7 @@ impl CudaExec {
 }
 
 fn config(d: LaunchDims) -> LaunchConfig {
-    LaunchConfig { grid_dim: d.grid, block_dim: (d.block, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig { grid_dim: d.grid, block_dim: (d.block, 1, 1), shared_mem_bytes: d.shared_bytes }
 }
 
 /// The CUDA backend: [`KernelBackend`] over a GPU.
@@ -143,11 +143,30 @@ impl KernelExec for CudaExec {
         Ok(out)
     }
 
-    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut CudaSlice<u64>, roots: &CudaSlice<u64>, roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, m: u32) -> ExecResult<()> {
+    fn ntt_forward_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut CudaSlice<u64>,
+        roots: &CudaSlice<u64>,
+        roots_shoup: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        m: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_ntt_forward_stage", d, data, roots, roots_shoup, mods, &n, &m)
     }
 
-    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut CudaSlice<u64>, inv_roots: &CudaSlice<u64>, inv_roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, last_consts: &CudaSlice<u64>, n: u32, h: u32) -> ExecResult<()> {
+    fn ntt_inverse_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut CudaSlice<u64>,
+        inv_roots: &CudaSlice<u64>,
+        inv_roots_shoup: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        last_consts: &CudaSlice<u64>,
+        n: u32,
+        h: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_ntt_inverse_stage", d, data, inv_roots, inv_roots_shoup, mods, last_consts, &n, &h)
     }
 
@@ -159,16 +178,46 @@ impl KernelExec for CudaExec {
         launch!(self, "lycaon_automorphism_ntt", d, out, input, &n, &log_n, &galois)
     }
 
-    fn convert_scale(&self, d: LaunchDims, scaled: &mut CudaSlice<u64>, input: &CudaSlice<u64>, mods_from: &CudaSlice<u64>, punctured_inv: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+    fn convert_scale(
+        &self,
+        d: LaunchDims,
+        scaled: &mut CudaSlice<u64>,
+        input: &CudaSlice<u64>,
+        mods_from: &CudaSlice<u64>,
+        punctured_inv: &CudaSlice<u64>,
+        n: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_convert_scale", d, scaled, input, mods_from, punctured_inv, &n)
     }
 
-    fn convert_accumulate(&self, d: LaunchDims, out: &mut CudaSlice<u64>, scaled: &CudaSlice<u64>, mods_to: &CudaSlice<u64>, punctured_mod_to: &CudaSlice<u64>, inv_q_from: &CudaSlice<u64>, q_mod_to: &CudaSlice<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
+    fn convert_accumulate(
+        &self,
+        d: LaunchDims,
+        out: &mut CudaSlice<u64>,
+        scaled: &CudaSlice<u64>,
+        mods_to: &CudaSlice<u64>,
+        punctured_mod_to: &CudaSlice<u64>,
+        inv_q_from: &CudaSlice<u64>,
+        q_mod_to: &CudaSlice<u64>,
+        n: u32,
+        l_from: u32,
+        centered: u32,
+    ) -> ExecResult<()> {
         // inv_q_from holds f64 bit patterns: the kernel's `const double*` reads the same words.
         launch!(self, "lycaon_convert_accumulate", d, out, scaled, mods_to, punctured_mod_to, inv_q_from, q_mod_to, &n, &l_from, &centered)
     }
 
-    fn inner_product(&self, d: LaunchDims, out: &mut CudaSlice<u64>, digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
+    fn inner_product(
+        &self,
+        d: LaunchDims,
+        out: &mut CudaSlice<u64>,
+        digits: &CudaSlice<u64>,
+        keys: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_inner_product", d, out, digits, keys, mods, &n, &limbs, &num_digits)
     }
 
@@ -200,25 +249,102 @@ impl KernelExec for CudaExec {
         launch!(self, "lycaon_add_sub", d, a, b, mods, &n, &op)
     }
 
-    fn limb_constants(&self, d: LaunchDims, a: &mut CudaSlice<u64>, consts: &CudaSlice<u64>, imag_unit: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, op: u32) -> ExecResult<()> {
+    fn limb_constants(
+        &self,
+        d: LaunchDims,
+        a: &mut CudaSlice<u64>,
+        consts: &CudaSlice<u64>,
+        imag_unit: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        op: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_limb_constants", d, a, consts, imag_unit, mods, &n, &op)
     }
 
-    fn tensor(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 3], a: [&CudaSlice<u64>; 2], b: [&CudaSlice<u64>; 2], mods: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+    fn tensor(
+        &self,
+        d: LaunchDims,
+        out: [&mut CudaSlice<u64>; 3],
+        a: [&CudaSlice<u64>; 2],
+        b: [&CudaSlice<u64>; 2],
+        mods: &CudaSlice<u64>,
+        n: u32,
+    ) -> ExecResult<()> {
         let [d0, d1, d2] = out;
         launch!(self, "lycaon_tensor", d, d0, d1, d2, a[0], a[1], b[0], b[1], mods, &n)
     }
 
-    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut CudaSlice<u64>, data: &CudaSlice<u64>, roots: &CudaSlice<u64>, roots_shoup: &CudaSlice<u64>, mods: &CudaSlice<u64>, consts: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+    fn ntt_forward_last_sub_scale(
+        &self,
+        d: LaunchDims,
+        out: &mut CudaSlice<u64>,
+        data: &CudaSlice<u64>,
+        roots: &CudaSlice<u64>,
+        roots_shoup: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        consts: &CudaSlice<u64>,
+        n: u32,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_ntt_forward_last_sub_scale", d, out, data, roots, roots_shoup, mods, consts, &n)
     }
 
-    fn rescale_spread(&self, d: LaunchDims, out: &mut CudaSlice<u64>, last: &CudaSlice<u64>, last_mod: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, q_last: u64) -> ExecResult<()> {
+    fn rescale_spread(
+        &self,
+        d: LaunchDims,
+        out: &mut CudaSlice<u64>,
+        last: &CudaSlice<u64>,
+        last_mod: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        q_last: u64,
+    ) -> ExecResult<()> {
         launch!(self, "lycaon_rescale_spread", d, out, last, last_mod, mods, &n, &q_last)
     }
 
-    fn inner_product_resident(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 2], digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, key_limbs: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()> {
+    fn inner_product_resident(
+        &self,
+        d: LaunchDims,
+        out: [&mut CudaSlice<u64>; 2],
+        digits: &CudaSlice<u64>,
+        keys: &CudaSlice<u64>,
+        key_limbs: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+        key_digits: u32,
+        key_limbs_total: u32,
+    ) -> ExecResult<()> {
         let [out0, out1] = out;
         launch!(self, "lycaon_inner_product_resident", d, out0, out1, digits, keys, key_limbs, mods, &n, &limbs, &num_digits, &key_digits, &key_limbs_total)
+    }
+
+    fn ntt_forward_tail(
+        &self,
+        d: LaunchDims,
+        data: &mut CudaSlice<u64>,
+        roots: &CudaSlice<u64>,
+        roots_shoup: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        n: u32,
+        m_start: u32,
+        m_end: u32,
+    ) -> ExecResult<()> {
+        launch!(self, "lycaon_ntt_forward_tail", d, data, roots, roots_shoup, mods, &n, &m_start, &m_end)
+    }
+
+    fn ntt_inverse_head(
+        &self,
+        d: LaunchDims,
+        data: &mut CudaSlice<u64>,
+        inv_roots: &CudaSlice<u64>,
+        inv_roots_shoup: &CudaSlice<u64>,
+        mods: &CudaSlice<u64>,
+        last_consts: &CudaSlice<u64>,
+        n: u32,
+        h_min: u32,
+    ) -> ExecResult<()> {
+        launch!(self, "lycaon_ntt_inverse_head", d, data, inv_roots, inv_roots_shoup, mods, last_consts, &n, &h_min)
     }
 }

@@ -15,19 +15,191 @@ use crate::host::{ExecError, ExecResult, KernelBackend, KernelExec, LaunchDims};
 
 mod ffi {
     extern "C" {
-        pub fn lyc_emulate_ntt_forward_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, roots: *const u64, roots_shoup: *const u64, mods: *const u64, n: u32, m: u32);
-        pub fn lyc_emulate_ntt_inverse_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, data: *mut u64, inv_roots: *const u64, inv_roots_shoup: *const u64, mods: *const u64, last_consts: *const u64, n: u32, h: u32);
+        pub fn lyc_emulate_ntt_forward_stage(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            data: *mut u64,
+            roots: *const u64,
+            roots_shoup: *const u64,
+            mods: *const u64,
+            n: u32,
+            m: u32,
+        );
+        pub fn lyc_emulate_ntt_inverse_stage(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            data: *mut u64,
+            inv_roots: *const u64,
+            inv_roots_shoup: *const u64,
+            mods: *const u64,
+            last_consts: *const u64,
+            n: u32,
+            h: u32,
+        );
         pub fn lyc_emulate_mul_pointwise(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32);
-        pub fn lyc_emulate_automorphism_ntt(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, input: *const u64, n: u32, log_n: u32, galois: u64);
-        pub fn lyc_emulate_convert_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, scaled: *mut u64, input: *const u64, mods_from: *const u64, punctured_inv: *const u64, n: u32);
-        pub fn lyc_emulate_convert_accumulate(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, scaled: *const u64, mods_to: *const u64, punctured_mod_to: *const u64, inv_q_from: *const f64, q_mod_to: *const u64, n: u32, l_from: u32, centered: u32);
-        pub fn lyc_emulate_inner_product(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, digits: *const u64, keys: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32);
+        pub fn lyc_emulate_automorphism_ntt(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out: *mut u64,
+            input: *const u64,
+            n: u32,
+            log_n: u32,
+            galois: u64,
+        );
+        pub fn lyc_emulate_convert_scale(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            scaled: *mut u64,
+            input: *const u64,
+            mods_from: *const u64,
+            punctured_inv: *const u64,
+            n: u32,
+        );
+        pub fn lyc_emulate_convert_accumulate(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out: *mut u64,
+            scaled: *const u64,
+            mods_to: *const u64,
+            punctured_mod_to: *const u64,
+            inv_q_from: *const f64,
+            q_mod_to: *const u64,
+            n: u32,
+            l_from: u32,
+            centered: u32,
+        );
+        pub fn lyc_emulate_inner_product(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out: *mut u64,
+            digits: *const u64,
+            keys: *const u64,
+            mods: *const u64,
+            n: u32,
+            limbs: u32,
+            num_digits: u32,
+        );
+        pub fn lyc_emulate_ntt_forward_tail(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            data: *mut u64,
+            roots: *const u64,
+            roots_shoup: *const u64,
+            mods: *const u64,
+            n: u32,
+            m_start: u32,
+            m_end: u32,
+        ) -> i32;
+        pub fn lyc_emulate_ntt_inverse_head(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            data: *mut u64,
+            inv_roots: *const u64,
+            inv_roots_shoup: *const u64,
+            mods: *const u64,
+            last_consts: *const u64,
+            n: u32,
+            h_min: u32,
+        ) -> i32;
         pub fn lyc_emulate_add_sub(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32, op: u32);
-        pub fn lyc_emulate_limb_constants(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, consts: *const u64, imag_unit: *const u64, mods: *const u64, n: u32, op: u32);
-        pub fn lyc_emulate_tensor(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, d0: *mut u64, d1: *mut u64, d2: *mut u64, a0: *const u64, a1: *const u64, b0: *const u64, b1: *const u64, mods: *const u64, n: u32);
-        pub fn lyc_emulate_ntt_forward_last_sub_scale(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, data: *const u64, roots: *const u64, roots_shoup: *const u64, mods: *const u64, consts: *const u64, n: u32);
-        pub fn lyc_emulate_rescale_spread(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, last: *const u64, last_mod: *const u64, mods: *const u64, n: u32, q_last: u64);
-        pub fn lyc_emulate_inner_product_resident(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out0: *mut u64, out1: *mut u64, digits: *const u64, keys: *const u64, key_limbs: *const u64, mods: *const u64, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32);
+        pub fn lyc_emulate_limb_constants(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            a: *mut u64,
+            consts: *const u64,
+            imag_unit: *const u64,
+            mods: *const u64,
+            n: u32,
+            op: u32,
+        );
+        pub fn lyc_emulate_tensor(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            d0: *mut u64,
+            d1: *mut u64,
+            d2: *mut u64,
+            a0: *const u64,
+            a1: *const u64,
+            b0: *const u64,
+            b1: *const u64,
+            mods: *const u64,
+            n: u32,
+        );
+        pub fn lyc_emulate_ntt_forward_last_sub_scale(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out: *mut u64,
+            data: *const u64,
+            roots: *const u64,
+            roots_shoup: *const u64,
+            mods: *const u64,
+            consts: *const u64,
+            n: u32,
+        );
+        pub fn lyc_emulate_rescale_spread(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out: *mut u64,
+            last: *const u64,
+            last_mod: *const u64,
+            mods: *const u64,
+            n: u32,
+            q_last: u64,
+        );
+        pub fn lyc_emulate_inner_product_resident(
+            gx: u32,
+            gy: u32,
+            gz: u32,
+            bx: u32,
+            reversed: i32,
+            out0: *mut u64,
+            out1: *mut u64,
+            digits: *const u64,
+            keys: *const u64,
+            key_limbs: *const u64,
+            mods: *const u64,
+            n: u32,
+            limbs: u32,
+            num_digits: u32,
+            key_digits: u32,
+            key_limbs_total: u32,
+        );
     }
 }
 
@@ -99,7 +271,16 @@ impl KernelExec for EmulatedExec {
         Ok(buf.clone())
     }
 
-    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, n: u32, m: u32) -> ExecResult<()> {
+    fn ntt_forward_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut Vec<u64>,
+        roots: &Vec<u64>,
+        roots_shoup: &Vec<u64>,
+        mods: &Vec<u64>,
+        n: u32,
+        m: u32,
+    ) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_forward_stage";
         covers(k, d, n_ / 2)?;
@@ -113,7 +294,17 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Vec<u64>, inv_roots: &Vec<u64>, inv_roots_shoup: &Vec<u64>, mods: &Vec<u64>, last_consts: &Vec<u64>, n: u32, h: u32) -> ExecResult<()> {
+    fn ntt_inverse_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut Vec<u64>,
+        inv_roots: &Vec<u64>,
+        inv_roots_shoup: &Vec<u64>,
+        mods: &Vec<u64>,
+        last_consts: &Vec<u64>,
+        n: u32,
+        h: u32,
+    ) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_inverse_stage";
         covers(k, d, n_ / 2)?;
@@ -125,7 +316,20 @@ impl KernelExec for EmulatedExec {
         check(h >= 1 && h < n && h.is_power_of_two(), || format!("{k}: stage h = {h} for n = {n}"))?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe {
-            ffi::lyc_emulate_ntt_inverse_stage(gx, gy, gz, bx, rev, data.as_mut_ptr(), inv_roots.as_ptr(), inv_roots_shoup.as_ptr(), mods.as_ptr(), last_consts.as_ptr(), n, h)
+            ffi::lyc_emulate_ntt_inverse_stage(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                data.as_mut_ptr(),
+                inv_roots.as_ptr(),
+                inv_roots_shoup.as_ptr(),
+                mods.as_ptr(),
+                last_consts.as_ptr(),
+                n,
+                h,
+            )
         };
         Ok(())
     }
@@ -168,7 +372,19 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn convert_accumulate(&self, d: LaunchDims, out: &mut Vec<u64>, scaled: &Vec<u64>, mods_to: &Vec<u64>, punctured_mod_to: &Vec<u64>, inv_q_from: &Vec<u64>, q_mod_to: &Vec<u64>, n: u32, l_from: u32, centered: u32) -> ExecResult<()> {
+    fn convert_accumulate(
+        &self,
+        d: LaunchDims,
+        out: &mut Vec<u64>,
+        scaled: &Vec<u64>,
+        mods_to: &Vec<u64>,
+        punctured_mod_to: &Vec<u64>,
+        inv_q_from: &Vec<u64>,
+        q_mod_to: &Vec<u64>,
+        n: u32,
+        l_from: u32,
+        centered: u32,
+    ) -> ExecResult<()> {
         let (l_to, n_, l_from_) = (d.grid.1 as usize, n as usize, l_from as usize);
         let k = "lycaon_convert_accumulate";
         covers(k, d, n_)?;
@@ -201,7 +417,17 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn inner_product(&self, d: LaunchDims, out: &mut Vec<u64>, digits: &Vec<u64>, keys: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()> {
+    fn inner_product(
+        &self,
+        d: LaunchDims,
+        out: &mut Vec<u64>,
+        digits: &Vec<u64>,
+        keys: &Vec<u64>,
+        mods: &Vec<u64>,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+    ) -> ExecResult<()> {
         let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
         let k = "lycaon_inner_product";
         covers(k, d, n_)?;
@@ -280,11 +506,38 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         let [d0, d1, d2] = out;
-        unsafe { ffi::lyc_emulate_tensor(gx, gy, gz, bx, rev, d0.as_mut_ptr(), d1.as_mut_ptr(), d2.as_mut_ptr(), a[0].as_ptr(), a[1].as_ptr(), b[0].as_ptr(), b[1].as_ptr(), mods.as_ptr(), n) };
+        unsafe {
+            ffi::lyc_emulate_tensor(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                d0.as_mut_ptr(),
+                d1.as_mut_ptr(),
+                d2.as_mut_ptr(),
+                a[0].as_ptr(),
+                a[1].as_ptr(),
+                b[0].as_ptr(),
+                b[1].as_ptr(),
+                mods.as_ptr(),
+                n,
+            )
+        };
         Ok(())
     }
 
-    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut Vec<u64>, data: &Vec<u64>, roots: &Vec<u64>, roots_shoup: &Vec<u64>, mods: &Vec<u64>, consts: &Vec<u64>, n: u32) -> ExecResult<()> {
+    fn ntt_forward_last_sub_scale(
+        &self,
+        d: LaunchDims,
+        out: &mut Vec<u64>,
+        data: &Vec<u64>,
+        roots: &Vec<u64>,
+        roots_shoup: &Vec<u64>,
+        mods: &Vec<u64>,
+        consts: &Vec<u64>,
+        n: u32,
+    ) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_ntt_forward_last_sub_scale";
         covers(k, d, n_ / 2)?;
@@ -295,7 +548,22 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs)?;
         need(k, "consts", consts, 2 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
-        unsafe { ffi::lyc_emulate_ntt_forward_last_sub_scale(gx, gy, gz, bx, rev, out.as_mut_ptr(), data.as_ptr(), roots.as_ptr(), roots_shoup.as_ptr(), mods.as_ptr(), consts.as_ptr(), n) };
+        unsafe {
+            ffi::lyc_emulate_ntt_forward_last_sub_scale(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                out.as_mut_ptr(),
+                data.as_ptr(),
+                roots.as_ptr(),
+                roots_shoup.as_ptr(),
+                mods.as_ptr(),
+                consts.as_ptr(),
+                n,
+            )
+        };
         Ok(())
     }
 
@@ -312,7 +580,20 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
-    fn inner_product_resident(&self, d: LaunchDims, out: [&mut Vec<u64>; 2], digits: &Vec<u64>, keys: &Vec<u64>, key_limbs: &Vec<u64>, mods: &Vec<u64>, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()> {
+    fn inner_product_resident(
+        &self,
+        d: LaunchDims,
+        out: [&mut Vec<u64>; 2],
+        digits: &Vec<u64>,
+        keys: &Vec<u64>,
+        key_limbs: &Vec<u64>,
+        mods: &Vec<u64>,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+        key_digits: u32,
+        key_limbs_total: u32,
+    ) -> ExecResult<()> {
         let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
         let k = "lycaon_inner_product_resident";
         covers(k, d, n_)?;
@@ -328,7 +609,103 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs_)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         let [out0, out1] = out;
-        unsafe { ffi::lyc_emulate_inner_product_resident(gx, gy, gz, bx, rev, out0.as_mut_ptr(), out1.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), key_limbs.as_ptr(), mods.as_ptr(), n, limbs, num_digits, key_digits, key_limbs_total) };
+        unsafe {
+            ffi::lyc_emulate_inner_product_resident(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                out0.as_mut_ptr(),
+                out1.as_mut_ptr(),
+                digits.as_ptr(),
+                keys.as_ptr(),
+                key_limbs.as_ptr(),
+                mods.as_ptr(),
+                n,
+                limbs,
+                num_digits,
+                key_digits,
+                key_limbs_total,
+            )
+        };
         Ok(())
     }
+
+    fn ntt_forward_tail(
+        &self,
+        d: LaunchDims,
+        data: &mut Vec<u64>,
+        roots: &Vec<u64>,
+        roots_shoup: &Vec<u64>,
+        mods: &Vec<u64>,
+        n: u32,
+        m_start: u32,
+        m_end: u32,
+    ) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_ntt_forward_tail";
+        check_chunks(k, d, n_)?;
+        need(k, "data", data, limbs * n_)?;
+        need(k, "roots", roots, limbs * n_)?;
+        need(k, "roots_shoup", roots_shoup, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        // Every stage's groups must lie inside one chunk: t = n / (2 m_start) <= threads.
+        check(m_start.is_power_of_two() && (n / 2) / m_start <= d.block && m_end <= n && m_end.is_power_of_two(), || {
+            format!("{k}: stages {m_start}..{m_end} with {} threads for n = {n}", d.block)
+        })?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let diverged = unsafe {
+            ffi::lyc_emulate_ntt_forward_tail(gx, gy, gz, bx, rev, data.as_mut_ptr(), roots.as_ptr(), roots_shoup.as_ptr(), mods.as_ptr(), n, m_start, m_end)
+        };
+        check(diverged == 0, || format!("{k}: the threads of a block disagree on the barriers"))
+    }
+
+    fn ntt_inverse_head(
+        &self,
+        d: LaunchDims,
+        data: &mut Vec<u64>,
+        inv_roots: &Vec<u64>,
+        inv_roots_shoup: &Vec<u64>,
+        mods: &Vec<u64>,
+        last_consts: &Vec<u64>,
+        n: u32,
+        h_min: u32,
+    ) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_ntt_inverse_head";
+        check_chunks(k, d, n_)?;
+        need(k, "data", data, limbs * n_)?;
+        need(k, "inv_roots", inv_roots, limbs * n_)?;
+        need(k, "inv_roots_shoup", inv_roots_shoup, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        need(k, "last_consts", last_consts, 4 * limbs)?;
+        check(h_min >= 1 && h_min.is_power_of_two() && (n / 2) / h_min <= d.block, || format!("{k}: h_min = {h_min} with {} threads for n = {n}", d.block))?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let diverged = unsafe {
+            ffi::lyc_emulate_ntt_inverse_head(
+                gx,
+                gy,
+                gz,
+                bx,
+                rev,
+                data.as_mut_ptr(),
+                inv_roots.as_ptr(),
+                inv_roots_shoup.as_ptr(),
+                mods.as_ptr(),
+                last_consts.as_ptr(),
+                n,
+                h_min,
+            )
+        };
+        check(diverged == 0, || format!("{k}: the threads of a block disagree on the barriers"))
+    }
+}
+
+/// An error unless the launch tiles each n-word limb with chunks of 2 block words that fit the
+/// emulated shared memory (and the launch asks for exactly that much).
+fn check_chunks(kernel: &str, d: LaunchDims, n: usize) -> ExecResult<()> {
+    let chunk = 2 * d.block as usize;
+    check(d.block.is_power_of_two() && d.grid.0 as usize * chunk == n && d.grid.2 == 1, || format!("{kernel}: grid {d:?} does not tile n = {n} in chunks"))?;
+    check(chunk <= 4096 && d.shared_bytes as usize == chunk * 8, || format!("{kernel}: {chunk} words of shared memory, {} bytes requested", d.shared_bytes))
 }

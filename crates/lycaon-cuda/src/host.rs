@@ -20,17 +20,27 @@ use num_traits::ToPrimitive;
 pub const BLOCK_THREADS: usize = 256;
 
 /// A launch geometry: grid.x covers `work` items in blocks of `block` threads; grid.y and grid.z
-/// index limbs and outputs.
+/// index limbs and outputs; `shared_bytes` of dynamic shared memory per block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchDims {
     pub grid: (u32, u32, u32),
     pub block: u32,
+    pub shared_bytes: u32,
 }
+
+/// Threads per block of the shared-memory NTT kernels: each block transforms 2 NTT_CHUNK_THREADS
+/// words (16 KiB of shared memory).
+pub const NTT_CHUNK_THREADS: usize = 1024;
 
 impl LaunchDims {
     pub fn cover(work: usize, y: usize, z: usize) -> Self {
         let block = work.clamp(1, BLOCK_THREADS);
-        Self { grid: (work.div_ceil(block) as u32, y as u32, z as u32), block: block as u32 }
+        Self { grid: (work.div_ceil(block) as u32, y as u32, z as u32), block: block as u32, shared_bytes: 0 }
+    }
+
+    /// One block per chunk of 2 `threads` words of an n-word limb, the chunk in shared memory.
+    pub fn chunks(n: usize, limbs: usize, threads: usize) -> Self {
+        Self { grid: ((n / (2 * threads)) as u32, limbs as u32, 1), block: threads as u32, shared_bytes: (2 * threads * 8) as u32 }
     }
 }
 
@@ -51,17 +61,93 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     fn download(&self, buf: &Self::Buf) -> ExecResult<Vec<u64>>;
 
     #[allow(clippy::too_many_arguments)]
-    fn ntt_forward_stage(&self, d: LaunchDims, data: &mut Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, n: u32, m: u32) -> ExecResult<()>;
+    fn ntt_forward_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut Self::Buf,
+        roots: &Self::Buf,
+        roots_shoup: &Self::Buf,
+        mods: &Self::Buf,
+        n: u32,
+        m: u32,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn ntt_inverse_stage(&self, d: LaunchDims, data: &mut Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, mods: &Self::Buf, last_consts: &Self::Buf, n: u32, h: u32) -> ExecResult<()>;
+    fn ntt_inverse_stage(
+        &self,
+        d: LaunchDims,
+        data: &mut Self::Buf,
+        inv_roots: &Self::Buf,
+        inv_roots_shoup: &Self::Buf,
+        mods: &Self::Buf,
+        last_consts: &Self::Buf,
+        n: u32,
+        h: u32,
+    ) -> ExecResult<()>;
     fn mul_pointwise(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32) -> ExecResult<()>;
     fn automorphism_ntt(&self, d: LaunchDims, out: &mut Self::Buf, input: &Self::Buf, n: u32, log_n: u32, galois: u64) -> ExecResult<()>;
-    fn convert_scale(&self, d: LaunchDims, scaled: &mut Self::Buf, input: &Self::Buf, mods_from: &Self::Buf, punctured_inv: &Self::Buf, n: u32) -> ExecResult<()>;
+    fn convert_scale(
+        &self,
+        d: LaunchDims,
+        scaled: &mut Self::Buf,
+        input: &Self::Buf,
+        mods_from: &Self::Buf,
+        punctured_inv: &Self::Buf,
+        n: u32,
+    ) -> ExecResult<()>;
     /// `inv_q_from` holds f64 bit patterns (`f64::to_bits`); the kernel reads them as doubles.
     #[allow(clippy::too_many_arguments)]
-    fn convert_accumulate(&self, d: LaunchDims, out: &mut Self::Buf, scaled: &Self::Buf, mods_to: &Self::Buf, punctured_mod_to: &Self::Buf, inv_q_from: &Self::Buf, q_mod_to: &Self::Buf, n: u32, l_from: u32, centered: u32) -> ExecResult<()>;
+    fn convert_accumulate(
+        &self,
+        d: LaunchDims,
+        out: &mut Self::Buf,
+        scaled: &Self::Buf,
+        mods_to: &Self::Buf,
+        punctured_mod_to: &Self::Buf,
+        inv_q_from: &Self::Buf,
+        q_mod_to: &Self::Buf,
+        n: u32,
+        l_from: u32,
+        centered: u32,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn inner_product(&self, d: LaunchDims, out: &mut Self::Buf, digits: &Self::Buf, keys: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32) -> ExecResult<()>;
+    fn inner_product(
+        &self,
+        d: LaunchDims,
+        out: &mut Self::Buf,
+        digits: &Self::Buf,
+        keys: &Self::Buf,
+        mods: &Self::Buf,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+    ) -> ExecResult<()>;
+
+    /// Forward stages m_start <= m < m_end in shared memory, chunks of 2 d.block words.
+    #[allow(clippy::too_many_arguments)]
+    fn ntt_forward_tail(
+        &self,
+        d: LaunchDims,
+        data: &mut Self::Buf,
+        roots: &Self::Buf,
+        roots_shoup: &Self::Buf,
+        mods: &Self::Buf,
+        n: u32,
+        m_start: u32,
+        m_end: u32,
+    ) -> ExecResult<()>;
+    /// Inverse stages h = n/2 .. h_min in shared memory (with the 1/n of the last when h_min = 1).
+    #[allow(clippy::too_many_arguments)]
+    fn ntt_inverse_head(
+        &self,
+        d: LaunchDims,
+        data: &mut Self::Buf,
+        inv_roots: &Self::Buf,
+        inv_roots_shoup: &Self::Buf,
+        mods: &Self::Buf,
+        last_consts: &Self::Buf,
+        n: u32,
+        h_min: u32,
+    ) -> ExecResult<()>;
 
     // Resident memory (src/resident.rs): buffers reused through a pool, copies on the device.
 
@@ -79,11 +165,43 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     #[allow(clippy::too_many_arguments)]
     fn tensor(&self, d: LaunchDims, out: [&mut Self::Buf; 3], a: [&Self::Buf; 2], b: [&Self::Buf; 2], mods: &Self::Buf, n: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn ntt_forward_last_sub_scale(&self, d: LaunchDims, out: &mut Self::Buf, data: &Self::Buf, roots: &Self::Buf, roots_shoup: &Self::Buf, mods: &Self::Buf, consts: &Self::Buf, n: u32) -> ExecResult<()>;
+    fn ntt_forward_last_sub_scale(
+        &self,
+        d: LaunchDims,
+        out: &mut Self::Buf,
+        data: &Self::Buf,
+        roots: &Self::Buf,
+        roots_shoup: &Self::Buf,
+        mods: &Self::Buf,
+        consts: &Self::Buf,
+        n: u32,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn rescale_spread(&self, d: LaunchDims, out: &mut Self::Buf, last: &Self::Buf, last_mod: &Self::Buf, mods: &Self::Buf, n: u32, q_last: u64) -> ExecResult<()>;
+    fn rescale_spread(
+        &self,
+        d: LaunchDims,
+        out: &mut Self::Buf,
+        last: &Self::Buf,
+        last_mod: &Self::Buf,
+        mods: &Self::Buf,
+        n: u32,
+        q_last: u64,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn inner_product_resident(&self, d: LaunchDims, out: [&mut Self::Buf; 2], digits: &Self::Buf, keys: &Self::Buf, key_limbs: &Self::Buf, mods: &Self::Buf, n: u32, limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32) -> ExecResult<()>;
+    fn inner_product_resident(
+        &self,
+        d: LaunchDims,
+        out: [&mut Self::Buf; 2],
+        digits: &Self::Buf,
+        keys: &Self::Buf,
+        key_limbs: &Self::Buf,
+        mods: &Self::Buf,
+        n: u32,
+        limbs: u32,
+        num_digits: u32,
+        key_digits: u32,
+        key_limbs_total: u32,
+    ) -> ExecResult<()>;
 }
 
 /// floor(2^128 / q) as (high, low) words: lycaon_math::Modulus's Barrett constant, recomputed by
@@ -193,11 +311,8 @@ impl ConversionTables {
             })
             .collect();
         // The same big-integer formulas as BaseConverter::new.
-        let punctured_mod_to = to
-            .moduli()
-            .iter()
-            .flat_map(|p| from.moduli().iter().map(move |q| ((product / q.value()) % p.value()).to_u64().unwrap_or(0)))
-            .collect();
+        let punctured_mod_to =
+            to.moduli().iter().flat_map(|p| from.moduli().iter().map(move |q| ((product / q.value()) % p.value()).to_u64().unwrap_or(0))).collect();
         Self {
             mods_from: modulus_words(from.moduli()),
             mods_to: modulus_words(to.moduli()),
@@ -252,6 +367,8 @@ pub struct KernelBackend<E: KernelExec> {
     pub(crate) pool: Arc<crate::pool::BufferPool<E::Buf>>,
     /// Small constant arrays of resident operations, by what they are and the primes they serve.
     pub(crate) constants: RwLock<ConstantCache<E::Buf>>,
+    /// Threads per block of the shared-memory NTT kernels (a power of two).
+    chunk_threads: usize,
 }
 
 impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
@@ -259,7 +376,6 @@ impl<E: KernelExec> std::fmt::Debug for KernelBackend<E> {
         f.debug_struct("KernelBackend").field("name", &self.name).field("exec", &self.exec).finish()
     }
 }
-
 
 impl<E: KernelExec> KernelBackend<E> {
     pub fn with_exec(exec: E, name: impl Into<String>) -> Self {
@@ -270,7 +386,67 @@ impl<E: KernelExec> KernelBackend<E> {
             conversion_tables: RwLock::default(),
             pool: Arc::default(),
             constants: RwLock::default(),
+            chunk_threads: NTT_CHUNK_THREADS,
         }
+    }
+
+    /// Shared-memory NTT blocks of `threads` threads (a power of two, at least 1) instead of
+    /// [`NTT_CHUNK_THREADS`]: small blocks make the emulation run the global stages and the
+    /// shared-memory stages at small degrees.
+    pub fn with_chunk_threads(mut self, threads: usize) -> Self {
+        self.chunk_threads = threads.max(1).next_power_of_two();
+        self
+    }
+
+    /// The forward NTT stages m = 1, 2, .. below `m_end` (n for the whole transform) of `limbs`
+    /// limbs: one launch per stage while a stage's groups span several chunks, then the remaining
+    /// stages in one shared-memory launch.
+    pub(crate) fn forward_transform(&self, buf: &mut E::Buf, t: &DeviceNttTables<E::Buf>, n: usize, limbs: usize, m_end: usize) -> Result<(), MathError> {
+        let threads = (n / 2).min(self.chunk_threads).max(1);
+        let m_tail = n / (2 * threads);
+        let dims = LaunchDims::cover(n / 2, limbs, 1);
+        let mut m = 1;
+        while m < m_end.min(m_tail) {
+            self.device("lycaon_ntt_forward_stage", self.exec.ntt_forward_stage(dims, buf, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32))?;
+            m *= 2;
+        }
+        if m < m_end {
+            let chunks = LaunchDims::chunks(n, limbs, threads);
+            self.device(
+                "lycaon_ntt_forward_tail",
+                self.exec.ntt_forward_tail(chunks, buf, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32, m_end as u32),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The whole inverse NTT of `limbs` limbs, its last stage folding in `last_consts`: the first
+    /// stages in one shared-memory launch, then one launch per remaining stage.
+    pub(crate) fn inverse_transform(
+        &self,
+        buf: &mut E::Buf,
+        t: &DeviceNttTables<E::Buf>,
+        last_consts: &E::Buf,
+        n: usize,
+        limbs: usize,
+    ) -> Result<(), MathError> {
+        let threads = (n / 2).min(self.chunk_threads).max(1);
+        let h_min = (n / (2 * threads)).max(1);
+        let chunks = LaunchDims::chunks(n, limbs, threads);
+        self.device(
+            "lycaon_ntt_inverse_head",
+            self.exec.ntt_inverse_head(chunks, buf, &t.inv_roots, &t.inv_roots_shoup, &t.mods, last_consts, n as u32, h_min as u32),
+        )?;
+        let dims = LaunchDims::cover(n / 2, limbs, 1);
+        let mut h = h_min / 2;
+        while h >= 1 {
+            self.device(
+                "lycaon_ntt_inverse_stage",
+                self.exec.ntt_inverse_stage(dims, buf, &t.inv_roots, &t.inv_roots_shoup, &t.mods, last_consts, n as u32, h as u32),
+            )?;
+            h /= 2;
+        }
+        Ok(())
     }
 
     pub fn exec(&self) -> &E {
@@ -365,13 +541,8 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         let n = basis.n();
         let t = self.tables(&basis)?;
         let mut data = self.upload(poly.data())?;
-        let dims = LaunchDims::cover(n / 2, basis.len(), 1);
-        let mut m = 1;
-        while m < n {
-            self.device("lycaon_ntt_forward_stage", self.exec.ntt_forward_stage(dims, &mut data, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32))?;
-            m *= 2;
-        }
-        self.kernel_output("lycaon_ntt_forward_stage", &basis, self.download(&data)?)
+        self.forward_transform(&mut data, &t, n, basis.len(), n)?;
+        self.kernel_output("lycaon_ntt_forward_tail", &basis, self.download(&data)?)
     }
 
     fn intt(&self, poly: Poly<Ntt>) -> Result<Poly<Coeff>, MathError> {
@@ -379,16 +550,8 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         let n = basis.n();
         let t = self.tables(&basis)?;
         let mut data = self.upload(poly.data())?;
-        let dims = LaunchDims::cover(n / 2, basis.len(), 1);
-        let mut h = n / 2;
-        while h >= 1 {
-            self.device(
-                "lycaon_ntt_inverse_stage",
-                self.exec.ntt_inverse_stage(dims, &mut data, &t.inv_roots, &t.inv_roots_shoup, &t.mods, &t.last_consts, n as u32, h as u32),
-            )?;
-            h /= 2;
-        }
-        self.kernel_output("lycaon_ntt_inverse_stage", &basis, self.download(&data)?)
+        self.inverse_transform(&mut data, &t, &t.last_consts, n, basis.len())?;
+        self.kernel_output("lycaon_ntt_inverse_head", &basis, self.download(&data)?)
     }
 
     fn mul_assign(&self, a: &mut Poly<Ntt>, b: &Poly<Ntt>) -> Result<(), MathError> {
@@ -427,7 +590,10 @@ impl<E: KernelExec> Backend for KernelBackend<E> {
         let t = self.conversion(conv)?;
         let input = self.upload(poly.data())?;
         let mut scaled = self.zeros(poly.data().len())?;
-        self.device("lycaon_convert_scale", self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32))?;
+        self.device(
+            "lycaon_convert_scale",
+            self.exec.convert_scale(LaunchDims::cover(n, from.len(), 1), &mut scaled, &input, &t.mods_from, &t.punctured_inv, n as u32),
+        )?;
         let mut out = self.zeros(to.len() * n)?;
         self.device(
             "lycaon_convert_accumulate",
@@ -497,6 +663,8 @@ mod tests {
         fn convert_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
         fn convert_accumulate(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
         fn inner_product(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn ntt_forward_tail(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn ntt_inverse_head(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn alloc(&self, _: usize) -> ExecResult<()> { failed() }
         fn write(&self, _: &mut (), _: &[u64]) -> ExecResult<()> { failed() }
         fn copy(&self, _: &mut (), _: usize, _: &(), _: usize, _: usize) -> ExecResult<()> { failed() }
@@ -544,9 +712,10 @@ mod tests {
 
     #[test]
     fn launch_geometry_covers_the_work() {
-        assert_eq!(LaunchDims::cover(8, 3, 1), LaunchDims { grid: (1, 3, 1), block: 8 });
-        assert_eq!(LaunchDims::cover(1 << 15, 40, 2), LaunchDims { grid: (128, 40, 2), block: 256 });
-        assert_eq!(LaunchDims::cover(300, 1, 1), LaunchDims { grid: (2, 1, 1), block: 256 });
+        assert_eq!(LaunchDims::cover(8, 3, 1), LaunchDims { grid: (1, 3, 1), block: 8, shared_bytes: 0 });
+        assert_eq!(LaunchDims::cover(1 << 15, 40, 2), LaunchDims { grid: (128, 40, 2), block: 256, shared_bytes: 0 });
+        assert_eq!(LaunchDims::cover(300, 1, 1), LaunchDims { grid: (2, 1, 1), block: 256, shared_bytes: 0 });
+        assert_eq!(LaunchDims::chunks(1 << 16, 3, 1024), LaunchDims { grid: (32, 3, 1), block: 1024, shared_bytes: 16384 });
     }
 
     #[test]

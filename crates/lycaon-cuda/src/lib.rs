@@ -110,10 +110,19 @@ impl lycaon_backend::Backend for CudaBackend {
     fn mul_assign(&self, _: &mut lycaon_math::Poly<lycaon_math::Ntt>, _: &lycaon_math::Poly<lycaon_math::Ntt>) -> Result<(), lycaon_math::MathError> {
         match self.never {}
     }
-    fn automorphism_ntt(&self, _: &lycaon_math::Poly<lycaon_math::Ntt>, _: &lycaon_math::Automorphism) -> Result<lycaon_math::Poly<lycaon_math::Ntt>, lycaon_math::MathError> {
+    fn automorphism_ntt(
+        &self,
+        _: &lycaon_math::Poly<lycaon_math::Ntt>,
+        _: &lycaon_math::Automorphism,
+    ) -> Result<lycaon_math::Poly<lycaon_math::Ntt>, lycaon_math::MathError> {
         match self.never {}
     }
-    fn convert_basis(&self, _: &lycaon_math::BaseConverter, _: &lycaon_math::Poly<lycaon_math::Coeff>, _: bool) -> Result<lycaon_math::Poly<lycaon_math::Coeff>, lycaon_math::MathError> {
+    fn convert_basis(
+        &self,
+        _: &lycaon_math::BaseConverter,
+        _: &lycaon_math::Poly<lycaon_math::Coeff>,
+        _: bool,
+    ) -> Result<lycaon_math::Poly<lycaon_math::Coeff>, lycaon_math::MathError> {
         match self.never {}
     }
     fn inner_product(

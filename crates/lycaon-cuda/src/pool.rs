@@ -33,7 +33,13 @@ pub struct BufferPool<B> {
 
 impl<B> Default for BufferPool<B> {
     fn default() -> Self {
-        Self { free: Mutex::default(), allocations: AtomicUsize::new(0), reuses: AtomicUsize::new(0), live_words: AtomicUsize::new(0), peak_words: AtomicUsize::new(0) }
+        Self {
+            free: Mutex::default(),
+            allocations: AtomicUsize::new(0),
+            reuses: AtomicUsize::new(0),
+            live_words: AtomicUsize::new(0),
+            peak_words: AtomicUsize::new(0),
+        }
     }
 }
 

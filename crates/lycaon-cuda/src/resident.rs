@@ -71,28 +71,15 @@ where
         basis.moduli().iter().map(|q| q.value()).collect()
     }
 
-    /// The forward NTT stages m = 1 .. n/2 (or up to n/4 with `skip_last`, for a fused last stage).
+    /// The forward NTT (without its last stage with `skip_last`, for a fused last stage).
     fn forward_stages(&self, buf: &mut E::Buf, t: &Tables<E>, n: usize, limbs: usize, skip_last: bool) -> Result<(), MathError> {
-        let dims = LaunchDims::cover(n / 2, limbs, 1);
-        let end = if skip_last { n / 2 } else { n };
-        let mut m = 1;
-        while m < end {
-            self.run("lycaon_ntt_forward_stage", self.exec().ntt_forward_stage(dims, buf, &t.roots, &t.roots_shoup, &t.mods, n as u32, m as u32))?;
-            m *= 2;
-        }
-        Ok(())
+        self.forward_transform(buf, t, n, limbs, if skip_last { n / 2 } else { n })
     }
 
     /// The inverse NTT, its last stage folding in `last_consts` (n^-1 and psi^-brv(1) n^-1 per
     /// limb, possibly times a per-limb factor).
     fn inverse_stages(&self, buf: &mut E::Buf, t: &Tables<E>, last_consts: &E::Buf, n: usize, limbs: usize) -> Result<(), MathError> {
-        let dims = LaunchDims::cover(n / 2, limbs, 1);
-        let mut h = n / 2;
-        while h >= 1 {
-            self.run("lycaon_ntt_inverse_stage", self.exec().ntt_inverse_stage(dims, buf, &t.inv_roots, &t.inv_roots_shoup, &t.mods, last_consts, n as u32, h as u32))?;
-            h /= 2;
-        }
-        Ok(())
+        self.inverse_transform(buf, t, last_consts, n, limbs)
     }
 
     /// The inverse NTT's last-stage constants with limb i's multiplied by `factors[i]` (each
@@ -118,11 +105,23 @@ where
     /// out = (x - NTT(data)) * c per limb: the forward transform of `data` with its last stage
     /// fused with the subtraction and the scaling (`consts`: c and its Shoup constant per limb).
     #[allow(clippy::too_many_arguments)]
-    fn sub_scaled_ntt(&self, x: &PooledBuf<E::Buf>, words: usize, mut data: PooledBuf<E::Buf>, t: &Tables<E>, consts: &E::Buf, n: usize, limbs: usize) -> Result<PooledBuf<E::Buf>, MathError> {
+    fn sub_scaled_ntt(
+        &self,
+        x: &PooledBuf<E::Buf>,
+        words: usize,
+        mut data: PooledBuf<E::Buf>,
+        t: &Tables<E>,
+        consts: &E::Buf,
+        n: usize,
+        limbs: usize,
+    ) -> Result<PooledBuf<E::Buf>, MathError> {
         self.forward_stages(data.buf_mut(), t, n, limbs, true)?;
         let mut out = self.copy_out(x, 0..words)?;
         let dims = LaunchDims::cover(n / 2, limbs, 1);
-        self.run("lycaon_ntt_forward_last_sub_scale", self.exec().ntt_forward_last_sub_scale(dims, out.buf_mut(), data.buf(), &t.roots, &t.roots_shoup, &t.mods, consts, n as u32))?;
+        self.run(
+            "lycaon_ntt_forward_last_sub_scale",
+            self.exec().ntt_forward_last_sub_scale(dims, out.buf_mut(), data.buf(), &t.roots, &t.roots_shoup, &t.mods, consts, n as u32),
+        )?;
         Ok(out)
     }
 
@@ -139,12 +138,30 @@ where
         let dims = LaunchDims::cover(n, to.len(), 1);
         self.run(
             "lycaon_convert_accumulate",
-            self.exec().convert_accumulate(dims, out.buf_mut(), scaled, &ct.mods_to, &ct.punctured_mod_to, &ct.inv_q_from, &ct.q_mod_to, n as u32, from.len() as u32, 0),
+            self.exec().convert_accumulate(
+                dims,
+                out.buf_mut(),
+                scaled,
+                &ct.mods_to,
+                &ct.punctured_mod_to,
+                &ct.inv_q_from,
+                &ct.q_mod_to,
+                n as u32,
+                from.len() as u32,
+                0,
+            ),
         )?;
         Ok(out)
     }
 
-    fn constants_op(&self, a: &mut PooledBuf<E::Buf>, constants: &[LimbConstant], imag_unit: Option<&PooledBuf<E::Buf>>, basis: &RnsBasis, op: u32) -> Result<(), MathError> {
+    fn constants_op(
+        &self,
+        a: &mut PooledBuf<E::Buf>,
+        constants: &[LimbConstant],
+        imag_unit: Option<&PooledBuf<E::Buf>>,
+        basis: &RnsBasis,
+        op: u32,
+    ) -> Result<(), MathError> {
         check_len("constants", a.len(), basis)?;
         if constants.len() != basis.len() {
             return Err(MathError::LimbCount { expected: basis.len(), found: constants.len() });
@@ -252,7 +269,14 @@ where
         let (mut d0, mut d1, mut d2) = (self.take(words)?, self.take(words)?, self.take(words)?);
         self.run(
             "lycaon_tensor",
-            self.exec().tensor(LaunchDims::cover(n, basis.len(), 1), [d0.buf_mut(), d1.buf_mut(), d2.buf_mut()], [a[0].buf(), a[1].buf()], [b[0].buf(), b[1].buf()], &t.mods, n as u32),
+            self.exec().tensor(
+                LaunchDims::cover(n, basis.len(), 1),
+                [d0.buf_mut(), d1.buf_mut(), d2.buf_mut()],
+                [a[0].buf(), a[1].buf()],
+                [b[0].buf(), b[1].buf()],
+                &t.mods,
+                n as u32,
+            ),
         )?;
         Ok([d0, d1, d2])
     }
@@ -271,7 +295,10 @@ where
         let inverses = self.constant("rescale: q_l^-1 mod q_i", primes, || Ok(Self::shoup_words(&inverses)))?;
         let t = self.tables_for(basis, 0..l)?;
         let mut spread = self.take(l * n)?;
-        self.run("lycaon_rescale_spread", self.exec().rescale_spread(LaunchDims::cover(n, l, 1), spread.buf_mut(), last.buf(), &last_mod, &t.mods, n as u32, q_last))?;
+        self.run(
+            "lycaon_rescale_spread",
+            self.exec().rescale_spread(LaunchDims::cover(n, l, 1), spread.buf_mut(), last.buf(), &last_mod, &t.mods, n as u32, q_last),
+        )?;
         self.sub_scaled_ntt(x, l * n, spread, &t, &inverses, n, l)
     }
 
@@ -311,7 +338,15 @@ where
         Ok(out)
     }
 
-    fn key_inner_product(&self, digits: &Self::Mem, count: usize, key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis) -> Result<[Self::Mem; 2], MathError> {
+    fn key_inner_product(
+        &self,
+        digits: &Self::Mem,
+        count: usize,
+        key: &Self::Mem,
+        layout: KeyLayout,
+        key_limbs: &[usize],
+        qp: &RnsBasis,
+    ) -> Result<[Self::Mem; 2], MathError> {
         check_key_args(digits.len(), count, key.len(), layout, key_limbs, qp)?;
         let n = qp.n();
         let limbs_words: Vec<u64> = key_limbs.iter().map(|&l| l as u64).collect();
@@ -321,7 +356,19 @@ where
         let dims = LaunchDims::cover(n, qp.len(), 2);
         self.run(
             "lycaon_inner_product_resident",
-            self.exec().inner_product_resident(dims, [u0.buf_mut(), u1.buf_mut()], digits.buf(), key.buf(), &limbs, &t.mods, n as u32, qp.len() as u32, count as u32, layout.digits as u32, layout.limbs as u32),
+            self.exec().inner_product_resident(
+                dims,
+                [u0.buf_mut(), u1.buf_mut()],
+                digits.buf(),
+                key.buf(),
+                &limbs,
+                &t.mods,
+                n as u32,
+                qp.len() as u32,
+                count as u32,
+                layout.digits as u32,
+                layout.limbs as u32,
+            ),
         )?;
         Ok([u0, u1])
     }

@@ -81,3 +81,15 @@ fn resident_operations_reuse_pooled_memory_after_the_first() {
     assert_eq!(after.allocations, warm.allocations, "an operation allocated device memory after warm-up: {warm:?} -> {after:?}");
     assert!(after.reuses > warm.reuses);
 }
+
+#[test]
+fn shared_memory_ntt_with_blocks_of_any_size_matches_the_cpu() {
+    // Small blocks make n = 1024 run global stages before the shared-memory tail (forward) and
+    // after the shared-memory head (inverse); 512 threads do the whole transform in shared memory.
+    for threads in [1, 4, 32, 512] {
+        check_backend(&EmulatedBackend::new().with_chunk_threads(threads), 1024);
+    }
+    check_backend(&EmulatedBackend::reversed().with_chunk_threads(8), 1024);
+    let small_blocks = std::sync::Arc::new(EmulatedBackend::reversed().with_chunk_threads(16));
+    lycaon_ckks::resident_conformance::check_resident_evaluator(small_blocks, 256);
+}

@@ -67,7 +67,13 @@ impl<B: ResidentBackend> ResidentKey<B> {
                 words.extend_from_slice(d[o].data());
             }
         }
-        Ok(Self { mem: backend.upload(&words)?, layout: KeyLayout { digits: key.digits.len(), limbs }, level: key.level, full: key.full, params_id: key.params_id })
+        Ok(Self {
+            mem: backend.upload(&words)?,
+            layout: KeyLayout { digits: key.digits.len(), limbs },
+            level: key.level,
+            full: key.full,
+            params_id: key.params_id,
+        })
     }
 
     /// The highest ciphertext level this key serves.
@@ -104,14 +110,24 @@ pub fn decompose<B: ResidentBackend>(params: &Parameters, backend: &B, c: &Resid
 
 /// The inner product with a resident key, then ModDown: [`crate::keyswitch::key_switch_decomposed`]
 /// on resident memory. Errors as that function.
-pub fn key_switch_decomposed<B: ResidentBackend>(params: &Parameters, backend: &B, dec: &ResidentDecomposed<B>, key: &ResidentKey<B>) -> Result<[ResidentPoly<B>; 2], RlweError> {
+pub fn key_switch_decomposed<B: ResidentBackend>(
+    params: &Parameters,
+    backend: &B,
+    dec: &ResidentDecomposed<B>,
+    key: &ResidentKey<B>,
+) -> Result<[ResidentPoly<B>; 2], RlweError> {
     let [u0, u1] = key_switch_decomposed_lazy(params, backend, dec, key)?;
     Ok([mod_down(params, backend, &u0)?, mod_down(params, backend, &u1)?])
 }
 
 /// The inner product without the ModDown: two polynomials over Q_l P
 /// ([`crate::keyswitch::key_switch_decomposed_lazy`] on resident memory).
-pub fn key_switch_decomposed_lazy<B: ResidentBackend>(params: &Parameters, backend: &B, dec: &ResidentDecomposed<B>, key: &ResidentKey<B>) -> Result<[ResidentPoly<B>; 2], RlweError> {
+pub fn key_switch_decomposed_lazy<B: ResidentBackend>(
+    params: &Parameters,
+    backend: &B,
+    dec: &ResidentDecomposed<B>,
+    key: &ResidentKey<B>,
+) -> Result<[ResidentPoly<B>; 2], RlweError> {
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }
@@ -136,7 +152,10 @@ pub fn key_switch_decomposed_lazy<B: ResidentBackend>(params: &Parameters, backe
 
 /// ModDown from Q_l P to Q_l ([`crate::keyswitch::mod_down`] on resident memory).
 pub fn mod_down<B: ResidentBackend>(params: &Parameters, backend: &B, x: &ResidentPoly<B>) -> Result<ResidentPoly<B>, RlweError> {
-    let level = x.num_limbs().checked_sub(1 + params.special_prime_count()).ok_or(RlweError::Malformed { what: "ModDown of a polynomial without the special primes".into() })?;
+    let level = x
+        .num_limbs()
+        .checked_sub(1 + params.special_prime_count())
+        .ok_or(RlweError::Malformed { what: "ModDown of a polynomial without the special primes".into() })?;
     let ctx = params.level(level)?;
     let conv = ctx.mod_down.as_ref().ok_or(RlweError::NoSpecialPrimes)?;
     if !x.basis.same_primes(&ctx.qp) {
