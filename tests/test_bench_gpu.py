@@ -49,3 +49,23 @@ def test_run_without_json_returns_the_payload():
 def test_gpu_bench_raises_without_gpu():
     with pytest.raises(lycaon.LycaonError, match="CUDA|cuda"):
         lycaon.gpu_bench(log_n=10, limbs=2, reps=1)
+
+
+def test_resident_operations_on_host_memory_match_the_host_evaluator():
+    # The operations table's path, run with resident memory on the host (the reference the CUDA
+    # backend must equal): every operation bit for bit, printed as the GPU table is.
+    lines = []
+    ops = bench.operations(log_n=6, levels=3, reps=1, device="cpu", out=lines.append)
+    assert ops["backend"] == "cpu" and ops["n"] == 64 and ops["key_bytes"] > 0
+    names = [o["op"] for o in ops["ops"]]
+    assert {"mul_relin_rescale", "rotate_hoisted_8", "rescale", "upload", "download"} <= set(names)
+    assert all(o["matches_cpu"] for o in ops["ops"]), ops
+    assert lines[0].startswith("resident operations (cpu): n = 64, 3 levels") and len(lines) == 2 + len(names)
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="a CUDA device is present: the no-GPU path does not apply")
+def test_resident_operations_on_a_missing_gpu_say_why():
+    with pytest.raises(lycaon.LycaonError, match="cuda:0 is not available"):
+        lycaon.gpu_ops_bench(log_n=6, levels=2, reps=1, device="cuda:0")
+    with pytest.raises(lycaon.ParameterError, match="unknown device"):
+        lycaon.gpu_ops_bench(log_n=6, levels=2, reps=1, device="gpu7")

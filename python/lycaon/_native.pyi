@@ -352,6 +352,15 @@ def gpu_bench(log_n: int = 16, limbs: int = 24, reps: int = 5, device: int = 0) 
     (median of ``reps``) and checks that every output matches the CPU bit for bit. Raises
     LycaonError when there is no usable CUDA backend (see ``gpu_status``)."""
 
+def gpu_ops_bench(log_n: int = 16, levels: int = 24, reps: int = 5, device: str = "cuda:0") -> dict[str, object]:
+    """Times CKKS operations on resident operands (ciphertexts, plaintexts and keys kept in the
+    device's memory) against the host evaluator on every core, at degree 2**log_n with ``levels``
+    levels (median of ``reps``), and checks that every result matches bit for bit. ``device`` is
+    "cuda:N", or "cpu" for resident memory on the host (the reference implementation). Rows:
+    ``op``, ``device_ms``, ``cpu_ms``, ``matches_cpu``; also ``key_bytes`` on the device and
+    ``allocations_after_warmup`` (device buffers allocated after each operation's first run).
+    Raises LycaonError when the device is unavailable."""
+
 def ntt_primes(bits: int, n: int, count: int = 1) -> list[int]:
     """The ``count`` largest primes below 2**bits that are 1 modulo 2n, descending."""
 

@@ -37,6 +37,16 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     /// A short name for logs and errors ("cpu", "cuda:0").
     fn name(&self) -> &str;
 
+    /// Waits until every operation issued so far has finished (a device runs them
+    /// asynchronously; timings need this).
+    fn synchronize(&self) -> Result<(), MathError>;
+
+    /// Buffers obtained from the device so far, for a backend that pools its memory (`None`
+    /// otherwise): a count that stops growing once a session's operations reuse memory.
+    fn allocations(&self) -> Option<usize> {
+        None
+    }
+
     fn upload(&self, words: &[u64]) -> Result<Self::Mem, MathError>;
     fn download(&self, mem: &Self::Mem) -> Result<Vec<u64>, MathError>;
     /// A buffer of `words` words whose contents are unspecified: callers write every word they
@@ -194,6 +204,10 @@ impl ResidentBackend for CpuBackend {
 
     fn name(&self) -> &str {
         "cpu"
+    }
+
+    fn synchronize(&self) -> Result<(), MathError> {
+        Ok(())
     }
 
     fn upload(&self, words: &[u64]) -> Result<Vec<u64>, MathError> {

@@ -245,6 +245,10 @@ impl KernelExec for CudaExec {
         buf.len()
     }
 
+    fn synchronize(&self) -> ExecResult<()> {
+        self.stream.synchronize().map_err(driver_err("synchronize"))
+    }
+
     fn add_sub(&self, d: LaunchDims, a: &mut CudaSlice<u64>, b: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, op: u32) -> ExecResult<()> {
         launch!(self, "lycaon_add_sub", d, a, b, mods, &n, &op)
     }

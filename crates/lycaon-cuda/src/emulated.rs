@@ -469,6 +469,10 @@ impl KernelExec for EmulatedExec {
         buf.len()
     }
 
+    fn synchronize(&self) -> ExecResult<()> {
+        Ok(())
+    }
+
     fn add_sub(&self, d: LaunchDims, a: &mut Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32, op: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_add_sub";

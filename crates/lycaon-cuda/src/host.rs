@@ -158,6 +158,8 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     /// dst[dst_at..dst_at + len] = src[src_at..src_at + len], device to device.
     fn copy(&self, dst: &mut Self::Buf, dst_at: usize, src: &Self::Buf, src_at: usize, len: usize) -> ExecResult<()>;
     fn len(&self, buf: &Self::Buf) -> usize;
+    /// Waits for every launch and copy issued so far.
+    fn synchronize(&self) -> ExecResult<()>;
 
     fn add_sub(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
@@ -669,6 +671,7 @@ mod tests {
         fn write(&self, _: &mut (), _: &[u64]) -> ExecResult<()> { failed() }
         fn copy(&self, _: &mut (), _: usize, _: &(), _: usize, _: usize) -> ExecResult<()> { failed() }
         fn len(&self, _: &()) -> usize { 0 }
+        fn synchronize(&self) -> ExecResult<()> { failed() }
         fn add_sub(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn tensor(&self, _: LaunchDims, _: [&mut (); 3], _: [&(); 2], _: [&(); 2], _: &(), _: u32) -> ExecResult<()> { failed() }

@@ -190,6 +190,14 @@ where
         lycaon_backend::Backend::name(self)
     }
 
+    fn synchronize(&self) -> Result<(), MathError> {
+        self.run("synchronize", self.exec().synchronize())
+    }
+
+    fn allocations(&self) -> Option<usize> {
+        Some(self.pool.stats().allocations)
+    }
+
     fn upload(&self, words: &[u64]) -> Result<Self::Mem, MathError> {
         self.per_call(words)
     }

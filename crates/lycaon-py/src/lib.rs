@@ -1181,6 +1181,40 @@ fn gpu_bench(py: Python<'_>, log_n: u32, limbs: usize, reps: usize, device: usiz
     Ok(d)
 }
 
+/// Times CKKS operations on resident operands (ciphertexts, plaintexts and keys kept in the
+/// device's memory) against the host evaluator on every core, at degree 2^log_n with `levels`
+/// levels, and checks bit-exact agreement. `device`: "cuda:N", or "cpu" for resident memory on the
+/// host (the reference implementation). Raises LycaonError when the device is unavailable.
+#[pyfunction]
+#[pyo3(signature = (log_n = 16, levels = 24, reps = 5, device = "cuda:0"))]
+fn gpu_ops_bench<'py>(py: Python<'py>, log_n: u32, levels: usize, reps: usize, device: &str) -> PyResult<Bound<'py, PyDict>> {
+    if !(4..=16).contains(&log_n) || levels == 0 || reps == 0 {
+        return Err(ParameterError::new_err(format!("gpu_ops_bench needs 4 <= log_n <= 16, levels >= 1, reps >= 1 (got {log_n}, {levels}, {reps})")));
+    }
+    let device = lycaon_runtime::Device::parse(device).map_err(|e| ParameterError::new_err(e.to_string()))?;
+    let report = py
+        .detach(|| lycaon_runtime::resident_bench::bench_resident_on(device, log_n, levels, reps))
+        .map_err(crate::hybrid::err)?;
+    let d = PyDict::new(py);
+    d.set_item("backend", report.backend)?;
+    d.set_item("n", report.n)?;
+    d.set_item("levels", report.levels)?;
+    d.set_item("reps", report.reps)?;
+    d.set_item("key_bytes", report.key_bytes)?;
+    d.set_item("allocations_after_warmup", report.allocations_after_warmup)?;
+    let rows = pyo3::types::PyList::empty(py);
+    for o in report.ops {
+        let row = PyDict::new(py);
+        row.set_item("op", o.op)?;
+        row.set_item("device_ms", o.device_ms)?;
+        row.set_item("cpu_ms", o.cpu_ms)?;
+        row.set_item("matches_cpu", o.matches_cpu)?;
+        rows.append(row)?;
+    }
+    d.set_item("ops", rows)?;
+    Ok(d)
+}
+
 /// CPU seconds this process has spent in each timed kernel (ntt, key_switch, ot_extension,
 /// ot_hash, serialize), summed over threads since it started: take the difference of two calls
 /// around the work to profile (lycaon_math::profile).
@@ -1222,6 +1256,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NttLimb>()?;
     m.add_function(wrap_pyfunction!(bench_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_ops_bench, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(noise_model_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(ntt_primes, m)?)?;

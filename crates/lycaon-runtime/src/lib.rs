@@ -17,6 +17,7 @@ pub mod fhe;
 pub mod hello;
 pub mod linear;
 pub mod program;
+pub mod resident_bench;
 pub mod server;
 pub mod session;
 mod wire;

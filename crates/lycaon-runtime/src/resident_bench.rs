@@ -1,0 +1,170 @@
+//! `lycaon bench gpu`, operation level: each CKKS operation on resident operands (ciphertexts,
+//! plaintexts and keys in the device's memory, [`ResidentEvaluator`]) against the host evaluator
+//! on every core ([`RayonBackend`]), with the result downloaded and compared bit for bit. Device
+//! times are from issue to completion (the backend is synchronised after each run); the boundary
+//! (upload and download of a ciphertext) is timed on its own.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lycaon_backend::{RayonBackend, ResidentBackend};
+use lycaon_ckks::rlwe::{Parameters, PublicKey, Security, SecretKey};
+use lycaon_ckks::{Ciphertext, CkksContext, CkksError, Complex64, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, ResidentCiphertext, ResidentEvaluator};
+use lycaon_math::Sampler;
+
+use crate::device::Device;
+use crate::{Result, RuntimeError};
+
+/// One operation's median time on the resident backend and on the host, and whether the results
+/// were identical.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpTiming {
+    pub op: &'static str,
+    pub device_ms: f64,
+    pub cpu_ms: f64,
+    pub matches_cpu: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResidentReport {
+    pub backend: String,
+    pub n: usize,
+    pub levels: usize,
+    pub reps: usize,
+    /// Evaluation-key bytes held in device memory.
+    pub key_bytes: usize,
+    /// Device buffers allocated during the timed runs after each operation's first (the pool's
+    /// misses; 0 when every operation reuses memory, as it should).
+    pub allocations_after_warmup: usize,
+    pub ops: Vec<OpTiming>,
+}
+
+fn fhe(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Fhe(e.to_string())
+}
+
+fn median_ms<T>(reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
+    let mut out = f()?;
+    let mut times = Vec::with_capacity(reps.max(1));
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        out = f()?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], out))
+}
+
+/// Benchmarks degree 2^log_n with a 60-bit q_0, `levels` 40-bit primes, two 61-bit special primes
+/// and three key-switching digits; the ciphertexts sit at the top level. 128-bit secure from
+/// log_n = 15 on (with up to about 20 levels at 2^15); smaller degrees are test sizes.
+pub fn bench_resident<B: ResidentBackend>(backend: Arc<B>, log_n: u32, levels: usize, reps: usize) -> Result<ResidentReport> {
+    let n = 1usize << log_n;
+    let mut lit = lycaon_ckks::scale_stable_literal(n.max(1024), 60, 40, levels, &[61, 61]).map_err(fhe)?;
+    if n < 1024 {
+        let bits: Vec<u32> = std::iter::once(60).chain(std::iter::repeat_n(40, levels)).collect();
+        lit = lycaon_ckks::rlwe::ParametersLiteral::ckks_from_bits(n, &bits, &[61, 61]).map_err(fhe)?;
+    }
+    lit.key_switch_digits = 3.min(levels + 1);
+    if log_n < 15 {
+        lit.security = Security::InsecureTestOnly;
+    }
+    let params = Parameters::with_backend(lit, RayonBackend::shared()).map_err(fhe)?;
+    let ctx = CkksContext::new(&params, 2f64.powi(40)).map_err(fhe)?;
+    let mut sampler = Sampler::from_os().map_err(fhe)?;
+    let sk = SecretKey::generate(&params, &mut sampler).map_err(fhe)?;
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).map_err(fhe)?);
+    let steps: Vec<i64> = (1..=8).collect();
+    let keys = EvaluationKeys::generate(&sk, &steps, true, &mut sampler).map_err(fhe)?;
+    let host = Evaluator::new(&ctx, keys.clone());
+    let device = ResidentEvaluator::new(&ctx, backend.clone(), &keys).map_err(fhe)?;
+    let encoder = Encoder::new(&ctx);
+    let mut enc = PublicKeyEncryptor::new(&ctx, pk).map_err(fhe)?;
+    let top = ctx.max_level();
+    let values: Vec<Complex64> = (0..ctx.max_slots()).map(|i| Complex64::new((i % 17) as f64 / 17.0, 0.0)).collect();
+    let pt = encoder.encode(&values, top, ctx.scale_at(top).map_err(fhe)?).map_err(fhe)?;
+    let a = enc.encrypt(&pt).map_err(fhe)?;
+    let b = enc.encrypt(&pt).map_err(fhe)?;
+    let ptm = encoder.encode(&values, top, host.plaintext_scale_for(&a).map_err(fhe)?).map_err(fhe)?;
+    let (ra, rb) = (device.upload(&a).map_err(fhe)?, device.upload(&b).map_err(fhe)?);
+    let rpt = device.upload_plaintext(&ptm).map_err(fhe)?;
+
+    type DeviceOp<'a, B> = Box<dyn Fn() -> std::result::Result<Vec<ResidentCiphertext<B>>, CkksError> + 'a>;
+    type HostOp<'a> = Box<dyn Fn() -> std::result::Result<Vec<Ciphertext>, CkksError> + 'a>;
+    let d = &device;
+    let cases: Vec<(&'static str, DeviceOp<B>, HostOp)> = vec![
+        ("add", Box::new(|| Ok(vec![d.add(&ra, &rb)?])), Box::new(|| Ok(vec![host.add(&a, &b)?]))),
+        ("mul_plain", Box::new(|| Ok(vec![d.mul_plain(&ra, &rpt)?])), Box::new(|| Ok(vec![host.mul_plain(&a, &ptm)?]))),
+        ("rescale", Box::new(|| Ok(vec![d.rescale(&ra)?])), Box::new(|| Ok(vec![host.rescale(&a)?]))),
+        ("mul_relin", Box::new(|| Ok(vec![d.mul_relin(&ra, &rb)?])), Box::new(|| Ok(vec![host.mul_relin(&a, &b)?]))),
+        ("mul_relin_rescale", Box::new(|| Ok(vec![d.mul_relin_rescale(&ra, &rb)?])), Box::new(|| Ok(vec![host.mul_relin_rescale(&a, &b)?]))),
+        ("rotate", Box::new(|| Ok(vec![d.rotate(&ra, 1)?])), Box::new(|| Ok(vec![host.rotate(&a, 1)?]))),
+        ("rotate_hoisted_8", Box::new(|| d.rotate_hoisted(&ra, &steps)), Box::new(|| host.rotate_hoisted(&a, &steps))),
+        ("conjugate", Box::new(|| Ok(vec![d.conjugate(&ra)?])), Box::new(|| Ok(vec![host.conjugate(&a)?]))),
+    ];
+    let mut ops = Vec::with_capacity(cases.len() + 2);
+    let mut allocations_after_warmup = 0;
+    for (op, on_device, on_host) in &cases {
+        let run_on_device = || {
+            let r = on_device().map_err(fhe)?;
+            backend.synchronize().map_err(fhe)?;
+            Ok(r)
+        };
+        drop(run_on_device()?);
+        let before = backend.allocations();
+        let (device_ms, got) = median_ms(reps, run_on_device)?;
+        allocations_after_warmup += backend.allocations().zip(before).map_or(0, |(a, b)| a - b);
+        let (cpu_ms, want) = median_ms(reps, || on_host().map_err(fhe))?;
+        let got = got.iter().map(|c| device.download(c)).collect::<std::result::Result<Vec<_>, _>>().map_err(fhe)?;
+        let matches_cpu = got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| same(g, w));
+        ops.push(OpTiming { op, device_ms, cpu_ms, matches_cpu });
+    }
+    // The session boundary: one ciphertext in and out.
+    let (up_ms, _) = median_ms(reps, || {
+        let r = device.upload(&a).map_err(fhe)?;
+        backend.synchronize().map_err(fhe)?;
+        Ok(r)
+    })?;
+    ops.push(OpTiming { op: "upload", device_ms: up_ms, cpu_ms: 0.0, matches_cpu: true });
+    let (down_ms, back) = median_ms(reps, || device.download(&ra).map_err(fhe))?;
+    ops.push(OpTiming { op: "download", device_ms: down_ms, cpu_ms: 0.0, matches_cpu: same(&back, &a) });
+    Ok(ResidentReport { backend: backend.name().to_string(), n, levels, reps, key_bytes: device.key_bytes(), allocations_after_warmup, ops })
+}
+
+fn same(a: &Ciphertext, b: &Ciphertext) -> bool {
+    a.inner().parts() == b.inner().parts() && a.scale().to_bits() == b.scale().to_bits()
+}
+
+/// [`bench_resident`] on a device: the CUDA backend for `Cuda(n)`; for `Cpu`, resident memory on
+/// the host (the reference implementation, so the comparison shows its overhead, not a speed-up).
+/// Errors: [`crate::device::DeviceError::Unavailable`] when the CUDA backend is missing.
+pub fn bench_resident_on(device: Device, log_n: u32, levels: usize, reps: usize) -> Result<ResidentReport> {
+    match device {
+        Device::Cpu => bench_resident(Arc::new(lycaon_backend::CpuBackend), log_n, levels, reps),
+        Device::Cuda(ordinal) => {
+            #[cfg(feature = "cuda")]
+            {
+                let backend = lycaon_cuda::CudaBackend::new(ordinal).map_err(|reason| crate::device::DeviceError::Unavailable { device, reason })?;
+                bench_resident(Arc::new(backend), log_n, levels, reps)
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                let _ = ordinal;
+                Err(crate::device::DeviceError::Unavailable { device, reason: lycaon_cuda::CudaError::NotBuilt }.into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resident_operations_on_host_memory_match_the_host_evaluator() {
+        let report = bench_resident_on(Device::Cpu, 6, 3, 1).unwrap();
+        assert_eq!(report.ops.len(), 10);
+        assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
+        assert!(report.key_bytes > 0);
+    }
+}
