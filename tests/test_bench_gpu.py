@@ -58,7 +58,7 @@ def test_resident_operations_on_host_memory_match_the_host_evaluator():
     ops = bench.operations(log_n=6, levels=3, reps=1, device="cpu", out=lines.append)
     assert ops["backend"] == "cpu" and ops["n"] == 64 and ops["key_bytes"] > 0
     names = [o["op"] for o in ops["ops"]]
-    assert {"mul_relin_rescale", "rotate_hoisted_8", "rescale", "upload", "download"} <= set(names)
+    assert {"mul_relin_rescale", "rotate_hoisted_8", "rescale", "linear_transform_16", "upload", "download"} <= set(names)
     assert all(o["matches_cpu"] for o in ops["ops"]), ops
     assert lines[0].startswith("resident operations (cpu): n = 64, 3 levels") and len(lines) == 2 + len(names)
 

@@ -54,6 +54,8 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     fn alloc(&self, words: usize) -> Result<Self::Mem, MathError>;
     /// The buffer's length in words.
     fn len(&self, mem: &Self::Mem) -> usize;
+    /// mem[at..at + len] = 0.
+    fn zero_words(&self, mem: &mut Self::Mem, at: usize, len: usize) -> Result<(), MathError>;
     /// dst[dst_at..dst_at + len] = src[src_at..src_at + len].
     fn copy_words(&self, dst: &mut Self::Mem, dst_at: usize, src: &Self::Mem, src_at: usize, len: usize) -> Result<(), MathError>;
 
@@ -224,6 +226,13 @@ impl ResidentBackend for CpuBackend {
 
     fn len(&self, mem: &Vec<u64>) -> usize {
         mem.len()
+    }
+
+    fn zero_words(&self, mem: &mut Vec<u64>, at: usize, len: usize) -> Result<(), MathError> {
+        let total = mem.len();
+        let words = mem.get_mut(at..at + len).ok_or_else(|| MathError::Device { device: "cpu".into(), operation: "zero".into(), message: format!("{len} words at {at} of {total}") })?;
+        words.fill(0);
+        Ok(())
     }
 
     fn copy_words(&self, dst: &mut Vec<u64>, dst_at: usize, src: &Vec<u64>, src_at: usize, len: usize) -> Result<(), MathError> {

@@ -137,7 +137,7 @@ impl LinearTransform {
     }
 
     /// Giant step (multiple of n1) -> [(baby step, diagonal index)].
-    fn plan(&self) -> BTreeMap<usize, Vec<(usize, usize)>> {
+    pub(crate) fn plan(&self) -> BTreeMap<usize, Vec<(usize, usize)>> {
         let mut plan: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
         for &k in self.diagonals.keys() {
             plan.entry(k / self.baby * self.baby).or_default().push((k % self.baby, k));
@@ -164,7 +164,7 @@ impl LinearTransform {
         out
     }
 
-    fn encode_diagonal(&self, encoder: &Encoder, giant: usize, k: usize, level: usize, scale: f64) -> Result<Poly<Ntt>, CkksError> {
+    pub(crate) fn encode_diagonal(&self, encoder: &Encoder, giant: usize, k: usize, level: usize, scale: f64) -> Result<Poly<Ntt>, CkksError> {
         let params = &encoder.context().params;
         let basis = if self.double_hoisting { lycaon_rlwe::hoisting::qp_at(params, level)?.clone() } else { params.q_at(level)?.clone() };
         encoder.encode_poly(&rotate_vec(&self.diagonals[&k], -(giant as i64)), self.slots, scale, &basis)

@@ -41,6 +41,30 @@ impl<B: ResidentBackend> ResidentCiphertext<B> {
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
     }
+
+    pub fn slots(&self) -> usize {
+        1 << self.log_slots
+    }
+
+    pub fn log_slots(&self) -> u32 {
+        self.log_slots
+    }
+
+    pub(crate) fn part(&self, i: usize) -> &ResidentPoly<B> {
+        &self.parts[i]
+    }
+
+    pub(crate) fn into_parts<const K: usize>(self) -> [ResidentPoly<B>; K] {
+        match self.parts.try_into() {
+            Ok(parts) => parts,
+            Err(_) => unreachable!("callers ask for the part count they built"),
+        }
+    }
+
+    /// Sets the scale the ciphertext is read at (metadata only).
+    pub(crate) fn set_scale(&mut self, scale: f64) {
+        self.scale = scale;
+    }
 }
 
 /// A plaintext in resident memory (NTT form over Q_level).
@@ -96,12 +120,24 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         self.relin.iter().chain(self.galois.values()).map(|k| k.bytes(n)).sum()
     }
 
-    fn b(&self) -> &B {
+    pub(crate) fn b(&self) -> &B {
         &self.backend
     }
 
-    fn params(&self) -> &Arc<lycaon_rlwe::Parameters> {
+    pub(crate) fn params(&self) -> &Arc<lycaon_rlwe::Parameters> {
         &self.context().params
+    }
+
+    pub(crate) fn has_galois_key(&self, galois_element: u64) -> bool {
+        self.galois.contains_key(&galois_element)
+    }
+
+    pub(crate) fn galois_key(&self, galois_element: u64) -> Result<&ResidentKey<B>, CkksError> {
+        self.galois.get(&galois_element).ok_or_else(|| CkksError::MissingRotationKey { what: format!("Galois element {galois_element}"), galois_element })
+    }
+
+    pub(crate) fn wrap_parts(&self, parts: Vec<ResidentPoly<B>>, scale: f64, log_slots: u32) -> ResidentCiphertext<B> {
+        ResidentCiphertext { parts, scale, log_slots }
     }
 
     fn q_at(&self, level: usize) -> Result<&Arc<lycaon_math::RnsBasis>, CkksError> {

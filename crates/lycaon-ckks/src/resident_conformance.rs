@@ -9,7 +9,7 @@ use lycaon_math::Sampler;
 use lycaon_rlwe::{Parameters, ParametersLiteral, PublicKey, SecretKey, Security};
 use num_complex::Complex64;
 
-use crate::{Ciphertext, CkksContext, CkksError, Encoder, EvaluationKeys, Evaluator, PublicKeyEncryptor, ResidentCiphertext, ResidentEvaluator};
+use crate::{Ciphertext, CkksContext, CkksError, Encoder, EvaluationKeys, Evaluator, LinearTransform, PublicKeyEncryptor, ResidentCiphertext, ResidentEvaluator};
 
 /// Toy parameters for the suite: degree `n`, a 50-bit q_0, `levels` 40-bit primes, two 55-bit
 /// special primes and two key-switching digits (so ModUp converts multi-prime digits).
@@ -65,13 +65,19 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
     let mut sampler = Sampler::from_seed([7; 32]);
     let sk = SecretKey::generate(&params, &mut sampler).unwrap();
     let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).unwrap());
-    let steps = [1i64, -3, 5];
+    // A transform with six diagonals (BSGS over two giant steps), in both hoisting variants.
+    let slots = ctx.max_slots();
+    let diagonal = |k: usize| -> Vec<Complex64> { (0..slots).map(|i| Complex64::new(((i * 5 + k * 3) % 13) as f64 / 13.0 - 0.5, ((i + k) % 7) as f64 / 14.0)).collect() };
+    let lt = LinearTransform::new(&ctx, slots, [0usize, 1, 2, 5, 6, 9].map(|k| (k as i64, diagonal(k)))).unwrap().with_baby_steps(4).unwrap();
+    let mut steps = vec![1i64, -3, 5];
+    steps.extend(lt.rotations());
+    steps.sort_unstable();
+    steps.dedup();
     let keys = EvaluationKeys::generate(&sk, &steps, true, &mut sampler).unwrap();
     let host = Evaluator::new(&ctx, keys.clone());
     let re = ResidentEvaluator::new(&ctx, backend, &keys).unwrap();
     let encoder = Encoder::new(&ctx);
     let mut enc = PublicKeyEncryptor::new(&ctx, pk).unwrap();
-    let slots = ctx.max_slots();
     let values = |seed: u64| -> Vec<Complex64> {
         (0..slots).map(|i| Complex64::new(((i as u64 * 7 + seed) % 11) as f64 / 11.0 - 0.5, ((i as u64 * 3 + seed) % 5) as f64 / 5.0 - 0.4)).collect()
     };
@@ -121,6 +127,19 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
     }
     same("rotate at a lower level", &re, &re.rotate(&rlow, -3).unwrap(), &host.rotate(&low, -3).unwrap());
     same("conjugate", &re, &re.conjugate(&ra).unwrap(), &host.conjugate(&a).unwrap());
+
+    for (what, lt, x, rx) in [
+        ("linear transform, double hoisting", lt.clone(), &a, &ra),
+        ("linear transform, single hoisting", lt.clone().with_double_hoisting(false), &a, &ra),
+        ("linear transform at a lower level", lt.clone(), &low, &rlow),
+    ] {
+        let target = ctx.scale_at(x.level() - 1).unwrap() * 1.5;
+        let sigma = host.linear_transform_scale(x, target).unwrap();
+        let diags = re.prepare_transform(&lt, x.level(), sigma).unwrap();
+        same(what, &re, &re.linear_transform_prepared(rx, &lt, &diags, target).unwrap(), &host.linear_transform_to_scale(x, &lt, target).unwrap());
+        let wrong = re.prepare_transform(&lt, x.level(), sigma * 2.0).unwrap();
+        assert!(matches!(re.linear_transform_prepared(rx, &lt, &wrong, target), Err(CkksError::InvalidArgument { .. })), "{what}: diagonals for another scale");
+    }
 
     // Errors are the host's.
     let err = |r: Result<ResidentCiphertext<B>, CkksError>| r.err().map(|e| e.to_string());

@@ -245,6 +245,13 @@ impl KernelExec for CudaExec {
         buf.len()
     }
 
+    fn fill_zero(&self, buf: &mut CudaSlice<u64>, at: usize, len: usize) -> ExecResult<()> {
+        if at + len > buf.len() {
+            return Err(ExecError(format!("fill_zero: {len} words at {at} of {}", buf.len())));
+        }
+        self.stream.memset_zeros(&mut buf.slice_mut(at..at + len)).map_err(driver_err("memset"))
+    }
+
     fn synchronize(&self) -> ExecResult<()> {
         self.stream.synchronize().map_err(driver_err("synchronize"))
     }

@@ -473,6 +473,12 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
+    fn fill_zero(&self, buf: &mut Vec<u64>, at: usize, len: usize) -> ExecResult<()> {
+        let total = buf.len();
+        buf.get_mut(at..at + len).ok_or_else(|| ExecError(format!("fill_zero: {len} words at {at} of {total}")))?.fill(0);
+        Ok(())
+    }
+
     fn add_sub(&self, d: LaunchDims, a: &mut Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32, op: u32) -> ExecResult<()> {
         let (limbs, n_) = (d.grid.1 as usize, n as usize);
         let k = "lycaon_add_sub";

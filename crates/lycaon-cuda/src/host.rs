@@ -158,6 +158,8 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     /// dst[dst_at..dst_at + len] = src[src_at..src_at + len], device to device.
     fn copy(&self, dst: &mut Self::Buf, dst_at: usize, src: &Self::Buf, src_at: usize, len: usize) -> ExecResult<()>;
     fn len(&self, buf: &Self::Buf) -> usize;
+    /// buf[at..at + len] = 0 on the device.
+    fn fill_zero(&self, buf: &mut Self::Buf, at: usize, len: usize) -> ExecResult<()>;
     /// Waits for every launch and copy issued so far.
     fn synchronize(&self) -> ExecResult<()>;
 
@@ -671,6 +673,7 @@ mod tests {
         fn write(&self, _: &mut (), _: &[u64]) -> ExecResult<()> { failed() }
         fn copy(&self, _: &mut (), _: usize, _: &(), _: usize, _: usize) -> ExecResult<()> { failed() }
         fn len(&self, _: &()) -> usize { 0 }
+        fn fill_zero(&self, _: &mut (), _: usize, _: usize) -> ExecResult<()> { failed() }
         fn synchronize(&self) -> ExecResult<()> { failed() }
         fn add_sub(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }

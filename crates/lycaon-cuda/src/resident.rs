@@ -214,6 +214,10 @@ where
         mem.len()
     }
 
+    fn zero_words(&self, mem: &mut Self::Mem, at: usize, len: usize) -> Result<(), MathError> {
+        self.run("memset", self.exec().fill_zero(mem.buf_mut(), at, len))
+    }
+
     fn copy_words(&self, dst: &mut Self::Mem, dst_at: usize, src: &Self::Mem, src_at: usize, len: usize) -> Result<(), MathError> {
         self.run("device-to-device copy", self.exec().copy(dst.buf_mut(), dst_at, src.buf(), src_at, len))
     }

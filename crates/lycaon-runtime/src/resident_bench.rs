@@ -75,7 +75,18 @@ pub fn bench_resident<B: ResidentBackend>(backend: Arc<B>, log_n: u32, levels: u
     let sk = SecretKey::generate(&params, &mut sampler).map_err(fhe)?;
     let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).map_err(fhe)?);
     let steps: Vec<i64> = (1..=8).collect();
-    let keys = EvaluationKeys::generate(&sk, &steps, true, &mut sampler).map_err(fhe)?;
+    // A 16-diagonal transform (4 baby steps x 4 giant steps, double hoisted), diagonals prepared
+    // once on both sides.
+    let slots = ctx.max_slots();
+    let lt = lycaon_ckks::LinearTransform::new(&ctx, slots, (0..16i64).map(|k| (k, (0..slots).map(|i| Complex64::new(((i as i64 + k) % 9) as f64 / 9.0, 0.0)).collect())))
+        .map_err(fhe)?
+        .with_baby_steps(4)
+        .map_err(fhe)?;
+    let mut key_steps = steps.clone();
+    key_steps.extend(lt.rotations());
+    key_steps.sort_unstable();
+    key_steps.dedup();
+    let keys = EvaluationKeys::generate(&sk, &key_steps, true, &mut sampler).map_err(fhe)?;
     let host = Evaluator::new(&ctx, keys.clone());
     let device = ResidentEvaluator::new(&ctx, backend.clone(), &keys).map_err(fhe)?;
     let encoder = Encoder::new(&ctx);
@@ -88,6 +99,10 @@ pub fn bench_resident<B: ResidentBackend>(backend: Arc<B>, log_n: u32, levels: u
     let ptm = encoder.encode(&values, top, host.plaintext_scale_for(&a).map_err(fhe)?).map_err(fhe)?;
     let (ra, rb) = (device.upload(&a).map_err(fhe)?, device.upload(&b).map_err(fhe)?);
     let rpt = device.upload_plaintext(&ptm).map_err(fhe)?;
+    let lt_target = ctx.scale_at(top - 1).map_err(fhe)?;
+    let sigma = host.linear_transform_scale(&a, lt_target).map_err(fhe)?;
+    lt.prepare(&ctx, top, sigma).map_err(fhe)?;
+    let diags = device.prepare_transform(&lt, top, sigma).map_err(fhe)?;
 
     type DeviceOp<'a, B> = Box<dyn Fn() -> std::result::Result<Vec<ResidentCiphertext<B>>, CkksError> + 'a>;
     type HostOp<'a> = Box<dyn Fn() -> std::result::Result<Vec<Ciphertext>, CkksError> + 'a>;
@@ -101,6 +116,11 @@ pub fn bench_resident<B: ResidentBackend>(backend: Arc<B>, log_n: u32, levels: u
         ("rotate", Box::new(|| Ok(vec![d.rotate(&ra, 1)?])), Box::new(|| Ok(vec![host.rotate(&a, 1)?]))),
         ("rotate_hoisted_8", Box::new(|| d.rotate_hoisted(&ra, &steps)), Box::new(|| host.rotate_hoisted(&a, &steps))),
         ("conjugate", Box::new(|| Ok(vec![d.conjugate(&ra)?])), Box::new(|| Ok(vec![host.conjugate(&a)?]))),
+        (
+            "linear_transform_16",
+            Box::new(|| Ok(vec![d.linear_transform_prepared(&ra, &lt, &diags, lt_target)?])),
+            Box::new(|| Ok(vec![host.linear_transform_to_scale(&a, &lt, lt_target)?])),
+        ),
     ];
     let mut ops = Vec::with_capacity(cases.len() + 2);
     let mut allocations_after_warmup = 0;
@@ -163,7 +183,7 @@ mod tests {
     #[test]
     fn resident_operations_on_host_memory_match_the_host_evaluator() {
         let report = bench_resident_on(Device::Cpu, 6, 3, 1).unwrap();
-        assert_eq!(report.ops.len(), 10);
+        assert_eq!(report.ops.len(), 11);
         assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
         assert!(report.key_bytes > 0);
     }
