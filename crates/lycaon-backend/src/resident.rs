@@ -79,6 +79,11 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     /// (x - [x]_{q_l}) / q_l over the first l primes, the centred remainder taken limb by limb.
     fn rescale(&self, x: &Self::Mem, basis: &RnsBasis) -> Result<Self::Mem, MathError>;
 
+    /// The centred residues (in (-q/2, q/2]) of a one-prime coefficient-form polynomial over
+    /// `from`, as residues of every prime of `to`, in coefficient form: bootstrapping's raise of
+    /// a level-0 ciphertext to the top modulus.
+    fn lift_centred(&self, x: &Self::Mem, from: &RnsBasis, to: &RnsBasis) -> Result<Self::Mem, MathError>;
+
     /// ModUp: the digits of c (NTT form over `q`), each lifted to `qp` (Q_l followed by P) and in
     /// NTT form, one after the other in one buffer (digit d at word d |qp| n). Digit d owns
     /// primes `digits[d]` of Q_l; `mod_up[d]` converts its primes to the other primes of `qp`,
@@ -327,6 +332,17 @@ impl ResidentBackend for CpuBackend {
             basis.plans()[i].forward(&mut r);
             let c = inverses[i];
             limb.iter_mut().zip(&r).for_each(|(v, &y)| *v = q.mul_shoup(q.sub(*v, y), c.value, c.shoup));
+        }
+        Ok(out)
+    }
+
+    fn lift_centred(&self, x: &Vec<u64>, from: &RnsBasis, to: &RnsBasis) -> Result<Vec<u64>, MathError> {
+        check_len("lift_centred", x.len(), from)?;
+        let q0 = *from.moduli().first().filter(|_| from.len() == 1).ok_or(MathError::LimbCount { expected: 1, found: from.len() })?;
+        let mut out = Vec::with_capacity(to.len() * to.n());
+        for q in to.moduli() {
+            let m = q.reduce(q0.value());
+            out.extend(x.iter().map(|&v| centred_residue(v, q0.value() / 2, q, m)));
         }
         Ok(out)
     }

@@ -16,6 +16,7 @@ use lycaon_math::{lazy_capacity, Poly};
 use num_complex::Complex64;
 use rayon::prelude::*;
 
+use crate::ops::{CiphertextMeta, CkksOps};
 use crate::{Ciphertext, CkksError, Evaluator};
 
 /// A real polynomial in the Chebyshev basis of [a, b].
@@ -216,18 +217,19 @@ fn depth_of(d: usize) -> usize {
 }
 
 /// T_0 .. T_{baby-1} and T_{2^k} (2^k >= baby) of an encrypted input, each at its own level and
-/// scale: T_i at level L_1 - ceil(log2 i), where L_1 is the level of T_1.
+/// scale: T_i at level L_1 - ceil(log2 i), where L_1 is the level of T_1. `Ct` is a host
+/// [`Ciphertext`] or a resident one ([`crate::ResidentCiphertext`]).
 #[derive(Clone, Debug)]
-pub struct ChebyshevBasis {
-    powers: BTreeMap<usize, Ciphertext>,
+pub struct ChebyshevBasis<Ct = Ciphertext> {
+    powers: BTreeMap<usize, Ct>,
     baby: usize,
     max_degree: usize,
     pub a: f64,
     pub b: f64,
 }
 
-impl ChebyshevBasis {
-    pub fn get(&self, i: usize) -> Option<&Ciphertext> {
+impl<Ct: CiphertextMeta> ChebyshevBasis<Ct> {
+    pub fn get(&self, i: usize) -> Option<&Ct> {
         self.powers.get(&i)
     }
 
@@ -241,9 +243,9 @@ impl ChebyshevBasis {
     }
 }
 
-enum Value {
+enum Value<Ct> {
     Const(f64),
-    Ct(Ciphertext),
+    Ct(Ct),
 }
 
 /// Chebyshev split p = q T_g + r (deg p <= 2g): q_0 = c_g, q_j = 2 c_{g+j}, r_{g-j} -= c_{g+j}.
@@ -264,183 +266,34 @@ impl Evaluator {
     /// `NotEnoughLevels` when the input cannot hold ceil(log2(d + 1)) (+1) levels.
     pub fn chebyshev_basis(&self, ct: &Ciphertext, a: f64, b: f64, max_degree: usize) -> Result<ChebyshevBasis, CkksError> {
         self.check(ct)?;
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
-        }
-        if !(a.is_finite() && b.is_finite() && a < b) {
-            return Err(CkksError::InvalidArgument { what: format!("interval [{a}, {b}] must be finite with a < b") });
-        }
-        let depth = depth_of(max_degree.max(1));
-        let costly = change_of_variable_costs_a_level(a, b);
-        let needed = depth + usize::from(costly);
-        if ct.level() < needed {
-            return Err(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed, level: ct.level() });
-        }
-        let (alpha, beta) = (2.0 / (b - a), -(a + b) / (b - a));
-        let t1 = if costly {
-            let mut m = self.mul_const(ct, alpha)?;
-            self.add_const_assign(&mut m, Complex64::new(beta, 0.0))?;
-            self.rescale(&m)?
-        } else {
-            // alpha is an integer: y = alpha x + beta exactly, at no level.
-            let mut m = if alpha == 1.0 { ct.clone() } else { self.mul_integer(ct, alpha.round() as i64)? };
-            if beta != 0.0 {
-                self.add_const_assign(&mut m, Complex64::new(beta, 0.0))?;
-            }
-            m
-        };
-        let baby = 1usize << depth.div_ceil(2).max(1);
-        let mut powers = BTreeMap::new();
-        powers.insert(1usize, t1);
-        // Baby steps T_2 .. T_{baby-1} and giant steps T_{2^k}, each from the largest power of
-        // two below it: T_i = 2 T_a T_{i-a} - T_{2a-i} with a = 2^(ceil(log2 i) - 1).
-        let mut targets: Vec<usize> = (2..baby.min(max_degree + 1)).collect();
-        let mut g = baby;
-        while g <= max_degree {
-            targets.push(g);
-            g *= 2;
-        }
-        // In waves: every target whose three inputs exist is computed at once (T_3 and T_4; then
-        // T_5 .. T_8), so that independent products keep all cores busy where one product's
-        // limbs alone do not. The values do not depend on the order.
-        let inputs = |i: usize| {
-            let a = 1usize << (depth_of(i - 1) - 1);
-            (a, i - a)
-        };
-        while !targets.is_empty() {
-            let (ready, waiting): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&i| {
-                let (x, y) = inputs(i);
-                [x, y, x - y].iter().all(|k| *k == 0 || powers.contains_key(k))
-            });
-            if ready.is_empty() {
-                return Err(CkksError::Internal("Chebyshev basis: a power with no inputs"));
-            }
-            let made: Vec<(usize, Ciphertext)> = ready
-                .par_iter()
-                .map(|&i| {
-                    let (x, y) = inputs(i);
-                    self.chebyshev_product(&powers, x, y).map(|t| (i, t))
-                })
-                .collect::<Result<_, _>>()?;
-            powers.extend(made);
-            targets = waiting;
-        }
-        Ok(ChebyshevBasis { powers, baby, max_degree, a, b })
-    }
-
-    /// T_{x+y} = 2 T_x T_y - T_{x-y} (x >= y), rescaled once.
-    fn chebyshev_product(&self, powers: &BTreeMap<usize, Ciphertext>, x: usize, y: usize) -> Result<Ciphertext, CkksError> {
-        let (tx, ty) = (&powers[&x], &powers[&y]);
-        let prod = self.mul_relin(tx, ty)?;
-        let mut prod = self.mul_integer(&prod, 2)?;
-        if x == y {
-            self.add_const_assign(&mut prod, Complex64::new(-1.0, 0.0))?;
-        } else {
-            let td = self.drop_to_level(&powers[&(x - y)], prod.level())?;
-            let sigma = prod.scale / td.scale;
-            let mut m = self.mul_const_scaled(&td, Complex64::new(1.0, 0.0), sigma)?;
-            m.scale = prod.scale;
-            prod = self.sub(&prod, &m)?;
-        }
-        self.rescale(&prod)
+        chebyshev_basis(self, ct, a, b, max_degree)
     }
 
     /// p(ct) with the output at the canonical scale of its level (top level of the input minus
     /// [`ChebyshevPoly::depth`]). Errors as [`Self::chebyshev_basis`].
     pub fn evaluate_chebyshev(&self, ct: &Ciphertext, poly: &ChebyshevPoly) -> Result<Ciphertext, CkksError> {
-        let out_level = ct.level().checked_sub(poly.depth()).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: poly.depth(), level: ct.level() })?;
-        let scale = self.context().scale_at(out_level)?;
-        self.evaluate_chebyshev_to_scale(ct, poly, scale)
+        self.check(ct)?;
+        evaluate_chebyshev(self, ct, poly)
     }
 
     /// p(ct) with the output at exactly `scale` (to 2^-40 relative).
     pub fn evaluate_chebyshev_to_scale(&self, ct: &Ciphertext, poly: &ChebyshevPoly, scale: f64) -> Result<Ciphertext, CkksError> {
-        let basis = self.chebyshev_basis(ct, poly.a, poly.b, poly.degree())?;
-        self.evaluate_chebyshev_with_basis(&basis, poly, scale)
+        self.check(ct)?;
+        evaluate_chebyshev_to_scale(self, ct, poly, scale)
     }
 
     /// p evaluated on a precomputed basis (several polynomials of one input share it). The output
     /// is at level top - ceil(log2(d + 1)) and at exactly `scale`. Errors: `InvalidArgument` when
     /// the basis was built for another interval or a lower degree, or p is constant.
     pub fn evaluate_chebyshev_with_basis(&self, basis: &ChebyshevBasis, poly: &ChebyshevPoly, scale: f64) -> Result<Ciphertext, CkksError> {
-        crate::encoding::check_scale(scale)?;
-        if basis.a != poly.a || basis.b != poly.b {
-            return Err(CkksError::InvalidArgument { what: format!("the basis is on [{}, {}], the polynomial on [{}, {}]", basis.a, basis.b, poly.a, poly.b) });
-        }
-        let d = poly.degree();
-        if d > basis.max_degree {
-            return Err(CkksError::InvalidArgument { what: format!("the basis covers degree {}, the polynomial has degree {d}", basis.max_degree) });
-        }
-        let top = basis.top_level();
-        let level = top.checked_sub(depth_of(d)).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: depth_of(d), level: top })?;
-        let max = poly.coeffs.iter().fold(0.0f64, |m, c| m.max(c.abs()));
-        let coeffs: Vec<f64> = poly.coeffs[..=d].iter().map(|&c| if c.abs() > 1e-14 * max { c } else { 0.0 }).collect();
-        match self.eval_node(basis, &coeffs, level, scale)? {
-            Value::Ct(mut ct) => {
-                ct.scale = scale;
-                Ok(ct)
-            }
-            Value::Const(_) => Err(CkksError::InvalidArgument { what: "the polynomial is constant; add the constant instead".into() }),
-        }
+        evaluate_chebyshev_with_basis(self, basis, poly, scale)
     }
 
-    fn eval_node(&self, basis: &ChebyshevBasis, coeffs: &[f64], level: usize, scale: f64) -> Result<Value, CkksError> {
-        let d = coeffs.iter().rposition(|&c| c != 0.0).unwrap_or(0);
-        if d == 0 {
-            return Ok(Value::Const(coeffs[0]));
-        }
-        let coeffs = &coeffs[..=d];
-        let leaf_ok = (1..=d).all(|i| coeffs[i] == 0.0 || basis.powers.get(&i).is_some_and(|t| t.level() > level));
-        if leaf_ok {
-            return self.eval_leaf(basis, coeffs, level, scale).map(Value::Ct);
-        }
-        let g = 1usize << (depth_of(d) - 1); // largest power of two <= d
-        let tg = basis.powers.get(&g).ok_or(CkksError::Internal("missing Chebyshev power"))?;
-        if tg.level() <= level {
-            return Err(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: 1, level: tg.level() });
-        }
-        let tg = self.drop_to_level(tg, level + 1)?;
-        let (q, r) = split(coeffs, g);
-        let q_scale = scale * self.context().prime_at(level + 1)? as f64 / tg.scale;
-        // The quotient's branch (with its product by T_g) and the remainder's share nothing:
-        // they run side by side.
-        let quotient = || -> Result<Ciphertext, CkksError> {
-            let prod = match self.eval_node(basis, &q, level + 1, q_scale)? {
-                Value::Const(c) => self.mul_const_scaled(&tg, Complex64::new(c, 0.0), q_scale)?,
-                Value::Ct(qc) => self.mul_relin(&qc, &tg)?,
-            };
-            let mut res = self.rescale(&prod)?;
-            res.scale = scale;
-            Ok(res)
-        };
-        let (res, rest) = rayon::join(quotient, || self.eval_node(basis, &r, level, scale));
-        let mut res = res?;
-        match rest? {
-            Value::Const(c) => {
-                self.add_const_assign(&mut res, Complex64::new(c, 0.0))?;
-                Ok(Value::Ct(res))
-            }
-            Value::Ct(rc) => Ok(Value::Ct(self.add(&res, &rc)?)),
-        }
-    }
-
-    /// sum_i c_i T_i at (level, scale): each c_i encoded at scale q_{l+1} / s(T_i), summed lazily
-    /// at level l + 1 and rescaled once.
-    fn eval_leaf(&self, basis: &ChebyshevBasis, coeffs: &[f64], level: usize, scale: f64) -> Result<Ciphertext, CkksError> {
-        let up = level + 1;
-        let q_up = self.context().prime_at(up)? as f64;
-        let target = scale * q_up;
-        let q = self.params().q_at(up)?.clone();
+    /// sum_t c_t x_t over Q_level for per-limb integer constants c_t, accumulated lazily in 128
+    /// bits and reduced once per limb; the result is read at `scale` ([`CkksOps::integer_combination`]).
+    pub(crate) fn integer_combination_host(&self, terms: &[(Ciphertext, Vec<u64>)], level: usize, scale: f64) -> Result<Ciphertext, CkksError> {
+        let q = self.params().q_at(level)?.clone();
         let n = self.context().n();
-        let mut terms: Vec<(Ciphertext, Vec<u64>)> = Vec::new();
-        for (i, &c) in coeffs.iter().enumerate().skip(1) {
-            if c == 0.0 {
-                continue;
-            }
-            let t = self.drop_to_level(&basis.powers[&i], up)?;
-            let res = crate::evaluator::constant_residues(self.context(), Complex64::new(c, 0.0), target / t.scale, up)?;
-            terms.push((t, res.into_iter().map(|r| r.0).collect()));
-        }
         let log_slots = terms.iter().map(|t| t.0.log_slots).max().unwrap_or(0);
         let mut parts = Vec::with_capacity(2);
         for part in 0..2 {
@@ -450,7 +303,7 @@ impl Evaluator {
                 let cap = lazy_capacity(&m).saturating_sub(1).max(1);
                 let mut acc = vec![0u128; n];
                 let mut count = 0;
-                for (t, res) in &terms {
+                for (t, res) in terms {
                     if count == cap {
                         acc.iter_mut().for_each(|a| *a = m.reduce_u128(*a) as u128);
                         count = 0;
@@ -465,12 +318,183 @@ impl Evaluator {
             });
             parts.push(Poly::from_kernel_output(&q, data));
         }
-        let mut sum = self.wrap(parts, target, log_slots)?;
-        self.add_const_assign(&mut sum, Complex64::new(coeffs[0], 0.0))?;
-        let mut out = self.rescale(&sum)?;
-        out.scale = scale;
-        Ok(out)
+        self.wrap(parts, scale, log_slots)
     }
+}
+
+/// [`Evaluator::chebyshev_basis`] on any [`CkksOps`].
+pub fn chebyshev_basis<E: CkksOps>(eval: &E, ct: &E::Ct, a: f64, b: f64, max_degree: usize) -> Result<ChebyshevBasis<E::Ct>, CkksError> {
+    if ct.parts() != 2 {
+        return Err(CkksError::WrongSize { expected: 2, found: ct.parts() });
+    }
+    if !(a.is_finite() && b.is_finite() && a < b) {
+        return Err(CkksError::InvalidArgument { what: format!("interval [{a}, {b}] must be finite with a < b") });
+    }
+    let depth = depth_of(max_degree.max(1));
+    let costly = change_of_variable_costs_a_level(a, b);
+    let needed = depth + usize::from(costly);
+    if ct.level() < needed {
+        return Err(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed, level: ct.level() });
+    }
+    let (alpha, beta) = (2.0 / (b - a), -(a + b) / (b - a));
+    let t1 = if costly {
+        let m = eval.mul_const(ct, alpha)?;
+        let m = eval.add_const(&m, Complex64::new(beta, 0.0))?;
+        eval.rescale(&m)?
+    } else {
+        // alpha is an integer: y = alpha x + beta exactly, at no level.
+        let m = if alpha == 1.0 { eval.duplicate(ct)? } else { eval.mul_integer(ct, alpha.round() as i64)? };
+        if beta != 0.0 { eval.add_const(&m, Complex64::new(beta, 0.0))? } else { m }
+    };
+    let baby = 1usize << depth.div_ceil(2).max(1);
+    let mut powers = BTreeMap::new();
+    powers.insert(1usize, t1);
+    // Baby steps T_2 .. T_{baby-1} and giant steps T_{2^k}, each from the largest power of
+    // two below it: T_i = 2 T_a T_{i-a} - T_{2a-i} with a = 2^(ceil(log2 i) - 1).
+    let mut targets: Vec<usize> = (2..baby.min(max_degree + 1)).collect();
+    let mut g = baby;
+    while g <= max_degree {
+        targets.push(g);
+        g *= 2;
+    }
+    // In waves: every target whose three inputs exist is computed at once (T_3 and T_4; then
+    // T_5 .. T_8), so that independent products keep all cores busy where one product's
+    // limbs alone do not. The values do not depend on the order.
+    let inputs = |i: usize| {
+        let a = 1usize << (depth_of(i - 1) - 1);
+        (a, i - a)
+    };
+    while !targets.is_empty() {
+        let (ready, waiting): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&i| {
+            let (x, y) = inputs(i);
+            [x, y, x - y].iter().all(|k| *k == 0 || powers.contains_key(k))
+        });
+        if ready.is_empty() {
+            return Err(CkksError::Internal("Chebyshev basis: a power with no inputs"));
+        }
+        let made: Vec<(usize, E::Ct)> = ready
+            .par_iter()
+            .map(|&i| {
+                let (x, y) = inputs(i);
+                chebyshev_product(eval, &powers, x, y).map(|t| (i, t))
+            })
+            .collect::<Result<_, _>>()?;
+        powers.extend(made);
+        targets = waiting;
+    }
+    Ok(ChebyshevBasis { powers, baby, max_degree, a, b })
+}
+
+/// T_{x+y} = 2 T_x T_y - T_{x-y} (x >= y), rescaled once.
+fn chebyshev_product<E: CkksOps>(eval: &E, powers: &BTreeMap<usize, E::Ct>, x: usize, y: usize) -> Result<E::Ct, CkksError> {
+    let (tx, ty) = (&powers[&x], &powers[&y]);
+    let prod = eval.mul_relin(tx, ty)?;
+    let mut prod = eval.mul_integer(&prod, 2)?;
+    if x == y {
+        prod = eval.add_const(&prod, Complex64::new(-1.0, 0.0))?;
+    } else {
+        let td = eval.drop_to_level(&powers[&(x - y)], prod.level())?;
+        let sigma = prod.scale() / td.scale();
+        let mut m = eval.mul_const_scaled(&td, Complex64::new(1.0, 0.0), sigma)?;
+        m.assume_scale(prod.scale());
+        prod = eval.sub(&prod, &m)?;
+    }
+    eval.rescale(&prod)
+}
+
+/// [`Evaluator::evaluate_chebyshev`] on any [`CkksOps`].
+pub fn evaluate_chebyshev<E: CkksOps>(eval: &E, ct: &E::Ct, poly: &ChebyshevPoly) -> Result<E::Ct, CkksError> {
+    let out_level = ct.level().checked_sub(poly.depth()).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: poly.depth(), level: ct.level() })?;
+    let scale = eval.context().scale_at(out_level)?;
+    evaluate_chebyshev_to_scale(eval, ct, poly, scale)
+}
+
+/// [`Evaluator::evaluate_chebyshev_to_scale`] on any [`CkksOps`].
+pub fn evaluate_chebyshev_to_scale<E: CkksOps>(eval: &E, ct: &E::Ct, poly: &ChebyshevPoly, scale: f64) -> Result<E::Ct, CkksError> {
+    let basis = chebyshev_basis(eval, ct, poly.a, poly.b, poly.degree())?;
+    evaluate_chebyshev_with_basis(eval, &basis, poly, scale)
+}
+
+/// [`Evaluator::evaluate_chebyshev_with_basis`] on any [`CkksOps`].
+pub fn evaluate_chebyshev_with_basis<E: CkksOps>(eval: &E, basis: &ChebyshevBasis<E::Ct>, poly: &ChebyshevPoly, scale: f64) -> Result<E::Ct, CkksError> {
+    crate::encoding::check_scale(scale)?;
+    if basis.a != poly.a || basis.b != poly.b {
+        return Err(CkksError::InvalidArgument { what: format!("the basis is on [{}, {}], the polynomial on [{}, {}]", basis.a, basis.b, poly.a, poly.b) });
+    }
+    let d = poly.degree();
+    if d > basis.max_degree {
+        return Err(CkksError::InvalidArgument { what: format!("the basis covers degree {}, the polynomial has degree {d}", basis.max_degree) });
+    }
+    let top = basis.top_level();
+    let level = top.checked_sub(depth_of(d)).ok_or(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: depth_of(d), level: top })?;
+    let max = poly.coeffs.iter().fold(0.0f64, |m, c| m.max(c.abs()));
+    let coeffs: Vec<f64> = poly.coeffs[..=d].iter().map(|&c| if c.abs() > 1e-14 * max { c } else { 0.0 }).collect();
+    match eval_node(eval, basis, &coeffs, level, scale)? {
+        Value::Ct(mut ct) => {
+            ct.assume_scale(scale);
+            Ok(ct)
+        }
+        Value::Const(_) => Err(CkksError::InvalidArgument { what: "the polynomial is constant; add the constant instead".into() }),
+    }
+}
+
+fn eval_node<E: CkksOps>(eval: &E, basis: &ChebyshevBasis<E::Ct>, coeffs: &[f64], level: usize, scale: f64) -> Result<Value<E::Ct>, CkksError> {
+    let d = coeffs.iter().rposition(|&c| c != 0.0).unwrap_or(0);
+    if d == 0 {
+        return Ok(Value::Const(coeffs[0]));
+    }
+    let coeffs = &coeffs[..=d];
+    let leaf_ok = (1..=d).all(|i| coeffs[i] == 0.0 || basis.powers.get(&i).is_some_and(|t| t.level() > level));
+    if leaf_ok {
+        return eval_leaf(eval, basis, coeffs, level, scale).map(Value::Ct);
+    }
+    let g = 1usize << (depth_of(d) - 1); // largest power of two <= d
+    let tg = basis.powers.get(&g).ok_or(CkksError::Internal("missing Chebyshev power"))?;
+    if tg.level() <= level {
+        return Err(CkksError::NotEnoughLevels { op: "polynomial evaluation", needed: 1, level: tg.level() });
+    }
+    let tg = eval.drop_to_level(tg, level + 1)?;
+    let (q, r) = split(coeffs, g);
+    let q_scale = scale * eval.context().prime_at(level + 1)? as f64 / tg.scale();
+    // The quotient's branch (with its product by T_g) and the remainder's share nothing:
+    // they run side by side.
+    let quotient = || -> Result<E::Ct, CkksError> {
+        let prod = match eval_node(eval, basis, &q, level + 1, q_scale)? {
+            Value::Const(c) => eval.mul_const_scaled(&tg, Complex64::new(c, 0.0), q_scale)?,
+            Value::Ct(qc) => eval.mul_relin(&qc, &tg)?,
+        };
+        let mut res = eval.rescale(&prod)?;
+        res.assume_scale(scale);
+        Ok(res)
+    };
+    let (res, rest) = rayon::join(quotient, || eval_node(eval, basis, &r, level, scale));
+    let res = res?;
+    match rest? {
+        Value::Const(c) => Ok(Value::Ct(eval.add_const(&res, Complex64::new(c, 0.0))?)),
+        Value::Ct(rc) => Ok(Value::Ct(eval.add(&res, &rc)?)),
+    }
+}
+
+/// sum_i c_i T_i at (level, scale): each c_i encoded at scale q_{l+1} / s(T_i), summed lazily
+/// at level l + 1 and rescaled once.
+fn eval_leaf<E: CkksOps>(eval: &E, basis: &ChebyshevBasis<E::Ct>, coeffs: &[f64], level: usize, scale: f64) -> Result<E::Ct, CkksError> {
+    let up = level + 1;
+    let q_up = eval.context().prime_at(up)? as f64;
+    let target = scale * q_up;
+    let mut terms: Vec<(E::Ct, Vec<u64>)> = Vec::new();
+    for (i, &c) in coeffs.iter().enumerate().skip(1) {
+        if c == 0.0 {
+            continue;
+        }
+        let t = eval.drop_to_level(&basis.powers[&i], up)?;
+        let res = crate::evaluator::constant_residues(eval.context(), Complex64::new(c, 0.0), target / t.scale(), up)?;
+        terms.push((t, res.into_iter().map(|r| r.0).collect()));
+    }
+    let sum = eval.integer_combination(&terms, up, target)?;
+    let sum = eval.add_const(&sum, Complex64::new(coeffs[0], 0.0))?;
+    let mut out = eval.rescale(&sum)?;
+    out.assume_scale(scale);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -65,6 +65,11 @@ impl<B: ResidentBackend> ResidentCiphertext<B> {
     pub(crate) fn set_scale(&mut self, scale: f64) {
         self.scale = scale;
     }
+
+    /// Sets the slot count the ciphertext is read at (metadata only).
+    pub(crate) fn set_log_slots(&mut self, log_slots: u32) {
+        self.log_slots = log_slots;
+    }
 }
 
 /// A plaintext in resident memory (NTT form over Q_level).
@@ -87,6 +92,8 @@ pub struct ResidentEvaluator<B: ResidentBackend> {
     backend: Arc<B>,
     relin: Option<ResidentKey<B>>,
     galois: BTreeMap<u64, ResidentKey<B>>,
+    /// Bootstrapping's encapsulation keys (dense to sparse secret, sparse to dense), if attached.
+    encapsulation: Option<[ResidentKey<B>; 2]>,
     /// The NTT form of X^(n/2) over Q (complex constants).
     imag_unit: B::Mem,
 }
@@ -103,7 +110,49 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
             }
         }
         let imag_unit = backend.upload(&ctx.imag_unit_ntt)?;
-        Ok(Self { host: Evaluator::without_keys(ctx), backend, relin, galois, imag_unit })
+        Ok(Self { host: Evaluator::without_keys(ctx), backend, relin, galois, encapsulation: None, imag_unit })
+    }
+
+    /// Uploads a bootstrapper's encapsulation keys (a session's, with its evaluation keys);
+    /// [`crate::bootstrap::Bootstrapper::bootstrap_on`] switches with these.
+    pub fn attach_encapsulation_keys(&mut self, keys: &crate::bootstrap::EncapsulationKeys) -> Result<(), CkksError> {
+        self.encapsulation = Some([ResidentKey::upload(self.b(), &keys.dense_to_sparse)?, ResidentKey::upload(self.b(), &keys.sparse_to_dense)?]);
+        Ok(())
+    }
+
+    /// Switches to the sparse secret (`to_sparse`) or back with the attached encapsulation keys.
+    pub(crate) fn switch_encapsulation_resident(&self, ct: &ResidentCiphertext<B>, to_sparse: bool) -> Result<ResidentCiphertext<B>, CkksError> {
+        let keys = self.encapsulation.as_ref().ok_or_else(|| CkksError::InvalidArgument {
+            what: "this resident evaluator has no encapsulation keys: upload them with ResidentEvaluator::attach_encapsulation_keys".into(),
+        })?;
+        if ct.len() != 2 {
+            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
+        }
+        let key = &keys[usize::from(!to_sparse)];
+        let dec = ks::decompose(self.params(), self.b(), &ct.parts[1])?;
+        let [mut k0, k1] = ks::key_switch_decomposed(self.params(), self.b(), &dec, key)?;
+        self.b().add_assign(&mut k0.mem, &ct.parts[0].mem, &k0.basis)?;
+        Ok(ResidentCiphertext { parts: vec![k0, k1], scale: ct.scale, log_slots: ct.log_slots })
+    }
+
+    /// Bootstrapping's raise: each part of a level-0 ciphertext, centred mod q_0, as integers
+    /// mod Q_top (inverse NTT of the one limb, the centred residues over every prime, forward NTT).
+    pub(crate) fn raise_resident(&self, ct: &ResidentCiphertext<B>) -> Result<ResidentCiphertext<B>, CkksError> {
+        let params = self.params();
+        let top = params.q_at(params.max_level())?.clone();
+        let q0 = params.q_at(0)?.clone();
+        if ct.level() != 0 {
+            return Err(CkksError::InvalidArgument { what: format!("the raise takes a level-0 ciphertext, this one is at level {}", ct.level()) });
+        }
+        let mut parts = Vec::with_capacity(ct.len());
+        for p in &ct.parts {
+            let mut coeff = p.duplicate(self.b())?;
+            self.b().intt_assign(&mut coeff.mem, &q0)?;
+            let mut lifted = self.b().lift_centred(&coeff.mem, &q0, &top)?;
+            self.b().ntt_assign(&mut lifted, &top)?;
+            parts.push(ResidentPoly { mem: lifted, basis: top.clone() });
+        }
+        Ok(ResidentCiphertext { parts, scale: ct.scale, log_slots: ct.log_slots })
     }
 
     pub fn backend(&self) -> &Arc<B> {
@@ -163,6 +212,44 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
     pub fn download(&self, ct: &ResidentCiphertext<B>) -> Result<Ciphertext, CkksError> {
         let parts = ct.parts.iter().map(|p| p.download(self.b())).collect::<Result<Vec<_>, _>>()?;
         self.host.wrap(parts, ct.scale, ct.log_slots)
+    }
+
+    pub(crate) fn copy_of(&self, ct: &ResidentCiphertext<B>) -> Result<ResidentCiphertext<B>, CkksError> {
+        self.duplicate(ct)
+    }
+
+    /// [`crate::ops::CkksOps::integer_combination`]: each term times its per-limb constants, summed
+    /// (every sum fully reduced, so equal to the host's lazy one).
+    pub(crate) fn integer_combination_resident(&self, terms: &[(ResidentCiphertext<B>, Vec<u64>)], level: usize, scale: f64) -> Result<ResidentCiphertext<B>, CkksError> {
+        let mut acc: Option<ResidentCiphertext<B>> = None;
+        for (t, constants) in terms {
+            let t = self.drop_to_level(t, level)?;
+            let constants: Vec<LimbConstant> = constants.iter().map(|&c| (c, 0)).collect();
+            let term = self.times_constants(&t, &constants, scale)?;
+            acc = Some(match acc {
+                None => term,
+                Some(mut a) => {
+                    for (x, y) in a.parts.iter_mut().zip(&term.parts) {
+                        self.b().add_assign(&mut x.mem, &y.mem, &x.basis)?;
+                    }
+                    a.log_slots = a.log_slots.max(term.log_slots);
+                    a
+                }
+            });
+        }
+        let mut out = acc.ok_or(CkksError::Internal("an empty integer combination"))?;
+        out.scale = scale;
+        Ok(out)
+    }
+
+    /// See [`Evaluator::evaluate_chebyshev_to_scale`].
+    pub fn evaluate_chebyshev_to_scale(&self, ct: &ResidentCiphertext<B>, poly: &crate::ChebyshevPoly, scale: f64) -> Result<ResidentCiphertext<B>, CkksError> {
+        crate::polynomial::evaluate_chebyshev_to_scale(self, ct, poly, scale)
+    }
+
+    /// See [`Evaluator::evaluate_chebyshev`].
+    pub fn evaluate_chebyshev(&self, ct: &ResidentCiphertext<B>, poly: &crate::ChebyshevPoly) -> Result<ResidentCiphertext<B>, CkksError> {
+        crate::polynomial::evaluate_chebyshev(self, ct, poly)
     }
 
     fn duplicate(&self, ct: &ResidentCiphertext<B>) -> Result<ResidentCiphertext<B>, CkksError> {

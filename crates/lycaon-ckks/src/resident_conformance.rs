@@ -141,6 +141,16 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
         assert!(matches!(re.linear_transform_prepared(rx, &lt, &wrong, target), Err(CkksError::InvalidArgument { .. })), "{what}: diagonals for another scale");
     }
 
+    // Polynomial evaluation (Chebyshev basis, baby-step giant-step tree, leaves): degree 7 on
+    // [-1, 1] (no level for the change of variable) and degree 5 on [0, 3] (one level).
+    for (what, poly) in [
+        ("chebyshev degree 7 on [-1, 1]", crate::ChebyshevPoly::interpolate(|x| (2.0 * x).sin(), -1.0, 1.0, 7).unwrap()),
+        ("chebyshev degree 5 on [0, 3]", crate::ChebyshevPoly::interpolate(|x| x * x - 0.5 * x, 0.0, 3.0, 5).unwrap()),
+    ] {
+        let scale = ctx.scale_at(top - poly.depth()).unwrap();
+        same(what, &re, &re.evaluate_chebyshev_to_scale(&ra, &poly, scale).unwrap(), &host.evaluate_chebyshev_to_scale(&a, &poly, scale).unwrap());
+    }
+
     // Errors are the host's.
     let err = |r: Result<ResidentCiphertext<B>, CkksError>| r.err().map(|e| e.to_string());
     assert_eq!(err(re.rotate(&ra, 2)), host.rotate(&a, 2).err().map(|e| e.to_string()), "missing rotation key");
@@ -152,4 +162,41 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
     let rlow_pt = re.upload_plaintext(&low_pt).unwrap();
     assert_eq!(err(re.mul_plain(&ra, &rlow_pt)), host.mul_plain(&a, &low_pt).err().map(|e| e.to_string()), "plaintext below the ciphertext");
     assert!(levels >= 2);
+}
+
+/// Bootstraps one ciphertext through `backend` ([`crate::bootstrap::Bootstrapper::bootstrap_on`]
+/// with a [`ResidentEvaluator`]) and through the host evaluator, for the toy shape of degree
+/// 2^log_n and 2^log_slots slots (dense secret, insecure test parameters), and panics unless the
+/// results are identical; bootstraps twice so the second run takes the cached diagonals.
+pub fn check_resident_bootstrap<B: ResidentBackend>(backend: Arc<B>, log_n: u32, log_slots: u32) {
+    use crate::bootstrap::{BootstrapKeys, BootstrapParams, Bootstrapper, DiagonalCache};
+    let bp = BootstrapParams::toy(log_n, log_slots, 1);
+    let mut lit = bp.literal().unwrap();
+    lit.security = Security::InsecureTestOnly;
+    let top_scale = bp.top_scale(&lit);
+    let params = Parameters::new(lit).unwrap();
+    let ctx = CkksContext::new(&params, top_scale).unwrap();
+    let mut sampler = Sampler::from_seed([11; 32]);
+    let sk = SecretKey::generate(&params, &mut sampler).unwrap();
+    let pk = Arc::new(PublicKey::generate(&sk, &mut sampler).unwrap());
+    let boot = Bootstrapper::new(&ctx, bp).unwrap();
+    let BootstrapKeys { evaluation, encapsulation } = boot.generate_keys(&sk, &mut sampler).unwrap();
+    let host = Evaluator::new(&ctx, evaluation.clone());
+    let mut re = ResidentEvaluator::new(&ctx, backend, &evaluation).unwrap();
+    if let Some(keys) = &encapsulation {
+        re.attach_encapsulation_keys(keys).unwrap();
+    }
+    let boot = boot.with_encapsulation_keys(encapsulation.clone());
+    let slots = 1usize << log_slots;
+    let values: Vec<Complex64> = (0..slots).map(|i| Complex64::new(((i * 7) % 19) as f64 / 19.0 - 0.5, 0.0)).collect();
+    let pt = Encoder::new(&ctx).encode(&values, 0, ctx.scale_at(0).unwrap()).unwrap();
+    let ct = PublicKeyEncryptor::new(&ctx, pk).unwrap().encrypt(&pt).unwrap();
+    let want = boot.bootstrap(&host, &ct).unwrap();
+    let cache = DiagonalCache::default();
+    let rct = re.upload(&ct).unwrap();
+    for run in ["bootstrap", "bootstrap with cached diagonals"] {
+        let got = boot.bootstrap_on(&re, &rct, encapsulation.as_ref(), &cache).unwrap();
+        same(run, &re, &got, &want);
+    }
+    assert!(!cache.is_empty());
 }

@@ -65,6 +65,16 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
     /// must be the one the host would use: target q_l / s). Errors as the host's, and
     /// `InvalidArgument` for diagonals prepared for another level, scale or hoisting.
     pub fn linear_transform_prepared(&self, ct: &ResidentCiphertext<B>, lt: &LinearTransform, diags: &ResidentDiagonals<B>, target: f64) -> Result<ResidentCiphertext<B>, CkksError> {
+        self.transform(ct, lt, diags, target, false)
+    }
+
+    /// The transform with the result at exactly `target` (bootstrapping's, as
+    /// `hoisted::apply` sets it).
+    pub(crate) fn transform_exact(&self, ct: &ResidentCiphertext<B>, lt: &LinearTransform, diags: &ResidentDiagonals<B>, target: f64) -> Result<ResidentCiphertext<B>, CkksError> {
+        self.transform(ct, lt, diags, target, true)
+    }
+
+    fn transform(&self, ct: &ResidentCiphertext<B>, lt: &LinearTransform, diags: &ResidentDiagonals<B>, target: f64, exact_target: bool) -> Result<ResidentCiphertext<B>, CkksError> {
         if ct.len() != 2 {
             return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
         }
@@ -77,9 +87,10 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         }
         crate::encoding::check_scale(target)?;
         let sigma = target * self.context().prime_at(level)? as f64 / ct.scale();
-        // The host rescales its target by (scale used) / (scale asked), here 1 but not always
-        // exactly in floating point; the same expression keeps the result's scale bit-identical.
-        let target = target * sigma / sigma;
+        // The host evaluator rescales its target by (scale used) / (scale asked), here 1 but not
+        // always exactly in floating point; the same expression keeps the result's scale
+        // bit-identical. Bootstrapping sets the target as it is.
+        let target = if exact_target { target } else { target * sigma / sigma };
         if diags.level != level || diags.sigma.to_bits() != sigma.to_bits() || diags.double_hoisting != self.double_hoisted(lt) {
             return Err(CkksError::InvalidArgument {
                 what: format!(

@@ -11,3 +11,10 @@ fn resident_evaluator_on_host_memory_equals_the_evaluator() {
     check_resident_evaluator(Arc::new(CpuBackend), 1024);
     check_resident_evaluator(Arc::new(CpuBackend), 64);
 }
+
+#[test]
+fn resident_bootstrap_on_host_memory_equals_the_host_bootstrap() {
+    // Sparse slots (packed EvalMod) and full slots, dense secret.
+    lycaon_ckks::resident_conformance::check_resident_bootstrap(Arc::new(CpuBackend), 10, 4);
+    lycaon_ckks::resident_conformance::check_resident_bootstrap(Arc::new(CpuBackend), 10, 9);
+}

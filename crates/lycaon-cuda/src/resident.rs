@@ -314,6 +314,23 @@ where
         self.sub_scaled_ntt(x, l * n, spread, &t, &inverses, n, l)
     }
 
+    fn lift_centred(&self, x: &Self::Mem, from: &RnsBasis, to: &RnsBasis) -> Result<Self::Mem, MathError> {
+        check_len("lift_centred", x.len(), from)?;
+        if from.len() != 1 {
+            return Err(MathError::LimbCount { expected: 1, found: from.len() });
+        }
+        let n = to.n();
+        let q0 = from.moduli()[0].value();
+        let mut key = vec![q0];
+        key.extend(Self::primes(to));
+        let q0_mod = self.constant("lift: q_0 mod q_i", key, || Ok(to.moduli().iter().map(|q| q.reduce(q0)).collect()))?;
+        let t = self.tables_for(to, 0..to.len())?;
+        let mut out = self.take(to.len() * n)?;
+        // The rescale's spread kernel with q_0 as the "last" prime: centred residues mod every q_i.
+        self.run("lycaon_rescale_spread", self.exec().rescale_spread(LaunchDims::cover(n, to.len(), 1), out.buf_mut(), x.buf(), &q0_mod, &t.mods, n as u32, q0))?;
+        Ok(out)
+    }
+
     fn mod_up(&self, c: &Self::Mem, q: &RnsBasis, digits: &[Range<usize>], mod_up: &[BaseConverter], qp: &RnsBasis) -> Result<Self::Mem, MathError> {
         check_len("mod_up", c.len(), q)?;
         if digits.len() != mod_up.len() || digits.iter().any(|r| r.end > q.len()) {

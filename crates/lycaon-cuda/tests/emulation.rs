@@ -93,3 +93,11 @@ fn shared_memory_ntt_with_blocks_of_any_size_matches_the_cpu() {
     let small_blocks = std::sync::Arc::new(EmulatedBackend::reversed().with_chunk_threads(16));
     lycaon_ckks::resident_conformance::check_resident_evaluator(small_blocks, 256);
 }
+
+#[test]
+fn bootstrapping_on_the_emulated_device_equals_the_host_bootstrap() {
+    // The whole circuit resident on the device (ModRaise with the encapsulation key switches,
+    // CoeffsToSlots, EvalMod's Chebyshev evaluation and double angles, SlotsToCoeffs), through
+    // the kernels, bit for bit the host's bootstrap: toy shape, n = 1024, 16 slots.
+    lycaon_ckks::resident_conformance::check_resident_bootstrap(std::sync::Arc::new(EmulatedBackend::new()), 10, 4);
+}

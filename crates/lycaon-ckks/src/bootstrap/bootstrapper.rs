@@ -37,14 +37,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use lycaon_math::{Coeff, Poly, Sampler};
-use lycaon_rlwe::{keyswitch, GaloisKeys, KeySwitchKey, ParametersLiteral, RelinKey, SecretKey};
+use lycaon_math::{Poly, Sampler};
+use lycaon_rlwe::{GaloisKeys, KeySwitchKey, ParametersLiteral, RelinKey, SecretKey};
 use lycaon_rlwe::wire::{reserve_header, seal_reserved, ObjectKind};
 use num_complex::Complex64;
 
 use super::dft::{coeffs_to_slots_factors, slots_to_coeffs_factors, DiagonalMatrix};
 use super::evalmod::{chebyshev_evaluate, EvalMod, EvalModParams};
-use super::hoisted::{self, ExtendedDiagonals};
+use super::hoisted::ExtendedDiagonals;
+use crate::ops::{BootstrapOps, CiphertextMeta};
 use crate::serialize::{bootstrap_key_flags, put_part, put_part_bytes};
 use crate::{
     conjugation_galois_element, rotation_galois_element, ChebyshevPoly, Ciphertext, CkksContext, CkksError, EvaluationKeys, Evaluator, LinearTransform,
@@ -238,7 +239,45 @@ pub struct Bootstrapper {
     packed: bool,
     encapsulation: Option<EncapsulationKeys>,
     /// Diagonals over Q_l P per (transform, level, plaintext scale bits), encoded once.
-    prepared: Mutex<HashMap<(usize, usize, u64), Arc<ExtendedDiagonals>>>,
+    prepared: DiagonalCache<ExtendedDiagonals>,
+}
+
+/// A bootstrapper's transform diagonals as one evaluator keeps them (host polynomials for
+/// [`Evaluator`], uploaded ones for a [`crate::ResidentEvaluator`]), per (transform, level,
+/// plaintext scale), encoded once and reused by every later bootstrap.
+pub struct DiagonalCache<D>(Mutex<HashMap<(usize, usize, u64), Arc<D>>>);
+
+impl<D> Default for DiagonalCache<D> {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<D> std::fmt::Debug for DiagonalCache<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DiagonalCache({} transforms)", self.len())
+    }
+}
+
+impl<D> DiagonalCache<D> {
+    fn get(&self, key: &(usize, usize, u64)) -> Option<Arc<D>> {
+        self.0.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    fn insert(&self, key: (usize, usize, u64), d: Arc<D>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key, d);
+        }
+    }
+
+    /// How many prepared transforms are kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The baby-step count n1 minimising (baby steps) + w (giant steps) for these diagonals.
@@ -383,7 +422,7 @@ impl Bootstrapper {
         let stc = stc_f.into_iter().map(|m| to_transform(ctx, m, params.stc_giant_step_cost)).collect::<Result<Vec<_>, _>>()?;
         let s0 = ctx.scale_at(0)?;
         let canonical_message_scale = s0 * Self::integer_factor(q0, &params, s0);
-        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, packed, encapsulation: None, prepared: Mutex::new(HashMap::new()) })
+        Ok(Self { ctx: ctx.clone(), params, cts, stc, cosine, q0, canonical_message_scale, packed, encapsulation: None, prepared: DiagonalCache::default() })
     }
 
     /// The integer k that brings a level-0 scale s to about q_0 / 2^ratio.
@@ -504,21 +543,6 @@ impl Bootstrapper {
         Ok(Some(EncapsulationKeys { dense_to_sparse: Arc::new(dense_to_sparse), sparse_to_dense: Arc::new(sparse_to_dense) }))
     }
 
-    /// The level-0 ciphertext's residues, centred mod q_0, as integers mod Q_top.
-    fn raise(&self, ct: &lycaon_rlwe::Ciphertext) -> Result<lycaon_rlwe::Ciphertext, CkksError> {
-        let params = self.ctx.params();
-        let backend = params.backend();
-        let top = params.q_at(params.max_level())?.clone();
-        let q0 = params.q_at(0)?.moduli()[0];
-        let mut parts = Vec::with_capacity(2);
-        for part in ct.parts() {
-            let coeff: Poly<Coeff> = backend.intt(part.clone())?;
-            let centred: Vec<i64> = coeff.limb(0).iter().map(|&x| q0.center(x)).collect();
-            parts.push(backend.ntt(Poly::<Coeff>::from_signed(&top, &centred)?)?);
-        }
-        Ok(lycaon_rlwe::Ciphertext::from_parts(params, parts)?)
-    }
-
     /// First stage: brings the ciphertext to level 0 at scale about q_0 / 2^ratio (times the
     /// integer nearest q_0 / (2^ratio s)), switches it to the sparse secret, raises it to the top
     /// level, switches it back to the dense secret and (sparse slots) takes the trace. Returns
@@ -527,25 +551,26 @@ impl Bootstrapper {
     /// Errors: `InvalidArgument` for another slot count or missing encapsulation keys,
     /// `WrongSize` unless 2 parts, and the key errors of rotations.
     pub fn mod_raise(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<(Ciphertext, f64), CkksError> {
-        self.mod_raise_with(eval, ct, self.encapsulation.as_ref())
+        eval.check(ct)?;
+        self.mod_raise_on(eval, ct, self.encapsulation.as_ref())
     }
 
-    /// [`Self::mod_raise`] with these encapsulation keys in place of the attached ones.
-    fn mod_raise_with(&self, eval: &Evaluator, ct: &Ciphertext, keys: Option<&EncapsulationKeys>) -> Result<(Ciphertext, f64), CkksError> {
-        if ct.slots() != self.params.slots() {
+    /// [`Self::mod_raise`] on any [`BootstrapOps`], with these encapsulation keys.
+    fn mod_raise_on<E: BootstrapOps>(&self, eval: &E, ct: &E::Ct, keys: Option<&EncapsulationKeys>) -> Result<(E::Ct, f64), CkksError> {
+        if ct.log_slots() != self.params.log_slots {
             return Err(CkksError::InvalidArgument {
-                what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), ct.slots()),
+                what: format!("this bootstrapper is for {} slots, the ciphertext has {}", self.params.slots(), 1usize << ct.log_slots()),
             });
         }
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
+        if ct.parts() != 2 {
+            return Err(CkksError::WrongSize { expected: 2, found: ct.parts() });
         }
         let low = eval.drop_to_level(ct, 0)?;
         let k = Self::integer_factor(self.q0, &self.params, low.scale());
         let mut low = eval.mul_integer(&low, k as i64)?;
         let message_scale = low.scale() * k;
-        low.set_scale_metadata(message_scale)?;
-        let params = self.ctx.params();
+        crate::encoding::check_scale(message_scale)?;
+        low.assume_scale(message_scale);
         let encapsulation = match (self.params.encapsulation_weight, keys) {
             (None, _) => None,
             (Some(_), Some(keys)) => Some(keys),
@@ -557,59 +582,67 @@ impl Bootstrapper {
                 });
             }
         };
-        let inner = match encapsulation {
-            Some(keys) => keyswitch::switch_key(params, low.inner(), &keys.dense_to_sparse)?,
-            None => low.inner().clone(),
-        };
-        let mut inner = self.raise(&inner)?;
         if let Some(keys) = encapsulation {
-            inner = keyswitch::switch_key(params, &inner, &keys.sparse_to_dense)?;
+            low = eval.switch_encapsulation(&low, keys, true)?;
         }
-        let mut raised = Ciphertext::from_inner(&self.ctx, inner, self.q0, self.params.n() / 2)?;
+        let mut raised = eval.raise(&low)?;
+        if let Some(keys) = encapsulation {
+            raised = eval.switch_encapsulation(&raised, keys, false)?;
+        }
+        raised.assume_scale(self.q0);
+        raised.assume_log_slots(self.params.log_n - 1);
         let mut step = self.params.slots();
         while step < self.params.n() / 2 {
             let rotated = eval.rotate(&raised, step as i64)?;
             raised = eval.add(&raised, &rotated)?;
             step *= 2;
         }
-        raised.set_slots(&self.ctx, self.params.slots())?;
+        raised.assume_log_slots(self.params.log_slots);
         Ok((raised, message_scale))
     }
 
     /// One factor of a transform (double hoisted), with its diagonals encoded over Q_l P once
     /// per (level, plaintext scale) when `keep` (inputs at the scale the circuit always produces
     /// there), and for this call only otherwise.
-    fn transform(&self, eval: &Evaluator, x: &Ciphertext, id: usize, lt: &LinearTransform, target: f64, keep: bool) -> Result<Ciphertext, CkksError> {
-        let sigma = eval.linear_transform_scale(x, target)?;
+    #[allow(clippy::too_many_arguments)]
+    fn transform_on<E: BootstrapOps>(&self, eval: &E, x: &E::Ct, id: usize, lt: &LinearTransform, target: f64, keep: bool, cache: &DiagonalCache<E::Diagonals>) -> Result<E::Ct, CkksError> {
+        crate::encoding::check_scale(target)?;
+        let sigma = target * self.ctx.prime_at(x.level())? as f64 / x.scale();
         let key = (id, x.level(), sigma.to_bits());
-        let cached = if keep { self.prepared.lock().ok().and_then(|m| m.get(&key).cloned()) } else { None };
-        let diags = match cached {
+        let diags = match if keep { cache.get(&key) } else { None } {
             Some(d) => d,
             None => {
-                let d = Arc::new(hoisted::encode_extended(&self.ctx, lt, x.level(), sigma)?);
+                let d = Arc::new(eval.prepare_extended(lt, x.level(), sigma)?);
                 if keep {
-                    if let Ok(mut m) = self.prepared.lock() {
-                        m.insert(key, d.clone());
-                    }
+                    cache.insert(key, d.clone());
                 }
                 d
             }
         };
-        hoisted::apply(eval, x, lt, &diags, sigma, target)
+        eval.apply_extended(x, lt, &diags, sigma, target)
+    }
+
+    fn set_log_slots<Ct: CiphertextMeta>(&self, x: &mut Ct, slots: usize) -> Result<(), CkksError> {
+        x.assume_log_slots(crate::encoding::check_slots(&self.ctx, slots)?);
+        Ok(())
     }
 
     /// Second stage: the slots of the output hold (m' + I) / (2B) per coefficient (the real part
     /// of slot j is coefficient bitrev(j), the imaginary part coefficient bitrev(j) + n/2 for
     /// full slots), each factor landing on the size of the next level's prime.
     pub fn coeffs_to_slots(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext, CkksError> {
-        let mut x = ct.clone();
+        self.coeffs_to_slots_on(eval, ct, &self.prepared)
+    }
+
+    fn coeffs_to_slots_on<E: BootstrapOps>(&self, eval: &E, ct: &E::Ct, cache: &DiagonalCache<E::Diagonals>) -> Result<E::Ct, CkksError> {
+        let mut x = eval.duplicate(ct)?;
         for (i, lt) in self.cts.iter().enumerate() {
-            if lt.slots() != x.slots() {
+            if lt.slots() != 1usize << x.log_slots() {
                 // The packed last factor reads the s-slot message as a 2s-slot one, [u, u].
-                x.set_slots(&self.ctx, lt.slots())?;
+                self.set_log_slots(&mut x, lt.slots())?;
             }
             let target = self.ctx.prime_at(x.level() - 1)? as f64;
-            x = self.transform(eval, &x, i, lt, target, true)?;
+            x = self.transform_on(eval, &x, i, lt, target, true, cache)?;
         }
         Ok(x)
     }
@@ -618,6 +651,10 @@ impl Bootstrapper {
     /// -i (x - conj x)), evaluates the cosine and the double angles on each, and recombines:
     /// every slot holds sin(2 pi (m' + I)) ~ 2 pi m' per coefficient.
     pub fn eval_mod(&self, eval: &Evaluator, x: &Ciphertext) -> Result<Ciphertext, CkksError> {
+        self.eval_mod_on(eval, x)
+    }
+
+    fn eval_mod_on<E: BootstrapOps>(&self, eval: &E, x: &E::Ct) -> Result<E::Ct, CkksError> {
         let conj = eval.conjugate(x)?;
         let re = eval.add(x, &conj)?;
         let diff = eval.sub(x, &conj)?;
@@ -635,12 +672,12 @@ impl Bootstrapper {
     }
 
     /// The cosine interpolant and the double angles on one real-valued ciphertext.
-    fn cosine_chain(&self, eval: &Evaluator, part: &Ciphertext) -> Result<Ciphertext, CkksError> {
+    fn cosine_chain<E: BootstrapOps>(&self, eval: &E, part: &E::Ct) -> Result<E::Ct, CkksError> {
         let level = part.level() - self.cosine.depth();
-        let mut y = eval.evaluate_chebyshev_to_scale(part, &self.cosine, self.ctx.prime_at(level)? as f64)?;
+        let mut y = crate::polynomial::evaluate_chebyshev_to_scale(eval, part, &self.cosine, self.ctx.prime_at(level)? as f64)?;
         for _ in 0..self.params.evalmod.double_angle {
             let sq = eval.rescale(&eval.mul_relin(&y, &y)?)?;
-            y = eval.add_const_real(&eval.mul_integer(&sq, 2)?, -1.0)?;
+            y = eval.add_const(&eval.mul_integer(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
         }
         Ok(y)
     }
@@ -655,22 +692,27 @@ impl Bootstrapper {
     /// absorbing the message factor so that the output is m at exactly the canonical scale of
     /// the residual top.
     pub fn slots_to_coeffs(&self, eval: &Evaluator, v: &Ciphertext, message_scale: f64) -> Result<Ciphertext, CkksError> {
+        self.slots_to_coeffs_on(eval, v, message_scale, &self.prepared)
+    }
+
+    fn slots_to_coeffs_on<E: BootstrapOps>(&self, eval: &E, v: &E::Ct, message_scale: f64, cache: &DiagonalCache<E::Diagonals>) -> Result<E::Ct, CkksError> {
         let c = self.message_factor(message_scale);
         let canonical = message_scale == self.canonical_message_scale;
         let count = self.stc.len();
-        let mut v = v.clone();
+        let mut v = eval.duplicate(v)?;
         for (i, lt) in self.stc.iter().enumerate() {
-            if lt.slots() != v.slots() {
+            if lt.slots() != 1usize << v.log_slots() {
                 // After the packed first factor the message is s-periodic: an s-slot one.
-                v.set_slots(&self.ctx, lt.slots())?;
+                self.set_log_slots(&mut v, lt.slots())?;
             }
             let last = i + 1 == count;
             let target = if last { self.ctx.scale_at(v.level() - 1)? / c } else { self.ctx.prime_at(v.level() - 1)? as f64 };
-            v = self.transform(eval, &v, 1000 + i, lt, target, !last || canonical)?;
+            v = self.transform_on(eval, &v, 1000 + i, lt, target, !last || canonical, cache)?;
         }
         let residual = self.ctx.scale_at(v.level())?;
-        v.set_scale_metadata(residual)?;
-        v.set_slots(&self.ctx, self.params.slots())?;
+        crate::encoding::check_scale(residual)?;
+        v.assume_scale(residual);
+        self.set_log_slots(&mut v, self.params.slots())?;
         Ok(v)
     }
 
@@ -706,15 +748,25 @@ impl Bootstrapper {
     /// bootstrapper (its transforms and the diagonals it keeps, 3.1 GB at logN = 16) serves the
     /// sessions of many clients, each with its own keys.
     pub fn bootstrap_with(&self, eval: &Evaluator, ct: &Ciphertext, keys: Option<&EncapsulationKeys>) -> Result<Ciphertext, CkksError> {
-        let (raised, message_scale) = self.mod_raise_with(eval, ct, keys)?;
-        let x = self.coeffs_to_slots(eval, &raised)?;
-        let v = self.eval_mod(eval, &x)?;
-        self.slots_to_coeffs(eval, &v, message_scale)
+        eval.check(ct)?;
+        self.bootstrap_on(eval, ct, keys, &self.prepared)
+    }
+
+    /// [`Self::bootstrap_with`] on any [`BootstrapOps`] (a [`crate::ResidentEvaluator`] keeps
+    /// the ciphertext, keys and diagonals in a device's memory throughout), with the transforms'
+    /// diagonals kept in `cache` as that evaluator holds them. A resident evaluator switches
+    /// with the encapsulation keys it was given ([`crate::ResidentEvaluator::attach_encapsulation_keys`]).
+    /// The result equals [`Self::bootstrap_with`]'s bit for bit.
+    pub fn bootstrap_on<E: BootstrapOps>(&self, eval: &E, ct: &E::Ct, keys: Option<&EncapsulationKeys>, cache: &DiagonalCache<E::Diagonals>) -> Result<E::Ct, CkksError> {
+        let (raised, message_scale) = self.mod_raise_on(eval, ct, keys)?;
+        let x = self.coeffs_to_slots_on(eval, &raised, cache)?;
+        let v = self.eval_mod_on(eval, &x)?;
+        self.slots_to_coeffs_on(eval, &v, message_scale, cache)
     }
 
     /// Bytes of the diagonals encoded so far (over Q_l P, kept for later bootstraps).
     pub fn prepared_diagonal_bytes(&self) -> usize {
-        self.prepared.lock().map(|m| m.values().flat_map(|d| d.values()).map(|p| 8 * p.data().len()).sum()).unwrap_or(0)
+        self.prepared.0.lock().map(|m| m.values().flat_map(|d| d.values()).map(|p| 8 * p.data().len()).sum()).unwrap_or(0)
     }
 
     /// The CoeffsToSlots factors in the order they are applied.

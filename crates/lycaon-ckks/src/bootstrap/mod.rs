@@ -35,7 +35,7 @@
 
 pub mod dft;
 pub mod evalmod;
-mod hoisted;
+pub(crate) mod hoisted;
 pub mod bootstrapper;
 
-pub use bootstrapper::{spread_constant, BootstrapKeys, BootstrapParams, BootstrapRotations, Bootstrapper, EncapsulationKeys};
+pub use bootstrapper::{spread_constant, BootstrapKeys, DiagonalCache, BootstrapParams, BootstrapRotations, Bootstrapper, EncapsulationKeys};
