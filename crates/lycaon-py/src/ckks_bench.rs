@@ -18,10 +18,12 @@ pub fn ckks_bench_ops(py: Python<'_>, spec_json: &str, device: &str) -> PyResult
 }
 
 /// One logN = 16 full-slot bootstrapping, timed (keys, first call, second call); returns JSON.
+/// On "cuda:N" the ciphertext, keys and diagonals stay in the device's memory (the resident
+/// path), and the result is compared bit for bit with the host's bootstrap.
 #[pyfunction]
 #[pyo3(signature = (seed = 1, device = "cpu"))]
 pub fn ckks_bench_bootstrap(py: Python<'_>, seed: u64, device: &str) -> PyResult<String> {
-    let backend = backend_on(Some(device))?;
-    let out = py.detach(|| lycaon_runtime::ckks_bench::bootstrap_timing(seed, backend)).map_err(err)?;
+    let device = lycaon_runtime::Device::parse(device).map_err(|e| crate::ParameterError::new_err(e.to_string()))?;
+    let out = py.detach(|| lycaon_runtime::resident_bench::bootstrap_timing_on(seed, device)).map_err(err)?;
     Ok(out.to_string())
 }

@@ -187,4 +187,119 @@ mod tests {
         assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
         assert!(report.key_bytes > 0);
     }
+
+    #[test]
+    fn resident_bootstrap_on_host_memory_matches_the_host_and_reaches_precision() {
+        let shape = lycaon_ckks::bootstrap::BootstrapParams::toy(10, 4, 1);
+        let out = resident_bootstrap_timing(3, Arc::new(lycaon_backend::CpuBackend), shape, false).unwrap();
+        assert_eq!(out["bootstrap_matches_cpu"], true, "{out}");
+        assert!(out["bootstrap_bits"].as_f64().unwrap() > 10.0, "{out}");
+        assert_eq!(out["bootstrap_levels_left"], 1);
+    }
+
+    #[test]
+    fn bootstrapping_on_a_missing_gpu_says_why() {
+        if lycaon_cuda::BUILT_WITH_CUDA {
+            return;
+        }
+        let err = bootstrap_timing_on(1, Device::Cuda(0)).unwrap_err().to_string();
+        assert!(err.contains("cuda:0 is not available"), "{err}");
+    }
+}
+
+/// One bootstrapping of `shape` with the ciphertext, keys and diagonals resident on `backend`:
+/// keys generated on the host and uploaded once, a first call (which encodes and uploads the
+/// transforms' diagonals), a timed second call (synchronised), precision against the input, and
+/// the host's bootstrap of the same ciphertext (every core) for time and a bit-exact check. Keys
+/// as [`crate::ckks_bench::bootstrap_timing`]'s, plus `bootstrap_device`,
+/// `bootstrap_matches_cpu`, `bootstrap_cpu_reference_us` and `bootstrap_device_diagonal_bytes`.
+pub fn resident_bootstrap_timing<B: ResidentBackend>(seed: u64, backend: Arc<B>, shape: lycaon_ckks::bootstrap::BootstrapParams, secure: bool) -> Result<serde_json::Value> {
+    use lycaon_ckks::bootstrap::{BootstrapKeys, Bootstrapper, DiagonalCache};
+    use lycaon_ckks::{precision_stats, Decryptor};
+    use rand::{RngExt, SeedableRng};
+    let mut lit = shape.literal().map_err(fhe)?;
+    if !secure {
+        lit.security = Security::InsecureTestOnly;
+    }
+    let scale = shape.top_scale(&lit);
+    let params = Parameters::with_backend(lit, RayonBackend::shared()).map_err(fhe)?;
+    let ctx = CkksContext::new(&params, scale).map_err(fhe)?;
+    let t0 = Instant::now();
+    let mut sampler = Sampler::from_os().map_err(fhe)?;
+    let sk = SecretKey::generate(&params, &mut sampler).map_err(fhe)?;
+    let pk = PublicKey::generate(&sk, &mut sampler).map_err(fhe)?;
+    let boot = Bootstrapper::new(&ctx, shape.clone()).map_err(fhe)?;
+    let BootstrapKeys { evaluation, encapsulation } = boot.generate_keys(&sk, &mut sampler).map_err(fhe)?;
+    let keygen_s = t0.elapsed().as_secs_f64();
+    let t_up = Instant::now();
+    let mut device = ResidentEvaluator::new(&ctx, backend.clone(), &evaluation).map_err(fhe)?;
+    if let Some(keys) = &encapsulation {
+        device.attach_encapsulation_keys(keys).map_err(fhe)?;
+    }
+    backend.synchronize().map_err(fhe)?;
+    let key_upload_s = t_up.elapsed().as_secs_f64();
+    let boot = boot.with_encapsulation_keys(encapsulation.clone());
+    let encoder = Encoder::new(&ctx);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let x: Vec<f64> = (0..shape.slots()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let pt = encoder.encode_real(&x, 0, ctx.scale_at(0).map_err(fhe)?).map_err(fhe)?;
+    let ct = PublicKeyEncryptor::new(&ctx, Arc::new(pk)).map_err(fhe)?.encrypt(&pt).map_err(fhe)?;
+    let rct = device.upload(&ct).map_err(fhe)?;
+    let cache = DiagonalCache::default();
+    let t1 = Instant::now();
+    drop(boot.bootstrap_on(&device, &rct, encapsulation.as_ref(), &cache).map_err(fhe)?);
+    backend.synchronize().map_err(fhe)?;
+    let first_s = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let out = boot.bootstrap_on(&device, &rct, encapsulation.as_ref(), &cache).map_err(fhe)?;
+    backend.synchronize().map_err(fhe)?;
+    let seconds = t2.elapsed().as_secs_f64();
+    let out = device.download(&out).map_err(fhe)?;
+    let got = encoder.decode_real(&Decryptor::new(&ctx, &sk).map_err(fhe)?.decrypt(&out).map_err(fhe)?).map_err(fhe)?;
+    let stats = precision_stats(&x, &got[..x.len()]);
+    // The host's bootstrap of the same ciphertext: its time (after its own first call) and
+    // whether the device's result is the same, bit for bit.
+    let host = Evaluator::new(&ctx, evaluation);
+    boot.prepare(&host).map_err(fhe)?;
+    let t3 = Instant::now();
+    let want = boot.bootstrap(&host, &ct).map_err(fhe)?;
+    let cpu_reference_s = t3.elapsed().as_secs_f64();
+    Ok(serde_json::json!({
+        "bootstrap_device": backend.name(),
+        "bootstrap_us": seconds * 1e6,
+        "bootstrap_first_s": first_s,
+        "bootstrap_keygen_s": keygen_s,
+        "bootstrap_key_upload_s": key_upload_s,
+        "bootstrap_bits": stats.mean_bits,
+        "bootstrap_min_bits": stats.min_bits,
+        "bootstrap_levels_left": out.level(),
+        "bootstrap_key_bytes": device.key_bytes(),
+        "bootstrap_matches_cpu": same(&out, &want),
+        "bootstrap_cpu_reference_us": cpu_reference_s * 1e6,
+        "bootstrap_params": format!("n = {}, {} levels, log QP = {:.0}", params.n(), ctx.max_level(), params.log2_qp()),
+        "bootstrap_log2_qp": params.log2_qp(),
+        "bootstrap_encapsulation_weight": shape.encapsulation_weight,
+    }))
+}
+
+/// The logN = 16 full-slot bootstrapping on a device: the host path
+/// ([`crate::ckks_bench::bootstrap_timing`] on every core) for `Cpu`, the resident path on the
+/// CUDA backend for `Cuda(n)`. Errors: the device is unavailable.
+pub fn bootstrap_timing_on(seed: u64, device: Device) -> Result<serde_json::Value> {
+    let shape = lycaon_ckks::bootstrap::BootstrapParams::logn16_full_slots();
+    match device {
+        Device::Cpu => crate::ckks_bench::bootstrap_timing(seed, RayonBackend::shared()),
+        Device::Cuda(ordinal) => {
+            #[cfg(feature = "cuda")]
+            {
+                let backend = lycaon_cuda::CudaBackend::new(ordinal).map_err(|reason| crate::device::DeviceError::Unavailable { device, reason })?;
+                resident_bootstrap_timing(seed, Arc::new(backend), shape, true)
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                let _ = (ordinal, shape);
+                Err(crate::device::DeviceError::Unavailable { device, reason: lycaon_cuda::CudaError::NotBuilt }.into())
+            }
+        }
+    }
 }
