@@ -67,6 +67,8 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     fn neg_assign(&self, a: &mut Self::Mem, basis: &RnsBasis) -> Result<(), MathError>;
     /// a *= b point-wise (NTT form).
     fn mul_assign(&self, a: &mut Self::Mem, b: &Self::Mem, basis: &RnsBasis) -> Result<(), MathError>;
+    /// acc += a * b point-wise (NTT form).
+    fn mul_add_assign(&self, acc: &mut Self::Mem, a: &Self::Mem, b: &Self::Mem, basis: &RnsBasis) -> Result<(), MathError>;
     /// Limb i of a times (real_i + imag_i w_i); `imag_unit` is w over a basis starting with
     /// `basis` (needed only when some imag_i is not zero).
     fn mul_constants_assign(&self, a: &mut Self::Mem, constants: &[LimbConstant], imag_unit: Option<&Self::Mem>, basis: &RnsBasis) -> Result<(), MathError>;
@@ -285,6 +287,16 @@ impl ResidentBackend for CpuBackend {
     fn mul_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: &RnsBasis) -> Result<(), MathError> {
         Self::check2("mul", a, b, basis)?;
         elementwise(a, b, basis, |q, x, y| q.mul(x, y));
+        Ok(())
+    }
+
+    fn mul_add_assign(&self, acc: &mut Vec<u64>, a: &Vec<u64>, b: &Vec<u64>, basis: &RnsBasis) -> Result<(), MathError> {
+        Self::check2("mul_add", a, b, basis)?;
+        check_len("mul_add", acc.len(), basis)?;
+        let n = basis.n();
+        for (((x, y), z), q) in acc.chunks_exact_mut(n).zip(limbs(a, n)).zip(limbs(b, n)).zip(basis.moduli()) {
+            x.iter_mut().zip(y).zip(z).for_each(|((u, &v), &w)| *u = q.add(*u, q.mul(v, w)));
+        }
         Ok(())
     }
 

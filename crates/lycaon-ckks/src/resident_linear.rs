@@ -209,11 +209,20 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         let mut acc: Option<[ResidentPoly<B>; 2]> = None;
         for term in terms {
             let (pair, d) = term?;
-            let mut prods = [pair[0].duplicate(self.b())?, pair[1].duplicate(self.b())?];
-            for p in &mut prods {
-                self.b().mul_assign(&mut p.mem, &d.mem, &d.basis)?;
+            match &mut acc {
+                None => {
+                    let mut prods = [pair[0].duplicate(self.b())?, pair[1].duplicate(self.b())?];
+                    for p in &mut prods {
+                        self.b().mul_assign(&mut p.mem, &d.mem, &d.basis)?;
+                    }
+                    acc = Some(prods);
+                }
+                Some(sums) => {
+                    for (s, p) in sums.iter_mut().zip(pair) {
+                        self.b().mul_add_assign(&mut s.mem, &p.mem, &d.mem, &d.basis)?;
+                    }
+                }
             }
-            acc = Some(self.accumulate(acc, prods)?);
         }
         acc.ok_or(CkksError::Internal("a giant step without terms"))
     }

@@ -200,3 +200,7 @@ extern "C" int lyc_emulate_ntt_inverse_head(LYC_GRID_PARAMS, u64* data, const u6
                                             const u64* mods, const u64* last_consts, u32 n, u32 h_min) {
     LYC_EMULATE_GRID_WITH_BARRIERS(lycaon_ntt_inverse_head(data, inv_roots, inv_roots_shoup, mods, last_consts, n, h_min));
 }
+
+extern "C" void lyc_emulate_mul_add(LYC_GRID_PARAMS, u64* acc, const u64* a, const u64* b, const u64* mods, u32 n) {
+    LYC_EMULATE_GRID(lycaon_mul_add(acc, a, b, mods, n));
+}

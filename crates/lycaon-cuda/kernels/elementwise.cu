@@ -77,3 +77,15 @@ extern "C" __global__ void lycaon_tensor(u64* d0, u64* d1, u64* d2, const u64* a
     lyc_mac_u128(&lo, &hi, a1[idx], b0[idx]);
     d1[idx] = lyc_reduce_u128(lo, hi, mod);
 }
+
+// acc += a b point-wise (one term of a plaintext-ciphertext dot product), fully reduced.
+extern "C" __global__ void lycaon_mul_add(u64* acc, const u64* a, const u64* b, const u64* mods, u32 n) {
+    const u64 k = lyc_thread_x();
+    if (k >= n) return;
+    const u64 limb = blockIdx.y;
+    const u64 idx = limb * n + k;
+    const u64* mod = mods + limb * MOD_STRIDE;
+    const u64 q = mod[0];
+    const u64 s = acc[idx] + lyc_mul_mod(a[idx], b[idx], mod);
+    acc[idx] = s >= q ? s - q : s;
+}

@@ -260,6 +260,10 @@ impl KernelExec for CudaExec {
         launch!(self, "lycaon_add_sub", d, a, b, mods, &n, &op)
     }
 
+    fn mul_add(&self, d: LaunchDims, acc: &mut CudaSlice<u64>, a: &CudaSlice<u64>, b: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_mul_add", d, acc, a, b, mods, &n)
+    }
+
     fn limb_constants(
         &self,
         d: LaunchDims,

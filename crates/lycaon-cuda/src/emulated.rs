@@ -125,6 +125,7 @@ mod ffi {
             n: u32,
             h_min: u32,
         ) -> i32;
+        pub fn lyc_emulate_mul_add(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, acc: *mut u64, a: *const u64, b: *const u64, mods: *const u64, n: u32);
         pub fn lyc_emulate_add_sub(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32, op: u32);
         pub fn lyc_emulate_limb_constants(
             gx: u32,
@@ -488,6 +489,19 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_add_sub(gx, gy, gz, bx, rev, a.as_mut_ptr(), b.as_ptr(), mods.as_ptr(), n, op) };
+        Ok(())
+    }
+
+    fn mul_add(&self, d: LaunchDims, acc: &mut Vec<u64>, a: &Vec<u64>, b: &Vec<u64>, mods: &Vec<u64>, n: u32) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_mul_add";
+        covers(k, d, n_)?;
+        need(k, "acc", acc, limbs * n_)?;
+        need(k, "a", a, limbs * n_)?;
+        need(k, "b", b, limbs * n_)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_mul_add(gx, gy, gz, bx, rev, acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), mods.as_ptr(), n) };
         Ok(())
     }
 

@@ -164,6 +164,7 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     fn synchronize(&self) -> ExecResult<()>;
 
     fn add_sub(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
+    fn mul_add(&self, d: LaunchDims, acc: &mut Self::Buf, a: &Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn limb_constants(&self, d: LaunchDims, a: &mut Self::Buf, consts: &Self::Buf, imag_unit: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
@@ -676,6 +677,7 @@ mod tests {
         fn fill_zero(&self, _: &mut (), _: usize, _: usize) -> ExecResult<()> { failed() }
         fn synchronize(&self) -> ExecResult<()> { failed() }
         fn add_sub(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn mul_add(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
         fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn tensor(&self, _: LaunchDims, _: [&mut (); 3], _: [&(); 2], _: [&(); 2], _: &(), _: u32) -> ExecResult<()> { failed() }
         fn ntt_forward_last_sub_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }

@@ -12,7 +12,7 @@ pub const KERNEL_FILES: [(&str, &str); 5] = [
 ];
 
 /// Every `extern "C" __global__` entry point, as the host looks them up by name.
-pub const KERNEL_NAMES: [&str; 15] = [
+pub const KERNEL_NAMES: [&str; 16] = [
     "lycaon_ntt_forward_stage",
     "lycaon_ntt_inverse_stage",
     "lycaon_mul_pointwise",
@@ -28,6 +28,7 @@ pub const KERNEL_NAMES: [&str; 15] = [
     "lycaon_inner_product_resident",
     "lycaon_ntt_forward_tail",
     "lycaon_ntt_inverse_head",
+    "lycaon_mul_add",
 ];
 
 /// The kernels that share data through shared memory and synchronise with barriers (the

@@ -264,6 +264,15 @@ where
         self.run("lycaon_mul_pointwise", self.exec().mul_pointwise(LaunchDims::cover(n, basis.len(), 1), a.buf_mut(), b.buf(), &t.mods, n as u32))
     }
 
+    fn mul_add_assign(&self, acc: &mut Self::Mem, a: &Self::Mem, b: &Self::Mem, basis: &RnsBasis) -> Result<(), MathError> {
+        for x in [acc.len(), a.len(), b.len()] {
+            check_len("mul_add", x, basis)?;
+        }
+        let t = self.tables_for(basis, 0..basis.len())?;
+        let n = basis.n();
+        self.run("lycaon_mul_add", self.exec().mul_add(LaunchDims::cover(n, basis.len(), 1), acc.buf_mut(), a.buf(), b.buf(), &t.mods, n as u32))
+    }
+
     fn mul_constants_assign(&self, a: &mut Self::Mem, constants: &[LimbConstant], imag_unit: Option<&Self::Mem>, basis: &RnsBasis) -> Result<(), MathError> {
         self.constants_op(a, constants, imag_unit, basis, 0)
     }
