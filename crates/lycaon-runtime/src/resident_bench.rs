@@ -176,37 +176,6 @@ pub fn bench_resident_on(device: Device, log_n: u32, levels: usize, reps: usize)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resident_operations_on_host_memory_match_the_host_evaluator() {
-        let report = bench_resident_on(Device::Cpu, 6, 3, 1).unwrap();
-        assert_eq!(report.ops.len(), 11);
-        assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
-        assert!(report.key_bytes > 0);
-    }
-
-    #[test]
-    fn resident_bootstrap_on_host_memory_matches_the_host_and_reaches_precision() {
-        let shape = lycaon_ckks::bootstrap::BootstrapParams::toy(10, 4, 1);
-        let out = resident_bootstrap_timing(3, Arc::new(lycaon_backend::CpuBackend), shape, false).unwrap();
-        assert_eq!(out["bootstrap_matches_cpu"], true, "{out}");
-        assert!(out["bootstrap_bits"].as_f64().unwrap() > 10.0, "{out}");
-        assert_eq!(out["bootstrap_levels_left"], 1);
-    }
-
-    #[test]
-    fn bootstrapping_on_a_missing_gpu_says_why() {
-        if lycaon_cuda::BUILT_WITH_CUDA {
-            return;
-        }
-        let err = bootstrap_timing_on(1, Device::Cuda(0)).unwrap_err().to_string();
-        assert!(err.contains("cuda:0 is not available"), "{err}");
-    }
-}
-
 /// One bootstrapping of `shape` with the ciphertext, keys and diagonals resident on `backend`:
 /// keys generated on the host and uploaded once, a first call (which encodes and uploads the
 /// transforms' diagonals), a timed second call (synchronised), precision against the input, and
@@ -301,5 +270,36 @@ pub fn bootstrap_timing_on(seed: u64, device: Device) -> Result<serde_json::Valu
                 Err(crate::device::DeviceError::Unavailable { device, reason: lycaon_cuda::CudaError::NotBuilt }.into())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resident_operations_on_host_memory_match_the_host_evaluator() {
+        let report = bench_resident_on(Device::Cpu, 6, 3, 1).unwrap();
+        assert_eq!(report.ops.len(), 11);
+        assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
+        assert!(report.key_bytes > 0);
+    }
+
+    #[test]
+    fn resident_bootstrap_on_host_memory_matches_the_host_and_reaches_precision() {
+        let shape = lycaon_ckks::bootstrap::BootstrapParams::toy(10, 4, 1);
+        let out = resident_bootstrap_timing(3, Arc::new(lycaon_backend::CpuBackend), shape, false).unwrap();
+        assert_eq!(out["bootstrap_matches_cpu"], true, "{out}");
+        assert!(out["bootstrap_bits"].as_f64().unwrap() > 10.0, "{out}");
+        assert_eq!(out["bootstrap_levels_left"], 1);
+    }
+
+    #[test]
+    fn bootstrapping_on_a_missing_gpu_says_why() {
+        if lycaon_cuda::BUILT_WITH_CUDA {
+            return;
+        }
+        let err = bootstrap_timing_on(1, Device::Cuda(0)).unwrap_err().to_string();
+        assert!(err.contains("cuda:0 is not available"), "{err}");
     }
 }
