@@ -48,3 +48,31 @@ fn gpu_bench_agrees_with_the_cpu() {
     eprintln!("{report:#?}");
     assert!(report.kernels.iter().all(|k| k.matches_cpu), "{report:?}");
 }
+
+#[test]
+fn gpu_resident_ckks_equals_the_host_evaluator() {
+    let Some(gpu) = backend_or_skip("gpu_resident_ckks_equals_the_host_evaluator") else { return };
+    // Ciphertexts, keys and diagonals in device memory: every ResidentEvaluator operation, the
+    // linear transforms and Chebyshev evaluation, bit for bit the host's.
+    let gpu = std::sync::Arc::new(gpu);
+    for n in [1024, 1 << 13] {
+        lycaon_ckks::resident_conformance::check_resident_evaluator(gpu.clone(), n);
+    }
+    eprintln!("pool: {:?}", gpu.pool_stats());
+}
+
+#[test]
+fn gpu_shared_memory_ntt_with_small_blocks_matches_the_cpu() {
+    let Some(gpu) = backend_or_skip("gpu_shared_memory_ntt_with_small_blocks_matches_the_cpu") else { return };
+    // 32-thread blocks make n = 2^16 run 10 global stages around the shared-memory ones.
+    lycaon_backend::conformance::check_backend(&gpu.with_chunk_threads(32), 1 << 16);
+}
+
+#[test]
+fn gpu_bootstrap_equals_the_host_bootstrap() {
+    let Some(gpu) = backend_or_skip("gpu_bootstrap_equals_the_host_bootstrap") else { return };
+    // The toy shape at n = 2^12 (sparse and full slots), the whole circuit resident.
+    let gpu = std::sync::Arc::new(gpu);
+    lycaon_ckks::resident_conformance::check_resident_bootstrap(gpu.clone(), 12, 5);
+    lycaon_ckks::resident_conformance::check_resident_bootstrap(gpu, 12, 11);
+}
