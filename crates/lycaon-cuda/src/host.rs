@@ -4,10 +4,10 @@
 //! them on a GPU and, in tests, `EmulatedBackend` runs the same kernel sources on the host, so
 //! everything in this file is exercised by the emulation tests.
 //!
-//! First version: every call uploads its operands, launches, and downloads the result. Only the
-//! constant tables (twiddles, moduli, base-conversion constants) stay resident, cached per basis.
-//! Keeping ciphertexts and keys resident needs device-resident polynomial types in the schemes
-//! (see implementation_notes/cuda.md); the executor interface already works on device buffers.
+//! The `Backend` methods here upload their operands, launch, and download the result (only the
+//! constant tables stay on the device, cached per basis): that trait serves host polynomials.
+//! Resident polynomials, with a memory pool and fused kernels, are `ResidentBackend`'s
+//! (src/resident.rs, implementation_notes/cuda.md).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
