@@ -16,6 +16,43 @@ __device__ __forceinline__ void lyc_butterfly_pair(u64 j, u64 t, u64* i, u64* x,
     *y = *x + t;
 }
 
+// One forward (Cooley-Tukey, Harvey lazy) butterfly on a[x], a[y] with twiddle w: inputs in
+// [0, 4q), outputs in [0, 4q), or in [0, q) when `last` (the transform's last stage).
+__device__ __forceinline__ void lyc_forward_butterfly(u64* ax, u64* ay, u64 w, u64 w_shoup, u64 q, bool last) {
+    const u64 two_q = 2 * q;
+    u64 u = *ax;
+    if (u >= two_q) u -= two_q;
+    const u64 v = lyc_mul_shoup_lazy(*ay, w, w_shoup, q);
+    u64 out_x = u + v;
+    u64 out_y = u + two_q - v;
+    if (last) {
+        if (out_x >= two_q) out_x -= two_q;
+        if (out_x >= q) out_x -= q;
+        if (out_y >= two_q) out_y -= two_q;
+        if (out_y >= q) out_y -= q;
+    }
+    *ax = out_x;
+    *ay = out_y;
+}
+
+// One inverse (Gentleman-Sande) butterfly on a[x], a[y] in [0, 2q): twiddle w for a stage before
+// the last (outputs in [0, 2q)); for the last stage (`c` non-null: n^-1 and psi^-brv(1) n^-1 with
+// their Shoup constants) the 1/n scaling and a full reduction to [0, q).
+__device__ __forceinline__ void lyc_inverse_butterfly(u64* ax, u64* ay, u64 w, u64 w_shoup, const u64* c, u64 q) {
+    const u64 two_q = 2 * q;
+    const u64 u = *ax;
+    const u64 v = *ay;
+    if (c == 0) {
+        u64 sum = u + v;
+        if (sum >= two_q) sum -= two_q;
+        *ax = sum;
+        *ay = lyc_mul_shoup_lazy(u + two_q - v, w, w_shoup, q);
+    } else {
+        *ax = lyc_mul_shoup(u + v, c[0], c[1], q);
+        *ay = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
+    }
+}
+
 // Forward stage with m groups (m = 1, 2, ..., n/2) of t = n / (2m) butterflies each; the last
 // stage (m = n/2) also reduces its outputs to [0, q).
 extern "C" __global__ void lycaon_ntt_forward_stage(u64* data, const u64* roots, const u64* roots_shoup,
@@ -24,26 +61,10 @@ extern "C" __global__ void lycaon_ntt_forward_stage(u64* data, const u64* roots,
     const u64 half = n / 2;
     if (j >= half) return;
     const u64 limb = blockIdx.y;
-    const u64 q = mods[limb * MOD_STRIDE];
-    const u64 two_q = 2 * q;
     u64 i, x, y;
     lyc_butterfly_pair(j, half / m, &i, &x, &y);
     u64* a = data + limb * n;
-    const u64 w = roots[limb * n + m + i];
-    const u64 w_shoup = roots_shoup[limb * n + m + i];
-    u64 u = a[x];
-    if (u >= two_q) u -= two_q;
-    const u64 v = lyc_mul_shoup_lazy(a[y], w, w_shoup, q);
-    u64 out_x = u + v;
-    u64 out_y = u + two_q - v;
-    if (m == half) {
-        if (out_x >= two_q) out_x -= two_q;
-        if (out_x >= q) out_x -= q;
-        if (out_y >= two_q) out_y -= two_q;
-        if (out_y >= q) out_y -= q;
-    }
-    a[x] = out_x;
-    a[y] = out_y;
+    lyc_forward_butterfly(&a[x], &a[y], roots[limb * n + m + i], roots_shoup[limb * n + m + i], mods[limb * MOD_STRIDE], m == half);
 }
 
 // Inverse stage with h groups (h = n/2, ..., 2, 1) of t = n / (2h) butterflies each, twiddles
@@ -55,23 +76,11 @@ extern "C" __global__ void lycaon_ntt_inverse_stage(u64* data, const u64* inv_ro
     const u64 half = n / 2;
     if (j >= half) return;
     const u64 limb = blockIdx.y;
-    const u64 q = mods[limb * MOD_STRIDE];
-    const u64 two_q = 2 * q;
     u64 i, x, y;
     lyc_butterfly_pair(j, half / h, &i, &x, &y);
     u64* a = data + limb * n;
-    const u64 u = a[x];
-    const u64 v = a[y];
-    if (h > 1) {
-        u64 s = u + v;
-        if (s >= two_q) s -= two_q;
-        a[x] = s;
-        a[y] = lyc_mul_shoup_lazy(u + two_q - v, inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], q);
-    } else {
-        const u64* c = last_consts + 4 * limb;
-        a[x] = lyc_mul_shoup(u + v, c[0], c[1], q);
-        a[y] = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
-    }
+    const u64* c = h == 1 ? last_consts + 4 * limb : 0;
+    lyc_inverse_butterfly(&a[x], &a[y], inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], c, mods[limb * MOD_STRIDE]);
 }
 
 // The last forward stage (m = n/2) of `data`'s transform fused with the final step of ModDown and
@@ -85,20 +94,9 @@ extern "C" __global__ void lycaon_ntt_forward_last_sub_scale(u64* out, const u64
     if (j >= half) return;
     const u64 limb = blockIdx.y;
     const u64 q = mods[limb * MOD_STRIDE];
-    const u64 two_q = 2 * q;
     const u64 x = 2 * j, y = x + 1;
-    const u64* a = data + limb * n;
-    const u64 w = roots[limb * n + half + j];
-    const u64 w_shoup = roots_shoup[limb * n + half + j];
-    u64 u = a[x];
-    if (u >= two_q) u -= two_q;
-    const u64 v = lyc_mul_shoup_lazy(a[y], w, w_shoup, q);
-    u64 out_x = u + v;
-    u64 out_y = u + two_q - v;
-    if (out_x >= two_q) out_x -= two_q;
-    if (out_x >= q) out_x -= q;
-    if (out_y >= two_q) out_y -= two_q;
-    if (out_y >= q) out_y -= q;
+    u64 out_x = data[limb * n + x], out_y = data[limb * n + y];
+    lyc_forward_butterfly(&out_x, &out_y, roots[limb * n + half + j], roots_shoup[limb * n + half + j], q, true);
     const u64 c = consts[2 * limb], c_shoup = consts[2 * limb + 1];
     u64* o = out + limb * n;
     o[x] = lyc_mul_shoup(lyc_sub_mod(o[x], out_x, q), c, c_shoup, q);
@@ -118,7 +116,6 @@ extern "C" __global__ void lycaon_ntt_forward_tail(u64* data, const u64* roots, 
     const u64 base = (u64)blockIdx.x * 2 * threads;
     const u64 half = n / 2;
     const u64 q = mods[limb * MOD_STRIDE];
-    const u64 two_q = 2 * q;
     u64* a = data + limb * n;
     const u64* w_table = roots + limb * n;
     const u64* ws_table = roots_shoup + limb * n;
@@ -129,21 +126,7 @@ extern "C" __global__ void lycaon_ntt_forward_tail(u64* data, const u64* roots, 
     for (u64 m = m_start; m < m_end; m *= 2) {
         u64 i, x, y;
         lyc_butterfly_pair(j, half / m, &i, &x, &y);
-        x -= base;
-        y -= base;
-        u64 u = s[x];
-        if (u >= two_q) u -= two_q;
-        const u64 v = lyc_mul_shoup_lazy(s[y], w_table[m + i], ws_table[m + i], q);
-        u64 out_x = u + v;
-        u64 out_y = u + two_q - v;
-        if (m == half) {
-            if (out_x >= two_q) out_x -= two_q;
-            if (out_x >= q) out_x -= q;
-            if (out_y >= two_q) out_y -= two_q;
-            if (out_y >= q) out_y -= q;
-        }
-        s[x] = out_x;
-        s[y] = out_y;
+        lyc_forward_butterfly(&s[x - base], &s[y - base], w_table[m + i], ws_table[m + i], q, m == half);
         __syncthreads();
     }
     a[base + threadIdx.x] = s[threadIdx.x];
@@ -161,7 +144,6 @@ extern "C" __global__ void lycaon_ntt_inverse_head(u64* data, const u64* inv_roo
     const u64 base = (u64)blockIdx.x * 2 * threads;
     const u64 half = n / 2;
     const u64 q = mods[limb * MOD_STRIDE];
-    const u64 two_q = 2 * q;
     u64* a = data + limb * n;
     const u64* c = last_consts + 4 * limb;
     s[threadIdx.x] = a[base + threadIdx.x];
@@ -171,19 +153,7 @@ extern "C" __global__ void lycaon_ntt_inverse_head(u64* data, const u64* inv_roo
     for (u64 h = half; h >= h_min && h >= 1; h /= 2) {
         u64 i, x, y;
         lyc_butterfly_pair(j, half / h, &i, &x, &y);
-        x -= base;
-        y -= base;
-        const u64 u = s[x];
-        const u64 v = s[y];
-        if (h > 1) {
-            u64 sum = u + v;
-            if (sum >= two_q) sum -= two_q;
-            s[x] = sum;
-            s[y] = lyc_mul_shoup_lazy(u + two_q - v, inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], q);
-        } else {
-            s[x] = lyc_mul_shoup(u + v, c[0], c[1], q);
-            s[y] = lyc_mul_shoup(u + two_q - v, c[2], c[3], q);
-        }
+        lyc_inverse_butterfly(&s[x - base], &s[y - base], inv_roots[limb * n + h + i], inv_roots_shoup[limb * n + h + i], h == 1 ? c : 0, q);
         __syncthreads();
     }
     a[base + threadIdx.x] = s[threadIdx.x];
