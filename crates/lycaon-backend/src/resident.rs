@@ -11,7 +11,7 @@
 //! [`CpuBackend`] implements the trait over host vectors with the math layer's kernels; it is
 //! the reference every other resident backend must equal bit for bit, as for [`Backend`](crate::Backend).
 
-use lycaon_math::{mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, MathError, Modulus, RnsBasis, ShoupConstant};
+use lycaon_math::{mul_accumulate_lazy, reduce_lazy, Automorphism, BaseConverter, MathError, Modulus, RnsBasis, ShoupConstant, SpecialFft};
 use std::ops::Range;
 
 use crate::CpuBackend;
@@ -85,6 +85,14 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
     /// `from`, as residues of every prime of `to`, in coefficient form: bootstrapping's raise of
     /// a level-0 ciphertext to the top modulus.
     fn lift_centred(&self, x: &Self::Mem, from: &RnsBasis, to: &RnsBasis) -> Result<Self::Mem, MathError>;
+
+    /// CKKS encoding where the polynomial lives: the `re.len()` complex slot values (re, im),
+    /// inverse special FFT, times `scale`, rounded, placed at coefficients k gap (real parts)
+    /// and n/2 + k gap (imaginary parts) with gap = n / (2 slots), as residues over `basis` in
+    /// NTT form; only the values cross to the device. Returns the largest |coefficient| of the
+    /// FFT's output with the polynomial, or with `None` when that times `scale` reaches 2^62
+    /// (the caller encodes such a plaintext on the host).
+    fn encode_slots(&self, re: &[f64], im: &[f64], fft: &SpecialFft, scale: f64, basis: &RnsBasis) -> Result<(Option<Self::Mem>, f64), MathError>;
 
     /// ModUp: the digits of c (NTT form over `q`), each lifted to `qp` (Q_l followed by P) and in
     /// NTT form, one after the other in one buffer (digit d at word d |qp| n). Digit d owns
@@ -348,6 +356,30 @@ impl ResidentBackend for CpuBackend {
         Ok(out)
     }
 
+    fn encode_slots(&self, re: &[f64], im: &[f64], fft: &SpecialFft, scale: f64, basis: &RnsBasis) -> Result<(Option<Vec<u64>>, f64), MathError> {
+        let slots = check_slot_values(re, im, basis)?;
+        let mut buf: Vec<num_complex::Complex64> = re.iter().zip(im).map(|(&a, &b)| num_complex::Complex64::new(a, b)).collect();
+        fft.inverse(&mut buf);
+        let max = buf.iter().map(|c| c.re.abs().max(c.im.abs())).fold(0.0, f64::max);
+        if max * scale >= NARROW_ENCODING_LIMIT {
+            return Ok((None, max));
+        }
+        let n = basis.n();
+        let gap = n / 2 / slots;
+        let mut out = vec![0u64; basis.len() * n];
+        for (limb, (q, plan)) in out.chunks_exact_mut(n).zip(basis.moduli().iter().zip(basis.plans())) {
+            for (k, c) in buf.iter().enumerate() {
+                for (at, x) in [(k * gap, c.re), (n / 2 + k * gap, c.im)] {
+                    let r = (x * scale).round() as i64;
+                    let m = q.reduce(r.unsigned_abs());
+                    limb[at] = if r < 0 { q.neg(m) } else { m };
+                }
+            }
+            plan.forward(limb);
+        }
+        Ok((Some(out), max))
+    }
+
     fn lift_centred(&self, x: &Vec<u64>, from: &RnsBasis, to: &RnsBasis) -> Result<Vec<u64>, MathError> {
         check_len("lift_centred", x.len(), from)?;
         let q0 = *from.moduli().first().filter(|_| from.len() == 1).ok_or(MathError::LimbCount { expected: 1, found: from.len() })?;
@@ -448,4 +480,17 @@ pub fn check_key_args(digits_len: usize, count: usize, key_len: usize, layout: K
         return Err(MathError::LimbCount { expected: qp.len(), found: key_limbs.len() });
     }
     Ok(())
+}
+
+/// Below this, |coefficient| times the scale rounds to an i64 (the encoders' narrow path).
+pub const NARROW_ENCODING_LIMIT: f64 = 4611686018427387904.0; // 2^62
+
+/// The slot count of [`ResidentBackend::encode_slots`]'s values: a power of two up to n/2, the
+/// same for both parts.
+pub fn check_slot_values(re: &[f64], im: &[f64], basis: &RnsBasis) -> Result<usize, MathError> {
+    let slots = re.len();
+    if slots != im.len() || !slots.is_power_of_two() || slots > basis.n() / 2 {
+        return Err(MathError::LimbCount { expected: basis.n() / 2, found: slots });
+    }
+    Ok(slots)
 }

@@ -74,9 +74,9 @@ impl<B: ResidentBackend> ResidentCiphertext<B> {
 
 /// A plaintext in resident memory (NTT form over Q_level).
 pub struct ResidentPlaintext<B: ResidentBackend> {
-    poly: ResidentPoly<B>,
-    scale: f64,
-    log_slots: u32,
+    pub(crate) poly: ResidentPoly<B>,
+    pub(crate) scale: f64,
+    pub(crate) log_slots: u32,
 }
 
 impl<B: ResidentBackend> ResidentPlaintext<B> {
@@ -207,6 +207,43 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
             return Err(RlweError::ParamsMismatch { what: "plaintext" }.into());
         }
         Ok(ResidentPlaintext { poly: ResidentPoly::upload(self.b(), &pt.poly)?, scale: pt.scale, log_slots: pt.log_slots })
+    }
+
+    /// [`crate::Encoder::encode_with_slots`] where the plaintext lives: only the slot values cross
+    /// to the backend, which runs the inverse FFT, the rounding and the NTT there (bit for bit
+    /// the host encoder's result); a plaintext whose coefficients times the scale reach 2^62 is
+    /// encoded on the host and uploaded. Errors as the host encoder's.
+    pub fn encode(&self, values: &[Complex64], slots: usize, level: usize, scale: f64) -> Result<ResidentPlaintext<B>, CkksError> {
+        let ctx = self.context();
+        let log_slots = crate::encoding::check_slots(ctx, slots)?;
+        if values.len() > slots {
+            return Err(CkksError::TooManyValues { slots, found: values.len() });
+        }
+        crate::encoding::check_scale(scale)?;
+        if let Some((index, v)) = values.iter().enumerate().find(|(_, v)| !v.re.is_finite() || !v.im.is_finite()) {
+            return Err(CkksError::NonFiniteValue { index, value: if v.re.is_finite() { v.im } else { v.re } });
+        }
+        let basis = self.params().q_at(level)?.clone();
+        let (mut re, mut im) = (vec![0.0; slots], vec![0.0; slots]);
+        for (k, v) in values.iter().enumerate() {
+            re[k] = v.re;
+            im[k] = v.im;
+        }
+        let (mem, max) = self.b().encode_slots(&re, &im, &ctx.fft, scale, &basis)?;
+        let log_q = basis.log2_product();
+        if max > 0.0 && (max * scale).log2() >= log_q - 1.0 {
+            return Err(CkksError::ScaleOverflow { log_scale: scale.log2(), log_value: max.log2(), level: basis.len() - 1, log_q });
+        }
+        let poly = match mem {
+            Some(mem) => ResidentPoly { mem, basis },
+            None => ResidentPoly::upload(self.b(), &crate::Encoder::new(ctx).encode_poly(values, slots, scale, &basis)?)?,
+        };
+        Ok(ResidentPlaintext { poly, scale, log_slots })
+    }
+
+    /// A resident plaintext back on the host (checked to hold reduced residues).
+    pub fn download_plaintext(&self, pt: &ResidentPlaintext<B>) -> Result<Plaintext, CkksError> {
+        Ok(Plaintext { params_id: *self.params().id(), poly: pt.poly.download(self.b())?, scale: pt.scale, log_slots: pt.log_slots })
     }
 
     pub fn download(&self, ct: &ResidentCiphertext<B>) -> Result<Ciphertext, CkksError> {

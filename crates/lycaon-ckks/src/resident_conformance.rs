@@ -151,6 +151,19 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
         same(what, &re, &re.evaluate_chebyshev_to_scale(&ra, &poly, scale).unwrap(), &host.evaluate_chebyshev_to_scale(&a, &poly, scale).unwrap());
     }
 
+    // Encoding on the backend: full and sparse slots, at the top and lower levels, real and
+    // complex values, a scale past 2^62 (the host path), and the host's errors.
+    for (slots, level, scale) in [(slots, top, ctx.scale_at(top).unwrap()), (slots / 4, 2, 2f64.powi(30)), (1, 1, 2f64.powi(20)), (slots, top, 2f64.powi(70))] {
+        let v: Vec<Complex64> = values(slots as u64)[..slots].to_vec();
+        let got = re.encode(&v, slots, level, scale).unwrap();
+        let want = encoder.encode_with_slots(&v, slots, level, scale).unwrap();
+        assert_eq!(got.poly.download(re.b()).unwrap(), want.poly, "encode ({slots} slots, level {level}, scale 2^{})", scale.log2());
+        assert_eq!((got.scale.to_bits(), got.log_slots), (want.scale.to_bits(), want.log_slots));
+    }
+    let err = |r: Result<crate::ResidentPlaintext<B>, CkksError>| r.err().map(|e| e.to_string());
+    assert_eq!(err(re.encode(&values(1), slots, top, 2f64.powi(200))), encoder.encode_with_slots(&values(1), slots, top, 2f64.powi(200)).err().map(|e| e.to_string()), "scale overflow");
+    assert_eq!(err(re.encode(&values(1), slots / 2, top, 2f64.powi(30))), encoder.encode_with_slots(&values(1), slots / 2, top, 2f64.powi(30)).err().map(|e| e.to_string()), "too many values");
+
     // Errors are the host's.
     let err = |r: Result<ResidentCiphertext<B>, CkksError>| r.err().map(|e| e.to_string());
     assert_eq!(err(re.rotate(&ra, 2)), host.rotate(&a, 2).err().map(|e| e.to_string()), "missing rotation key");

@@ -49,4 +49,15 @@ static inline unsigned __brev(unsigned x) {
 
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __longlong_as_double(long long x) {
+    double d;
+    __builtin_memcpy(&d, &x, sizeof d);
+    return d;
+}
+static inline long long __double_as_longlong(double d) {
+    long long x;
+    __builtin_memcpy(&x, &d, sizeof x);
+    return x;
+}
 static inline double __ull2double_rn(unsigned long long x) { return (double)x; }

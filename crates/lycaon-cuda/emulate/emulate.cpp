@@ -86,6 +86,7 @@ static bool lyc_run_block_with_barriers(unsigned bx, int reversed, const std::fu
 #include "../kernels/elementwise.cu"
 #include "../kernels/base_conversion.cu"
 #include "../kernels/inner_product.cu"
+#include "../kernels/encoding.cu"
 
 // Visits every (block, thread) (its locals are prefixed so as not to shadow kernel arguments) of a grid of gx * gy * gz blocks of bx threads; `reversed` walks
 // the grid backwards, which must not change any result.
@@ -203,4 +204,23 @@ extern "C" int lyc_emulate_ntt_inverse_head(LYC_GRID_PARAMS, u64* data, const u6
 
 extern "C" void lyc_emulate_mul_add(LYC_GRID_PARAMS, u64* acc, const u64* a, const u64* b, const u64* mods, u32 n) {
     LYC_EMULATE_GRID(lycaon_mul_add(acc, a, b, mods, n));
+}
+
+extern "C" void lyc_emulate_fft_inverse_stage(LYC_GRID_PARAMS, u64* re, u64* im, const u64* ksi, const u64* rot_group, u32 m,
+                                              u32 size, u32 len) {
+    LYC_EMULATE_GRID(lycaon_fft_inverse_stage(re, im, ksi, rot_group, m, size, len));
+}
+
+extern "C" void lyc_emulate_fft_finish(LYC_GRID_PARAMS, u64* out_re, u64* out_im, const u64* in_re, const u64* in_im,
+                                       u32 size, u32 log_size, u64 inv_bits) {
+    LYC_EMULATE_GRID(lycaon_fft_finish(out_re, out_im, in_re, in_im, size, log_size, inv_bits));
+}
+
+extern "C" void lyc_emulate_abs_max(LYC_GRID_PARAMS, u64* partial, const u64* re, const u64* im, u32 size) {
+    LYC_EMULATE_GRID(lycaon_abs_max(partial, re, im, size));
+}
+
+extern "C" void lyc_emulate_encode_round(LYC_GRID_PARAMS, u64* out, const u64* re, const u64* im, const u64* mods, u32 n,
+                                         u32 slots, u64 scale_bits) {
+    LYC_EMULATE_GRID(lycaon_encode_round(out, re, im, mods, n, slots, scale_bits));
 }

@@ -260,6 +260,23 @@ impl KernelExec for CudaExec {
         launch!(self, "lycaon_add_sub", d, a, b, mods, &n, &op)
     }
 
+    fn fft_inverse_stage(&self, d: LaunchDims, re: &mut CudaSlice<u64>, im: &mut CudaSlice<u64>, ksi: &CudaSlice<u64>, rot_group: &CudaSlice<u64>, m: u32, size: u32, len: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_fft_inverse_stage", d, re, im, ksi, rot_group, &m, &size, &len)
+    }
+
+    fn fft_finish(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 2], input: [&CudaSlice<u64>; 2], size: u32, log_size: u32, inv_bits: u64) -> ExecResult<()> {
+        let [o_re, o_im] = out;
+        launch!(self, "lycaon_fft_finish", d, o_re, o_im, input[0], input[1], &size, &log_size, &inv_bits)
+    }
+
+    fn abs_max(&self, d: LaunchDims, partial: &mut CudaSlice<u64>, re: &CudaSlice<u64>, im: &CudaSlice<u64>, size: u32) -> ExecResult<()> {
+        launch!(self, "lycaon_abs_max", d, partial, re, im, &size)
+    }
+
+    fn encode_round(&self, d: LaunchDims, out: &mut CudaSlice<u64>, re: &CudaSlice<u64>, im: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32, slots: u32, scale_bits: u64) -> ExecResult<()> {
+        launch!(self, "lycaon_encode_round", d, out, re, im, mods, &n, &slots, &scale_bits)
+    }
+
     fn mul_add(&self, d: LaunchDims, acc: &mut CudaSlice<u64>, a: &CudaSlice<u64>, b: &CudaSlice<u64>, mods: &CudaSlice<u64>, n: u32) -> ExecResult<()> {
         launch!(self, "lycaon_mul_add", d, acc, a, b, mods, &n)
     }

@@ -125,6 +125,10 @@ mod ffi {
             n: u32,
             h_min: u32,
         ) -> i32;
+        pub fn lyc_emulate_fft_inverse_stage(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, re: *mut u64, im: *mut u64, ksi: *const u64, rot_group: *const u64, m: u32, size: u32, len: u32);
+        pub fn lyc_emulate_fft_finish(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out_re: *mut u64, out_im: *mut u64, in_re: *const u64, in_im: *const u64, size: u32, log_size: u32, inv_bits: u64);
+        pub fn lyc_emulate_abs_max(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, partial: *mut u64, re: *const u64, im: *const u64, size: u32);
+        pub fn lyc_emulate_encode_round(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, re: *const u64, im: *const u64, mods: *const u64, n: u32, slots: u32, scale_bits: u64);
         pub fn lyc_emulate_mul_add(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, acc: *mut u64, a: *const u64, b: *const u64, mods: *const u64, n: u32);
         pub fn lyc_emulate_add_sub(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32, op: u32);
         pub fn lyc_emulate_limb_constants(
@@ -489,6 +493,59 @@ impl KernelExec for EmulatedExec {
         need(k, "mods", mods, 3 * limbs)?;
         let (gx, gy, gz, bx, rev) = self.grid(d);
         unsafe { ffi::lyc_emulate_add_sub(gx, gy, gz, bx, rev, a.as_mut_ptr(), b.as_ptr(), mods.as_ptr(), n, op) };
+        Ok(())
+    }
+
+    fn fft_inverse_stage(&self, d: LaunchDims, re: &mut Vec<u64>, im: &mut Vec<u64>, ksi: &Vec<u64>, rot_group: &Vec<u64>, m: u32, size: u32, len: u32) -> ExecResult<()> {
+        let (size_, m_) = (size as usize, m as usize);
+        let k = "lycaon_fft_inverse_stage";
+        covers(k, d, size_ / 2)?;
+        check(len >= 2 && len <= size && len.is_power_of_two() && size.is_power_of_two() && (4 * len as usize) <= m_, || format!("{k}: len = {len}, size = {size}, m = {m}"))?;
+        need(k, "re", re, size_)?;
+        need(k, "im", im, size_)?;
+        need(k, "ksi", ksi, 2 * (m_ + 1))?;
+        need(k, "rot_group", rot_group, (len / 2) as usize)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_fft_inverse_stage(gx, gy, gz, bx, rev, re.as_mut_ptr(), im.as_mut_ptr(), ksi.as_ptr(), rot_group.as_ptr(), m, size, len) };
+        Ok(())
+    }
+
+    fn fft_finish(&self, d: LaunchDims, out: [&mut Vec<u64>; 2], input: [&Vec<u64>; 2], size: u32, log_size: u32, inv_bits: u64) -> ExecResult<()> {
+        let size_ = size as usize;
+        let k = "lycaon_fft_finish";
+        covers(k, d, size_)?;
+        check(size == 1 << log_size, || format!("{k}: size {size}, log {log_size}"))?;
+        for (name, buf) in [("out_re", &*out[0]), ("out_im", &*out[1]), ("in_re", input[0]), ("in_im", input[1])] {
+            need(k, name, buf, size_)?;
+        }
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let [o_re, o_im] = out;
+        unsafe { ffi::lyc_emulate_fft_finish(gx, gy, gz, bx, rev, o_re.as_mut_ptr(), o_im.as_mut_ptr(), input[0].as_ptr(), input[1].as_ptr(), size, log_size, inv_bits) };
+        Ok(())
+    }
+
+    fn abs_max(&self, d: LaunchDims, partial: &mut Vec<u64>, re: &Vec<u64>, im: &Vec<u64>, size: u32) -> ExecResult<()> {
+        let k = "lycaon_abs_max";
+        check(d.grid == (1, 1, 1), || format!("{k}: one block, not {:?}", d.grid))?;
+        need(k, "partial", partial, d.block as usize)?;
+        need(k, "re", re, size as usize)?;
+        need(k, "im", im, size as usize)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_abs_max(gx, gy, gz, bx, rev, partial.as_mut_ptr(), re.as_ptr(), im.as_ptr(), size) };
+        Ok(())
+    }
+
+    fn encode_round(&self, d: LaunchDims, out: &mut Vec<u64>, re: &Vec<u64>, im: &Vec<u64>, mods: &Vec<u64>, n: u32, slots: u32, scale_bits: u64) -> ExecResult<()> {
+        let (limbs, n_) = (d.grid.1 as usize, n as usize);
+        let k = "lycaon_encode_round";
+        covers(k, d, n_)?;
+        check(slots.is_power_of_two() && slots <= n / 2, || format!("{k}: {slots} slots for n = {n}"))?;
+        need(k, "out", out, limbs * n_)?;
+        need(k, "re", re, slots as usize)?;
+        need(k, "im", im, slots as usize)?;
+        need(k, "mods", mods, 3 * limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        unsafe { ffi::lyc_emulate_encode_round(gx, gy, gz, bx, rev, out.as_mut_ptr(), re.as_ptr(), im.as_ptr(), mods.as_ptr(), n, slots, scale_bits) };
         Ok(())
     }
 

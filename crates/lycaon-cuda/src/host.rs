@@ -166,6 +166,13 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     fn add_sub(&self, d: LaunchDims, a: &mut Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
     fn mul_add(&self, d: LaunchDims, acc: &mut Self::Buf, a: &Self::Buf, b: &Self::Buf, mods: &Self::Buf, n: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
+    fn fft_inverse_stage(&self, d: LaunchDims, re: &mut Self::Buf, im: &mut Self::Buf, ksi: &Self::Buf, rot_group: &Self::Buf, m: u32, size: u32, len: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn fft_finish(&self, d: LaunchDims, out: [&mut Self::Buf; 2], input: [&Self::Buf; 2], size: u32, log_size: u32, inv_bits: u64) -> ExecResult<()>;
+    fn abs_max(&self, d: LaunchDims, partial: &mut Self::Buf, re: &Self::Buf, im: &Self::Buf, size: u32) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn encode_round(&self, d: LaunchDims, out: &mut Self::Buf, re: &Self::Buf, im: &Self::Buf, mods: &Self::Buf, n: u32, slots: u32, scale_bits: u64) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
     fn limb_constants(&self, d: LaunchDims, a: &mut Self::Buf, consts: &Self::Buf, imag_unit: &Self::Buf, mods: &Self::Buf, n: u32, op: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn tensor(&self, d: LaunchDims, out: [&mut Self::Buf; 3], a: [&Self::Buf; 2], b: [&Self::Buf; 2], mods: &Self::Buf, n: u32) -> ExecResult<()>;
@@ -678,6 +685,10 @@ mod tests {
         fn synchronize(&self) -> ExecResult<()> { failed() }
         fn add_sub(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn mul_add(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn fft_inverse_stage(&self, _: LaunchDims, _: &mut (), _: &mut (), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
+        fn fft_finish(&self, _: LaunchDims, _: [&mut (); 2], _: [&(); 2], _: u32, _: u32, _: u64) -> ExecResult<()> { failed() }
+        fn abs_max(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn encode_round(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u64) -> ExecResult<()> { failed() }
         fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn tensor(&self, _: LaunchDims, _: [&mut (); 3], _: [&(); 2], _: [&(); 2], _: &(), _: u32) -> ExecResult<()> { failed() }
         fn ntt_forward_last_sub_scale(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }

@@ -3,16 +3,17 @@
 //! the same files as host C++ (emulate/emulate.cpp includes them in the same order).
 
 /// The kernel files in program order; common.cuh defines what the others use.
-pub const KERNEL_FILES: [(&str, &str); 5] = [
+pub const KERNEL_FILES: [(&str, &str); 6] = [
     ("common.cuh", include_str!("../kernels/common.cuh")),
     ("ntt.cu", include_str!("../kernels/ntt.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
     ("base_conversion.cu", include_str!("../kernels/base_conversion.cu")),
     ("inner_product.cu", include_str!("../kernels/inner_product.cu")),
+    ("encoding.cu", include_str!("../kernels/encoding.cu")),
 ];
 
 /// Every `extern "C" __global__` entry point, as the host looks them up by name.
-pub const KERNEL_NAMES: [&str; 16] = [
+pub const KERNEL_NAMES: [&str; 20] = [
     "lycaon_ntt_forward_stage",
     "lycaon_ntt_inverse_stage",
     "lycaon_mul_pointwise",
@@ -29,6 +30,10 @@ pub const KERNEL_NAMES: [&str; 16] = [
     "lycaon_ntt_forward_tail",
     "lycaon_ntt_inverse_head",
     "lycaon_mul_add",
+    "lycaon_fft_inverse_stage",
+    "lycaon_fft_finish",
+    "lycaon_abs_max",
+    "lycaon_encode_round",
 ];
 
 /// The kernels that share data through shared memory and synchronise with barriers (the

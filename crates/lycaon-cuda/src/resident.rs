@@ -14,9 +14,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use lycaon_backend::resident::{check_key_args, check_len, mod_down_constants, rescale_constants};
+use lycaon_backend::resident::{check_key_args, check_len, check_slot_values, mod_down_constants, rescale_constants, NARROW_ENCODING_LIMIT};
 use lycaon_backend::{KeyLayout, LimbConstant, ResidentBackend};
-use lycaon_math::{BaseConverter, MathError, RnsBasis};
+use lycaon_math::{BaseConverter, MathError, RnsBasis, SpecialFft};
 
 use crate::host::{DeviceNttTables, ExecResult, KernelBackend, KernelExec, LaunchDims};
 use crate::pool::{PoolStats, PooledBuf};
@@ -321,6 +321,44 @@ where
             self.exec().rescale_spread(LaunchDims::cover(n, l, 1), spread.buf_mut(), last.buf(), &last_mod, &t.mods, n as u32, q_last),
         )?;
         self.sub_scaled_ntt(x, l * n, spread, &t, &inverses, n, l)
+    }
+
+    fn encode_slots(&self, re: &[f64], im: &[f64], fft: &SpecialFft, scale: f64, basis: &RnsBasis) -> Result<(Option<Self::Mem>, f64), MathError> {
+        let slots = check_slot_values(re, im, basis)?;
+        let n = basis.n();
+        let m = fft.m();
+        let ksi = self.constant("special FFT roots", vec![n as u64], || Ok(fft.roots().iter().flat_map(|c| [c.re.to_bits(), c.im.to_bits()]).collect()))?;
+        let rot = self.constant("special FFT 5^j", vec![n as u64], || Ok(fft.rot_group().iter().map(|&g| g as u64).collect()))?;
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+        let (mut a_re, mut a_im) = (self.per_call(&bits(re))?, self.per_call(&bits(im))?);
+        let mut len = slots;
+        while len >= 2 {
+            let d = LaunchDims::cover(slots / 2, 1, 1);
+            self.run("lycaon_fft_inverse_stage", self.exec().fft_inverse_stage(d, a_re.buf_mut(), a_im.buf_mut(), &ksi, &rot, m as u32, slots as u32, len as u32))?;
+            len /= 2;
+        }
+        let (mut c_re, mut c_im) = (self.take(slots)?, self.take(slots)?);
+        let inv = 1.0 / slots as f64;
+        self.run(
+            "lycaon_fft_finish",
+            self.exec().fft_finish(LaunchDims::cover(slots, 1, 1), [c_re.buf_mut(), c_im.buf_mut()], [a_re.buf(), a_im.buf()], slots as u32, slots.trailing_zeros(), inv.to_bits()),
+        )?;
+        let threads = slots.min(crate::host::BLOCK_THREADS);
+        let mut partial = self.take(threads)?;
+        let one_block = LaunchDims { grid: (1, 1, 1), block: threads as u32, shared_bytes: 0 };
+        self.run("lycaon_abs_max", self.exec().abs_max(one_block, partial.buf_mut(), c_re.buf(), c_im.buf(), slots as u32))?;
+        let max = self.download(&partial)?.into_iter().map(f64::from_bits).fold(0.0, f64::max);
+        if max * scale >= NARROW_ENCODING_LIMIT {
+            return Ok((None, max));
+        }
+        let t = self.tables_for(basis, 0..basis.len())?;
+        let mut out = self.take(basis.len() * n)?;
+        self.run(
+            "lycaon_encode_round",
+            self.exec().encode_round(LaunchDims::cover(n, basis.len(), 1), out.buf_mut(), c_re.buf(), c_im.buf(), &t.mods, n as u32, slots as u32, scale.to_bits()),
+        )?;
+        self.forward_stages(out.buf_mut(), &t, n, basis.len(), false)?;
+        Ok((Some(out), max))
     }
 
     fn lift_centred(&self, x: &Self::Mem, from: &RnsBasis, to: &RnsBasis) -> Result<Self::Mem, MathError> {

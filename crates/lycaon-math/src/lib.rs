@@ -12,6 +12,7 @@ mod primes;
 pub mod profile;
 mod rns;
 mod sampling;
+mod special_fft;
 
 pub use galois::{rotation_galois_element, row_swap_galois_element, Automorphism};
 pub use harvey::HarveyNtt;
@@ -21,6 +22,7 @@ pub use ntt::{bit_reverse, NttPlan};
 pub use poly::{Coeff, Ntt, Poly, Representation};
 pub use primes::{is_prime, ntt_moduli, ntt_primes};
 pub use rns::{BaseConverter, RnsBasis};
+pub use special_fft::SpecialFft;
 pub use sampling::{expand_seed, Sampler, Seed, ERROR_BOUND, ERROR_STD_DEV};
 
 pub use num_bigint;

@@ -139,6 +139,15 @@ pub fn bench_resident<B: ResidentBackend>(backend: Arc<B>, log_n: u32, levels: u
         let matches_cpu = got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| same(g, w));
         ops.push(OpTiming { op, device_ms, cpu_ms, matches_cpu });
     }
+    // Encoding where the plaintext lives: only the slot values travel.
+    let scale_top = ctx.scale_at(top).map_err(fhe)?;
+    let (encode_ms, pt_dev) = median_ms(reps, || {
+        let p = device.encode(&values, slots, top, scale_top).map_err(fhe)?;
+        backend.synchronize().map_err(fhe)?;
+        Ok(p)
+    })?;
+    let (encode_cpu_ms, pt_host) = median_ms(reps, || encoder.encode_with_slots(&values, slots, top, scale_top).map_err(fhe))?;
+    ops.push(OpTiming { op: "encode", device_ms: encode_ms, cpu_ms: encode_cpu_ms, matches_cpu: device.download_plaintext(&pt_dev).map_err(fhe)? == pt_host });
     // The session boundary: one ciphertext in and out.
     let (up_ms, _) = median_ms(reps, || {
         let r = device.upload(&a).map_err(fhe)?;
@@ -280,7 +289,7 @@ mod tests {
     #[test]
     fn resident_operations_on_host_memory_match_the_host_evaluator() {
         let report = bench_resident_on(Device::Cpu, 6, 3, 1).unwrap();
-        assert_eq!(report.ops.len(), 11);
+        assert_eq!(report.ops.len(), 12);
         assert!(report.ops.iter().all(|o| o.matches_cpu && o.device_ms >= 0.0), "{report:?}");
         assert!(report.key_bytes > 0);
     }
