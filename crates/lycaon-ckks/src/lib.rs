@@ -57,6 +57,7 @@ mod polynomial;
 mod precision;
 mod resident;
 mod resident_linear;
+mod resident_rotation_sum;
 pub mod resident_conformance;
 mod rotation_sum;
 mod scheme;
@@ -72,6 +73,7 @@ pub use polynomial::{chebyshev_basis, chebyshev_coefficients, evaluate_chebyshev
 pub use precision::{precision_stats, precision_stats_complex, PrecisionStats};
 pub use resident::{ResidentCiphertext, ResidentEvaluator, ResidentPlaintext};
 pub use resident_linear::ResidentDiagonals;
+pub use resident_rotation_sum::{ResidentExtendedSum, ResidentGiantSums, ResidentHoisted};
 pub use rotation_sum::{ExtendedSum, GiantStep, GiantSums, HoistedRotations};
 pub use scheme::{Ciphertext, Decryptor, PublicKeyEncryptor, SecretKeyEncryptor, SeededCiphertext};
 pub use sign::{odd_sign_minimax, CompositeSign, LEE_ALPHA13_DEGREES};

@@ -181,8 +181,15 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         self.galois.contains_key(&galois_element)
     }
 
-    pub(crate) fn galois_key(&self, galois_element: u64) -> Result<&ResidentKey<B>, CkksError> {
-        self.galois.get(&galois_element).ok_or_else(|| CkksError::MissingRotationKey { what: format!("Galois element {galois_element}"), galois_element })
+    /// The key of a rotation by `step` with its Galois element; errors as the host's
+    /// (`what` names the caller).
+    pub(crate) fn rotation_key(&self, step: i64, what: &str) -> Result<(u64, &ResidentKey<B>), CkksError> {
+        let g = rotation_galois_element(step, self.context().n());
+        if self.galois.is_empty() {
+            return Err(CkksError::MissingGaloisKeys { what: format!("rotation by {step} ({what})") });
+        }
+        let key = self.galois.get(&g).ok_or_else(|| CkksError::MissingRotationKey { what: format!("rotation by {step} ({what})"), galois_element: g })?;
+        Ok((g, key))
     }
 
     pub(crate) fn wrap_parts(&self, parts: Vec<ResidentPoly<B>>, scale: f64, log_slots: u32) -> ResidentCiphertext<B> {
@@ -219,26 +226,33 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         if values.len() > slots {
             return Err(CkksError::TooManyValues { slots, found: values.len() });
         }
+        let basis = self.params().q_at(level)?.clone();
+        let poly = self.encode_poly(values, slots, scale, &basis)?;
+        Ok(ResidentPlaintext { poly, scale, log_slots })
+    }
+
+    /// [`crate::Encoder`]'s `encode_poly` on the backend: round(scale m) over any basis of these
+    /// parameters (Q_l, or Q_l P for the extended products), NTT form; the host path when a
+    /// coefficient times the scale reaches 2^62. Errors as the host's.
+    pub(crate) fn encode_poly(&self, values: &[Complex64], slots: usize, scale: f64, basis: &Arc<lycaon_math::RnsBasis>) -> Result<ResidentPoly<B>, CkksError> {
         crate::encoding::check_scale(scale)?;
         if let Some((index, v)) = values.iter().enumerate().find(|(_, v)| !v.re.is_finite() || !v.im.is_finite()) {
             return Err(CkksError::NonFiniteValue { index, value: if v.re.is_finite() { v.im } else { v.re } });
         }
-        let basis = self.params().q_at(level)?.clone();
         let (mut re, mut im) = (vec![0.0; slots], vec![0.0; slots]);
         for (k, v) in values.iter().enumerate() {
             re[k] = v.re;
             im[k] = v.im;
         }
-        let (mem, max) = self.b().encode_slots(&re, &im, &ctx.fft, scale, &basis)?;
+        let (mem, max) = self.b().encode_slots(&re, &im, &self.context().fft, scale, basis)?;
         let log_q = basis.log2_product();
         if max > 0.0 && (max * scale).log2() >= log_q - 1.0 {
             return Err(CkksError::ScaleOverflow { log_scale: scale.log2(), log_value: max.log2(), level: basis.len() - 1, log_q });
         }
-        let poly = match mem {
-            Some(mem) => ResidentPoly { mem, basis },
-            None => ResidentPoly::upload(self.b(), &crate::Encoder::new(ctx).encode_poly(values, slots, scale, &basis)?)?,
-        };
-        Ok(ResidentPlaintext { poly, scale, log_slots })
+        Ok(match mem {
+            Some(mem) => ResidentPoly { mem, basis: basis.clone() },
+            None => ResidentPoly::upload(self.b(), &crate::Encoder::new(self.context()).encode_poly(values, slots, scale, basis)?)?,
+        })
     }
 
     /// A resident plaintext back on the host (checked to hold reduced residues).

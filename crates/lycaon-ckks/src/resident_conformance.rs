@@ -151,6 +151,43 @@ pub fn check_resident_evaluator<B: ResidentBackend>(backend: Arc<B>, n: usize) {
         same(what, &re, &re.evaluate_chebyshev_to_scale(&ra, &poly, scale).unwrap(), &host.evaluate_chebyshev_to_scale(&a, &poly, scale).unwrap());
     }
 
+    // Double-hoisted rotation sums (the multiplexed convolutions' core): two ciphertexts' baby
+    // steps into one set of giant sums, closed and finished; and a sum made in one call.
+    {
+        use crate::{GiantStep, GiantSums};
+        let reals = |seed: u64| -> Vec<f64> { values(seed).iter().map(|c| c.re).collect() };
+        let (v1, v2, v3) = (reals(11), reals(12), reals(13));
+        let steps = [0i64, 1, -3, 5];
+        let (ha, hb) = (host.hoist_rotations(&a, &steps).unwrap(), host.hoist_rotations(&b, &steps).unwrap());
+        let (rha, rhb) = (re.hoist_rotations(&ra, &steps).unwrap(), re.hoist_rotations(&rb, &steps).unwrap());
+        let ps = host.plaintext_scale_at(a.level(), a.scale()).unwrap();
+        let giants_a = [GiantStep { giant: 0, terms: vec![(1, &v1[..]), (0, &v2[..])] }, GiantStep { giant: 5, terms: vec![(-3, &v1[..])] }];
+        let giants_b = [GiantStep { giant: 5, terms: vec![(1, &v3[..])] }, GiantStep { giant: 1, terms: vec![(5, &v2[..]), (-3, &v3[..])] }];
+        let mut sums = GiantSums::new(&ha, ps);
+        host.add_rotated_products(&mut sums, &ha, &giants_a).unwrap();
+        host.add_rotated_products(&mut sums, &hb, &giants_b).unwrap();
+        let want = host.finish_extended(host.close_giant_sums(sums).unwrap()).unwrap();
+        let mut rsums = GiantSums::new(&rha, ps);
+        re.add_rotated_products(&mut rsums, &rha, &giants_a).unwrap();
+        let mut more = GiantSums::new(&rhb, ps);
+        re.add_rotated_products(&mut more, &rhb, &giants_b).unwrap();
+        re.merge_giant_sums(&mut rsums, more).unwrap();
+        same("rotation sums over two ciphertexts", &re, &re.finish_extended(re.close_giant_sums(rsums).unwrap()).unwrap(), &want);
+        let one = host.finish_extended(host.rotated_products(&ha, &giants_a, ps).unwrap()).unwrap();
+        same("rotated products", &re, &re.finish_extended(re.rotated_products(&rha, &giants_a, ps).unwrap()).unwrap(), &one);
+        let mut e = re.rotated_products(&rha, &giants_a, ps).unwrap();
+        re.add_extended(&mut e, &re.rotated_products(&rhb, &giants_b, ps).unwrap()).unwrap();
+        let mut he = host.rotated_products(&ha, &giants_a, ps).unwrap();
+        he.add_assign(&host.rotated_products(&hb, &giants_b, ps).unwrap()).unwrap();
+        same("added extended sums", &re, &re.finish_extended(e).unwrap(), &host.finish_extended(he).unwrap());
+        let missing = [GiantStep { giant: 2, terms: vec![(1, &v1[..])] }];
+        assert_eq!(
+            re.rotated_products(&rha, &missing, ps).err().map(|e| e.to_string()),
+            host.rotated_products(&ha, &missing, ps).err().map(|e| e.to_string()),
+            "a giant step without its key"
+        );
+    }
+
     // Encoding on the backend: full and sparse slots, at the top and lower levels, real and
     // complex values, a scale past 2^62 (the host path), and the host's errors.
     for (slots, level, scale) in [(slots, top, ctx.scale_at(top).unwrap()), (slots / 4, 2, 2f64.powi(30)), (1, 1, 2f64.powi(20)), (slots, top, 2f64.powi(70))] {

@@ -118,37 +118,12 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         let mut acc: Option<[ResidentPoly<B>; 2]> = None;
         if diags.double_hoisting {
             let params = self.params();
-            let qp = lycaon_rlwe::hoisting::qp_at(params, level)?.clone();
-            let p_mod_q = lycaon_rlwe::keyswitch::p_mod_q(params, level)?;
-            let (c0, c1) = (ct.part(0), ct.part(1));
-            let p_c0 = self.lift_times_p(c0, &qp, &p_mod_q)?;
-            let dec = if babies.iter().any(|&b| b != 0) { Some(ks::decompose(params, self.b(), c1)?) } else { None };
             // Baby steps over Q_l P: (sigma_i(P c_0 + u_0), sigma_i(u_1)); step 0 is (P c_0, P c_1).
-            let mut extended = Vec::with_capacity(babies.len());
-            for &b in &babies {
-                if b == 0 {
-                    extended.push([p_c0.duplicate(self.b())?, self.lift_times_p(c1, &qp, &p_mod_q)?]);
-                    continue;
-                }
-                let dec = dec.as_ref().ok_or(CkksError::Internal("decomposition"))?;
-                let g = rotation_galois_element(b as i64, n);
-                let [mut u0, u1] = ks::key_switch_decomposed_lazy(params, self.b(), dec, self.galois_key(g)?)?;
-                self.b().add_assign(&mut u0.mem, &p_c0.mem, &qp)?;
-                extended.push([self.automorphism(&u0, g)?, self.automorphism(&u1, g)?]);
-            }
+            let extended = self.hoisted_babies(ct, &babies, "linear transform")?;
             for (&g, terms) in &plan {
                 let [i0, i1] = self.dot(terms.iter().map(|&(b, k)| Ok((&extended[index[&b]], diag(k)?))))?;
-                let partial = if g == 0 {
-                    [i0, i1]
-                } else {
-                    // Giant step: ModDown c_1 of the inner sum, decompose it, switch lazily; c_0 stays P-lifted.
-                    let a1 = ks::mod_down(params, self.b(), &i1)?;
-                    let dec = ks::decompose(params, self.b(), &a1)?;
-                    let ge = rotation_galois_element(g as i64, n);
-                    let [mut w0, w1] = ks::key_switch_decomposed_lazy(params, self.b(), &dec, self.galois_key(ge)?)?;
-                    self.b().add_assign(&mut w0.mem, &i0.mem, &qp)?;
-                    [self.automorphism(&w0, ge)?, self.automorphism(&w1, ge)?]
-                };
+                // Giant step: ModDown c_1 of the inner sum, decompose it, switch lazily; c_0 stays P-lifted.
+                let partial = if g == 0 { [i0, i1] } else { self.giant_rotation(&i0, &i1, g as i64, "linear transform")? };
                 acc = Some(self.accumulate(acc, partial)?);
             }
             let [a0, a1] = acc.ok_or(CkksError::Internal("no giant step"))?;
@@ -177,7 +152,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
     }
 
     /// P x over Q_l P from x over Q_l: limb i times P mod q_i, the special primes' limbs zero.
-    fn lift_times_p(&self, x: &ResidentPoly<B>, qp: &Arc<lycaon_math::RnsBasis>, p_mod_q: &[u64]) -> Result<ResidentPoly<B>, CkksError> {
+    pub(crate) fn lift_times_p(&self, x: &ResidentPoly<B>, qp: &Arc<lycaon_math::RnsBasis>, p_mod_q: &[u64]) -> Result<ResidentPoly<B>, CkksError> {
         let n = qp.n();
         let own = x.num_limbs() * n;
         let mut scaled = x.duplicate(self.b())?;
@@ -189,7 +164,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         Ok(ResidentPoly { mem: out, basis: qp.clone() })
     }
 
-    fn automorphism(&self, x: &ResidentPoly<B>, g: u64) -> Result<ResidentPoly<B>, CkksError> {
+    pub(crate) fn automorphism(&self, x: &ResidentPoly<B>, g: u64) -> Result<ResidentPoly<B>, CkksError> {
         Ok(ResidentPoly { mem: self.b().automorphism(&x.mem, g, &x.basis)?, basis: x.basis.clone() })
     }
 
@@ -227,7 +202,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
         acc.ok_or(CkksError::Internal("a giant step without terms"))
     }
 
-    fn accumulate(&self, acc: Option<[ResidentPoly<B>; 2]>, next: [ResidentPoly<B>; 2]) -> Result<[ResidentPoly<B>; 2], CkksError> {
+    pub(crate) fn accumulate(&self, acc: Option<[ResidentPoly<B>; 2]>, next: [ResidentPoly<B>; 2]) -> Result<[ResidentPoly<B>; 2], CkksError> {
         match acc {
             None => Ok(next),
             Some([mut a0, mut a1]) => {

@@ -31,18 +31,19 @@ use crate::{rotation_galois_element, Ciphertext, CkksError, Encoder, Evaluator};
 const TERMS_PER_PASS: usize = 4;
 
 /// Rotations of one ciphertext by several baby steps, kept over Q_l P as P-multiples
-/// (sigma_b(P c_0 + u_0), sigma_b(u_1)); step 0 is (P c_0, P c_1).
+/// (sigma_b(P c_0 + u_0), sigma_b(u_1)); step 0 is (P c_0, P c_1). `X` is the polynomial type:
+/// host polynomials, or resident ones for a [`crate::ResidentEvaluator`].
 #[derive(Clone, Debug)]
-pub struct HoistedRotations {
-    level: usize,
-    scale: f64,
-    log_slots: u32,
+pub struct HoistedRotations<X = Poly<Ntt>> {
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+    pub(crate) log_slots: u32,
     /// Baby step (mod slots) -> its index in `extended`.
-    index: HashMap<usize, usize>,
-    extended: Vec<[Poly<Ntt>; 2]>,
+    pub(crate) index: HashMap<usize, usize>,
+    pub(crate) extended: Vec<[X; 2]>,
 }
 
-impl HoistedRotations {
+impl<X> HoistedRotations<X> {
     pub fn level(&self) -> usize {
         self.level
     }
@@ -65,15 +66,15 @@ impl HoistedRotations {
 
 /// A sum of products over Q_l P (a P-multiple), before its ModDown and rescale.
 #[derive(Clone, Debug)]
-pub struct ExtendedSum {
-    level: usize,
+pub struct ExtendedSum<X = Poly<Ntt>> {
+    pub(crate) level: usize,
     /// The scale of the products: the ciphertext's times the plaintexts'.
-    scale: f64,
-    log_slots: u32,
-    parts: [Poly<Ntt>; 2],
+    pub(crate) scale: f64,
+    pub(crate) log_slots: u32,
+    pub(crate) parts: [X; 2],
 }
 
-impl ExtendedSum {
+impl<X> ExtendedSum<X> {
     pub fn level(&self) -> usize {
         self.level
     }
@@ -82,8 +83,8 @@ impl ExtendedSum {
         self.scale
     }
 
-    /// self += other (same level, slots and scale).
-    pub fn add_assign(&mut self, other: &ExtendedSum) -> Result<(), CkksError> {
+    /// An error unless `other` can be added (same level, slots and scale).
+    pub(crate) fn check_addable(&self, other: &ExtendedSum<X>) -> Result<(), CkksError> {
         if other.level != self.level || other.log_slots != self.log_slots || !crate::evaluator::scales_close(self.scale, other.scale) {
             return Err(CkksError::InvalidArgument {
                 what: format!(
@@ -97,6 +98,14 @@ impl ExtendedSum {
                 ),
             });
         }
+        Ok(())
+    }
+}
+
+impl ExtendedSum {
+    /// self += other (same level, slots and scale).
+    pub fn add_assign(&mut self, other: &ExtendedSum) -> Result<(), CkksError> {
+        self.check_addable(other)?;
         self.parts[0].add_assign(&other.parts[0])?;
         self.parts[1].add_assign(&other.parts[1])?;
         Ok(())
@@ -106,19 +115,19 @@ impl ExtendedSum {
 /// Inner sums of rotated products per giant step (mod slots) over Q_l P, before their giant
 /// rotations ([`Evaluator::add_rotated_products`], [`Evaluator::close_giant_sums`]).
 #[derive(Clone, Debug)]
-pub struct GiantSums {
-    level: usize,
+pub struct GiantSums<X = Poly<Ntt>> {
+    pub(crate) level: usize,
     /// The products' scale (the ciphertexts' times `plain_scale`).
-    scale: f64,
-    plain_scale: f64,
-    log_slots: u32,
-    inner: std::collections::BTreeMap<i64, [Poly<Ntt>; 2]>,
+    pub(crate) scale: f64,
+    pub(crate) plain_scale: f64,
+    pub(crate) log_slots: u32,
+    pub(crate) inner: std::collections::BTreeMap<i64, [X; 2]>,
 }
 
-impl GiantSums {
+impl<X> GiantSums<X> {
     /// Empty sums for products of ciphertexts like `like`'s (level, scale, slots) with
     /// plaintexts at `plain_scale`.
-    pub fn new(like: &HoistedRotations, plain_scale: f64) -> Self {
+    pub fn new(like: &HoistedRotations<X>, plain_scale: f64) -> Self {
         Self { level: like.level, scale: like.scale * plain_scale, plain_scale, log_slots: like.log_slots, inner: Default::default() }
     }
 
@@ -127,6 +136,39 @@ impl GiantSums {
         self.inner.keys().copied().collect()
     }
 
+    /// An error unless `other` can be merged (same level, scale and slots).
+    pub(crate) fn check_mergeable(&self, other: &GiantSums<X>) -> Result<(), CkksError> {
+        if other.level != self.level || other.log_slots != self.log_slots || !crate::evaluator::scales_close(self.scale, other.scale) {
+            return Err(CkksError::InvalidArgument { what: format!("adding giant sums at level {} and {}", self.level, other.level) });
+        }
+        Ok(())
+    }
+
+    /// The checks of adding rotated products of `hoisted` with `giants` to these sums: level,
+    /// slots and scale agree, every baby step was hoisted, every value vector fills the slots.
+    pub(crate) fn check_products(&self, hoisted: &HoistedRotations<X>, giants: &[GiantStep<'_>]) -> Result<(), CkksError> {
+        let slots = hoisted.slots();
+        let level = hoisted.level;
+        if level != self.level || hoisted.log_slots != self.log_slots || !crate::evaluator::scales_close(hoisted.scale * self.plain_scale, self.scale) {
+            return Err(CkksError::InvalidArgument {
+                what: format!("rotated products at level {level}, scale 2^{:.3} added to sums at level {}, scale 2^{:.3}", hoisted.scale.log2(), self.level, (self.scale / self.plain_scale).log2()),
+            });
+        }
+        for g in giants {
+            for &(b, v) in &g.terms {
+                if !hoisted.index.contains_key(&(b.rem_euclid(slots as i64) as usize)) {
+                    return Err(CkksError::InvalidArgument { what: format!("baby step {b} was not hoisted (hoisted: {:?})", hoisted.steps()) });
+                }
+                if v.len() != slots {
+                    return Err(CkksError::InvalidArgument { what: format!("{} values for a ciphertext of {slots} slots", v.len()) });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GiantSums {
     fn add(&mut self, giant: i64, part: [Poly<Ntt>; 2]) -> Result<(), CkksError> {
         match self.inner.get_mut(&giant) {
             Some([a0, a1]) => {
@@ -142,9 +184,7 @@ impl GiantSums {
 
     /// self += other (sums of the same level, scale and slots).
     pub fn add_assign(&mut self, other: GiantSums) -> Result<(), CkksError> {
-        if other.level != self.level || other.log_slots != self.log_slots || !crate::evaluator::scales_close(self.scale, other.scale) {
-            return Err(CkksError::InvalidArgument { what: format!("adding giant sums at level {} and {}", self.level, other.level) });
-        }
+        self.check_mergeable(&other)?;
         for (giant, part) in other.inner {
             self.add(giant, part)?;
         }
@@ -160,7 +200,7 @@ pub struct GiantStep<'a> {
     pub terms: Vec<(i64, &'a [f64])>,
 }
 
-fn rotate_values(v: &[f64], step: i64) -> Vec<Complex64> {
+pub(crate) fn rotate_values(v: &[f64], step: i64) -> Vec<Complex64> {
     let s = v.len() as i64;
     (0..s).map(|t| Complex64::new(v[(t + step).rem_euclid(s) as usize], 0.0)).collect()
 }
@@ -229,20 +269,8 @@ impl Evaluator {
     pub fn add_rotated_products(&self, sums: &mut GiantSums, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<(), CkksError> {
         let slots = hoisted.slots();
         let level = hoisted.level;
-        if level != sums.level || hoisted.log_slots != sums.log_slots || !crate::evaluator::scales_close(hoisted.scale * sums.plain_scale, sums.scale) {
-            return Err(CkksError::InvalidArgument {
-                what: format!("rotated products at level {level}, scale 2^{:.3} added to sums at level {}, scale 2^{:.3}", hoisted.scale.log2(), sums.level, (sums.scale / sums.plain_scale).log2()),
-            });
-        }
+        sums.check_products(hoisted, giants)?;
         for g in giants {
-            for &(b, v) in &g.terms {
-                if !hoisted.index.contains_key(&(b.rem_euclid(slots as i64) as usize)) {
-                    return Err(CkksError::InvalidArgument { what: format!("baby step {b} was not hoisted (hoisted: {:?})", hoisted.steps()) });
-                }
-                if v.len() != slots {
-                    return Err(CkksError::InvalidArgument { what: format!("{} values for a ciphertext of {slots} slots", v.len()) });
-                }
-            }
             if g.giant.rem_euclid(slots as i64) != 0 {
                 self.rotation_key(g.giant, "giant step")?;
             }
