@@ -57,7 +57,7 @@ pub fn bsgs_split(indices: &[usize], slots: usize) -> usize {
     best.1
 }
 
-fn rotate_vec(v: &[Complex64], step: i64) -> Vec<Complex64> {
+pub(crate) fn rotate_vec(v: &[Complex64], step: i64) -> Vec<Complex64> {
     let s = v.len() as i64;
     (0..s).map(|t| v[(t + step).rem_euclid(s) as usize]).collect()
 }

@@ -12,7 +12,7 @@ use num_complex::Complex64;
 use crate::bootstrap::hoisted::{self, ExtendedDiagonals};
 use crate::bootstrap::EncapsulationKeys;
 use crate::resident::ResidentCiphertext;
-use crate::{Ciphertext, CkksContext, CkksError, Evaluator, LinearTransform, ResidentDiagonals, ResidentEvaluator};
+use crate::{Ciphertext, CkksContext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, GiantSums, HoistedRotations, LinearTransform, ResidentDiagonals, ResidentEvaluator};
 
 /// What the generic algorithms read and set on a ciphertext.
 pub trait CiphertextMeta: Send + Sync {
@@ -252,5 +252,115 @@ impl<B: ResidentBackend> BootstrapOps for ResidentEvaluator<B> {
 
     fn switch_encapsulation(&self, ct: &Self::Ct, _keys: &EncapsulationKeys, to_sparse: bool) -> Result<Self::Ct, CkksError> {
         self.switch_encapsulation_resident(ct, to_sparse)
+    }
+}
+
+/// What the FHE network layers need beyond [`BootstrapOps`]: hoisted rotations, the
+/// double-hoisted rotation sums of the multiplexed convolutions, products and sums with plaintext
+/// values (encoded where the ciphertexts live), and linear transforms.
+pub trait LayerOps: BootstrapOps {
+    /// The polynomial type of the rotation sums (host or resident).
+    type Poly: Send + Sync;
+
+    fn rotate_hoisted(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>, CkksError>;
+    fn hoist_rotations(&self, ct: &Self::Ct, steps: &[i64]) -> Result<HoistedRotations<Self::Poly>, CkksError>;
+    fn add_rotated_products(&self, sums: &mut GiantSums<Self::Poly>, hoisted: &HoistedRotations<Self::Poly>, giants: &[GiantStep<'_>]) -> Result<(), CkksError>;
+    /// `a` += `b` (giant sums of the same level, scale and slots).
+    fn merge_giant_sums(&self, a: &mut GiantSums<Self::Poly>, b: GiantSums<Self::Poly>) -> Result<(), CkksError>;
+    fn close_giant_sums(&self, sums: GiantSums<Self::Poly>) -> Result<ExtendedSum<Self::Poly>, CkksError>;
+    fn finish_extended(&self, sum: ExtendedSum<Self::Poly>) -> Result<Self::Ct, CkksError>;
+    /// ct (.) values, the values encoded in the ciphertext's slots at its level and `plain_scale`.
+    fn mul_values(&self, ct: &Self::Ct, values: &[f64], plain_scale: f64) -> Result<Self::Ct, CkksError>;
+    /// ct + values, encoded at the ciphertext's level and scale.
+    fn add_values(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct, CkksError>;
+    /// See [`Evaluator::linear_transform`].
+    fn linear_transform(&self, ct: &Self::Ct, lt: &LinearTransform) -> Result<Self::Ct, CkksError>;
+
+    /// See [`Evaluator::plaintext_scale_at`].
+    fn plaintext_scale_at(&self, level: usize, scale: f64) -> Result<f64, CkksError> {
+        let ctx = self.context();
+        if level == 0 {
+            return ctx.scale_at(0);
+        }
+        Ok(ctx.scale_at(level - 1)? * ctx.prime_at(level)? as f64 / scale)
+    }
+}
+
+fn complex(values: &[f64]) -> Vec<Complex64> {
+    values.iter().map(|&x| Complex64::new(x, 0.0)).collect()
+}
+
+impl LayerOps for Evaluator {
+    type Poly = Poly<lycaon_math::Ntt>;
+
+    fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>, CkksError> {
+        Evaluator::rotate_hoisted(self, ct, steps)
+    }
+    fn hoist_rotations(&self, ct: &Ciphertext, steps: &[i64]) -> Result<HoistedRotations, CkksError> {
+        Evaluator::hoist_rotations(self, ct, steps)
+    }
+    fn add_rotated_products(&self, sums: &mut GiantSums, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<(), CkksError> {
+        Evaluator::add_rotated_products(self, sums, hoisted, giants)
+    }
+    fn merge_giant_sums(&self, a: &mut GiantSums, b: GiantSums) -> Result<(), CkksError> {
+        a.add_assign(b)
+    }
+    fn close_giant_sums(&self, sums: GiantSums) -> Result<ExtendedSum, CkksError> {
+        Evaluator::close_giant_sums(self, sums)
+    }
+    fn finish_extended(&self, sum: ExtendedSum) -> Result<Ciphertext, CkksError> {
+        Evaluator::finish_extended(self, sum)
+    }
+    fn mul_values(&self, ct: &Ciphertext, values: &[f64], plain_scale: f64) -> Result<Ciphertext, CkksError> {
+        let pt = Encoder::new(Evaluator::context(self)).encode_with_slots(&complex(values), ct.slots(), ct.level(), plain_scale)?;
+        self.mul_plain(ct, &pt)
+    }
+    fn add_values(&self, ct: &Ciphertext, values: &[f64]) -> Result<Ciphertext, CkksError> {
+        let pt = Encoder::new(Evaluator::context(self)).encode_with_slots(&complex(values), ct.slots(), ct.level(), ct.scale())?;
+        self.add_plain(ct, &pt)
+    }
+    fn linear_transform(&self, ct: &Ciphertext, lt: &LinearTransform) -> Result<Ciphertext, CkksError> {
+        Evaluator::linear_transform(self, ct, lt)
+    }
+}
+
+impl<B: ResidentBackend> LayerOps for ResidentEvaluator<B> {
+    type Poly = lycaon_rlwe::resident::ResidentPoly<B>;
+
+    fn rotate_hoisted(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>, CkksError> {
+        ResidentEvaluator::rotate_hoisted(self, ct, steps)
+    }
+    fn hoist_rotations(&self, ct: &Self::Ct, steps: &[i64]) -> Result<HoistedRotations<Self::Poly>, CkksError> {
+        ResidentEvaluator::hoist_rotations(self, ct, steps)
+    }
+    fn add_rotated_products(&self, sums: &mut GiantSums<Self::Poly>, hoisted: &HoistedRotations<Self::Poly>, giants: &[GiantStep<'_>]) -> Result<(), CkksError> {
+        ResidentEvaluator::add_rotated_products(self, sums, hoisted, giants)
+    }
+    fn merge_giant_sums(&self, a: &mut GiantSums<Self::Poly>, b: GiantSums<Self::Poly>) -> Result<(), CkksError> {
+        ResidentEvaluator::merge_giant_sums(self, a, b)
+    }
+    fn close_giant_sums(&self, sums: GiantSums<Self::Poly>) -> Result<ExtendedSum<Self::Poly>, CkksError> {
+        ResidentEvaluator::close_giant_sums(self, sums)
+    }
+    fn finish_extended(&self, sum: ExtendedSum<Self::Poly>) -> Result<Self::Ct, CkksError> {
+        ResidentEvaluator::finish_extended(self, sum)
+    }
+    fn mul_values(&self, ct: &Self::Ct, values: &[f64], plain_scale: f64) -> Result<Self::Ct, CkksError> {
+        let pt = self.encode(&complex(values), ct.slots(), ct.level(), plain_scale)?;
+        self.mul_plain(ct, &pt)
+    }
+    fn add_values(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct, CkksError> {
+        let pt = self.encode(&complex(values), ct.slots(), ct.level(), ct.scale())?;
+        self.add_plain(ct, &pt)
+    }
+    fn linear_transform(&self, ct: &Self::Ct, lt: &LinearTransform) -> Result<Self::Ct, CkksError> {
+        if ct.level() == 0 {
+            return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
+        }
+        let target = self.context().scale_at(ct.level() - 1)?;
+        crate::encoding::check_scale(target)?;
+        let sigma = target * self.context().prime_at(ct.level())? as f64 / ct.scale();
+        let diags = self.prepare_transform(lt, ct.level(), sigma)?;
+        self.linear_transform_prepared(ct, lt, &diags, target)
     }
 }

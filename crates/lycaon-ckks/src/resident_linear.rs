@@ -10,7 +10,7 @@ use lycaon_backend::{LimbConstant, ResidentBackend};
 use lycaon_rlwe::resident::{self as ks, ResidentPoly};
 
 use crate::resident::ResidentCiphertext;
-use crate::{rotation_galois_element, CkksError, Encoder, LinearTransform, ResidentEvaluator};
+use crate::{rotation_galois_element, CkksError, LinearTransform, ResidentEvaluator};
 
 /// A transform's diagonals encoded for one level and plaintext scale, in the backend's memory
 /// (over Q_l P for a double-hoisted transform, Q_l otherwise).
@@ -43,14 +43,15 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
     /// (transform, level, scale), like [`LinearTransform::prepare`] on the host.
     pub fn prepare_transform(&self, lt: &LinearTransform, level: usize, sigma: f64) -> Result<ResidentDiagonals<B>, CkksError> {
         let double_hoisting = self.double_hoisted(lt);
-        // The host encodes; the flag picks the basis (Q_l P or Q_l) exactly as the host path does.
-        let lt = lt.clone().with_double_hoisting(double_hoisting);
-        let encoder = Encoder::new(self.context());
+        // Encoded on the backend, over Q_l P or Q_l as the host path does; each diagonal
+        // pre-rotated by minus its giant step.
+        let params = self.params();
+        let basis = if double_hoisting { lycaon_rlwe::hoisting::qp_at(params, level)?.clone() } else { params.q_at(level)?.clone() };
         let mut diagonals = HashMap::new();
         for (g, terms) in lt.plan() {
             for (_, k) in terms {
-                let pt = lt.encode_diagonal(&encoder, g, k, level, sigma)?;
-                diagonals.insert(k, ResidentPoly::upload(self.b(), &pt)?);
+                let values = crate::linear::rotate_vec(&lt.diagonals()[&k], -(g as i64));
+                diagonals.insert(k, self.encode_poly(&values, lt.slots(), sigma, &basis)?);
             }
         }
         Ok(ResidentDiagonals { level, sigma, double_hoisting, diagonals })
