@@ -24,6 +24,10 @@ pub trait CiphertextMeta: Send + Sync {
     fn assume_scale(&mut self, scale: f64);
     /// The slot count it is read at (metadata only, no check).
     fn assume_log_slots(&mut self, log_slots: u32);
+
+    fn slots(&self) -> usize {
+        1 << self.log_slots()
+    }
 }
 
 /// CKKS operations with [`Evaluator`]'s contracts (levels, scales, errors).

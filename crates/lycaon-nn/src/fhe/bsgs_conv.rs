@@ -33,7 +33,8 @@
 
 use std::sync::Mutex;
 
-use lycaon_ckks::{Ciphertext, GiantStep, GiantSums};
+use lycaon_ckks::ops::{CiphertextMeta, LayerOps};
+use lycaon_ckks::{GiantStep, GiantSums};
 use rayon::prelude::*;
 
 use super::multiplexed::MultiplexedLayout;
@@ -484,7 +485,7 @@ impl BsgsConv {
 
     /// Evaluates on a ciphertext in the input packing (every copy filled); the result is in
     /// [`Self::output_layout`], two levels lower.
-    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+    pub fn evaluate<E: LayerOps>(&self, ops: &FheOps<E>, ct: &E::Ct) -> Result<E::Ct, FheError> {
         if ct.slots() != self.input.slots {
             return Err(FheError::Invalid(format!("the ciphertext has {} slots, the packing {}", ct.slots(), self.input.slots)));
         }
@@ -496,7 +497,7 @@ impl BsgsConv {
         let taps = self.tap_offsets();
         let hoisted = ops.hoist_rotations(ct, &self.baby_steps_for(n1))?;
         // Every group's placement terms, their giant rotations shared (one sum, bounded memory).
-        let placed: Mutex<Option<GiantSums>> = Mutex::new(None);
+        let placed: Mutex<Option<GiantSums<E::Poly>>> = Mutex::new(None);
         let modulus = self.placement_modulus as i64;
         (0..self.groups)
             .into_par_iter()
@@ -535,7 +536,7 @@ impl BsgsConv {
                 ops.add_rotated_products(&mut sums, &moved, &by_giant)?;
                 let mut all = placed.lock().map_err(|_| FheError::Invalid("a placement lock is poisoned".into()))?;
                 match all.as_mut() {
-                    Some(a) => a.add_assign(sums)?,
+                    Some(a) => ops.merge_giant_sums(a, sums)?,
                     None => *all = Some(sums),
                 }
                 Ok(())

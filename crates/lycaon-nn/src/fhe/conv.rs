@@ -2,7 +2,7 @@
 //! [`BsgsConv`], same packing in and out, same depth; [`MultiplexedConv::cheapest`] takes the one
 //! with the lower estimated time ([`super::bsgs_conv::OP_COSTS`]).
 
-use lycaon_ckks::Ciphertext;
+use lycaon_ckks::ops::LayerOps;
 
 use super::bsgs_conv::OP_COSTS;
 use super::{BsgsConv, FheError, FheOpCounts, FheOps, MpConv, MultiplexedLayout};
@@ -118,7 +118,7 @@ impl MultiplexedConv {
     }
 
     /// Two levels; the result in [`Self::output_layout`].
-    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+    pub fn evaluate<E: LayerOps>(&self, ops: &FheOps<E>, ct: &E::Ct) -> Result<E::Ct, FheError> {
         match self {
             MultiplexedConv::MpConv(c) => c.evaluate(ops, ct),
             MultiplexedConv::Bsgs(c) => c.evaluate(ops, ct),

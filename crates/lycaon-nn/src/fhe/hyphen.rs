@@ -36,7 +36,7 @@ use std::borrow::Borrow;
 
 use super::multiplexed::MultiplexedLayout;
 use super::{FheError, FheOpCounts, FheOps};
-use lycaon_ckks::Ciphertext;
+use lycaon_ckks::ops::{CiphertextMeta, LayerOps};
 use rayon::prelude::*;
 
 /// Checks shared by both convolutions: odd kernel, gap-1 layout, weight count.
@@ -143,7 +143,7 @@ impl CaConv {
     }
 
     /// The C_out RA ciphertexts (channel o replicated over every h w block), one level lower.
-    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Vec<Ciphertext>, FheError> {
+    pub fn evaluate<E: LayerOps>(&self, ops: &FheOps<E>, ct: &E::Ct) -> Result<Vec<E::Ct>, FheError> {
         if ct.slots() != self.input.slots {
             return Err(FheError::Invalid(format!("the ciphertext has {} slots, the packing {}", ct.slots(), self.input.slots)));
         }
@@ -156,7 +156,7 @@ impl CaConv {
         self.weights
             .par_iter()
             .map(|taps| {
-                let mut acc: Option<Ciphertext> = None;
+                let mut acc: Option<E::Ct> = None;
                 for (rot, period) in rotated.iter().zip(taps) {
                     let term = ops.mul_values(rot, &tile(period, self.input.slots))?;
                     acc = Some(match acc {
@@ -243,11 +243,11 @@ impl RaConv {
     }
 
     /// The CA ciphertext of the C_out output channels, one level below the inputs' lowest.
-    pub fn evaluate<C: Borrow<Ciphertext>>(&self, ops: &FheOps, inputs: &[C]) -> Result<Ciphertext, FheError> {
+    pub fn evaluate<E: LayerOps, C: Borrow<E::Ct>>(&self, ops: &FheOps<E>, inputs: &[C]) -> Result<E::Ct, FheError> {
         if inputs.len() != self.c_in {
             return Err(FheError::Invalid(format!("RAConv takes {} RA ciphertexts, got {}", self.c_in, inputs.len())));
         }
-        let inputs: Vec<&Ciphertext> = inputs.iter().map(Borrow::borrow).collect();
+        let inputs: Vec<&E::Ct> = inputs.iter().map(Borrow::borrow).collect();
         if let Some(ct) = inputs.iter().find(|ct| ct.slots() != self.output.slots) {
             return Err(FheError::Invalid(format!("an input has {} slots, the packing {}", ct.slots(), self.output.slots)));
         }
@@ -255,7 +255,7 @@ impl RaConv {
             return Err(FheError::Invalid("RAConv consumes a level; an input is at level 0".into()));
         }
         // Taps in parallel, each thread summing its own (sums mod q are exact in any order).
-        let add = |a: Option<Ciphertext>, b: Option<Ciphertext>| -> Result<Option<Ciphertext>, FheError> {
+        let add = |a: Option<E::Ct>, b: Option<E::Ct>| -> Result<Option<E::Ct>, FheError> {
             Ok(match (a, b) {
                 (Some(a), Some(b)) => Some(ops.add(&a, &b)?),
                 (a, b) => a.or(b),
@@ -268,7 +268,7 @@ impl RaConv {
             .try_fold(
                 || None,
                 |out, (&step, per_channel)| {
-                    let mut acc: Option<Ciphertext> = None;
+                    let mut acc: Option<E::Ct> = None;
                     for (x, period) in inputs.iter().zip(per_channel) {
                         acc = add(acc, Some(ops.mul_values(x, &tile(period, self.output.slots))?))?;
                     }

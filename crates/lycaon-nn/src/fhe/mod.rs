@@ -25,8 +25,10 @@ pub mod multiplexed;
 pub mod pool_fc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use lycaon_ckks::{Ciphertext, CkksError, Encoder, Evaluator, ExtendedSum, GiantStep, GiantSums, HoistedRotations, LinearTransform, Plaintext};
+use lycaon_ckks::ops::{CiphertextMeta, LayerOps};
+use lycaon_ckks::{CkksContext, CkksError, Evaluator, ExtendedSum, GiantStep, GiantSums, HoistedRotations, LinearTransform};
 
 pub use bsgs_conv::BsgsConv;
 pub use conv::{ConvMethod, MultiplexedConv};
@@ -65,24 +67,28 @@ impl std::ops::Add for FheOpCounts {
     }
 }
 
-/// The CKKS evaluator plus an encoder, counting every operation the layers call.
+/// The CKKS evaluator, counting every operation the layers call. `E` is the host [`Evaluator`]
+/// or a resident one (`lycaon_ckks::ResidentEvaluator`: every tensor, key and plaintext in a
+/// device's memory); the layers run the same code on both and get the same results bit for bit.
 #[derive(Debug)]
-pub struct FheOps {
-    eval: Evaluator,
-    encoder: Encoder,
+pub struct FheOps<E: LayerOps = Evaluator> {
+    eval: E,
     rotations: AtomicU64,
     plain_mults: AtomicU64,
     rescales: AtomicU64,
 }
 
-impl FheOps {
-    pub fn new(eval: Evaluator) -> Self {
-        let encoder = Encoder::new(eval.context());
-        Self { eval, encoder, rotations: AtomicU64::new(0), plain_mults: AtomicU64::new(0), rescales: AtomicU64::new(0) }
+impl<E: LayerOps> FheOps<E> {
+    pub fn new(eval: E) -> Self {
+        Self { eval, rotations: AtomicU64::new(0), plain_mults: AtomicU64::new(0), rescales: AtomicU64::new(0) }
     }
 
-    pub fn evaluator(&self) -> &Evaluator {
+    pub fn evaluator(&self) -> &E {
         &self.eval
+    }
+
+    pub fn context(&self) -> &Arc<CkksContext> {
+        self.eval.context()
     }
 
     /// Counts so far (`depth` is not tracked here: compare levels instead).
@@ -96,26 +102,32 @@ impl FheOps {
         self.rescales.store(0, Ordering::Relaxed);
     }
 
-    fn nonzero_steps(ct: &Ciphertext, steps: &[i64]) -> u64 {
-        steps.iter().filter(|&&s| s.rem_euclid(ct.slots() as i64) != 0).count() as u64
+    fn nonzero_steps(ct: &E::Ct, steps: &[i64]) -> u64 {
+        let slots = 1i64 << ct.log_slots();
+        steps.iter().filter(|&&s| s.rem_euclid(slots) != 0).count() as u64
     }
 
-    pub fn rotate(&self, ct: &Ciphertext, step: i64) -> Result<Ciphertext, FheError> {
+    /// A copy of `ct` (on the host a clone; on a device a device-side copy).
+    pub fn duplicate(&self, ct: &E::Ct) -> Result<E::Ct, FheError> {
+        Ok(self.eval.duplicate(ct)?)
+    }
+
+    pub fn rotate(&self, ct: &E::Ct, step: i64) -> Result<E::Ct, FheError> {
         self.rotations.fetch_add(Self::nonzero_steps(ct, &[step]), Ordering::Relaxed);
         Ok(self.eval.rotate(ct, step)?)
     }
 
     /// Several rotations of one ciphertext sharing one decomposition.
-    pub fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>, FheError> {
+    pub fn rotate_hoisted(&self, ct: &E::Ct, steps: &[i64]) -> Result<Vec<E::Ct>, FheError> {
         self.rotations.fetch_add(Self::nonzero_steps(ct, steps), Ordering::Relaxed);
         Ok(self.eval.rotate_hoisted(ct, steps)?)
     }
 
     /// The rotations of `ct` by `steps` kept over Q_l P for [`Self::rotated_products`] (double
     /// hoisting); each non-zero step counts as a rotation.
-    pub fn hoist_rotations(&self, ct: &Ciphertext, steps: &[i64]) -> Result<HoistedRotations, FheError> {
+    pub fn hoist_rotations(&self, ct: &E::Ct, steps: &[i64]) -> Result<HoistedRotations<E::Poly>, FheError> {
         let h = self.eval.hoist_rotations(ct, steps)?;
-        let slots = ct.slots();
+        let slots = h.slots();
         self.rotations.fetch_add(h.steps().iter().filter(|&&s| s % slots != 0).count() as u64, Ordering::Relaxed);
         Ok(h)
     }
@@ -123,73 +135,67 @@ impl FheOps {
     /// sum over giants of rot_giant(sum values (.) rot_baby(ct)) over Q_l P, the plaintexts at
     /// the scale that makes [`Self::finish_extended`] land on the canonical scale of the level
     /// below; each term counts as a plaintext product, each non-zero giant step as a rotation.
-    pub fn rotated_products(&self, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<ExtendedSum, FheError> {
-        let sigma = self.eval.plaintext_scale_at(hoisted.level(), hoisted.scale())?;
-        let sum = self.eval.rotated_products(hoisted, giants, sigma)?;
-        let slots = hoisted.slots() as i64;
-        self.rotations.fetch_add(giants.iter().filter(|g| !g.terms.is_empty() && g.giant.rem_euclid(slots) != 0).count() as u64, Ordering::Relaxed);
-        self.plain_mults.fetch_add(giants.iter().map(|g| g.terms.len() as u64).sum(), Ordering::Relaxed);
-        Ok(sum)
+    pub fn rotated_products(&self, hoisted: &HoistedRotations<E::Poly>, giants: &[GiantStep<'_>]) -> Result<ExtendedSum<E::Poly>, FheError> {
+        let mut sums = self.giant_sums(hoisted)?;
+        self.add_rotated_products(&mut sums, hoisted, giants)?;
+        self.close_giant_sums(sums)
     }
 
     /// Empty giant-step sums for products with ciphertexts like `like`'s, the plaintexts at the
     /// scale [`Self::rotated_products`] uses.
-    pub fn giant_sums(&self, like: &HoistedRotations) -> Result<GiantSums, FheError> {
+    pub fn giant_sums(&self, like: &HoistedRotations<E::Poly>) -> Result<GiantSums<E::Poly>, FheError> {
         Ok(GiantSums::new(like, self.eval.plaintext_scale_at(like.level(), like.scale())?))
     }
 
     /// Adds the inner sums of `giants` over `hoisted` to `sums` (their giant rotations come at
     /// [`Self::close_giant_sums`]); each term counts as a plaintext product.
-    pub fn add_rotated_products(&self, sums: &mut GiantSums, hoisted: &HoistedRotations, giants: &[GiantStep<'_>]) -> Result<(), FheError> {
+    pub fn add_rotated_products(&self, sums: &mut GiantSums<E::Poly>, hoisted: &HoistedRotations<E::Poly>, giants: &[GiantStep<'_>]) -> Result<(), FheError> {
         self.eval.add_rotated_products(sums, hoisted, giants)?;
         self.plain_mults.fetch_add(giants.iter().map(|g| g.terms.len() as u64).sum(), Ordering::Relaxed);
         Ok(())
     }
 
+    /// `a` += `b` for giant sums of the same level, scale and slots.
+    pub fn merge_giant_sums(&self, a: &mut GiantSums<E::Poly>, b: GiantSums<E::Poly>) -> Result<(), FheError> {
+        Ok(self.eval.merge_giant_sums(a, b)?)
+    }
+
     /// Each giant's inner sum rotated by it, all added; each non-zero giant counts as a rotation.
-    pub fn close_giant_sums(&self, sums: GiantSums) -> Result<ExtendedSum, FheError> {
+    pub fn close_giant_sums(&self, sums: GiantSums<E::Poly>) -> Result<ExtendedSum<E::Poly>, FheError> {
         self.rotations.fetch_add(sums.giants().iter().filter(|&&g| g != 0).count() as u64, Ordering::Relaxed);
         Ok(self.eval.close_giant_sums(sums)?)
     }
 
     /// ModDown and rescale of an [`ExtendedSum`] (one rescale).
-    pub fn finish_extended(&self, sum: ExtendedSum) -> Result<Ciphertext, FheError> {
+    pub fn finish_extended(&self, sum: ExtendedSum<E::Poly>) -> Result<E::Ct, FheError> {
         self.rescales.fetch_add(1, Ordering::Relaxed);
         Ok(self.eval.finish_extended(sum)?)
     }
 
     /// ct (.) values, with the plaintext encoded so that the product rescales onto the canonical
     /// scale of the level below (so products of different terms can be summed directly).
-    pub fn mul_values(&self, ct: &Ciphertext, values: &[f64]) -> Result<Ciphertext, FheError> {
-        let pt = self.encode_for_product(ct, values)?;
+    pub fn mul_values(&self, ct: &E::Ct, values: &[f64]) -> Result<E::Ct, FheError> {
+        let scale = self.eval.plaintext_scale_at(ct.level(), ct.scale())?;
         self.plain_mults.fetch_add(1, Ordering::Relaxed);
-        Ok(self.eval.mul_plain(ct, &pt)?)
-    }
-
-    fn encode_for_product(&self, ct: &Ciphertext, values: &[f64]) -> Result<Plaintext, FheError> {
-        let scale = self.eval.plaintext_scale_for(ct)?;
-        let c: Vec<lycaon_ckks::Complex64> = values.iter().map(|&x| lycaon_ckks::Complex64::new(x, 0.0)).collect();
-        Ok(self.encoder.encode_with_slots(&c, ct.slots(), ct.level(), scale)?)
+        Ok(self.eval.mul_values(ct, values, scale)?)
     }
 
     /// ct + values at the ciphertext's own level and scale (a bias).
-    pub fn add_values(&self, ct: &Ciphertext, values: &[f64]) -> Result<Ciphertext, FheError> {
-        let c: Vec<lycaon_ckks::Complex64> = values.iter().map(|&x| lycaon_ckks::Complex64::new(x, 0.0)).collect();
-        let pt = self.encoder.encode_with_slots(&c, ct.slots(), ct.level(), ct.scale())?;
-        Ok(self.eval.add_plain(ct, &pt)?)
+    pub fn add_values(&self, ct: &E::Ct, values: &[f64]) -> Result<E::Ct, FheError> {
+        Ok(self.eval.add_values(ct, values)?)
     }
 
-    pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+    pub fn rescale(&self, ct: &E::Ct) -> Result<E::Ct, FheError> {
         self.rescales.fetch_add(1, Ordering::Relaxed);
         Ok(self.eval.rescale(ct)?)
     }
 
-    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, FheError> {
+    pub fn add(&self, a: &E::Ct, b: &E::Ct) -> Result<E::Ct, FheError> {
         Ok(self.eval.add(a, b)?)
     }
 
     /// The ckks linear transform (one rescale inside), counted from its BSGS plan.
-    pub fn linear_transform(&self, ct: &Ciphertext, lt: &LinearTransform) -> Result<Ciphertext, FheError> {
+    pub fn linear_transform(&self, ct: &E::Ct, lt: &LinearTransform) -> Result<E::Ct, FheError> {
         let c = linear_transform_counts(lt);
         self.rotations.fetch_add(c.rotations, Ordering::Relaxed);
         self.plain_mults.fetch_add(c.plain_mults, Ordering::Relaxed);
@@ -226,7 +232,7 @@ pub fn bsgs_steps(indices: &[usize], n1: usize) -> (Vec<usize>, Vec<usize>) {
 /// Residual (skip) connection: a + b for two ciphertexts in the same multiplexed packing. The
 /// evaluator brings the higher operand down to the lower level and onto its scale at no extra
 /// level, so the shortcut branch (usually at a higher level) needs no explicit level drop.
-pub fn residual_add(ops: &FheOps, a: &Ciphertext, a_layout: &MultiplexedLayout, b: &Ciphertext, b_layout: &MultiplexedLayout) -> Result<Ciphertext, FheError> {
+pub fn residual_add<E: LayerOps>(ops: &FheOps<E>, a: &E::Ct, a_layout: &MultiplexedLayout, b: &E::Ct, b_layout: &MultiplexedLayout) -> Result<E::Ct, FheError> {
     if a_layout != b_layout {
         return Err(FheError::Invalid(format!("residual addition of different packings: {a_layout:?} and {b_layout:?}")));
     }

@@ -34,7 +34,7 @@
 
 use super::multiplexed::MultiplexedLayout;
 use super::{FheError, FheOpCounts, FheOps};
-use lycaon_ckks::Ciphertext;
+use lycaon_ckks::ops::{CiphertextMeta, LayerOps};
 use rayon::prelude::*;
 
 /// An MPConv layer with its weights laid out as plaintext slot vectors.
@@ -279,7 +279,7 @@ impl MpConv {
 
     /// Evaluates on a ciphertext in the input packing; the result is in [`Self::output_layout`],
     /// two levels lower.
-    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
+    pub fn evaluate<E: LayerOps>(&self, ops: &FheOps<E>, ct: &E::Ct) -> Result<E::Ct, FheError> {
         if ct.slots() != self.input.slots {
             return Err(FheError::Invalid(format!("the ciphertext has {} slots, the packing {}", ct.slots(), self.input.slots)));
         }
@@ -291,7 +291,7 @@ impl MpConv {
         // Steps 2-4 per group, groups in parallel (each thread folds its groups into its own
         // accumulators, one per giant step u, holding channels u g .. u g + g - 1 at baby
         // offsets); sums mod q are exact, so the order of the additions does not matter.
-        let empty = || -> Vec<Option<Ciphertext>> { vec![None; self.c_out.div_ceil(self.placement.group)] };
+        let empty = || -> Vec<Option<E::Ct>> { (0..self.c_out.div_ceil(self.placement.group)).map(|_| None).collect() };
         let giants = self
             .weight_vectors
             .par_iter()
@@ -306,7 +306,7 @@ impl MpConv {
                 }
                 Ok(a)
             })?;
-        let mut out: Option<Ciphertext> = None;
+        let mut out: Option<E::Ct> = None;
         for (part, &step) in giants.into_iter().zip(&self.placement.giant) {
             let Some(part) = part else { continue };
             let placed = if step == 0 { part } else { ops.rotate(&part, step)? };
@@ -328,8 +328,8 @@ impl MpConv {
 impl MpConv {
     /// Steps 2-4 for group `g`: the weighted sum over taps, the channel sum, and each copy's
     /// outputs masked and placed into `giants`.
-    fn group_into(&self, ops: &FheOps, rotated: &[Ciphertext], g: usize, taps: &[Vec<f64>], giants: &mut [Option<Ciphertext>]) -> Result<(), FheError> {
-        let mut acc: Option<Ciphertext> = None;
+    fn group_into<E: LayerOps>(&self, ops: &FheOps<E>, rotated: &[E::Ct], g: usize, taps: &[Vec<f64>], giants: &mut [Option<E::Ct>]) -> Result<(), FheError> {
+        let mut acc: Option<E::Ct> = None;
         for (rot, weights) in rotated.iter().zip(taps) {
             acc = sum(ops, acc, Some(ops.mul_values(rot, weights)?))?;
         }
@@ -375,7 +375,7 @@ pub(crate) fn replication_steps(output: &MultiplexedLayout) -> Vec<i64> {
 }
 
 /// a + b where either may be absent.
-fn sum(ops: &FheOps, a: Option<Ciphertext>, b: Option<Ciphertext>) -> Result<Option<Ciphertext>, FheError> {
+fn sum<E: LayerOps>(ops: &FheOps<E>, a: Option<E::Ct>, b: Option<E::Ct>) -> Result<Option<E::Ct>, FheError> {
     Ok(match (a, b) {
         (Some(a), Some(b)) => Some(ops.add(&a, &b)?),
         (a, b) => a.or(b),

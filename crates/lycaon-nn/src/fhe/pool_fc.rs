@@ -13,7 +13,8 @@
 //! evaluation: ImageNet's 1000 outputs over 512 channels at gap 16 make thousands of diagonals
 //! of 2^15 slots each (3.4 GB held for the server's lifetime otherwise).
 
-use lycaon_ckks::{bsgs_split, Ciphertext, CkksContext, Complex64, LinearTransform};
+use lycaon_ckks::ops::LayerOps;
+use lycaon_ckks::{bsgs_split, CkksContext, Complex64, LinearTransform};
 
 use super::multiplexed::MultiplexedLayout;
 use super::{bsgs_steps, diagonal_method_counts, FheError, FheOpCounts, FheOps};
@@ -93,13 +94,13 @@ impl AvgPoolFc {
     }
 
     /// The n_out logits in slots 0..n_out, one level below the input.
-    pub fn evaluate(&self, ops: &FheOps, ct: &Ciphertext) -> Result<Ciphertext, FheError> {
-        let mut acc = ct.clone();
+    pub fn evaluate<E: LayerOps>(&self, ops: &FheOps<E>, ct: &E::Ct) -> Result<E::Ct, FheError> {
+        let mut acc = ops.duplicate(ct)?;
         for step in self.pool_steps() {
             let r = ops.rotate(&acc, step)?;
             acc = ops.add(&acc, &r)?;
         }
-        let transform = self.transform(ops.evaluator().context())?;
+        let transform = self.transform(ops.context())?;
         let out = ops.linear_transform(&acc, &transform)?;
         ops.add_values(&out, &self.bias)
     }
