@@ -177,15 +177,23 @@ fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference(
     let pooled: Vec<f64> = (0..c2).map(|c| g.v[c * 256..(c + 1) * 256].iter().sum::<f64>() / 256.0).collect();
     let want: Vec<f64> = (0..n_out).map(|o| bf[o] + (0..c2).map(|c| wf[o * c2 + c] * pooled[c]).sum::<f64>()).collect();
 
-    let served = Arc::new(FheServed::new(program, cpu(), FheSessionOptions::default()).unwrap());
-    let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
-    let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
-    let (mut client, _, _) = open_session(&mut client_end, cpu(), false, &mut |_| {}).unwrap();
-    assert_eq!(client.pack(&x.v).unwrap().len(), 2, "one slot vector per input part");
-    let outcome = client.query(&mut client_end, &x.v, &mut |_, _, _| {}).unwrap();
-    let error = outcome.logits.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-    assert!(error < 1e-3, "logits {:?} against {want:?}", outcome.logits);
-    assert_eq!(outcome.report.run.late_encodings, 0);
-    drop(client_end);
-    server.join().unwrap().unwrap();
+    // On host polynomials, then with every tensor, key and plaintext of the session resident
+    // (on host memory here: the reference of the GPU path).
+    for resident in [None, Some(lycaon_runtime::fhe::ResidentDevice::Host)] {
+        let mut served = FheServed::new(program.clone(), cpu(), FheSessionOptions::default()).unwrap();
+        served.resident = resident.clone();
+        let served = Arc::new(served);
+        let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
+        let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
+        let (mut client, _, _) = open_session(&mut client_end, cpu(), false, &mut |_| {}).unwrap();
+        assert_eq!(client.pack(&x.v).unwrap().len(), 2, "one slot vector per input part");
+        let outcome = client.query(&mut client_end, &x.v, &mut |_, _, _| {}).unwrap();
+        let error = outcome.logits.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(error < 1e-3, "{resident:?}: logits {:?} against {want:?}", outcome.logits);
+        if resident.is_none() {
+            assert_eq!(outcome.report.run.late_encodings, 0);
+        }
+        drop(client_end);
+        server.join().unwrap().unwrap();
+    }
 }

@@ -14,8 +14,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, EncapsulationKeys};
-use lycaon_ckks::{ChebyshevPoly, Ciphertext, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext};
+use std::sync::atomic::AtomicU64;
+
+use lycaon_backend::ResidentBackend;
+use lycaon_ckks::bootstrap::{BootstrapParams, Bootstrapper, DiagonalCache, EncapsulationKeys};
+use lycaon_ckks::ops::{BootstrapOps, CiphertextMeta, CkksOps, LayerOps};
+use lycaon_ckks::{ChebyshevPoly, Ciphertext, CkksContext, Complex64, Encoder, Evaluator, LinearTransform, Plaintext, ResidentDiagonals, ResidentEvaluator};
 use lycaon_nn::fhe::{AvgPoolFc, CaConv, FheOps, MultiplexedConv, MultiplexedLayout, RaConv};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -35,9 +39,10 @@ fn nn(e: lycaon_nn::fhe::FheError) -> RuntimeError {
     RuntimeError::Fhe(e.to_string())
 }
 
-/// A slot vector and its encodings, one per (level, scale) met.
+/// A slot vector of the program (a bias, a coefficient vector) and its host encodings, one per
+/// (level, scale) met.
 #[derive(Debug)]
-struct Plain {
+pub struct Plain {
     values: Vec<f64>,
     encoded: Mutex<Vec<(usize, u64, Arc<Plaintext>)>>,
 }
@@ -130,11 +135,61 @@ pub struct FheRunStats {
 }
 
 /// One client's keys on the server: evaluation keys (network and bootstrapping merged) and the
-/// encapsulation keys of the bootstrapping circuit. Public material only.
+/// encapsulation keys of the bootstrapping circuit. Public material only. `E` is the host
+/// [`Evaluator`], or a resident one that keeps the session's tensors and keys on a device.
 #[derive(Debug)]
-pub struct SessionKeys {
-    pub ops: FheOps,
+pub struct SessionKeys<E: SessionEval = Evaluator> {
+    pub ops: FheOps<E>,
     pub encapsulation: Option<EncapsulationKeys>,
+    /// The bootstrapping diagonals this evaluator keeps for itself (a resident one's, in device
+    /// memory); the host evaluator uses the bootstrapper's, shared by every session.
+    pub diagonals: DiagonalCache<E::Diagonals>,
+}
+
+impl<E: SessionEval> SessionKeys<E> {
+    pub fn new(eval: E, encapsulation: Option<EncapsulationKeys>) -> Self {
+        Self { ops: FheOps::new(eval), encapsulation, diagonals: DiagonalCache::default() }
+    }
+}
+
+/// How an evaluator takes the program's plaintext vectors and bootstraps. The host evaluator
+/// uses the executable's caches (plaintexts encoded per (level, scale), the bootstrapper's
+/// shared diagonals); a resident one encodes each vector on its device from the values (only
+/// the values travel) and keeps its bootstrapping diagonals in the session's cache.
+pub trait SessionEval: LayerOps + Send {
+    /// x (.) v with v encoded at x's slots and level, plaintext scale `scale`.
+    fn mul_vector(&self, x: &Self::Ct, v: &Plain, scale: f64, encoder: &Encoder, late: &AtomicU64) -> Result<Self::Ct>;
+    /// y + v with v encoded at y's level and scale.
+    fn add_vector(&self, y: &Self::Ct, v: &Plain, encoder: &Encoder, late: &AtomicU64) -> Result<Self::Ct>;
+    fn bootstrap(&self, boot: &Bootstrapper, x: &Self::Ct, keys: Option<&EncapsulationKeys>, cache: &DiagonalCache<Self::Diagonals>) -> Result<Self::Ct>;
+}
+
+impl SessionEval for Evaluator {
+    fn mul_vector(&self, x: &Ciphertext, v: &Plain, scale: f64, encoder: &Encoder, late: &AtomicU64) -> Result<Ciphertext> {
+        self.mul_plain(x, &*v.at(encoder, x.level(), scale, Some(late))?).map_err(ckks)
+    }
+
+    fn add_vector(&self, y: &Ciphertext, v: &Plain, encoder: &Encoder, late: &AtomicU64) -> Result<Ciphertext> {
+        self.add_plain(y, &*v.at(encoder, y.level(), y.scale(), Some(late))?).map_err(ckks)
+    }
+
+    fn bootstrap(&self, boot: &Bootstrapper, x: &Ciphertext, keys: Option<&EncapsulationKeys>, _: &DiagonalCache<<Evaluator as BootstrapOps>::Diagonals>) -> Result<Ciphertext> {
+        boot.bootstrap_with(self, x, keys).map_err(ckks)
+    }
+}
+
+impl<B: ResidentBackend + 'static> SessionEval for ResidentEvaluator<B> {
+    fn mul_vector(&self, x: &Self::Ct, v: &Plain, scale: f64, _: &Encoder, _: &AtomicU64) -> Result<Self::Ct> {
+        self.mul_values(x, &v.values, scale).map_err(ckks)
+    }
+
+    fn add_vector(&self, y: &Self::Ct, v: &Plain, _: &Encoder, _: &AtomicU64) -> Result<Self::Ct> {
+        self.add_values(y, &v.values).map_err(ckks)
+    }
+
+    fn bootstrap(&self, boot: &Bootstrapper, x: &Self::Ct, keys: Option<&EncapsulationKeys>, cache: &DiagonalCache<ResidentDiagonals<B>>) -> Result<Self::Ct> {
+        boot.bootstrap_on(self, x, keys, cache).map_err(ckks)
+    }
 }
 
 /// A program prepared for serving.
@@ -158,8 +213,8 @@ fn chebyshev(coeffs: &[f64]) -> Result<ChebyshevPoly> {
 }
 
 /// The sum of one layer's output per input part (None: an all-zero part, skipped).
-fn sum_parts<L>(ev: &Evaluator, layers: &[Option<L>], inputs: &[&Ciphertext], eval: impl Fn(&L, &Ciphertext) -> Result<Ciphertext>) -> Result<Ciphertext> {
-    let mut sum: Option<Ciphertext> = None;
+fn sum_parts<E: CkksOps, L>(ev: &E, layers: &[Option<L>], inputs: &[&E::Ct], eval: impl Fn(&L, &E::Ct) -> Result<E::Ct>) -> Result<E::Ct> {
+    let mut sum: Option<E::Ct> = None;
     for (layer, x) in layers.iter().zip(inputs) {
         if let Some(layer) = layer {
             let y = eval(layer, x)?;
@@ -405,7 +460,7 @@ impl FheExecutable {
     /// Runs the program on `inputs` (the client's packed, encrypted input at the input level:
     /// one ciphertext per part, [`FheProgram::input_names`]). `progress(done, total, op)` is
     /// called after every op.
-    pub fn run(&self, keys: &SessionKeys, inputs: Vec<Ciphertext>, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(Ciphertext, FheRunStats)> {
+    pub fn run<E: SessionEval>(&self, keys: &SessionKeys<E>, inputs: Vec<E::Ct>, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(E::Ct, FheRunStats)> {
         let p = &self.program;
         let names = p.input_names()?;
         if inputs.len() != names.len() {
@@ -424,7 +479,7 @@ impl FheExecutable {
         }
         let late = std::sync::atomic::AtomicU64::new(0);
         let mut stats = FheRunStats::default();
-        let mut values: HashMap<String, Ciphertext> = names.into_iter().zip(inputs).collect();
+        let mut values: HashMap<String, E::Ct> = names.into_iter().zip(inputs).collect();
         let total = p.ops.len();
         for (i, (op, prep)) in p.ops.iter().zip(&self.prepared).enumerate() {
             let started = Instant::now();
@@ -433,7 +488,7 @@ impl FheExecutable {
                 let y = self.refresh(keys, x, r.bound, &mut stats)?;
                 values.insert(r.tensor.clone(), y);
             }
-            let lowest = op.inputs.iter().map(|t| values.get(t).map(Ciphertext::level)).collect::<Option<Vec<_>>>();
+            let lowest = op.inputs.iter().map(|t| values.get(t).map(|c| c.level())).collect::<Option<Vec<_>>>();
             let lowest = lowest.ok_or_else(|| invalid(format!("op '{}' reads a tensor that is not live", op.name)))?;
             let lowest = lowest.into_iter().min().unwrap_or(0);
             if lowest < op.depth {
@@ -463,20 +518,21 @@ impl FheExecutable {
         Ok((out, stats))
     }
 
-    fn bootstrap(&self, keys: &SessionKeys, x: &Ciphertext, stats: &mut FheRunStats) -> Result<Ciphertext> {
+    fn bootstrap<E: SessionEval>(&self, keys: &SessionKeys<E>, x: &E::Ct, stats: &mut FheRunStats) -> Result<E::Ct> {
         let t0 = Instant::now();
         let boot = self.bootstrapper()?;
         let (slots, sparse) = (x.slots(), boot.params().slots());
+        let ev = keys.ops.evaluator();
         let y = if sparse < slots {
             // A sparse shape: the compiler checked that the tensor repeats every `sparse` slots,
             // so it is a `sparse`-slot message, and the bootstrap's output repeats alike.
-            let mut short = x.clone();
-            short.set_slots(&self.ctx, sparse).map_err(ckks)?;
-            let mut y = boot.bootstrap_with(keys.ops.evaluator(), &short, keys.encapsulation.as_ref()).map_err(ckks)?;
-            y.set_slots(&self.ctx, slots).map_err(ckks)?;
+            let mut short = ev.duplicate(x).map_err(ckks)?;
+            short.assume_log_slots(sparse.trailing_zeros());
+            let mut y = ev.bootstrap(boot, &short, keys.encapsulation.as_ref(), &keys.diagonals)?;
+            y.assume_log_slots(slots.trailing_zeros());
             y
         } else {
-            boot.bootstrap_with(keys.ops.evaluator(), x, keys.encapsulation.as_ref()).map_err(ckks)?
+            ev.bootstrap(boot, x, keys.encapsulation.as_ref(), &keys.diagonals)?
         };
         stats.bootstraps += 1;
         stats.bootstrap_s += t0.elapsed().as_secs_f64();
@@ -484,7 +540,7 @@ impl FheExecutable {
     }
 
     /// x / bound (one level), bootstrapped, times the bound (an integer: no level).
-    fn refresh(&self, keys: &SessionKeys, x: &Ciphertext, bound: f64, stats: &mut FheRunStats) -> Result<Ciphertext> {
+    fn refresh<E: SessionEval>(&self, keys: &SessionKeys<E>, x: &E::Ct, bound: f64, stats: &mut FheRunStats) -> Result<E::Ct> {
         let ev = keys.ops.evaluator();
         let scaled = ev.rescale(&ev.mul_const(x, 1.0 / bound).map_err(ckks)?).map_err(ckks)?;
         let y = self.bootstrap(keys, &scaled, stats)?;
@@ -498,31 +554,31 @@ impl FheExecutable {
         }
     }
 
-    fn run_op(
+    fn run_op<E: SessionEval>(
         &self,
-        keys: &SessionKeys,
+        keys: &SessionKeys<E>,
         op: &FheOp,
         prep: &Prepared,
-        values: &HashMap<String, Ciphertext>,
-        late: &std::sync::atomic::AtomicU64,
+        values: &HashMap<String, E::Ct>,
+        late: &AtomicU64,
         stats: &mut FheRunStats,
-    ) -> Result<Ciphertext> {
+    ) -> Result<E::Ct> {
         let ops = &keys.ops;
         let ev = ops.evaluator();
         let x = &values[&op.inputs[0]];
-        let all_inputs = |op: &FheOp| -> Result<Vec<&Ciphertext>> {
+        let all_inputs = |op: &FheOp| -> Result<Vec<&E::Ct>> {
             op.inputs.iter().map(|t| values.get(t).ok_or_else(|| invalid(format!("op '{}' reads '{t}', which is not live", op.name)))).collect()
         };
         let enc = &self.encoder;
-        let add_bias = |y: Ciphertext, bias: &Option<Plain>| -> Result<Ciphertext> {
+        let add_bias = |y: E::Ct, bias: &Option<Plain>| -> Result<E::Ct> {
             match bias {
-                Some(b) => ev.add_plain(&y, &*b.at(enc, y.level(), y.scale(), Some(late))?).map_err(ckks),
+                Some(b) => ev.add_vector(&y, b, enc, late),
                 None => Ok(y),
             }
         };
-        let times = |x: &Ciphertext, v: &Plain| -> Result<Ciphertext> {
-            let pt = v.at(enc, x.level(), ev.plaintext_scale_for(x).map_err(ckks)?, Some(late))?;
-            ev.rescale(&ev.mul_plain(x, &pt).map_err(ckks)?).map_err(ckks)
+        let times = |x: &E::Ct, v: &Plain| -> Result<E::Ct> {
+            let scale = ev.plaintext_scale_at(x.level(), x.scale()).map_err(ckks)?;
+            ev.rescale(&ev.mul_vector(x, v, scale, enc, late)?).map_err(ckks)
         };
         Ok(match prep {
             Prepared::Linear { transform, sum_steps, bias } => {
@@ -533,13 +589,13 @@ impl FheExecutable {
                 add_bias(y, bias)?
             }
             Prepared::Replicate { steps } => {
-                let mut y = x.clone();
+                let mut y = ev.duplicate(x).map_err(ckks)?;
                 for &s in steps {
                     y = ev.add(&y, &ev.rotate(&y, s).map_err(ckks)?).map_err(ckks)?;
                 }
                 y
             }
-            Prepared::Alias => x.clone(),
+            Prepared::Alias => ev.duplicate(x).map_err(ckks)?,
             Prepared::Quadratic { a, b, c } => {
                 let mut y = match a {
                     None => ev.rescale(&ev.mul_relin(x, x).map_err(ckks)?).map_err(ckks)?,
@@ -570,12 +626,12 @@ impl FheExecutable {
                 if flags[0] {
                     u = self.bootstrap(keys, &u, stats)?;
                 }
-                let mut y = u.clone();
+                let mut y = ev.duplicate(&u).map_err(ckks)?;
                 for (i, stage) in stages.iter().enumerate() {
                     if i > 0 && flags[i] {
                         y = self.bootstrap(keys, &y, stats)?;
                     }
-                    y = ev.evaluate_chebyshev(&y, stage).map_err(ckks)?;
+                    y = lycaon_ckks::evaluate_chebyshev(ev, &y, stage).map_err(ckks)?;
                 }
                 let out = ev.rescale(&ev.mul_relin(&u, &y).map_err(ckks)?).map_err(ckks)?;
                 stats.relu_s += t0.elapsed().as_secs_f64() - (stats.bootstrap_s - boot_before);
@@ -588,7 +644,7 @@ impl FheExecutable {
 
 /// a x^2 + b x + c with one coefficient set for every slot (one RA ciphertext is one channel):
 /// one level when `a` is None (monic), two otherwise.
-fn scalar_quadratic(ev: &Evaluator, x: &Ciphertext, a: Option<f64>, b: f64, c: f64) -> Result<Ciphertext> {
+fn scalar_quadratic<E: CkksOps>(ev: &E, x: &E::Ct, a: Option<f64>, b: f64, c: f64) -> Result<E::Ct> {
     let mut y = match a {
         None => ev.rescale(&ev.mul_relin(x, x).map_err(ckks)?).map_err(ckks)?,
         Some(a) => {
@@ -600,7 +656,7 @@ fn scalar_quadratic(ev: &Evaluator, x: &Ciphertext, a: Option<f64>, b: f64, c: f
         y = ev.add(&y, &ev.rescale(&ev.mul_const(x, b).map_err(ckks)?).map_err(ckks)?).map_err(ckks)?;
     }
     if c != 0.0 {
-        y = ev.add_const_real(&y, c).map_err(ckks)?;
+        y = ev.add_const(&y, Complex64::new(c, 0.0)).map_err(ckks)?;
     }
     Ok(y)
 }

@@ -7,6 +7,7 @@
 //! - [`program`]: the program format (serde JSON, versioned): parameters, packings, ops with
 //!   their levels and refreshes (bootstraps), the keys a client makes;
 //! - [`executor`]: the program prepared once per server and run per query with a session's keys;
+//! - [`resident`]: sessions whose tensors and keys stay on a device (the CUDA backend);
 //! - [`session`]: the session protocol over a channel (chunked key upload, queries, flooded
 //!   answers) and the client that holds the secret key.
 
@@ -14,10 +15,12 @@ pub mod compile;
 pub mod executor;
 pub mod graph;
 pub mod program;
+pub mod resident;
 pub mod session;
 
 pub use compile::{choose_path, compile, CompileOptions, CompilePath, PathChoice};
 pub use executor::{FheExecutable, FheRunStats, SessionKeys};
 pub use graph::ModelGraph;
 pub use program::{FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
+pub use resident::ResidentDevice;
 pub use session::{open_session, FheClient, FheServed, FheSessionOptions, Flooding, QueryOutcome};

@@ -24,7 +24,6 @@ use lycaon_ckks::{
 };
 use lycaon_math::Sampler;
 use lycaon_mpc::Channel;
-use lycaon_nn::fhe::FheOps;
 use serde::{Deserialize, Serialize};
 
 use super::executor::{FheExecutable, FheRunStats, SessionKeys};
@@ -90,13 +89,16 @@ pub struct FheServed {
     pub exe: Arc<FheExecutable>,
     public_json: String,
     pub options: FheSessionOptions,
+    /// Where each session's tensors and keys stay between operations; None: host polynomials
+    /// through the executable's backend.
+    pub resident: Option<super::resident::ResidentDevice>,
 }
 
 impl FheServed {
     pub fn new(program: FheProgram, backend: Arc<dyn lycaon_backend::Backend>, options: FheSessionOptions) -> Result<Self> {
         let public_json = PublicModel::json(Mode::Fhe, &program.public().to_json())?;
         let exe = Arc::new(FheExecutable::new(program, backend)?);
-        Ok(Self { exe, public_json, options })
+        Ok(Self { exe, public_json, options, resident: None })
     }
 
     pub fn name(&self) -> &str {
@@ -196,6 +198,8 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
     }
     let exe = &served.exe;
     let keys = receive_keys(exe, channel, &mut summary)?;
+    // A resident device takes the session's keys once (uploaded), then every query's inputs.
+    let resident = served.resident.as_ref().map(|d| d.session(exe, &keys.session)).transpose()?;
     loop {
         let message = match wire::recv(channel, "a query") {
             Ok(m) => m,
@@ -209,11 +213,15 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
         let ctx = exe.context();
         let inputs = read_inputs(ctx, &message[1..], exe.program().input_names()?.len())?;
         drop(message);
-        let (out, stats) = exe.run(&keys, inputs, &mut |done, total, op| {
+        let mut progress = |done: usize, total: usize, op: &str| {
             let mut m = vec![PROGRESS];
             m.extend(serde_json::to_vec(&serde_json::json!({"done": done, "total": total, "step": op})).expect("JSON"));
             let _ = wire::send(channel, &m);
-        })?;
+        };
+        let (out, stats) = match &resident {
+            Some(session) => session.run(exe, inputs, &mut progress)?,
+            None => exe.run(&keys, inputs, &mut progress)?,
+        };
         let (out, flood_log2) = finish_answer(served, &keys, out)?;
         let report = report_of(&stats, t0.elapsed().as_secs_f64(), flood_log2);
         let mut w = wire::Writer::default();
@@ -336,14 +344,14 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
         + encapsulation.as_ref().map_or(0, EncapsulationKeys::memory_bytes);
     let accepted = KeysAccepted { key_bytes, galois_keys: galois.as_ref().map_or(0, |g| g.len()) };
     summary.key_bytes = key_bytes;
-    let ops = FheOps::new(Evaluator::new(ctx, EvaluationKeys { relin, galois }));
+    let session = SessionKeys::new(Evaluator::new(ctx, EvaluationKeys { relin, galois }), encapsulation);
     // The bootstrapper's diagonals (over Q_l P, kept for every later session of this server)
     // are encoded with the first session's keys, before its first image rather than during it.
     if let Some(b) = boot {
-        b.prepare_with(ops.evaluator(), encapsulation.as_ref()).map_err(ckks)?;
+        b.prepare_with(session.ops.evaluator(), session.encapsulation.as_ref()).map_err(ckks)?;
     }
     wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
-    Ok(ServerKeys { session: SessionKeys { ops, encapsulation }, public })
+    Ok(ServerKeys { session, public })
 }
 
 /// The client of the FHE mode: the secret key (never leaves), key generation, packing,
