@@ -24,15 +24,13 @@ pub(crate) fn backend_on(device: Option<&str>) -> PyResult<Arc<dyn lycaon_runtim
     device.backend().map_err(err)
 }
 
-/// The served program (`program_json` as `lycaon.fhe.compile_model` writes it), prepared on
-/// `backend`.
-pub(crate) fn served(
-    py: Python<'_>,
-    program_json: &str,
-    metadata: Option<serde_json::Value>,
-    flood_precision_bits: Option<f64>,
-    backend: Arc<dyn lycaon_runtime::Backend>,
-) -> PyResult<FheServed> {
+/// The served program (`program_json` as `lycaon.fhe.compile_model` writes it) on `device`
+/// ("cpu" when None): on "cuda:N" every session's tensors, keys and plaintexts stay on the GPU
+/// (the runtime's resident path; the host prepares the program on every core).
+pub(crate) fn served(py: Python<'_>, program_json: &str, metadata: Option<serde_json::Value>, flood_precision_bits: Option<f64>, device: Option<&str>) -> PyResult<FheServed> {
+    let device = lycaon_runtime::Device::parse(device.unwrap_or("cpu")).map_err(|e| LycaonError::new_err(e.to_string()))?;
+    let resident = py.detach(|| lycaon_runtime::fhe::ResidentDevice::for_device(device)).map_err(err)?;
+    let backend = if resident.is_some() { lycaon_runtime::Device::Cpu.backend().map_err(err)? } else { device.backend().map_err(err)? };
     let mut program = FheProgram::from_json(program_json).map_err(err)?;
     if let Some(m) = metadata {
         program.metadata = m;
@@ -43,7 +41,9 @@ pub(crate) fn served(
         Some(b) if b.is_finite() && b > 0.0 && b <= 60.0 => FheSessionOptions { flood_precision_bits: Some(b) },
         Some(b) => return Err(LycaonError::new_err(format!("flood_precision_bits must be 0 (no flooding) or in (0, 60], not {b}"))),
     };
-    py.detach(|| FheServed::new(program, backend, options)).map_err(err)
+    let mut served = py.detach(|| FheServed::new(program, backend, options)).map_err(err)?;
+    served.resident = resident;
+    Ok(served)
 }
 
 #[derive(Deserialize)]
@@ -135,7 +135,7 @@ impl FheSession {
         let o: SessionOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("session options", e))?;
         // One backend for both halves (a CUDA device compiles its kernels once).
         let backend = backend_on(o.device.as_deref())?;
-        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits, backend.clone())?);
+        let served = Arc::new(served(py, program_json, None, o.flood_precision_bits, o.device.as_deref())?);
         let t = timeout(Some(o.timeout_s.unwrap_or(3600.0)))?;
         let at_top = keys_at_top(&o)?;
         py.detach(|| -> lycaon_runtime::Result<Self> {

@@ -177,7 +177,7 @@ impl HybridServer {
     #[staticmethod]
     fn fhe(py: Python<'_>, program_json: &str, options_json: &str) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits, crate::fhe::backend_on(o.device.as_deref())?)?;
+        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits, o.device.as_deref())?;
         Ok(Self::with(Served::Fhe(Arc::new(served)), o.server_options()?))
     }
 

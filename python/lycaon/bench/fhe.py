@@ -96,10 +96,15 @@ def _session(program: dict, keyset: str = "level-aware"):
     return _native_session(json.dumps(program), keyset)
 
 
+#: Where the workers' sessions run ("cpu", or "cuda:N": the server keeps every tensor, key and
+#: plaintext of the session on the GPU); set from the worker's --device.
+_DEVICE = "cpu"
+
+
 def _native_session(program_json: str, keyset: str = "level-aware"):
     from lycaon import _native  # noqa: PLC0415
 
-    return _native.FheSession.local(program_json, json.dumps({"keyset": keyset}))
+    return _native.FheSession.local(program_json, json.dumps({"keyset": keyset, "device": _DEVICE}))
 
 
 def lycaon_worker(model: str, weights_path: str, inputs_path: str, phase: str = "run") -> dict:
@@ -184,7 +189,7 @@ def orion_python(explicit: Optional[str] = None) -> Optional[str]:
 
 def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, json_path: Optional[str] = None, peer: bool = True,
         peer_python: Optional[str] = None, seed: int = 0, out=sys.stdout, resnet20_images: int = 1, resnet20_first: int = 0,
-        resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen", ops: Optional[int] = None) -> list[dict]:
+        resnet20_log: Optional[str] = None, resnet20_packing: str = "hyphen", ops: Optional[int] = None, device: str = "cpu") -> list[dict]:
     from lycaon.bench import peers  # noqa: PLC0415
 
     orion_peer, orion_missing = peers.load("orion_peer")  # numpy only at import
@@ -201,7 +206,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
         for model in models:
             if model in RESNET20_NETWORKS:
                 path = tmp / f"{model}_lycaon.json"
-                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--device", device, "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
                        "--packing", resnet20_packing, "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
                 ours, err = _run_json(cmd, path, env, timeout=3600 * max(1, resnet20_images))
                 rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
@@ -214,7 +219,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                 continue
             if model in IMAGENET_NETWORKS:
                 path = tmp / f"{model}_lycaon.json"
-                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--worker-out", str(path)] + \
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--device", device, "--worker", model, "--images", str(resnet20_images), "--worker-out", str(path)] + \
                     (["--ops", str(ops)] if ops else []) + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
                 ours, err = _run_json(cmd, path, env, timeout=4 * 3600 * max(1, resnet20_images))
                 rec = {"model": model, "lycaon_s": None if ours is None or "refused" in ours else ours["inference_s"],
@@ -224,7 +229,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
                 continue
             if model not in LYCAON_BITS:  # any other network: compiled by compile_model, on its data set's test images
                 path = tmp / f"{model}_lycaon.json"
-                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
+                cmd = [sys.executable, "-m", "lycaon.bench.fhe", "--device", device, "--worker", model, "--images", str(resnet20_images), "--first", str(resnet20_first),
                        "--worker-out", str(path)] + (["--log", str(Path(resnet20_log).resolve())] if resnet20_log else [])
                 ours, err = _run_json(cmd, path, env, timeout=3600 * max(1, resnet20_images))
                 rec = {"model": model, "lycaon_s": None if ours is None else ours["inference_s"], "lycaon_peak_bytes": None if ours is None else ours["peak_bytes"],
@@ -239,7 +244,7 @@ def run(models: Sequence[str] = ("mlp", "lenet5", "resnet20"), images: int = 2, 
             np.savez(tmp / f"{model}_w.npz", **weights)
             def worker(phase: str) -> dict:
                 path = tmp / f"{model}_lycaon_{phase}.json"
-                res, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--worker", model, "--phase", phase, "--weights", str(tmp / f"{model}_w.npz"),
+                res, err = _run_json([sys.executable, "-m", "lycaon.bench.fhe", "--device", device, "--worker", model, "--phase", phase, "--weights", str(tmp / f"{model}_w.npz"),
                                       "--inputs", str(tmp / "x.npy"), "--worker-out", str(path)], path, env)
                 if res is None:
                     raise RuntimeError(f"Lycaon's FHE worker ({phase}) failed on {model}: {err}")
@@ -639,7 +644,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--worker-out", required=True)
     ap.add_argument("--phase", choices=("run", "keysets"), default="run")
     ap.add_argument("--ops", type=int, help="resnet18-imagenet: only the first OPS ops, checked against the float twin")
+    ap.add_argument("--device", default="cpu", help="where the server's CKKS work runs: cpu, or cuda:N (every tensor, key and plaintext on the GPU)")
     a = ap.parse_args(argv)
+    global _DEVICE
+    _DEVICE = a.device
     if a.worker in IMAGENET_NETWORKS:
         result = imagenet_worker(a.worker, a.images, a.ops, a.log)
     elif a.worker in RESNET20_NETWORKS:

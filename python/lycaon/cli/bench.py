@@ -53,6 +53,7 @@ def add_parser(sub) -> None:
     fhe_b.add_argument("--resnet20-log", metavar="FILE", help="append each ResNet-20 image's record to FILE as one JSON line as soon as it is decrypted")
     fhe_b.add_argument("--resnet20-packing", choices=["mpconv", "hyphen", "both"], default="hyphen",
                        help="ResNet-20's convolutions: HyPHEN's changing packing in stage 1 (default), one multiplexed packing throughout (mpconv), or both on each image (an A/B in one process)")
+    fhe_b.add_argument("--device", default="cpu", metavar="DEV", help="where Lycaon's server runs the CKKS work: cpu (default) or cuda:N (sessions resident on the GPU; needs a wheel built with feature cuda)")
     fhe_b.add_argument("--ops", type=int, metavar="N", help="resnet18-imagenet: run only its first N ops (with the keys they use) and check the decrypted tensor "
                        "against the float twin's (the whole network: about 36 minutes and 22 GiB here)")
     fhe_b.add_argument("--no-peer", action="store_true", help="skip Orion (it needs the optional orion-fhe package)")
@@ -117,7 +118,8 @@ def run(args) -> int:
         if args.resnet20_images < 1 or args.resnet20_first < 0:
             raise ValueError("--resnet20-images must be at least 1 and --resnet20-first at least 0")
         bench_fhe.run(args.models, args.images, args.json, peer=not args.no_peer, peer_python=args.peer_python, resnet20_images=args.resnet20_images,
-                      resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log, resnet20_packing=args.resnet20_packing, ops=args.ops)
+                      resnet20_first=args.resnet20_first, resnet20_log=args.resnet20_log, resnet20_packing=args.resnet20_packing, ops=args.ops,
+                      device=args.device)
         return 0
     if args.suite == "e2e" and args.models:
         from lycaon.bench import imagenet as bench_imagenet  # noqa: PLC0415

@@ -197,7 +197,7 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
         return Ok(summary);
     }
     let exe = &served.exe;
-    let keys = receive_keys(exe, channel, &mut summary)?;
+    let keys = receive_keys(exe, channel, &mut summary, served.resident.is_none())?;
     // A resident device takes the session's keys once (uploaded), then every query's inputs.
     let resident = served.resident.as_ref().map(|d| d.session(exe, &keys.session)).transpose()?;
     loop {
@@ -290,7 +290,9 @@ impl std::ops::Deref for ServerKeys {
     }
 }
 
-fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary) -> Result<ServerKeys> {
+/// `prepare_host`: encode the bootstrapper's diagonals on the host with this session's keys
+/// (a resident session encodes its own on its device instead).
+fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary, prepare_host: bool) -> Result<ServerKeys> {
     let ctx = exe.context();
     let params = ctx.params();
     let header = KeyHeader::parse(&wire::recv(channel, "the key header")?)?;
@@ -347,7 +349,7 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
     let session = SessionKeys::new(Evaluator::new(ctx, EvaluationKeys { relin, galois }), encapsulation);
     // The bootstrapper's diagonals (over Q_l P, kept for every later session of this server)
     // are encoded with the first session's keys, before its first image rather than during it.
-    if let Some(b) = boot {
+    if let Some(b) = boot.filter(|_| prepare_host) {
         b.prepare_with(session.ops.evaluator(), session.encapsulation.as_ref()).map_err(ckks)?;
     }
     wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
