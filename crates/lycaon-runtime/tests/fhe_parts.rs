@@ -67,8 +67,10 @@ fn per_channel(l: &Layout, values: &[f64]) -> SlotValues {
     SlotValues::from_dense(&m.pack(&tensor).unwrap())
 }
 
-#[test]
-fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference() {
+/// A network whose tensors span several ciphertexts (12 x 32 x 32 input in two parts, convolutions
+/// between parts, a quadratic, pooling into one part, a convolution into two, pooling + FC),
+/// with an input and its float reference logits.
+fn parts_network() -> (FheProgram, Vec<f64>, Vec<f64>) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let mut random = |n: usize, scale: f64| (0..n).map(|_| rng.random_range(-scale..scale)).collect::<Vec<f64>>();
     // 12 x 32 x 32 needs 16 blocks of 1024 slots: two parts of 6 channels.
@@ -177,6 +179,13 @@ fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference(
     let pooled: Vec<f64> = (0..c2).map(|c| g.v[c * 256..(c + 1) * 256].iter().sum::<f64>() / 256.0).collect();
     let want: Vec<f64> = (0..n_out).map(|o| bf[o] + (0..c2).map(|c| wf[o * c2 + c] * pooled[c]).sum::<f64>()).collect();
 
+    (program, x.v, want)
+}
+
+#[test]
+fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference() {
+    let (program, x, want) = parts_network();
+    let x = Image { c: 12, h: 32, w: 32, v: x };
     // On host polynomials, then with every tensor, key and plaintext of the session resident
     // (on host memory here: the reference of the GPU path).
     for resident in [None, Some(lycaon_runtime::fhe::ResidentDevice::Host)] {
@@ -196,4 +205,26 @@ fn tensors_in_several_ciphertexts_run_encrypted_and_match_their_float_reference(
         drop(client_end);
         server.join().unwrap().unwrap();
     }
+}
+
+#[test]
+fn the_resident_executor_equals_the_host_executor_bit_for_bit() {
+    let (program, x, _) = parts_network();
+    let exe = FheExecutable::new(program.clone(), cpu()).unwrap();
+    let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
+    let mut client = lycaon_runtime::fhe::FheClient::new(program, cpu()).unwrap();
+    let sender = std::thread::spawn(move || {
+        client.send_keys(&mut client_end, &mut |_| {}).unwrap();
+        client
+    });
+    let keys = lycaon_runtime::fhe::accept_keys(&exe, &mut server_end).unwrap();
+    let mut client = sender.join().unwrap();
+    let ctx = exe.context();
+    let inputs: Vec<lycaon_ckks::Ciphertext> = client.encrypt(&x).unwrap().iter().map(|s| s.expand(ctx).unwrap()).collect();
+    let (host, host_stats) = exe.run(&keys, inputs.clone(), &mut |_, _, _| {}).unwrap();
+    let session = lycaon_runtime::fhe::ResidentDevice::Host.session(&exe, &keys).unwrap();
+    let (resident, stats) = session.run(&exe, inputs, &mut |_, _, _| {}).unwrap();
+    assert_eq!((resident.level(), resident.scale().to_bits()), (host.level(), host.scale().to_bits()));
+    assert!(resident.inner().parts() == host.inner().parts(), "the resident executor's logits differ from the host's");
+    assert_eq!(stats.ops.len(), host_stats.ops.len());
 }

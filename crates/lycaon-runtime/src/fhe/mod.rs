@@ -23,4 +23,4 @@ pub use executor::{FheExecutable, FheRunStats, SessionKeys};
 pub use graph::ModelGraph;
 pub use program::{FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
 pub use resident::ResidentDevice;
-pub use session::{open_session, FheClient, FheServed, FheSessionOptions, Flooding, QueryOutcome};
+pub use session::{accept_keys, open_session, FheClient, FheServed, FheSessionOptions, Flooding, QueryOutcome};

@@ -290,6 +290,12 @@ impl std::ops::Deref for ServerKeys {
     }
 }
 
+/// Receives a client's keys ([`FheClient::send_keys`]) as a server session does, for running
+/// the executable directly (embedding, tests) instead of through the query protocol.
+pub fn accept_keys(exe: &FheExecutable, channel: &mut dyn Channel) -> Result<SessionKeys> {
+    Ok(receive_keys(exe, channel, &mut FheServerSummary::default(), true)?.session)
+}
+
 /// `prepare_host`: encode the bootstrapper's diagonals on the host with this session's keys
 /// (a resident session encodes its own on its device instead).
 fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary, prepare_host: bool) -> Result<ServerKeys> {
