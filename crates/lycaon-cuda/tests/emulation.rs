@@ -101,3 +101,11 @@ fn bootstrapping_on_the_emulated_device_equals_the_host_bootstrap() {
     // the kernels, bit for bit the host's bootstrap: toy shape, n = 1024, 16 slots.
     lycaon_ckks::resident_conformance::check_resident_bootstrap(std::sync::Arc::new(EmulatedBackend::new()), 10, 4);
 }
+
+#[test]
+fn the_fhe_layers_on_the_emulated_device_equal_the_host() {
+    // MPConv, the BSGS convolution, CAConv/RAConv and pooling + FC with every tensor, key and
+    // plaintext on the device (plaintexts encoded there), through the kernels: ResNet-20's layers
+    // at n = 2048. Small NTT blocks keep the fiber emulation quick.
+    lycaon_nn::fhe::resident_conformance::check_resident_layers(std::sync::Arc::new(EmulatedBackend::new().with_chunk_threads(64)), 11);
+}

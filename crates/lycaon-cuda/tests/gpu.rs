@@ -76,3 +76,10 @@ fn gpu_bootstrap_equals_the_host_bootstrap() {
     lycaon_ckks::resident_conformance::check_resident_bootstrap(gpu.clone(), 12, 5);
     lycaon_ckks::resident_conformance::check_resident_bootstrap(gpu, 12, 11);
 }
+
+#[test]
+fn gpu_fhe_layers_equal_the_host() {
+    let Some(gpu) = backend_or_skip("gpu_fhe_layers_equal_the_host") else { return };
+    // ResNet-20's layer kinds with every tensor, key and plaintext on the device, at n = 2^12.
+    lycaon_nn::fhe::resident_conformance::check_resident_layers(std::sync::Arc::new(gpu), 12);
+}

@@ -23,6 +23,7 @@ pub mod hyphen;
 pub mod mpconv;
 pub mod multiplexed;
 pub mod pool_fc;
+pub mod resident_conformance;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -586,52 +586,7 @@ fn fhe_the_cheaper_convolution_is_chosen_per_layer() {
     assert!(ConvMethod::parse("fft").unwrap_err().to_string().contains("'fft'"));
 }
 
-/// The layers through a resident evaluator (every tensor, key and plaintext in the backend's
-/// memory; host memory here, a GPU's with the CUDA backend) equal the host's, bit for bit, with
-/// the same operation counts.
 #[test]
 fn fhe_layers_on_resident_memory_equal_the_host_bit_for_bit_logn12() {
-    use lycaon_ckks::ResidentEvaluator;
-    // TEST ONLY, insecure: logN = 12 with 5 levels of 40 bits.
-    let mut fhe = Fhe::new(12, 50, 40, 5, true);
-    let slots = fhe.ctx.max_slots();
-    let mut v = Values(77);
-    let (c0, c1, c2, hw, classes) = (4, 8, 16, 8, 10);
-    let x = v.vec(c0 * hw * hw, 1.0);
-    let l0 = MultiplexedLayout::new(c0, hw, hw, 1, slots).unwrap();
-    let mp = MpConv::new(l0, c1, 3, 1, &v.vec(c1 * c0 * 9, 1.0 / 6.0)).unwrap();
-    let bsgs = BsgsConv::new(*mp.output_layout(), c2, 3, 2, &v.vec(c2 * c1 * 9, 1.0 / 8.5)).unwrap();
-    let ca = CaConv::new(l0, c1, 3, &v.vec(c1 * c0 * 9, 1.0 / 6.0)).unwrap();
-    let ra = RaConv::new(c1, hw, hw, slots, c2, 3, &v.vec(c2 * c1 * 9, 1.0 / 8.5)).unwrap();
-    let fc = AvgPoolFc::new(&fhe.ctx, *bsgs.output_layout(), classes, &v.vec(classes * c2, 0.5), &v.vec(classes, 0.1)).unwrap();
-    let mut steps: Vec<i64> = [mp.rotation_steps(), bsgs.rotation_steps(), ca.rotation_steps(), ra.rotation_steps(), fc.rotation_steps()].concat();
-    steps.sort_unstable();
-    steps.dedup();
-    let keys = EvaluationKeys::generate(&fhe.sk, &steps, false, &mut fhe.sampler).unwrap();
-    let host = FheOps::new(Evaluator::new(&fhe.ctx, keys.clone()));
-    let resident = FheOps::new(ResidentEvaluator::new(&fhe.ctx, Arc::new(lycaon_backend::CpuBackend), &keys).unwrap());
-    let re = resident.evaluator();
-    let same = |what: &str, got: &lycaon_ckks::ResidentCiphertext<lycaon_backend::CpuBackend>, want: &Ciphertext| {
-        let got = re.download(got).unwrap();
-        assert_eq!((got.level(), got.scale().to_bits()), (want.level(), want.scale().to_bits()), "{what}");
-        assert!(got.inner().parts() == want.inner().parts(), "{what}: differs from the host");
-    };
-    let ct = fhe.encrypt(&l0.pack(&x).unwrap());
-    let rct = re.upload(&ct).unwrap();
-
-    let a1 = mp.evaluate(&host, &ct).unwrap();
-    let ra1 = mp.evaluate(&resident, &rct).unwrap();
-    same("MPConv", &ra1, &a1);
-    let a2 = bsgs.evaluate(&host, &a1).unwrap();
-    let ra2 = bsgs.evaluate(&resident, &ra1).unwrap();
-    same("BSGS convolution, stride 2", &ra2, &a2);
-    let logits = fc.evaluate(&host, &a2).unwrap();
-    same("average pooling + fully connected", &fc.evaluate(&resident, &ra2).unwrap(), &logits);
-    let mids = ca.evaluate(&host, &ct).unwrap();
-    let rmids = ca.evaluate(&resident, &rct).unwrap();
-    for (m, rm) in mids.iter().zip(&rmids) {
-        same("CAConv", rm, m);
-    }
-    same("RAConv", &ra.evaluate(&resident, &rmids).unwrap(), &ra.evaluate(&host, &mids).unwrap());
-    assert_eq!(resident.counts(), host.counts(), "operation counts");
+    super::resident_conformance::check_resident_layers(Arc::new(lycaon_backend::CpuBackend), 12);
 }
