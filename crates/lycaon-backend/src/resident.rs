@@ -113,6 +113,15 @@ pub trait ResidentBackend: Send + Sync + std::fmt::Debug {
         qp: &RnsBasis,
     ) -> Result<[Self::Mem; 2], MathError>;
 
+    /// Key switching's last two steps: [`Self::key_inner_product`], then [`Self::mod_down`] of both
+    /// outputs by `conv` (P -> Q_l): (k_0, k_1) over Q_l. A device fuses the inner product on the
+    /// special primes with their inverse NTT.
+    #[allow(clippy::too_many_arguments)]
+    fn key_switch(&self, digits: &Self::Mem, count: usize, key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis, conv: &BaseConverter) -> Result<[Self::Mem; 2], MathError> {
+        let [u0, u1] = self.key_inner_product(digits, count, key, layout, key_limbs, qp)?;
+        Ok([self.mod_down(&u0, conv)?, self.mod_down(&u1, conv)?])
+    }
+
     /// ModDown: (x_Q - Conv_{P->Q}(x_P)) P^-1 over Q_l, for x in NTT form over Q_l P (the Q_l
     /// primes first, then `conv`'s source primes P). `conv` converts P to Q_l.
     fn mod_down(&self, x: &Self::Mem, conv: &BaseConverter) -> Result<Self::Mem, MathError>;

@@ -224,3 +224,13 @@ extern "C" void lyc_emulate_encode_round(LYC_GRID_PARAMS, u64* out, const u64* r
                                          u32 slots, u64 scale_bits) {
     LYC_EMULATE_GRID(lycaon_encode_round(out, re, im, mods, n, slots, scale_bits));
 }
+
+extern "C" int lyc_emulate_inner_product_intt_head(LYC_GRID_PARAMS, u64* out0, u64* out1, const u64* digits, const u64* keys,
+                                                   const u64* key_limbs, const u64* mods, const u64* inv_roots,
+                                                   const u64* inv_roots_shoup, const u64* last_consts, u32 n, u32 limbs,
+                                                   u32 q_limbs, u32 num_digits, u32 key_digits, u32 key_limbs_total,
+                                                   u32 h_min) {
+    LYC_EMULATE_GRID_WITH_BARRIERS(lycaon_inner_product_intt_head(out0, out1, digits, keys, key_limbs, mods, inv_roots, inv_roots_shoup,
+                                                                  last_consts, n, limbs, q_limbs, num_digits, key_digits,
+                                                                  key_limbs_total, h_min));
+}

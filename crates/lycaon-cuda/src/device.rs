@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
-use crate::host::{ExecError, ExecResult, KernelBackend, KernelExec, LaunchDims};
+use crate::host::{ExecError, ExecResult, IntoInttDims, KernelBackend, KernelExec, LaunchDims};
 use crate::kernels::{program_source, KERNEL_NAMES};
 use crate::{CudaError, DeviceInfo};
 
@@ -267,6 +267,11 @@ impl KernelExec for CudaExec {
     fn fft_finish(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 2], input: [&CudaSlice<u64>; 2], size: u32, log_size: u32, inv_bits: u64) -> ExecResult<()> {
         let [o_re, o_im] = out;
         launch!(self, "lycaon_fft_finish", d, o_re, o_im, input[0], input[1], &size, &log_size, &inv_bits)
+    }
+
+    fn inner_product_intt_head(&self, d: LaunchDims, out: [&mut CudaSlice<u64>; 2], digits: &CudaSlice<u64>, keys: &CudaSlice<u64>, key_limbs: &CudaSlice<u64>, mods: &CudaSlice<u64>, inv_roots: &CudaSlice<u64>, inv_roots_shoup: &CudaSlice<u64>, last_consts: &CudaSlice<u64>, a: IntoInttDims) -> ExecResult<()> {
+        let [o0, o1] = out;
+        launch!(self, "lycaon_inner_product_intt_head", d, o0, o1, digits, keys, key_limbs, mods, inv_roots, inv_roots_shoup, last_consts, &a.n, &a.limbs, &a.q_limbs, &a.num_digits, &a.key_digits, &a.key_limbs_total, &a.h_min)
     }
 
     fn abs_max(&self, d: LaunchDims, partial: &mut CudaSlice<u64>, re: &CudaSlice<u64>, im: &CudaSlice<u64>, size: u32) -> ExecResult<()> {

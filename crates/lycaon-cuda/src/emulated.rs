@@ -11,7 +11,7 @@
 // The kernels are C++ behind an FFI boundary; every call passes live, correctly sized buffers.
 #![allow(unsafe_code)]
 
-use crate::host::{ExecError, ExecResult, KernelBackend, KernelExec, LaunchDims};
+use crate::host::{ExecError, ExecResult, IntoInttDims, KernelBackend, KernelExec, LaunchDims};
 
 mod ffi {
     extern "C" {
@@ -129,6 +129,7 @@ mod ffi {
         pub fn lyc_emulate_fft_finish(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out_re: *mut u64, out_im: *mut u64, in_re: *const u64, in_im: *const u64, size: u32, log_size: u32, inv_bits: u64);
         pub fn lyc_emulate_abs_max(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, partial: *mut u64, re: *const u64, im: *const u64, size: u32);
         pub fn lyc_emulate_encode_round(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out: *mut u64, re: *const u64, im: *const u64, mods: *const u64, n: u32, slots: u32, scale_bits: u64);
+        pub fn lyc_emulate_inner_product_intt_head(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, out0: *mut u64, out1: *mut u64, digits: *const u64, keys: *const u64, key_limbs: *const u64, mods: *const u64, inv_roots: *const u64, inv_roots_shoup: *const u64, last_consts: *const u64, n: u32, limbs: u32, q_limbs: u32, num_digits: u32, key_digits: u32, key_limbs_total: u32, h_min: u32) -> i32;
         pub fn lyc_emulate_mul_add(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, acc: *mut u64, a: *const u64, b: *const u64, mods: *const u64, n: u32);
         pub fn lyc_emulate_add_sub(gx: u32, gy: u32, gz: u32, bx: u32, reversed: i32, a: *mut u64, b: *const u64, mods: *const u64, n: u32, op: u32);
         pub fn lyc_emulate_limb_constants(
@@ -524,6 +525,31 @@ impl KernelExec for EmulatedExec {
         Ok(())
     }
 
+    fn inner_product_intt_head(&self, d: LaunchDims, out: [&mut Vec<u64>; 2], digits: &Vec<u64>, keys: &Vec<u64>, key_limbs: &Vec<u64>, mods: &Vec<u64>, inv_roots: &Vec<u64>, inv_roots_shoup: &Vec<u64>, last_consts: &Vec<u64>, a: IntoInttDims) -> ExecResult<()> {
+        let k = "lycaon_inner_product_intt_head";
+        let (n_, p_limbs) = (a.n as usize, d.grid.1 as usize);
+        check(d.block.is_power_of_two() && d.grid.0 as usize * 2 * d.block as usize == n_ && d.grid.2 == 2, || format!("{k}: grid {d:?} for n = {}", a.n))?;
+        check(2 * d.block as usize <= 4096 && d.shared_bytes == 2 * d.block * 8, || format!("{k}: shared memory {} bytes for {} threads", d.shared_bytes, d.block))?;
+        check(a.q_limbs as usize + p_limbs == a.limbs as usize && a.num_digits <= a.key_digits, || format!("{k}: {a:?} with {p_limbs} special primes"))?;
+        check(a.h_min >= 1 && a.h_min.is_power_of_two() && (a.n / 2) / a.h_min <= d.block, || format!("{k}: h_min = {} with {} threads", a.h_min, d.block))?;
+        need(k, "out0", out[0], p_limbs * n_)?;
+        need(k, "out1", out[1], p_limbs * n_)?;
+        need(k, "digits", digits, a.num_digits as usize * a.limbs as usize * n_)?;
+        need(k, "key_limbs", key_limbs, a.limbs as usize)?;
+        check(key_limbs[..a.limbs as usize].iter().all(|&l| l < a.key_limbs_total as u64), || format!("{k}: a key limb index is not below {}", a.key_limbs_total))?;
+        need(k, "keys", keys, 2 * a.key_digits as usize * a.key_limbs_total as usize * n_)?;
+        need(k, "mods", mods, 3 * p_limbs)?;
+        need(k, "inv_roots", inv_roots, p_limbs * n_)?;
+        need(k, "inv_roots_shoup", inv_roots_shoup, p_limbs * n_)?;
+        need(k, "last_consts", last_consts, 4 * p_limbs)?;
+        let (gx, gy, gz, bx, rev) = self.grid(d);
+        let [o0, o1] = out;
+        let diverged = unsafe {
+            ffi::lyc_emulate_inner_product_intt_head(gx, gy, gz, bx, rev, o0.as_mut_ptr(), o1.as_mut_ptr(), digits.as_ptr(), keys.as_ptr(), key_limbs.as_ptr(), mods.as_ptr(), inv_roots.as_ptr(), inv_roots_shoup.as_ptr(), last_consts.as_ptr(), a.n, a.limbs, a.q_limbs, a.num_digits, a.key_digits, a.key_limbs_total, a.h_min)
+        };
+        check(diverged == 0, || format!("{k}: the threads of a block disagree on the barriers"))
+    }
+
     fn abs_max(&self, d: LaunchDims, partial: &mut Vec<u64>, re: &Vec<u64>, im: &Vec<u64>, size: u32) -> ExecResult<()> {
         let k = "lycaon_abs_max";
         check(d.grid == (1, 1, 1), || format!("{k}: one block, not {:?}", d.grid))?;
@@ -678,11 +704,11 @@ impl KernelExec for EmulatedExec {
         let (outputs, n_, limbs_, nd) = (d.grid.2 as usize, n as usize, limbs as usize, num_digits as usize);
         let k = "lycaon_inner_product_resident";
         covers(k, d, n_)?;
-        check(d.grid.1 == limbs, || format!("{k}: grid.y = {} must be the limb count {limbs}", d.grid.1))?;
+        check(d.grid.1 <= limbs, || format!("{k}: grid.y = {} exceeds the limb count {limbs}", d.grid.1))?;
         check(num_digits <= key_digits, || format!("{k}: {num_digits} digits, the key has {key_digits}"))?;
         check(outputs == 2, || format!("{k}: grid.z = {outputs}, the kernel writes 2 outputs"))?;
-        need(k, "out0", out[0], limbs_ * n_)?;
-        need(k, "out1", out[1], limbs_ * n_)?;
+        need(k, "out0", out[0], d.grid.1 as usize * n_)?;
+        need(k, "out1", out[1], d.grid.1 as usize * n_)?;
         need(k, "digits", digits, nd * limbs_ * n_)?;
         need(k, "key_limbs", key_limbs, limbs_)?;
         check(key_limbs[..limbs_].iter().all(|&l| l < key_limbs_total as u64), || format!("{k}: a key limb index is not below {key_limbs_total}"))?;

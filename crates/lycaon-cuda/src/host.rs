@@ -169,6 +169,10 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
     fn fft_inverse_stage(&self, d: LaunchDims, re: &mut Self::Buf, im: &mut Self::Buf, ksi: &Self::Buf, rot_group: &Self::Buf, m: u32, size: u32, len: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn fft_finish(&self, d: LaunchDims, out: [&mut Self::Buf; 2], input: [&Self::Buf; 2], size: u32, log_size: u32, inv_bits: u64) -> ExecResult<()>;
+    /// The special primes' inner products fused with their inverse NTT's first stages
+    /// (kernels/inner_product.cu); d = chunks over n, grid.y = special primes, grid.z = 2.
+    #[allow(clippy::too_many_arguments)]
+    fn inner_product_intt_head(&self, d: LaunchDims, out: [&mut Self::Buf; 2], digits: &Self::Buf, keys: &Self::Buf, key_limbs: &Self::Buf, mods: &Self::Buf, inv_roots: &Self::Buf, inv_roots_shoup: &Self::Buf, last_consts: &Self::Buf, dims: IntoInttDims) -> ExecResult<()>;
     fn abs_max(&self, d: LaunchDims, partial: &mut Self::Buf, re: &Self::Buf, im: &Self::Buf, size: u32) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn encode_round(&self, d: LaunchDims, out: &mut Self::Buf, re: &Self::Buf, im: &Self::Buf, mods: &Self::Buf, n: u32, slots: u32, scale_bits: u64) -> ExecResult<()>;
@@ -214,6 +218,20 @@ pub trait KernelExec: Send + Sync + std::fmt::Debug {
         key_digits: u32,
         key_limbs_total: u32,
     ) -> ExecResult<()>;
+}
+
+/// The scalar arguments of `lycaon_inner_product_intt_head`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntoInttDims {
+    pub n: u32,
+    /// Limbs of the digits' basis (Q_l P).
+    pub limbs: u32,
+    /// Limbs of Q_l (the special primes follow).
+    pub q_limbs: u32,
+    pub num_digits: u32,
+    pub key_digits: u32,
+    pub key_limbs_total: u32,
+    pub h_min: u32,
 }
 
 /// floor(2^128 / q) as (high, low) words: lycaon_math::Modulus's Barrett constant, recomputed by
@@ -434,21 +452,26 @@ impl<E: KernelExec> KernelBackend<E> {
 
     /// The whole inverse NTT of `limbs` limbs, its last stage folding in `last_consts`: the first
     /// stages in one shared-memory launch, then one launch per remaining stage.
-    pub(crate) fn inverse_transform(
-        &self,
-        buf: &mut E::Buf,
-        t: &DeviceNttTables<E::Buf>,
-        last_consts: &E::Buf,
-        n: usize,
-        limbs: usize,
-    ) -> Result<(), MathError> {
-        let threads = (n / 2).min(self.chunk_threads).max(1);
-        let h_min = (n / (2 * threads)).max(1);
+    pub(crate) fn inverse_transform(&self, buf: &mut E::Buf, t: &DeviceNttTables<E::Buf>, last_consts: &E::Buf, n: usize, limbs: usize) -> Result<(), MathError> {
+        let (threads, h_min) = self.ntt_chunking(n);
         let chunks = LaunchDims::chunks(n, limbs, threads);
         self.device(
             "lycaon_ntt_inverse_head",
             self.exec.ntt_inverse_head(chunks, buf, &t.inv_roots, &t.inv_roots_shoup, &t.mods, last_consts, n as u32, h_min as u32),
         )?;
+        self.inverse_stages_below(buf, t, last_consts, n, limbs, h_min)
+    }
+
+    /// The threads of a shared-memory NTT block for degree n, and the lowest inverse stage the
+    /// shared-memory head reaches (every stage h >= h_min: t = n / 2h fits a chunk).
+    pub(crate) fn ntt_chunking(&self, n: usize) -> (usize, usize) {
+        let threads = (n / 2).min(self.chunk_threads).max(1);
+        (threads, (n / (2 * threads)).max(1))
+    }
+
+    /// The inverse NTT's global stages after a shared-memory head that stopped at `h_min`:
+    /// h = h_min / 2, ..., 1 (the last folding in `last_consts`).
+    pub(crate) fn inverse_stages_below(&self, buf: &mut E::Buf, t: &DeviceNttTables<E::Buf>, last_consts: &E::Buf, n: usize, limbs: usize, h_min: usize) -> Result<(), MathError> {
         let dims = LaunchDims::cover(n / 2, limbs, 1);
         let mut h = h_min / 2;
         while h >= 1 {
@@ -688,6 +711,7 @@ mod tests {
         fn fft_inverse_stage(&self, _: LaunchDims, _: &mut (), _: &mut (), _: &(), _: &(), _: u32, _: u32, _: u32) -> ExecResult<()> { failed() }
         fn fft_finish(&self, _: LaunchDims, _: [&mut (); 2], _: [&(); 2], _: u32, _: u32, _: u64) -> ExecResult<()> { failed() }
         fn abs_max(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: u32) -> ExecResult<()> { failed() }
+        fn inner_product_intt_head(&self, _: LaunchDims, _: [&mut (); 2], _: &(), _: &(), _: &(), _: &(), _: &(), _: &(), _: &(), _: IntoInttDims) -> ExecResult<()> { failed() }
         fn encode_round(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32, _: u64) -> ExecResult<()> { failed() }
         fn limb_constants(&self, _: LaunchDims, _: &mut (), _: &(), _: &(), _: &(), _: u32, _: u32) -> ExecResult<()> { failed() }
         fn tensor(&self, _: LaunchDims, _: [&mut (); 3], _: [&(); 2], _: [&(); 2], _: &(), _: u32) -> ExecResult<()> { failed() }

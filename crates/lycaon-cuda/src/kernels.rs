@@ -13,7 +13,7 @@ pub const KERNEL_FILES: [(&str, &str); 6] = [
 ];
 
 /// Every `extern "C" __global__` entry point, as the host looks them up by name.
-pub const KERNEL_NAMES: [&str; 20] = [
+pub const KERNEL_NAMES: [&str; 21] = [
     "lycaon_ntt_forward_stage",
     "lycaon_ntt_inverse_stage",
     "lycaon_mul_pointwise",
@@ -34,11 +34,12 @@ pub const KERNEL_NAMES: [&str; 20] = [
     "lycaon_fft_finish",
     "lycaon_abs_max",
     "lycaon_encode_round",
+    "lycaon_inner_product_intt_head",
 ];
 
 /// The kernels that share data through shared memory and synchronise with barriers (the
 /// emulation runs them with one fiber per thread).
-pub const BARRIER_KERNELS: [&str; 2] = ["lycaon_ntt_forward_tail", "lycaon_ntt_inverse_head"];
+pub const BARRIER_KERNELS: [&str; 3] = ["lycaon_ntt_forward_tail", "lycaon_ntt_inverse_head", "lycaon_inner_product_intt_head"];
 
 /// The whole NVRTC program: the files concatenated in order, each under a `#line` directive so
 /// that compiler messages name the original file and line.

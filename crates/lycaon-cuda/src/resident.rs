@@ -125,6 +125,21 @@ where
         Ok(out)
     }
 
+    /// ModDown after the inverse NTT of the P part (`p_scaled`: its residues times P's punctured
+    /// inverses): the conversion to Q_l, then (x_Q - correction) P^-1 fused into the forward
+    /// NTT's last stage; x_Q is the first |Q_l| limbs of `x`.
+    fn mod_down_tail(&self, x: &PooledBuf<E::Buf>, p_scaled: PooledBuf<E::Buf>, conv: &BaseConverter) -> Result<PooledBuf<E::Buf>, MathError> {
+        let (p, q) = (conv.from_basis(), conv.to_basis());
+        let n = q.n();
+        let correction = self.accumulate(conv, p_scaled.buf(), n)?;
+        let mut key = Self::primes(p);
+        key.extend(Self::primes(q));
+        let inverses = mod_down_constants(conv)?;
+        let inverses = self.constant("ModDown: P^-1 mod q_i", key, || Ok(Self::shoup_words(&inverses)))?;
+        let t_q = self.tables_for(q, 0..q.len())?;
+        self.sub_scaled_ntt(x, q.len() * n, correction, &t_q, &inverses, n, q.len())
+    }
+
     fn shoup_words(c: &[lycaon_math::ShoupConstant]) -> Vec<u64> {
         c.iter().flat_map(|c| [c.value, c.shoup]).collect()
     }
@@ -449,6 +464,47 @@ where
         Ok([u0, u1])
     }
 
+    fn key_switch(&self, digits: &Self::Mem, count: usize, key: &Self::Mem, layout: KeyLayout, key_limbs: &[usize], qp: &RnsBasis, conv: &BaseConverter) -> Result<[Self::Mem; 2], MathError> {
+        check_key_args(digits.len(), count, key.len(), layout, key_limbs, qp)?;
+        let (p, q) = (conv.from_basis(), conv.to_basis());
+        let n = qp.n();
+        if q.len() + p.len() != qp.len() {
+            return Err(MathError::LimbCount { expected: qp.len(), found: q.len() + p.len() });
+        }
+        let limbs_words: Vec<u64> = key_limbs.iter().map(|&l| l as u64).collect();
+        let limbs = self.constant("key limbs", limbs_words.clone(), || Ok(limbs_words))?;
+        // The inner products on Q_l's primes, as the unfused kernel computes them.
+        let t_qp = self.tables_for(qp, 0..qp.len())?;
+        let (mut u0, mut u1) = (self.take(q.len() * n)?, self.take(q.len() * n)?);
+        self.run(
+            "lycaon_inner_product_resident",
+            self.exec().inner_product_resident(LaunchDims::cover(n, q.len(), 2), [u0.buf_mut(), u1.buf_mut()], digits.buf(), key.buf(), &limbs, &t_qp.mods, n as u32, qp.len() as u32, count as u32, layout.digits as u32, layout.limbs as u32),
+        )?;
+        // On P's primes, fused with ModDown's inverse NTT (its last stage scaled for the conversion).
+        let t_p = self.tables_for(p, 0..p.len())?;
+        let factors: Vec<u64> = (0..p.len()).map(|i| p.punctured_inverse(i).value).collect();
+        let last = self.scaled_last_consts(&t_p, p, 0..p.len(), &factors)?;
+        let (threads, h_min) = self.ntt_chunking(n);
+        let (mut p0, mut p1) = (self.take(p.len() * n)?, self.take(p.len() * n)?);
+        let d = LaunchDims { grid: ((n / (2 * threads)) as u32, p.len() as u32, 2), block: threads as u32, shared_bytes: (2 * threads * 8) as u32 };
+        let dims = crate::host::IntoInttDims {
+            n: n as u32,
+            limbs: qp.len() as u32,
+            q_limbs: q.len() as u32,
+            num_digits: count as u32,
+            key_digits: layout.digits as u32,
+            key_limbs_total: layout.limbs as u32,
+            h_min: h_min as u32,
+        };
+        self.run(
+            "lycaon_inner_product_intt_head",
+            self.exec().inner_product_intt_head(d, [p0.buf_mut(), p1.buf_mut()], digits.buf(), key.buf(), &limbs, &t_p.mods, &t_p.inv_roots, &t_p.inv_roots_shoup, &last, dims),
+        )?;
+        self.inverse_stages_below(p0.buf_mut(), &t_p, &last, n, p.len(), h_min)?;
+        self.inverse_stages_below(p1.buf_mut(), &t_p, &last, n, p.len(), h_min)?;
+        Ok([self.mod_down_tail(&u0, p0, conv)?, self.mod_down_tail(&u1, p1, conv)?])
+    }
+
     fn mod_down(&self, x: &Self::Mem, conv: &BaseConverter) -> Result<Self::Mem, MathError> {
         let (p, q) = (conv.from_basis(), conv.to_basis());
         let n = q.n();
@@ -461,13 +517,7 @@ where
         let t_p = self.tables_for(p, 0..p.len())?;
         let last = self.scaled_last_consts(&t_p, p, 0..p.len(), &factors)?;
         self.inverse_stages(p_part.buf_mut(), &t_p, &last, n, p.len())?;
-        let correction = self.accumulate(conv, p_part.buf(), n)?;
-        let mut key = Self::primes(p);
-        key.extend(Self::primes(q));
-        let inverses = mod_down_constants(conv)?;
-        let inverses = self.constant("ModDown: P^-1 mod q_i", key, || Ok(Self::shoup_words(&inverses)))?;
-        let t_q = self.tables_for(q, 0..q.len())?;
-        self.sub_scaled_ntt(x, qn, correction, &t_q, &inverses, n, q.len())
+        self.mod_down_tail(x, p_part, conv)
     }
 
     fn automorphism(&self, a: &Self::Mem, galois_element: u64, basis: &RnsBasis) -> Result<Self::Mem, MathError> {

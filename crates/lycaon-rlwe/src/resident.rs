@@ -116,18 +116,15 @@ pub fn key_switch_decomposed<B: ResidentBackend>(
     dec: &ResidentDecomposed<B>,
     key: &ResidentKey<B>,
 ) -> Result<[ResidentPoly<B>; 2], RlweError> {
-    let [u0, u1] = key_switch_decomposed_lazy(params, backend, dec, key)?;
-    Ok([mod_down(params, backend, &u0)?, mod_down(params, backend, &u1)?])
+    let (ctx, limbs) = key_context(params, dec, key)?;
+    let conv = ctx.mod_down.as_ref().ok_or(RlweError::NoSpecialPrimes)?;
+    let [k0, k1] = backend.key_switch(&dec.digits, dec.count, &key.mem, key.layout, &limbs, &ctx.qp, conv)?;
+    Ok([ResidentPoly { mem: k0, basis: ctx.q.clone() }, ResidentPoly { mem: k1, basis: ctx.q.clone() }])
 }
 
-/// The inner product without the ModDown: two polynomials over Q_l P
-/// ([`crate::keyswitch::key_switch_decomposed_lazy`] on resident memory).
-pub fn key_switch_decomposed_lazy<B: ResidentBackend>(
-    params: &Parameters,
-    backend: &B,
-    dec: &ResidentDecomposed<B>,
-    key: &ResidentKey<B>,
-) -> Result<[ResidentPoly<B>; 2], RlweError> {
+/// The level context of a key switch and the key limb of every limb of Q_l P, after the checks
+/// every key switch makes: the key's parameters and level, and its digit count.
+fn key_context<'a, B: ResidentBackend>(params: &'a Parameters, dec: &ResidentDecomposed<B>, key: &ResidentKey<B>) -> Result<(&'a crate::params::LevelContext, Vec<usize>), RlweError> {
     if &key.params_id != params.id() {
         return Err(RlweError::ParamsMismatch { what: "key-switching key" });
     }
@@ -138,15 +135,25 @@ pub fn key_switch_decomposed_lazy<B: ResidentBackend>(
     if dec.count > key.layout.digits {
         return Err(RlweError::Malformed { what: "key has fewer digits than the parameters require".into() });
     }
-    let own;
-    let limbs: &[usize] = if key.full {
-        &ctx.key_limbs
+    let limbs = if key.full {
+        ctx.key_limbs.clone()
     } else {
         let alpha = params.special_prime_count();
-        own = (0..=dec.level).chain(key.level + 1..key.level + 1 + alpha).collect::<Vec<_>>();
-        &own
+        (0..=dec.level).chain(key.level + 1..key.level + 1 + alpha).collect()
     };
-    let [u0, u1] = backend.key_inner_product(&dec.digits, dec.count, &key.mem, key.layout, limbs, &ctx.qp)?;
+    Ok((ctx, limbs))
+}
+
+/// The inner product without the ModDown: two polynomials over Q_l P
+/// ([`crate::keyswitch::key_switch_decomposed_lazy`] on resident memory).
+pub fn key_switch_decomposed_lazy<B: ResidentBackend>(
+    params: &Parameters,
+    backend: &B,
+    dec: &ResidentDecomposed<B>,
+    key: &ResidentKey<B>,
+) -> Result<[ResidentPoly<B>; 2], RlweError> {
+    let (ctx, limbs) = key_context(params, dec, key)?;
+    let [u0, u1] = backend.key_inner_product(&dec.digits, dec.count, &key.mem, key.layout, &limbs, &ctx.qp)?;
     Ok([ResidentPoly { mem: u0, basis: ctx.qp.clone() }, ResidentPoly { mem: u1, basis: ctx.qp.clone() }])
 }
 
