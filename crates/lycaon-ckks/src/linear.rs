@@ -145,6 +145,30 @@ impl LinearTransform {
         plan
     }
 
+    /// The distinct baby steps of [`Self::plan`], sorted (0 included when used).
+    pub(crate) fn plan_babies(plan: &BTreeMap<usize, Vec<(usize, usize)>>) -> Vec<usize> {
+        let mut babies: Vec<usize> = plan.values().flat_map(|t| t.iter().map(|x| x.0)).collect();
+        babies.sort_unstable();
+        babies.dedup();
+        babies
+    }
+
+    /// Errors unless `ct` can go through this transform: 2 parts (`WrongSize`), a level to spend
+    /// (`NotEnoughLevels`), this transform's slot count (`InvalidArgument`). Returns its level.
+    pub(crate) fn check_input<C: crate::ops::CiphertextMeta>(&self, ct: &C) -> Result<usize, CkksError> {
+        if ct.parts() != 2 {
+            return Err(CkksError::WrongSize { expected: 2, found: ct.parts() });
+        }
+        let level = ct.level();
+        if level == 0 {
+            return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
+        }
+        if self.slots() != ct.slots() {
+            return Err(CkksError::InvalidArgument { what: format!("the transform has {} slots, the ciphertext {}", self.slots(), ct.slots()) });
+        }
+        Ok(level)
+    }
+
     /// The rotation steps the evaluation needs keys for (baby and giant steps, no zero).
     pub fn rotations(&self) -> Vec<i64> {
         let mut r: Vec<i64> = self.plan().iter().flat_map(|(&g, terms)| std::iter::once(g).chain(terms.iter().map(|t| t.0))).filter(|&x| x != 0).map(|x| x as i64).collect();
@@ -235,21 +259,10 @@ impl Evaluator {
     /// target q_l / s (and, if prepared at that level and scale, taken from the cache).
     pub fn linear_transform_to_scale(&self, ct: &Ciphertext, lt: &LinearTransform, target: f64) -> Result<Ciphertext, CkksError> {
         self.check(ct)?;
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
-        }
-        let level = ct.level();
-        if level == 0 {
-            return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
-        }
-        if lt.slots() != ct.slots() {
-            return Err(CkksError::InvalidArgument { what: format!("the transform has {} slots, the ciphertext {}", lt.slots(), ct.slots()) });
-        }
+        let level = lt.check_input(ct)?;
         let sigma = self.linear_transform_scale(ct, target)?;
         let plan = lt.plan();
-        let mut babies: Vec<usize> = plan.values().flat_map(|t| t.iter().map(|x| x.0)).collect();
-        babies.sort_unstable();
-        babies.dedup();
+        let babies = LinearTransform::plan_babies(&plan);
         let n = self.context().n();
         // Fail early, naming the step, before any work.
         let steps: Vec<i64> = lt.rotations();

@@ -76,16 +76,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
     }
 
     fn transform(&self, ct: &ResidentCiphertext<B>, lt: &LinearTransform, diags: &ResidentDiagonals<B>, target: f64, exact_target: bool) -> Result<ResidentCiphertext<B>, CkksError> {
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
-        }
-        let level = ct.level();
-        if level == 0 {
-            return Err(CkksError::NotEnoughLevels { op: "linear_transform", needed: 1, level: 0 });
-        }
-        if lt.slots() != ct.slots() {
-            return Err(CkksError::InvalidArgument { what: format!("the transform has {} slots, the ciphertext {}", lt.slots(), ct.slots()) });
-        }
+        let level = lt.check_input(ct)?;
         crate::encoding::check_scale(target)?;
         let sigma = target * self.context().prime_at(level)? as f64 / ct.scale();
         // The host evaluator rescales its target by (scale used) / (scale asked), here 1 but not
@@ -111,9 +102,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
             }
         }
         let plan = lt.plan();
-        let mut babies: Vec<usize> = plan.values().flat_map(|t| t.iter().map(|x| x.0)).collect();
-        babies.sort_unstable();
-        babies.dedup();
+        let babies = LinearTransform::plan_babies(&plan);
         let index: HashMap<usize, usize> = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
         let diag = |k: usize| diags.diagonals.get(&k).ok_or(CkksError::Internal("prepared diagonal"));
         let mut acc: Option<[ResidentPoly<B>; 2]> = None;

@@ -58,16 +58,7 @@ impl<B: ResidentBackend> ResidentEvaluator<B> {
 
     /// See [`crate::Evaluator::hoist_rotations`].
     pub fn hoist_rotations(&self, ct: &ResidentCiphertext<B>, steps: &[i64]) -> Result<ResidentHoisted<B>, CkksError> {
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
-        }
-        if ct.level() == 0 {
-            return Err(CkksError::NotEnoughLevels { op: "hoist_rotations", needed: 1, level: 0 });
-        }
-        let slots = ct.slots() as i64;
-        let mut babies: Vec<usize> = steps.iter().map(|s| s.rem_euclid(slots) as usize).collect();
-        babies.sort_unstable();
-        babies.dedup();
+        let babies = crate::rotation_sum::hoisting_steps(ct, steps)?;
         let extended = self.hoisted_babies(ct, &babies, "hoisted rotations")?;
         let index = babies.iter().enumerate().map(|(t, &b)| (b, t)).collect();
         Ok(HoistedRotations { level: ct.level(), scale: ct.scale(), log_slots: ct.log_slots(), index, extended })

@@ -200,6 +200,22 @@ pub struct GiantStep<'a> {
     pub terms: Vec<(i64, &'a [f64])>,
 }
 
+/// Errors unless `ct` can be hoisted (2 parts, a level above 0); the distinct steps mod its slots,
+/// sorted.
+pub(crate) fn hoisting_steps<C: crate::ops::CiphertextMeta>(ct: &C, steps: &[i64]) -> Result<Vec<usize>, CkksError> {
+    if ct.parts() != 2 {
+        return Err(CkksError::WrongSize { expected: 2, found: ct.parts() });
+    }
+    if ct.level() == 0 {
+        return Err(CkksError::NotEnoughLevels { op: "hoist_rotations", needed: 1, level: 0 });
+    }
+    let slots = ct.slots() as i64;
+    let mut babies: Vec<usize> = steps.iter().map(|s| s.rem_euclid(slots) as usize).collect();
+    babies.sort_unstable();
+    babies.dedup();
+    Ok(babies)
+}
+
 pub(crate) fn rotate_values(v: &[f64], step: i64) -> Vec<Complex64> {
     let s = v.len() as i64;
     (0..s).map(|t| Complex64::new(v[(t + step).rem_euclid(s) as usize], 0.0)).collect()
@@ -218,16 +234,7 @@ impl Evaluator {
     /// `MissingRotationKey` naming the first missing step.
     pub fn hoist_rotations(&self, ct: &Ciphertext, steps: &[i64]) -> Result<HoistedRotations, CkksError> {
         self.check(ct)?;
-        if ct.len() != 2 {
-            return Err(CkksError::WrongSize { expected: 2, found: ct.len() });
-        }
-        if ct.level() == 0 {
-            return Err(CkksError::NotEnoughLevels { op: "hoist_rotations", needed: 1, level: 0 });
-        }
-        let slots = ct.slots() as i64;
-        let mut babies: Vec<usize> = steps.iter().map(|s| s.rem_euclid(slots) as usize).collect();
-        babies.sort_unstable();
-        babies.dedup();
+        let babies = hoisting_steps(ct, steps)?;
         let keys: Vec<Option<(&KeySwitchKey, Arc<Automorphism>)>> =
             babies.iter().map(|&b| if b == 0 { Ok(None) } else { self.rotation_key(b as i64, "hoisted rotations").map(Some) }).collect::<Result<_, _>>()?;
         let params = self.params().clone();
