@@ -2,7 +2,8 @@
 //! ciphertexts, a convolution from two parts to two parts, a per-part quadratic, a stride-2
 //! pooling that gathers two parts into one, a convolution from one part to two, and the global
 //! pooling with the fully connected layer summed over two parts. Run through a session (the
-//! query carries one ciphertext per input part) and compared with a float reference.
+//! query carries one ciphertext per input part) and compared with a float reference; then with
+//! the ops on workers (`fhe::fanout`), bit for bit one machine's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,8 @@ use lycaon_mpc::LinkModel;
 use lycaon_nn::fhe::MultiplexedLayout;
 use lycaon_runtime::fhe::session::serve_session;
 use lycaon_runtime::fhe::{
-    open_session, FheExecutable, FheOp, FheOpKind, FheParameters, FheProgram, FheServed, FheSessionOptions, InputPacking, Layout, SlotValues,
+    open_session, schedule, FheBatch, FheExecutable, FheFanout, FheOp, FheOpKind, FheParameters, FheProgram, FheRunStats, FheServed, FheSessionOptions,
+    FheWorker, InputPacking, Layout, SlotValues,
 };
 use rand::{RngExt, SeedableRng};
 
@@ -227,4 +229,173 @@ fn the_resident_executor_equals_the_host_executor_bit_for_bit() {
     assert_eq!((resident.level(), resident.scale().to_bits()), (host.level(), host.scale().to_bits()));
     assert!(resident.inner().parts() == host.inner().parts(), "the resident executor's logits differ from the host's");
     assert_eq!(stats.ops.len(), host_stats.ops.len());
+}
+
+/// Workers on threads of this process, as a Ray fanout runs them in other processes: batch k of
+/// a step on worker k mod W, each worker parsing the session's key messages itself. A worker
+/// told to fail refuses every batch that runs `fail_op`.
+struct ThreadFanout {
+    workers: Vec<FheWorker>,
+    fail_op: Option<usize>,
+    batches_per_worker: std::sync::Mutex<Vec<usize>>,
+}
+
+impl ThreadFanout {
+    fn new(program: &FheProgram, workers: usize, fail_op: Option<usize>) -> Self {
+        let workers = (0..workers).map(|_| FheWorker::new(program.clone(), cpu()).unwrap()).collect::<Vec<_>>();
+        let n = workers.len();
+        Self { workers, fail_op, batches_per_worker: std::sync::Mutex::new(vec![0; n]) }
+    }
+}
+
+impl FheFanout for ThreadFanout {
+    fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> lycaon_runtime::Result<()> {
+        for w in &self.workers {
+            w.add_keys(session, &messages)?;
+        }
+        Ok(())
+    }
+
+    fn run(&self, session: u64, batches: Vec<(FheBatch, Vec<Vec<u8>>)>) -> lycaon_runtime::Result<Vec<(Vec<Vec<u8>>, FheRunStats)>> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = batches
+                .iter()
+                .enumerate()
+                .map(|(k, (batch, inputs))| {
+                    let worker = &self.workers[k % self.workers.len()];
+                    self.batches_per_worker.lock().unwrap()[k % self.workers.len()] += 1;
+                    s.spawn(move || {
+                        if self.fail_op.is_some_and(|f| batch.ops.contains(&f)) {
+                            return Err(lycaon_runtime::RuntimeError::Cluster("a worker died".into()));
+                        }
+                        worker.run(session, batch, inputs)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn session_ended(&self, session: u64) {
+        for w in &self.workers {
+            w.end_session(session).unwrap();
+        }
+    }
+}
+
+/// A channel end that keeps every runtime message it receives without its tag byte (the key
+/// messages a fanout is given).
+struct Recording<C> {
+    inner: C,
+    got: Vec<Vec<u8>>,
+}
+
+impl<C: lycaon_mpc::Channel> lycaon_mpc::Channel for Recording<C> {
+    fn send(&mut self, message: &[u8]) -> lycaon_mpc::Result<()> {
+        self.inner.send(message)
+    }
+
+    fn recv(&mut self) -> lycaon_mpc::Result<Vec<u8>> {
+        let m = self.inner.recv()?;
+        self.got.push(m[1..].to_vec());
+        Ok(m)
+    }
+
+    fn stats(&self) -> lycaon_mpc::ChannelStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn the_schedule_spreads_each_steps_independent_ops_and_chains_the_rest() {
+    let (program, _, _) = parts_network();
+    let names = |steps: &[Vec<FheBatch>]| -> Vec<Vec<Vec<String>>> {
+        steps.iter().map(|s| s.iter().map(|b| b.ops.iter().map(|&i| program.ops[i].name.clone()).collect()).collect()).collect()
+    };
+    let two = schedule(&program, 2);
+    assert_eq!(
+        names(&two),
+        [vec![vec!["conv1#0"], vec!["conv1#1"]], vec![vec!["act#0"], vec!["act#1"]], vec![vec!["pool"]], vec![vec!["conv2#0"], vec!["conv2#1"]], vec![vec!["fc"]]]
+    );
+    // conv1#0 reads both input parts and returns h#0 (read by act#0 in the next step).
+    assert_eq!((two[0][0].inputs.clone(), two[0][0].outputs.clone()), (vec!["x#0".to_string(), "x#1".to_string()], vec!["h#0".to_string()]));
+    assert_eq!(two[4][0].outputs, ["logits"]);
+    // One worker: the whole program is one chain, given the input and returning the logits alone.
+    let one = schedule(&program, 1);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0][0].ops, (0..program.ops.len()).collect::<Vec<_>>());
+    assert_eq!((one[0][0].inputs.clone(), one[0][0].outputs.clone()), (vec!["x#0".to_string(), "x#1".to_string()], vec!["logits".to_string()]));
+    // More workers than independent ops: no empty batch.
+    assert!(schedule(&program, 5).iter().flatten().all(|b| !b.ops.is_empty()));
+}
+
+#[test]
+fn ops_on_workers_give_one_machines_logits_bit_for_bit() {
+    let (program, x, _) = parts_network();
+    let exe = FheExecutable::new(program.clone(), cpu()).unwrap();
+    let (server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
+    let mut client = lycaon_runtime::fhe::FheClient::new(program.clone(), cpu()).unwrap();
+    let sender = std::thread::spawn(move || {
+        client.send_keys(&mut client_end, &mut |_| {}).unwrap();
+        client
+    });
+    let mut recording = Recording { inner: server_end, got: Vec::new() };
+    let keys = lycaon_runtime::fhe::accept_keys(&exe, &mut recording).unwrap();
+    let mut client = sender.join().unwrap();
+    let ctx = exe.context();
+    let inputs: Vec<lycaon_ckks::Ciphertext> = client.encrypt(&x).unwrap().iter().map(|s| s.expand(ctx).unwrap()).collect();
+    let (alone, alone_stats) = exe.run(&keys, inputs.clone(), &mut |_, _, _| {}).unwrap();
+    for workers in [1, 2, 3] {
+        let fanout = ThreadFanout::new(&program, workers, None);
+        fanout.keys_arrived(7, recording.got.clone()).unwrap();
+        let mut steps = 0;
+        let (out, stats) = exe.run_on(&fanout, 7, workers, inputs.clone(), &mut |done, total, _| {
+            steps += 1;
+            assert!(done <= total);
+        }).unwrap();
+        assert_eq!((out.level(), out.scale().to_bits()), (alone.level(), alone.scale().to_bits()));
+        assert!(out.inner().parts() == alone.inner().parts(), "{workers} workers: the logits differ from one machine's");
+        assert_eq!(stats.ops.len(), alone_stats.ops.len());
+        assert_eq!(steps, schedule(&program, workers).len());
+        let used = fanout.batches_per_worker.lock().unwrap().clone();
+        // At most two independent ops a step: a third worker has nothing to do.
+        assert_eq!(used.iter().filter(|&&b| b > 0).count(), workers.min(2), "{workers} workers: batches per worker {used:?}");
+        fanout.session_ended(7);
+        assert!(fanout.workers.iter().all(|w| w.sessions_held().unwrap() == 0));
+    }
+}
+
+/// A served session whose ops run on workers: the server keeps no evaluation key, the logits
+/// match the float reference, a failing worker ends its session with the cluster's error, and
+/// the next session completes; no worker keeps a session's keys after it.
+#[test]
+fn sessions_on_workers_answer_and_survive_a_failed_worker() {
+    let (program, x, want) = parts_network();
+    let conv2 = program.ops.iter().position(|o| o.name == "conv2#1").unwrap();
+    for fail in [None, Some(conv2), None] {
+        let fanout = Arc::new(ThreadFanout::new(&program, 2, fail));
+        let mut served = FheServed::new(program.clone(), cpu(), FheSessionOptions::default()).unwrap();
+        served.fanout = Some((fanout.clone(), 2));
+        let served = Arc::new(served);
+        let (mut server_end, mut client_end) = MemoryChannel::pair_with(LinkModel::UNLIMITED, Duration::from_secs(600));
+        let server = std::thread::spawn(move || serve_session(&served, &mut server_end));
+        let (mut client, _, _) = open_session(&mut client_end, cpu(), false, &mut |_| {}).unwrap();
+        let outcome = client.query(&mut client_end, &x, &mut |_, _, _| {});
+        drop(client_end);
+        let served_result = server.join().unwrap();
+        match fail {
+            None => {
+                let outcome = outcome.unwrap();
+                let error = outcome.logits.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                assert!(error < 1e-3, "logits {:?} against {want:?}", outcome.logits);
+                served_result.unwrap();
+            }
+            Some(_) => {
+                let e = outcome.err().expect("a session whose worker fails must fail").to_string();
+                assert!(e.contains("a worker died"), "{e}");
+                assert!(served_result.is_err());
+            }
+        }
+        assert!(fanout.workers.iter().all(|w| w.sessions_held().unwrap() == 0), "a worker kept a session's keys");
+    }
 }

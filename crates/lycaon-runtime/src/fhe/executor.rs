@@ -463,10 +463,29 @@ impl FheExecutable {
     pub fn run<E: SessionEval>(&self, keys: &SessionKeys<E>, inputs: Vec<E::Ct>, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<(E::Ct, FheRunStats)> {
         let p = &self.program;
         let names = p.input_names()?;
-        if inputs.len() != names.len() {
-            return Err(RuntimeError::Protocol(format!("the query holds {} input ciphertexts; the program takes {}", inputs.len(), names.len())));
+        self.check_inputs(&inputs)?;
+        let late = std::sync::atomic::AtomicU64::new(0);
+        let mut stats = FheRunStats::default();
+        let mut values: HashMap<String, E::Ct> = names.into_iter().zip(inputs).collect();
+        let total = p.ops.len();
+        for i in 0..total {
+            self.step(keys, i, &mut values, &late, &mut stats)?;
+            progress(i + 1, total, &p.ops[i].name);
         }
-        for input in &inputs {
+        stats.late_encodings = late.into_inner();
+        let out = values.remove(&p.output).ok_or_else(|| invalid(format!("the output '{}' was never written", p.output)))?;
+        Ok((out, stats))
+    }
+
+    /// The query's input ciphertexts: as many as the program's input parts, each with every
+    /// slot at the input level.
+    pub(crate) fn check_inputs<C: CiphertextMeta>(&self, inputs: &[C]) -> Result<()> {
+        let p = &self.program;
+        let want = p.input_names()?.len();
+        if inputs.len() != want {
+            return Err(RuntimeError::Protocol(format!("the query holds {} input ciphertexts; the program takes {want}", inputs.len())));
+        }
+        for input in inputs {
             if input.slots() != self.ctx.max_slots() || input.level() != p.input_level {
                 return Err(RuntimeError::Protocol(format!(
                     "an input ciphertext has {} slots at level {}; the program takes {} slots at level {}",
@@ -477,45 +496,56 @@ impl FheExecutable {
                 )));
             }
         }
-        let late = std::sync::atomic::AtomicU64::new(0);
-        let mut stats = FheRunStats::default();
-        let mut values: HashMap<String, E::Ct> = names.into_iter().zip(inputs).collect();
-        let total = p.ops.len();
-        for (i, (op, prep)) in p.ops.iter().zip(&self.prepared).enumerate() {
-            let started = Instant::now();
-            for r in &op.refresh {
-                let x = values.get(&r.tensor).ok_or_else(|| invalid(format!("refresh of '{}', which is not live", r.tensor)))?;
-                let y = self.refresh(keys, x, r.bound, &mut stats)?;
-                values.insert(r.tensor.clone(), y);
-            }
-            let lowest = op.inputs.iter().map(|t| values.get(t).map(|c| c.level())).collect::<Option<Vec<_>>>();
-            let lowest = lowest.ok_or_else(|| invalid(format!("op '{}' reads a tensor that is not live", op.name)))?;
-            let lowest = lowest.into_iter().min().unwrap_or(0);
-            if lowest < op.depth {
-                return Err(invalid(format!("op '{}': its input is at level {lowest}, below its depth {} (the refresh plan does not fit)", op.name, op.depth)));
-            }
-            let t0 = Instant::now();
-            let y = self.run_op(keys, op, prep, &values, &late, &mut stats)?;
-            let seconds = t0.elapsed().as_secs_f64();
-            match prep {
-                Prepared::MpConv { .. } | Prepared::Linear { .. } => stats.conv_s += seconds,
-                Prepared::Quadratic { .. } => stats.quadratic_s += seconds,
-                Prepared::Hyphen { .. } => stats.conv_s += seconds,
-                Prepared::CompositeRelu { .. } => {} // counted inside, bootstraps apart
-                _ => stats.other_s += seconds,
-            }
-            for t in op.inputs.iter().chain(op.refresh.iter().map(|r| &r.tensor)) {
-                if self.last_reads.get(t) == Some(&i) {
-                    values.remove(t);
-                }
-            }
-            values.insert(op.output.clone(), y);
-            stats.ops.push((op.name.clone(), started.elapsed().as_secs_f64()));
-            progress(i + 1, total, &op.name);
+        Ok(())
+    }
+
+    /// Runs op `i` on `values`: its refreshes, the op, then frees the tensors it reads last.
+    fn step<E: SessionEval>(&self, keys: &SessionKeys<E>, i: usize, values: &mut HashMap<String, E::Ct>, late: &AtomicU64, stats: &mut FheRunStats) -> Result<()> {
+        self.step_with(keys, i, values, late, stats, &self.last_reads)
+    }
+
+    /// [`Self::step`], freeing each tensor after the op `last` names (the executor's own plan
+    /// frees after the program's last reader; a worker's batch after its own).
+    pub(crate) fn step_with<E: SessionEval>(
+        &self,
+        keys: &SessionKeys<E>,
+        i: usize,
+        values: &mut HashMap<String, E::Ct>,
+        late: &AtomicU64,
+        stats: &mut FheRunStats,
+        last: &HashMap<String, usize>,
+    ) -> Result<()> {
+        let (op, prep) = (&self.program.ops[i], &self.prepared[i]);
+        let started = Instant::now();
+        for r in &op.refresh {
+            let x = values.get(&r.tensor).ok_or_else(|| invalid(format!("refresh of '{}', which is not live", r.tensor)))?;
+            let y = self.refresh(keys, x, r.bound, stats)?;
+            values.insert(r.tensor.clone(), y);
         }
-        stats.late_encodings = late.into_inner();
-        let out = values.remove(&p.output).ok_or_else(|| invalid(format!("the output '{}' was never written", p.output)))?;
-        Ok((out, stats))
+        let lowest = op.inputs.iter().map(|t| values.get(t).map(|c| c.level())).collect::<Option<Vec<_>>>();
+        let lowest = lowest.ok_or_else(|| invalid(format!("op '{}' reads a tensor that is not live", op.name)))?;
+        let lowest = lowest.into_iter().min().unwrap_or(0);
+        if lowest < op.depth {
+            return Err(invalid(format!("op '{}': its input is at level {lowest}, below its depth {} (the refresh plan does not fit)", op.name, op.depth)));
+        }
+        let t0 = Instant::now();
+        let y = self.run_op(keys, op, prep, values, late, stats)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        match prep {
+            Prepared::MpConv { .. } | Prepared::Linear { .. } => stats.conv_s += seconds,
+            Prepared::Quadratic { .. } => stats.quadratic_s += seconds,
+            Prepared::Hyphen { .. } => stats.conv_s += seconds,
+            Prepared::CompositeRelu { .. } => {} // counted inside, bootstraps apart
+            _ => stats.other_s += seconds,
+        }
+        for t in op.inputs.iter().chain(op.refresh.iter().map(|r| &r.tensor)) {
+            if last.get(t) == Some(&i) {
+                values.remove(t);
+            }
+        }
+        values.insert(op.output.clone(), y);
+        stats.ops.push((op.name.clone(), started.elapsed().as_secs_f64()));
+        Ok(())
     }
 
     fn bootstrap<E: SessionEval>(&self, keys: &SessionKeys<E>, x: &E::Ct, stats: &mut FheRunStats) -> Result<E::Ct> {

@@ -27,6 +27,7 @@ use lycaon_mpc::Channel;
 use serde::{Deserialize, Serialize};
 
 use super::executor::{FheExecutable, FheRunStats, SessionKeys};
+use super::fanout::FheFanout;
 use super::program::{FheProgram, InputPacking, Layout};
 use crate::hello::{Hello, Mode, PublicModel, Want};
 use crate::wire;
@@ -92,13 +93,16 @@ pub struct FheServed {
     /// Where each session's tensors and keys stay between operations; None: host polynomials
     /// through the executable's backend.
     pub resident: Option<super::resident::ResidentDevice>,
+    /// Where each session's ops run when not here ([`super::fanout`]), and over how many
+    /// workers a step's independent ops are spread. The server then keeps no evaluation key.
+    pub fanout: Option<(Arc<dyn FheFanout>, usize)>,
 }
 
 impl FheServed {
     pub fn new(program: FheProgram, backend: Arc<dyn lycaon_backend::Backend>, options: FheSessionOptions) -> Result<Self> {
         let public_json = PublicModel::json(Mode::Fhe, &program.public().to_json())?;
         let exe = Arc::new(FheExecutable::new(program, backend)?);
-        Ok(Self { exe, public_json, options, resident: None })
+        Ok(Self { exe, public_json, options, resident: None, fanout: None })
     }
 
     pub fn name(&self) -> &str {
@@ -197,7 +201,21 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
         return Ok(summary);
     }
     let exe = &served.exe;
-    let keys = receive_keys(exe, channel, &mut summary, served.resident.is_none())?;
+    if served.fanout.is_some() && served.resident.is_some() {
+        return Err(RuntimeError::Protocol("a server whose sessions run on workers keeps no tensors on a device".into()));
+    }
+    let (keys, remote) = match &served.fanout {
+        None => (receive_keys(exe, channel, &mut summary, KeyUse::Evaluate { prepare_host: served.resident.is_none() })?, None),
+        Some((fanout, workers)) => {
+            let mut messages = Vec::new();
+            let (keys, accepted) = parse_keys(exe, &mut |what| wire::recv(channel, what), KeyUse::Forward, Some(&mut messages))?;
+            let session = RemoteSession::new(fanout.as_ref(), *workers);
+            fanout.keys_arrived(session.id, messages)?;
+            summary.key_bytes = accepted.key_bytes;
+            wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
+            (keys, Some(session))
+        }
+    };
     // A resident device takes the session's keys once (uploaded), then every query's inputs.
     let resident = served.resident.as_ref().map(|d| d.session(exe, &keys.session)).transpose()?;
     loop {
@@ -218,9 +236,10 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
             m.extend(serde_json::to_vec(&serde_json::json!({"done": done, "total": total, "step": op})).expect("JSON"));
             let _ = wire::send(channel, &m);
         };
-        let (out, stats) = match &resident {
-            Some(session) => session.run(exe, inputs, &mut progress)?,
-            None => exe.run(&keys, inputs, &mut progress)?,
+        let (out, stats) = match (&resident, &remote) {
+            (Some(session), _) => session.run(exe, inputs, &mut progress)?,
+            (None, Some(r)) => exe.run_on(r.fanout, r.id, r.workers, inputs, &mut progress)?,
+            (None, None) => exe.run(&keys, inputs, &mut progress)?,
         };
         let (out, flood_log2) = finish_answer(served, &keys, out)?;
         let report = report_of(&stats, t0.elapsed().as_secs_f64(), flood_log2);
@@ -235,6 +254,26 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
     summary.total_s = began.elapsed().as_secs_f64();
     summary.bytes = channel.stats().total_bytes();
     Ok(summary)
+}
+
+/// A session whose ops run on a fanout's workers; they drop its keys when it ends, however it ends.
+struct RemoteSession<'a> {
+    fanout: &'a dyn FheFanout,
+    id: u64,
+    workers: usize,
+}
+
+impl<'a> RemoteSession<'a> {
+    fn new(fanout: &'a dyn FheFanout, workers: usize) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self { fanout, id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed), workers }
+    }
+}
+
+impl Drop for RemoteSession<'_> {
+    fn drop(&mut self) {
+        self.fanout.session_ended(self.id);
+    }
 }
 
 /// A query's input ciphertexts: their count, then each (seeded) as a blob.
@@ -293,15 +332,50 @@ impl std::ops::Deref for ServerKeys {
 /// Receives a client's keys ([`FheClient::send_keys`]) as a server session does, for running
 /// the executable directly (embedding, tests) instead of through the query protocol.
 pub fn accept_keys(exe: &FheExecutable, channel: &mut dyn Channel) -> Result<SessionKeys> {
-    Ok(receive_keys(exe, channel, &mut FheServerSummary::default(), true)?.session)
+    let keys = receive_keys(exe, channel, &mut FheServerSummary::default(), KeyUse::Evaluate { prepare_host: true })?;
+    Ok(keys.session)
 }
 
-/// `prepare_host`: encode the bootstrapper's diagonals on the host with this session's keys
-/// (a resident session encodes its own on its device instead).
-fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary, prepare_host: bool) -> Result<ServerKeys> {
+/// What a server does with a session's keys as they arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyUse {
+    /// Keep them to evaluate with; `prepare_host`: encode the bootstrapper's diagonals on the
+    /// host with them (a resident session encodes its own on its device instead).
+    Evaluate { prepare_host: bool },
+    /// Check each and pass the messages on (the session's ops run on workers,
+    /// [`super::fanout`]): the server keeps the public key alone.
+    Forward,
+}
+
+/// A server session's keys from the client, answered with their size.
+fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary, usage: KeyUse) -> Result<ServerKeys> {
+    let (keys, accepted) = parse_keys(exe, &mut |what| wire::recv(channel, what), usage, None)?;
+    summary.key_bytes = accepted.key_bytes;
+    wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
+    Ok(keys)
+}
+
+/// The keys of a session from its messages as the client sends them (`next(what)` gives the
+/// next one): the key header, the public key, the relinearisation key, each Galois key, the
+/// encapsulation keys; each checked against the program as it comes. With `record`, every
+/// message is also kept there in order (what a worker takes).
+pub(crate) fn parse_keys(
+    exe: &FheExecutable,
+    next: &mut dyn FnMut(&str) -> Result<Vec<u8>>,
+    usage: KeyUse,
+    mut record: Option<&mut Vec<Vec<u8>>>,
+) -> Result<(ServerKeys, KeysAccepted)> {
     let ctx = exe.context();
     let params = ctx.params();
-    let header = KeyHeader::parse(&wire::recv(channel, "the key header")?)?;
+    let mut next = |what: &str| -> Result<Vec<u8>> {
+        let m = next(what)?;
+        if let Some(r) = record.as_deref_mut() {
+            r.push(m.clone());
+        }
+        Ok(m)
+    };
+    let keep = usage != KeyUse::Forward;
+    let header = KeyHeader::parse(&next("the key header")?)?;
     // What can be checked before the bootstrapping circuit is built (seconds, at logN = 16).
     let encapsulated = exe.bootstrap_params().is_some_and(|b| b.encapsulation_weight.is_some());
     if header.encapsulation != encapsulated {
@@ -323,43 +397,54 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
             encapsulate
         )));
     }
-    let public = Arc::new(PublicKey::from_bytes(params, &wire::recv(channel, "the public key")?).map_err(rlwe)?);
-    let relin = if header.relin { Some(Arc::new(RelinKey::from_bytes(params, &wire::recv(channel, "the relinearisation key")?).map_err(rlwe)?)) } else { None };
+    let public = Arc::new(PublicKey::from_bytes(params, &next("the public key")?).map_err(rlwe)?);
+    let mut key_bytes = 0;
+    let relin = if header.relin {
+        let r = RelinKey::from_bytes(params, &next("the relinearisation key")?).map_err(rlwe)?;
+        key_bytes += r.key().memory_bytes();
+        keep.then(|| Arc::new(r))
+    } else {
+        None
+    };
     let mut galois: Option<GaloisKeys> = None;
+    let mut levels: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
     for _ in 0..header.galois {
-        let part = GaloisKeys::from_bytes(params, &wire::recv(channel, "a Galois key")?).map_err(rlwe)?;
+        let part = GaloisKeys::from_bytes(params, &next("a Galois key")?).map_err(rlwe)?;
         if part.len() != 1 {
             return Err(RuntimeError::Protocol(format!("a Galois-key message holds {} keys (one each)", part.len())));
+        }
+        key_bytes += part.memory_bytes();
+        for g in part.galois_elements() {
+            levels.insert(g, part.level_of(g).unwrap_or(0));
+        }
+        if !keep {
+            continue;
         }
         match &mut galois {
             Some(g) => g.merge(part).map_err(rlwe)?,
             None => galois = Some(part),
         }
     }
-    if let Some((g, l)) = plan.iter().find(|(g, l)| galois.as_ref().and_then(|k| k.level_of(*g)).is_none_or(|have| have < *l)) {
+    if let Some((g, l)) = plan.iter().find(|(g, l)| levels.get(g).is_none_or(|have| have < l)) {
         return Err(RuntimeError::Protocol(format!("the keys lack the Galois key of element {g} at level {l}")));
     }
     let encapsulation = if header.encapsulation {
-        let dense_to_sparse = Arc::new(KeySwitchKey::from_bytes(params, &wire::recv(channel, "an encapsulation key")?).map_err(rlwe)?);
-        let sparse_to_dense = Arc::new(KeySwitchKey::from_bytes(params, &wire::recv(channel, "an encapsulation key")?).map_err(rlwe)?);
-        Some(EncapsulationKeys { dense_to_sparse, sparse_to_dense })
+        let dense_to_sparse = Arc::new(KeySwitchKey::from_bytes(params, &next("an encapsulation key")?).map_err(rlwe)?);
+        let sparse_to_dense = Arc::new(KeySwitchKey::from_bytes(params, &next("an encapsulation key")?).map_err(rlwe)?);
+        let keys = EncapsulationKeys { dense_to_sparse, sparse_to_dense };
+        key_bytes += keys.memory_bytes();
+        keep.then_some(keys)
     } else {
         None
     };
-    let galois = galois.map(Arc::new);
-    let key_bytes = relin.as_ref().map_or(0, |r| r.key().memory_bytes())
-        + galois.as_ref().map_or(0, |g| g.memory_bytes())
-        + encapsulation.as_ref().map_or(0, EncapsulationKeys::memory_bytes);
-    let accepted = KeysAccepted { key_bytes, galois_keys: galois.as_ref().map_or(0, |g| g.len()) };
-    summary.key_bytes = key_bytes;
-    let session = SessionKeys::new(Evaluator::new(ctx, EvaluationKeys { relin, galois }), encapsulation);
+    let accepted = KeysAccepted { key_bytes, galois_keys: levels.len() };
+    let session = SessionKeys::new(Evaluator::new(ctx, EvaluationKeys { relin, galois: galois.map(Arc::new) }), encapsulation);
     // The bootstrapper's diagonals (over Q_l P, kept for every later session of this server)
     // are encoded with the first session's keys, before its first image rather than during it.
-    if let Some(b) = boot.filter(|_| prepare_host) {
+    if let Some(b) = boot.filter(|_| usage == KeyUse::Evaluate { prepare_host: true }) {
         b.prepare_with(session.ops.evaluator(), session.encapsulation.as_ref()).map_err(ckks)?;
     }
-    wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
-    Ok(ServerKeys { session, public })
+    Ok((ServerKeys { session, public }, accepted))
 }
 
 /// The client of the FHE mode: the secret key (never leaves), key generation, packing,
