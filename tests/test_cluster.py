@@ -1,9 +1,11 @@
-"""A hybrid server whose linear layers run on Ray workers (lycaon.cluster): a local Ray instance
-with two single-threaded worker processes on this machine. The logits over TCP equal the
+"""A server whose work runs on Ray workers (lycaon.cluster): a local Ray instance with two
+single-threaded worker processes on this machine. Hybrid: the logits over TCP equal the
 fixed-point twin's (which one machine also gives, bit for bit: test_hybrid) on LeNet-5 and
-ResNet-20; a worker killed during an inference is restarted and the inference completes, and a
-second session on the same server completes. Skipped where Ray is not installed (the optional
-extra lycaon[ray])."""
+ResNet-20. FHE: every op on the workers, the logits to the CKKS precision of the plaintext
+network (bit for bit one machine's: crates/lycaon-runtime/tests/fhe_parts.rs). In both modes a
+worker killed during an inference is restarted and the inference completes, and a second
+session on the same server completes. Skipped where Ray is not installed (the optional extra
+lycaon[ray])."""
 
 import json
 import os
@@ -157,17 +159,86 @@ def test_a_killed_worker_is_replaced_and_the_sessions_complete(ray_local):
         fanout.shutdown()
 
 
-def test_fhe_sessions_spread_over_replicas_and_workers_within_an_inference_are_refused(ray_local):
+def _workers_forget(fanout, timeout_s: float = 30.0) -> bool:
+    """Whether every worker of an FHE fanout drops its sessions' keys within ``timeout_s`` (the
+    server tells them when a session ends, without waiting)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if sum(ray.get([w.sessions_held.remote() for w in fanout.workers])) == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_fhe_ops_run_on_two_workers_and_the_server_keeps_no_keys(ray_local):
     from test_fhe import bits, small_cnn  # noqa: PLC0415
 
     from lycaon import fhe  # noqa: PLC0415
 
-    # Ray workers within one FHE inference are not built: refused before any compiling.
-    with pytest.raises(ValueError, match="replicas=R"):
-        lycaon.Server("lenet5-mnist", mode="fhe", ray="local")
     rng = np.random.default_rng(8)
     g = small_cnn(rng, 1, 2, 5)
-    server = lycaon.Server(g, mode="fhe", ray="local", replicas=2, max_sessions=2)
+    server = lycaon.Server(g, mode="fhe", ray="local", workers=2, worker_threads=1, max_sessions=4)
+    address = server.start(0)
+    try:
+        fanout = server.fanout
+        x = rng.uniform(0, 1, (4, 1, 8, 8))
+        results = _concurrent_sessions(address, x)
+        # Each answer to the CKKS precision of one machine's (the plaintext network's logits).
+        for i in range(4):
+            assert bits(fhe.plaintext_reference(g, x[i]), results[i].logits[0]) >= 12
+        # Every op of every query ran on the workers (a one-ciphertext network: one chain a
+        # query), the sessions spread over both, and no worker keeps a session's keys after it.
+        assert len(fanout.records) == 4 and all(r["ops"] == len(server.program["ops"]) and r["retries"] == 0 for r in fanout.records)
+        assert set(fanout.dispatched) == {0, 1}, fanout.dispatched
+        assert _workers_forget(fanout)
+    finally:
+        server.stop()
+
+
+def test_a_killed_fhe_worker_is_replaced_and_the_sessions_complete(ray_local):
+    from test_fhe import bits, conv_net  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+
+    g = conv_net(3, 32, 3, 16, 3, 1, 1)  # about 1.5 s an inference on one thread
+    server = lycaon.Server(g, mode="fhe", ray="local", workers=2, worker_threads=1, max_sessions=2)
+    address = server.start(0)
+    try:
+        fanout = server.fanout
+        x = np.random.default_rng(3).uniform(0, 1, (2, 3, 32, 32))
+        results, errors = {}, []
+        infer = _session_thread(address, x, results, errors)
+        first = threading.Thread(target=infer, args=(0,))
+        first.start()
+        deadline = time.time() + 120
+        while not fanout.dispatched and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)  # into the inference
+        victim = fanout.pids[fanout.dispatched[0]]
+        os.kill(victim, signal.SIGKILL)
+        first.join(timeout=300)
+        second = threading.Thread(target=infer, args=(1,))
+        second.start()
+        second.join(timeout=300)
+        assert not errors, errors
+        for i in (0, 1):
+            assert bits(fhe.plaintext_reference(g, x[i]), results[i].logits[0]) >= 12
+        # The killed worker's batch ran again on the other one, and Ray restarted the killed one.
+        assert fanout.records[0]["retries"] == 1, fanout.records
+        assert ray.get(fanout.workers[fanout.dispatched[0]].pid.remote()) != victim
+        assert _workers_forget(fanout)
+    finally:
+        server.stop()
+
+
+def test_fhe_sessions_spread_over_replicas(ray_local):
+    from test_fhe import bits, small_cnn  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+
+    rng = np.random.default_rng(8)
+    g = small_cnn(rng, 1, 2, 5)
+    server = lycaon.Server(g, mode="fhe", ray="local", replicas=2, workers=0, max_sessions=4)
     address = server.start(0)
     try:
         x = rng.uniform(0, 1, (4, 1, 8, 8))

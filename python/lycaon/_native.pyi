@@ -835,6 +835,29 @@ class FheAvgPoolFc:
 
 # Hybrid runtime (crates/lycaon-runtime): lycaon.hybrid wraps these.
 
+class FheWorker:
+    """What one worker process of an FHE server's Ray fanout holds (``lycaon.cluster``): the
+    program prepared once, and each session's evaluation keys. ``FheWorker(program_json,
+    threads=0)``; its ops run on ``threads`` threads (0: all cores)."""
+
+    def __init__(self, program_json: str, threads: int = 0) -> None:
+        """Prepares the program (layers built, vectors encoded at the planned levels)."""
+    @property
+    def threads(self) -> int:
+        """Threads an op runs on."""
+    def add_keys(self, session: int, messages: list[bytes]) -> int:
+        """Takes a session's keys from the client's messages (the key header first); returns
+        their size in memory."""
+    def has_keys(self, session: int) -> bool:
+        """Whether this worker holds the session's keys."""
+    def end_session(self, session: int) -> None:
+        """Drops the session's keys."""
+    def sessions_held(self) -> int:
+        """Sessions whose keys this worker holds."""
+    def run(self, session: int, batch_json: str, inputs: list[bytes]) -> tuple[list[bytes], str]:
+        """One batch of the session's ops ({"ops", "inputs", "outputs"} as the server cuts it) on
+        its serialised input ciphertexts: (the serialised outputs in order, statistics JSON)."""
+
 class LinearWorker:
     """What one worker process of a Ray fanout holds (``lycaon.cluster``): the program's linear
     layers with the server's integer weights, and per session the public key and Galois keys of
@@ -872,8 +895,11 @@ class HybridServer:
         """Compiles the program, checks and prepares the weights, works out each layer's flooding.
         With ``fanout`` (``lycaon.cluster.RayFanout``), the linear layers run on its workers."""
     @staticmethod
-    def fhe(program_json: str, options_json: str) -> "HybridServer":
-        """A server of an FHE program (prepared once; sessions bring their public keys)."""
+    def fhe(program_json: str, options_json: str, fanout: Optional[object] = None) -> "HybridServer":
+        """A server of an FHE program (prepared once; sessions bring their public keys). With
+        ``fanout`` (``lycaon.cluster.RayFheFanout``: ``width``, ``keys_arrived``, ``run``,
+        ``session_ended``), every session's ops run on its workers and the server keeps no
+        evaluation key."""
     @property
     def mode(self) -> str:
         """"hybrid" or "fhe"."""

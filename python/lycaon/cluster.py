@@ -1,5 +1,7 @@
-"""Past one machine: a hybrid server whose linear layers run on Ray workers (DESIGN.md, "Growing
-past one machine"; ``lycaon serve MODEL --ray ADDRESS|auto --workers N``).
+"""Past one machine: a server whose work runs on Ray workers (DESIGN.md, "Growing past one
+machine"; ``lycaon serve MODEL [--mode fhe] --ray ADDRESS|auto --workers N``).
+
+The hybrid mode (``RayFanout``) is described first; the FHE mode (``RayFheFanout``) at the end.
 
 The server keeps the session: the client's connection and the two-party protocols. Per linear
 layer it hands the input ciphertexts (its share added) to a ``RayFanout``, which splits the
@@ -20,11 +22,22 @@ is restarted by Ray (its weights come back from the object store and its keys on
 units it was computing run again on another worker. A layer whose units fail on every worker
 fails its session with an error that says so; other sessions go on.
 
+The FHE mode: the server checks the client's keys as they arrive and puts the messages in the
+object store once; every worker (a Ray actor holding the program, prepared once) parses them
+when the keys are accepted, so the evaluation and bootstrapping keys live on the workers and the
+server keeps only the public key that re-randomises answers. Per query the runtime cuts the
+program into steps (``lycaon_runtime::fhe::fanout::schedule``): a wave of independent ops (the
+parts of a tensor larger than one ciphertext) is split into one batch per worker, and a chain of
+dependent ops runs whole on one worker, so ciphertexts cross processes only between steps. Each
+op runs as on one machine, so the logits are bit for bit one machine's. A batch whose worker dies
+runs again on the next one (a restarted worker fetches the session's keys from the object store).
+
 Ray is an optional dependency: ``pip install 'lycaon[ray]'``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from typing import Optional, Sequence
@@ -99,13 +112,7 @@ class RayFanout:
         if threads < 0:
             raise ValueError(f"threads must be 0 (all cores) or more, not {threads}")
         ray = _ray()
-        self._started_ray = False
-        if not ray.is_initialized():
-            if address is None:
-                ray.init(num_cpus=max(workers * max(threads, 1), os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
-            self._started_ray = True
+        self._started_ray = _init_ray(ray, address, workers * max(threads, 1))
         actor = ray.remote(_LinearWorker).options(max_restarts=-1, max_task_retries=0, num_cpus=max(threads, 1))
         self._weights = ray.put(weights)  # kept referenced so that a restarted worker finds it
         self.workers = [actor.remote(program_json, self._weights, flood_bits, threads) for _ in range(workers)]
@@ -174,10 +181,149 @@ class RayFanout:
 def start_fanout(program: dict, weights: dict, *, address: Optional[str], workers: int, threads: int, flood_bits: float) -> RayFanout:
     """A ``RayFanout`` for a server's program and weights (``address``: "local" or None starts a
     local Ray instance)."""
-    import json  # noqa: PLC0415
-
     return RayFanout(json.dumps(program), weights, workers=workers, threads=threads, flood_bits=flood_bits,
                      address=None if address in (None, "local") else address)
 
 
-__all__: Sequence[str] = ("RayFanout", "start_fanout", "unit_ranges")
+class _FheWorker:
+    """The body of an FHE worker actor: the program prepared once, and each session's keys."""
+
+    def __init__(self, program_json: str, threads: int):
+        from lycaon._native import FheWorker  # noqa: PLC0415
+
+        self.worker = FheWorker(program_json, threads)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def add_keys(self, session: int, keys: list) -> int:
+        """Parses ``session``'s key messages (``keys``: [object reference of the message list],
+        a list so that Ray does not fetch it before it is needed); returns their size in memory."""
+        return self.worker.add_keys(session, _ray().get(keys[0]))
+
+    def run(self, session: int, batch_json: str, inputs: list, keys: list) -> tuple:
+        """One batch of ``session``: (its output ciphertexts, its statistics as JSON). A worker
+        restarted since the keys arrived takes them first."""
+        if not self.worker.has_keys(session):
+            self.add_keys(session, keys)
+        return self.worker.run(session, batch_json, inputs)
+
+    def end_session(self, session: int) -> None:
+        self.worker.end_session(session)
+
+    def sessions_held(self) -> int:
+        return self.worker.sessions_held()
+
+
+class RayFheFanout:
+    """Runs an FHE server's ops on ``workers`` Ray actors of ``threads`` threads each (the native
+    server calls ``keys_arrived``, ``run`` and ``session_ended`` from its session threads; see the
+    module's docs). ``address`` as for ``RayFanout``."""
+
+    def __init__(self, program_json: str, *, workers: int = 2, threads: int = 1, address: Optional[str] = None):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        if threads < 0:
+            raise ValueError(f"threads must be 0 (all cores) or more, not {threads}")
+        ray = _ray()
+        self._started_ray = _init_ray(ray, address, workers * max(threads, 1))
+        actor = ray.remote(_FheWorker).options(max_restarts=-1, max_task_retries=0, num_cpus=max(threads, 1))
+        self._program = ray.put(program_json)  # kept referenced so that a restarted worker finds it
+        self.workers = [actor.remote(self._program, threads) for _ in range(workers)]
+        self.threads = threads
+        self.pids = ray.get([w.pid.remote() for w in self.workers])  # waits until each worker holds the program
+        self._keys: dict[int, object] = {}
+        self._lock = threading.Lock()
+        #: Per call of ``run``: the ops, batches, seconds, retries and bytes (for ``bench scale``).
+        self.records: list[dict] = []
+        #: The worker index of every batch sent, as it is sent.
+        self.dispatched: list[int] = []
+
+    @property
+    def width(self) -> int:
+        """Workers a step's independent ops are spread over."""
+        return len(self.workers)
+
+    def _worker(self, session: int, k: int):
+        # Sessions start on different workers, so that one-ciphertext networks spread by session.
+        return self.workers[(session + k) % len(self.workers)]
+
+    def keys_arrived(self, session: int, messages: list) -> None:
+        ray = _ray()
+        ref = ray.put(messages)
+        with self._lock:
+            self._keys[session] = ref
+        del messages
+        # A worker that is down now takes the keys on its first batch of the session.
+        for call in [w.add_keys.remote(session, [ref]) for w in self.workers]:
+            try:
+                ray.get(call)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                pass
+
+    def session_ended(self, session: int) -> None:
+        with self._lock:
+            self._keys.pop(session, None)
+        for w in self.workers:
+            w.end_session.remote(session)
+
+    def run(self, session: int, batches: list) -> list:
+        """Each (batch JSON, input ciphertexts) on its own worker; answers in order."""
+        ray = _ray()
+        import time  # noqa: PLC0415
+
+        began = time.perf_counter()
+        with self._lock:
+            keys = [self._keys.get(session)]
+        if keys[0] is None:
+            raise RuntimeError(f"session {session}: no keys reached the workers")
+        calls = [self._worker(session, k).run.remote(session, batch, inputs, keys) for k, (batch, inputs) in enumerate(batches)]
+        self.dispatched.extend((session + k) % len(self.workers) for k in range(len(batches)))
+        answers: list = []
+        retries = 0
+        for k, ((batch, inputs), call) in enumerate(zip(batches, calls)):
+            failures = []
+            while True:
+                try:
+                    answers.append(ray.get(call))
+                    break
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                    failures.append(f"worker {(session + k + len(failures)) % len(self.workers)}: {type(e).__name__}")
+                    if len(failures) > RETRIES:
+                        raise RuntimeError(f"FHE batch {k} of a step failed on {len(failures)} workers ({'; '.join(failures)})") from None
+                    retries += 1
+                    call = self._worker(session, k + len(failures)).run.remote(session, batch, inputs, keys)
+        ops = [len(json.loads(b)["ops"]) for b, _ in batches]
+        self.records.append({"ops": sum(ops), "batches": len(batches), "seconds": time.perf_counter() - began, "retries": retries,
+                             "input_bytes": sum(len(x) for _, inputs in batches for x in inputs),
+                             "output_bytes": sum(len(x) for outputs, _ in answers for x in outputs)})
+        return answers
+
+    def shutdown(self) -> None:
+        """Stops the workers (and the local Ray instance this fanout started)."""
+        ray = _ray()
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        if self._started_ray:
+            ray.shutdown()
+
+
+def _init_ray(ray, address: Optional[str], cpus: int) -> bool:
+    """Connects to ``address`` (None: starts a local instance with at least ``cpus`` CPUs, so
+    that every worker is placed) unless Ray is up; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    if address is None:
+        ray.init(num_cpus=max(cpus, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def start_fhe_fanout(program: dict, *, address: Optional[str], workers: int, threads: int) -> RayFheFanout:
+    """A ``RayFheFanout`` for an FHE server's program (``address`` as for ``start_fanout``)."""
+    return RayFheFanout(json.dumps(program), workers=workers, threads=threads, address=None if address in (None, "local") else address)
+
+
+__all__: Sequence[str] = ("RayFanout", "RayFheFanout", "start_fanout", "start_fhe_fanout", "unit_ranges")

@@ -474,11 +474,13 @@ class Server:
     noise flooding leaves in the logits (0: no flooding); ``device`` ("cpu", "cuda:N") is where
     the server's CKKS work runs.
 
-    ``ray`` (hybrid mode): run the linear layers on Ray workers (``lycaon.cluster``): a cluster's
-    address, "auto" for the cluster this machine belongs to, or "local" to start a Ray instance
-    here; ``workers`` actors of ``worker_threads`` threads each (0: all cores). The logits are
-    bit for bit those of one machine. ``replicas`` R > 0 (either mode, with ``ray``): R whole
-    servers as Ray actors (in the hybrid mode each with ``workers`` workers of its own; 0: none)
+    ``ray``: run the server's work on Ray workers (``lycaon.cluster``): in the hybrid mode the
+    linear layers, in the FHE mode every op (independent ops of a step on different workers; the
+    workers hold the sessions' evaluation keys, this server none). A cluster's address, "auto"
+    for the cluster this machine belongs to, or "local" to start a Ray instance here; ``workers``
+    actors of ``worker_threads`` threads each (0: all cores). The logits are bit for bit those
+    of one machine. ``replicas`` R > 0 (either mode, with ``ray``): R whole servers as Ray actors
+    (each with ``workers`` workers of its own; 0: none)
     behind this server's address, each connection (a session) piped to the replica with the
     fewest open ones (``lycaon.replicas``)."""
 
@@ -494,20 +496,23 @@ class Server:
             raise ValueError(f"mode must be 'hybrid' or 'fhe', not {mode!r}")
         self.mode = mode
         self.fanout = None
-        if mode == "fhe" and ray is not None and not replicas:
-            raise ValueError("ray: in the FHE mode an inference runs whole on one server in this version (no Ray workers within an inference); "
-                             "give replicas=R to spread FHE sessions over R replicas")
         if mode == "fhe":
+            if ray is not None and device != "cpu":
+                raise ValueError(f"device {device!r}: with ray, the FHE mode's ops run on the Ray workers' CPUs; give device='cpu'")
             self._init_fhe(native_server, model, calibration, preprocess, 64 if calibration_images is None else calibration_images, labels, max_sessions, timeout_s,
                            link if emulate_link else "none", flood_precision_bits, device)
             if replicas:
                 from lycaon.replicas import ReplicaSet  # noqa: PLC0415
 
-                # Each replica prepares the program and holds its own sessions' keys; this
-                # process only forwards connections.
-                self._server = ReplicaSet(self.program, None, self.options, replicas=replicas, workers=0, address=ray)
+                # Each replica prepares the program and holds its own sessions' keys (with
+                # ``workers`` workers of its own); this process only forwards connections.
+                self._server = ReplicaSet(self.program, None, self.options, replicas=replicas, workers=workers, threads=worker_threads, address=ray)
             else:
-                self._server = native_server.fhe(self.compiled.program_json, json.dumps(self.options))
+                if ray is not None:
+                    from lycaon.cluster import start_fhe_fanout  # noqa: PLC0415
+
+                    self.fanout = start_fhe_fanout(self.program, address=ray, workers=workers, threads=worker_threads)
+                self._server = native_server.fhe(self.compiled.program_json, json.dumps(self.options), self.fanout)
             return
         if device != "cpu":
             raise ValueError(f"device {device!r}: the hybrid mode runs on the CPU; a device applies to the FHE mode (mode='fhe')")

@@ -6,7 +6,7 @@ program (and, in the hybrid mode, the weights) this process compiled once, so ev
 serves the same program bit for bit: a hybrid server (the native runtime, with its own Ray
 workers for the linear layers when ``workers`` is set) or an FHE server (weights None: the FHE
 program carries them; each replica builds its own bootstrapper and holds its own sessions'
-keys). A front in this process listens on the public address and pipes each connection to the
+keys, or has its own Ray workers hold them and run the ops when ``workers`` is set). A front in this process listens on the public address and pipes each connection to the
 replica with the fewest open connections. A session is one connection, so it stays on the
 replica that holds its keys for its whole life; a replica that cannot be reached is skipped for
 the next one, and one that dies ends only its own sessions.
@@ -34,7 +34,11 @@ class _Replica:
         ray = _ray()
         self.fanout = None
         if weights is None:  # the FHE mode: the program holds its encoded weights
-            self.server = HybridServer.fhe(program_json, options_json)
+            if workers:
+                from lycaon.cluster import RayFheFanout  # noqa: PLC0415
+
+                self.fanout = RayFheFanout(program_json, workers=workers, threads=threads)
+            self.server = HybridServer.fhe(program_json, options_json, self.fanout)
         else:
             if workers:
                 from lycaon.cluster import RayFanout  # noqa: PLC0415
@@ -58,7 +62,7 @@ class _Replica:
 class ReplicaSet:
     """``replicas`` replica actors serving ``program`` with ``weights`` (None: an FHE program)
     and the native server ``options``; ``workers`` Ray workers of ``threads`` threads each per
-    replica (0: the replica's linear layers run in the replica; the FHE mode has none).
+    replica (0: the replica's work runs in the replica).
     Duck-types the native server (``start``, ``serve``, ``stop``, ``logs``). ``address``: a running Ray cluster's, "auto", or None/"local"
     to start a local instance when Ray is not initialised yet."""
 
@@ -66,8 +70,6 @@ class ReplicaSet:
                  address: Optional[str] = None):
         if replicas < 1:
             raise ValueError(f"replicas must be at least 1, not {replicas}")
-        if weights is None and workers:
-            raise ValueError("workers: an FHE replica runs each inference whole (no Ray workers within an inference in this version); give workers=0")
         ray = _ray()
         self._started_ray = False
         if not ray.is_initialized():

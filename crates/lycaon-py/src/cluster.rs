@@ -1,10 +1,11 @@
-//! Bindings for a hybrid server whose linear layers run on workers elsewhere (`lycaon.cluster`
-//! drives them with Ray): the server side calls a Python fanout object, and each worker process
-//! holds a [`LinearWorker`].
+//! Bindings for a server whose work runs on workers elsewhere (`lycaon.cluster` drives them with
+//! Ray): the server side calls a Python fanout object, and each worker process holds a
+//! [`LinearWorker`] (the hybrid mode's linear layers) or an [`FheWorker`] (the FHE mode's ops).
 
 use std::ops::Range;
 
 use lycaon_runtime::fanout::{Answered, Fanout, LinearWorker as Worker};
+use lycaon_runtime::fhe::{FheBatch, FheFanout, FheProgram, FheRunStats};
 use lycaon_runtime::{Program, RuntimeError, SessionOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -121,5 +122,108 @@ impl LinearWorker {
         let units: Range<usize> = start..end;
         let out = py.detach(|| self.pool.install(|| self.inner.evaluate(session, layer, units, &inputs))).map_err(err)?;
         Ok((PyBytes::new(py, &out.mask_seed), PyList::new(py, out.responses.iter().map(|b| PyBytes::new(py, b)))?))
+    }
+}
+
+/// A Python object with the methods of [`FheFanout`] (`lycaon.cluster.RayFheFanout`).
+pub(crate) struct PyFheFanout(pub(crate) Py<PyAny>);
+
+impl FheFanout for PyFheFanout {
+    fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> lycaon_runtime::Result<()> {
+        Python::attach(|py| {
+            let what = "sending a session's keys to the workers";
+            let list = PyList::new(py, messages.iter().map(|b| PyBytes::new(py, b))).map_err(|e| cluster_err(py, what, e))?;
+            drop(messages);
+            self.0.call_method1(py, "keys_arrived", (session, list)).map(|_| ()).map_err(|e| cluster_err(py, what, e))
+        })
+    }
+
+    fn run(&self, session: u64, batches: Vec<(FheBatch, Vec<Vec<u8>>)>) -> lycaon_runtime::Result<Vec<(Vec<Vec<u8>>, FheRunStats)>> {
+        Python::attach(|py| {
+            let what = "FHE ops on the workers";
+            let items = batches
+                .iter()
+                .map(|(b, inputs)| Ok((b.to_json(), PyList::new(py, inputs.iter().map(|x| PyBytes::new(py, x)))?)))
+                .collect::<PyResult<Vec<_>>>()
+                .map_err(|e| cluster_err(py, what, e))?;
+            drop(batches);
+            let got = self.0.call_method1(py, "run", (session, items)).map_err(|e| cluster_err(py, what, e))?;
+            let got = got.bind(py).cast::<PyList>().map_err(|_| RuntimeError::Cluster(format!("{what}: the fanout returned no list")))?;
+            let bad = || RuntimeError::Cluster(format!("{what}: an answer is not (ciphertexts, statistics) as a worker returns it"));
+            got.iter()
+                .map(|answer| {
+                    let (outputs, stats): (Vec<Vec<u8>>, String) = answer.extract().map_err(|_| bad())?;
+                    Ok((outputs, serde_json::from_str(&stats).map_err(|_| bad())?))
+                })
+                .collect()
+        })
+    }
+
+    fn session_ended(&self, session: u64) {
+        // Best effort, as for the hybrid fanout.
+        Python::attach(|py| {
+            if let Err(e) = self.0.call_method1(py, "session_ended", (session,)) {
+                e.print(py);
+            }
+        });
+    }
+}
+
+/// What one worker process of an FHE server holds: the program prepared once and each session's
+/// evaluation keys (parsed from the client's messages). Its ops run on `threads` threads (0: all
+/// cores).
+#[pyclass(module = "lycaon._native")]
+pub struct FheWorker {
+    inner: lycaon_runtime::fhe::FheWorker,
+    pool: rayon::ThreadPool,
+}
+
+#[pymethods]
+impl FheWorker {
+    #[new]
+    #[pyo3(signature = (program_json, threads=0))]
+    fn new(py: Python<'_>, program_json: &str, threads: usize) -> PyResult<Self> {
+        let program = FheProgram::from_json(program_json).map_err(err)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("lycaon-fhe-worker-{i}"))
+            .build()
+            .map_err(|e| LycaonError::new_err(format!("cannot start the worker's threads: {e}")))?;
+        let backend = crate::fhe::backend_on(None)?;
+        let inner = py.detach(|| pool.install(|| lycaon_runtime::fhe::FheWorker::new(program, backend))).map_err(err)?;
+        Ok(Self { inner, pool })
+    }
+
+    #[getter]
+    fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Takes a session's keys from the client's messages (the key header first); returns their
+    /// size in memory.
+    fn add_keys(&self, py: Python<'_>, session: u64, messages: Vec<Vec<u8>>) -> PyResult<usize> {
+        py.detach(|| self.pool.install(|| self.inner.add_keys(session, &messages))).map_err(err)
+    }
+
+    fn has_keys(&self, session: u64) -> PyResult<bool> {
+        self.inner.has_keys(session).map_err(err)
+    }
+
+    fn end_session(&self, session: u64) -> PyResult<()> {
+        self.inner.end_session(session).map_err(err)
+    }
+
+    /// Sessions whose keys this worker holds.
+    fn sessions_held(&self) -> PyResult<usize> {
+        self.inner.sessions_held().map_err(err)
+    }
+
+    /// Runs one batch of `session` (`batch_json` as the server cuts it) on its serialised input
+    /// ciphertexts: (the serialised outputs in the batch's order, its statistics as JSON).
+    fn run<'py>(&self, py: Python<'py>, session: u64, batch_json: &str, inputs: Vec<Vec<u8>>) -> PyResult<(Bound<'py, PyList>, String)> {
+        let batch = FheBatch::from_json(batch_json).map_err(err)?;
+        let (outputs, stats) = py.detach(|| self.pool.install(|| self.inner.run(session, &batch, &inputs))).map_err(err)?;
+        let stats = serde_json::to_string(&stats).map_err(|e| LycaonError::new_err(format!("statistics: {e}")))?;
+        Ok((PyList::new(py, outputs.iter().map(|b| PyBytes::new(py, b)))?, stats))
     }
 }

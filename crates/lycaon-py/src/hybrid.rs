@@ -173,11 +173,21 @@ impl HybridServer {
     }
 
     /// A server of an FHE program (`lycaon.fhe`'s compilers write it): the runtime prepares
-    /// the program once and serves sessions that bring their public keys.
+    /// the program once and serves sessions that bring their public keys. With `fanout` (an
+    /// object with the methods of `lycaon.cluster.RayFheFanout`), each session's ops run on its
+    /// `width` workers and this server keeps no evaluation key.
     #[staticmethod]
-    fn fhe(py: Python<'_>, program_json: &str, options_json: &str) -> PyResult<Self> {
+    #[pyo3(signature = (program_json, options_json, fanout=None))]
+    fn fhe(py: Python<'_>, program_json: &str, options_json: &str, fanout: Option<Py<PyAny>>) -> PyResult<Self> {
         let o: ServerOptionsJson = serde_json::from_str(options_json).map_err(|e| json_err("server options", e))?;
-        let served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits, o.device.as_deref())?;
+        let mut served = crate::fhe::served(py, program_json, o.metadata.clone(), o.flood_precision_bits, o.device.as_deref())?;
+        if let Some(f) = fanout {
+            if served.resident.is_some() {
+                return Err(LycaonError::new_err("a server whose sessions run on workers keeps no tensors on a device: give device='cpu'"));
+            }
+            let width: usize = f.bind(py).getattr("width")?.extract()?;
+            served.fanout = Some((Arc::new(crate::cluster::PyFheFanout(f)), width.max(1)));
+        }
         Ok(Self::with(Served::Fhe(Arc::new(served)), o.server_options()?))
     }
 

@@ -1268,6 +1268,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mpc::run_two_party, m)?)?;
     m.add_class::<hybrid::HybridServer>()?;
     m.add_class::<cluster::LinearWorker>()?;
+    m.add_class::<cluster::FheWorker>()?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_infer, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_fetch_program, m)?)?;
     m.add_function(wrap_pyfunction!(hybrid::hybrid_local, m)?)?;

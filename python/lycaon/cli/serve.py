@@ -94,7 +94,7 @@ def _fhe_summary(program: dict) -> str:
 
 def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], device: str = "cpu", flood_precision_bits: float = 20.0,
                calibration: Optional[str] = None, preprocess: Optional[dict] = None, labels: Optional[str] = None, calibration_images: int = 64,
-               random_weights: Optional[int] = None, ray: Optional[str] = None, replicas: int = 0) -> int:
+               random_weights: Optional[int] = None, ray: Optional[str] = None, replicas: int = 0, workers: int = 2, worker_threads: int = 1) -> int:
     from rich.console import Console  # noqa: PLC0415
 
     from lycaon.fhe_resnet import RESNET20_MODELS  # noqa: PLC0415
@@ -110,11 +110,15 @@ def _serve_fhe(model: str, port: int, host: str, max_sessions: Optional[int], de
         print(f"{model}: random weights (seed {random_weights}; for benchmarks, not predictions)", file=sys.stderr)
     with Console(stderr=True).status(f"{model}: compiling for CKKS (packings, levels, bootstrap placement) and preparing the program"):
         server = Server(source, mode="fhe", max_sessions=max_sessions, device=device, flood_precision_bits=flood_precision_bits, calibration=calibration,
-                        preprocess=preprocess, labels=labels, calibration_images=calibration_images, ray=ray, replicas=replicas, workers=0)
-    print(_fhe_summary(server.program) + ("; a session holds about 10 GB of the client's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
+                        preprocess=preprocess, labels=labels, calibration_images=calibration_images, ray=ray, replicas=replicas,
+                        workers=workers if ray is not None else 0, worker_threads=worker_threads)
+    holder = "each Ray worker holds" if ray is not None and workers else "a session holds"
+    print(_fhe_summary(server.program) + (f"; {holder} about 10 GB of each session's keys" if server.program["parameters"]["kind"] == "bootstrappable" else ""))
     address = server.start(port, host)
     sessions = server.options["max_sessions"]
     where = f" per replica; {replicas} replicas at {', '.join(server._server.addresses)}" if replicas else ""
+    if ray is not None and workers:
+        where += f"; ops on {workers} Ray worker{'s' if workers != 1 else ''}" + (" per replica" if replicas else f" (pids {', '.join(map(str, server.fanout.pids))})")
     print(f"serving {model} in the FHE mode on {address} (up to {sessions} session{'s' if sessions != 1 else ''} at once{where}); Ctrl-C stops", flush=True)
     return _log_until_interrupted(server)
 
@@ -150,7 +154,8 @@ def add_parser(sub) -> None:
     serve.add_argument("--device", default="cpu", metavar="cpu|cuda:N", help="--mode fhe: where the server's CKKS work runs (default cpu)")
     serve.add_argument("--flood-precision-bits", type=float, default=20.0, metavar="BITS",
                        help="--mode fhe: bits of precision the noise flooding of answers leaves in the logits (default 20; 0: no flooding)")
-    serve.add_argument("--ray", metavar="ADDRESS|auto|local", help="hybrid mode: run the linear layers on Ray workers; either mode with --replicas: run the "
+    serve.add_argument("--ray", metavar="ADDRESS|auto|local", help="run the server's work on Ray workers (hybrid mode: the linear layers; FHE mode: every op, "
+                       "independent ones on different workers); with --replicas: run the "
                        "replicas there: a cluster's address, auto (the cluster this machine belongs to) or local (start Ray here); needs pip install 'lycaon[ray]'")
     serve.add_argument("--workers", type=int, default=2, metavar="N", help="with --ray: worker actors (default 2; with --replicas: per replica, 0 for none)")
     serve.add_argument("--replicas", type=int, default=0, metavar="R", help="with --ray (either mode): R whole servers as Ray actors behind this address, "
@@ -163,15 +168,11 @@ def run(args) -> int:
     if args.replicas and args.ray is None:
         print("lycaon serve: --replicas runs the replicas on Ray: give --ray ADDRESS|auto|local", file=sys.stderr)
         return 2
-    if args.mode == "fhe" and args.ray is not None and not args.replicas:
-        print("lycaon serve: in the FHE mode an inference runs whole on one server in this version (no Ray workers within an inference); "
-              "--ray with --replicas R spreads the sessions over R replicas", file=sys.stderr)
-        return 2
     if args.mode == "fhe":
         return _serve_fhe(args.model, 7451 if args.port is None else args.port, args.host, args.max_sessions, args.device, args.flood_precision_bits,
                           calibration=args.calibration, preprocess=_preprocess_spec(args), labels=args.labels,
                           calibration_images=64 if args.calibration_images is None else args.calibration_images, random_weights=args.random_weights,
-                          ray=args.ray, replicas=args.replicas)
+                          ray=args.ray, replicas=args.replicas, workers=args.workers, worker_threads=args.worker_threads)
     if args.device != "cpu":
         print(f"lycaon serve: --device {args.device} applies to --mode fhe; the hybrid mode runs on the CPU", file=sys.stderr)
         return 2
