@@ -375,7 +375,7 @@ def test_stubs_cover_the_native_module():
     assert public == set(classes) | functions
     # The runtime's natives (both modes) are wrapped by lycaon.hybrid (Server and Client are
     # exported), lycaon.fhe_compiler, lycaon.plan, lycaon.bench and lycaon.cluster.
-    hybrid_natives = {"HybridServer", "LinearWorker", "FheWorker", "hybrid_infer", "hybrid_fetch_program", "hybrid_local", "fetch_public_model", "FheSession", "fhe_program_facts", "fhe_rotation_plan",
+    hybrid_natives = {"HybridServer", "LinearWorker", "FheWorker", "hybrid_infer", "hybrid_fetch_program", "hybrid_local", "fetch_public_model", "FheSession", "fhe_program_facts", "fhe_rotation_plan", "fhe_schedule",
                       "fhe_compile", "fhe_compile_path", "ckks_bench_ops", "ckks_bench_bootstrap"}
     assert hybrid_natives <= public
     assert set(lycaon.__all__) == (public - hybrid_natives) | {"__version__", "Server", "Client"}

@@ -948,6 +948,11 @@ class FheSession:
 def fhe_rotation_plan(program_json: str) -> str:
     """The rotation keys the program's ops use, {step: highest level} (JSON)."""
     ...
+def fhe_schedule(program_json: str, workers: int) -> str:
+    """The steps of one query with the ops on ``workers`` workers (JSON: [{"local": [unit],
+    "batches": [{"units", "inputs", "outputs"}]}]; units {"op": i}, {"term": [i, part]} or
+    {"finish": i}), as a server with a Ray fanout cuts it. Prepares the program."""
+    ...
 def fhe_program_facts(program_json: str) -> str:
     """{"bootstraps", "refreshes", "rotation_keys", "rotation_levels", "relin_level", "input_level", "ops"} (JSON)."""
     ...

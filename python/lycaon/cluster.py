@@ -26,9 +26,10 @@ The FHE mode: the server checks the client's keys as they arrive and puts the me
 object store once; every worker (a Ray actor holding the program, prepared once) parses them
 when the keys are accepted, so the evaluation and bootstrapping keys live on the workers and the
 server keeps only the public key that re-randomises answers. Per query the runtime cuts the
-program into steps (``lycaon_runtime::fhe::fanout::schedule``): a wave of independent ops (the
-parts of a tensor larger than one ciphertext) is split into one batch per worker, and a chain of
-dependent ops runs whole on one worker, so ciphertexts cross processes only between steps. Each
+program into steps (``FheExecutable::schedule``): a wave of independent units (ops on the parts
+of a tensor larger than one ciphertext, and the per-part terms of a convolution that reads
+several; the server adds the terms) is split into one batch per worker, and a chain of dependent
+ops runs whole on one worker, so ciphertexts cross processes only between steps. Each
 op runs as on one machine, so the logits are bit for bit one machine's. A batch whose worker dies
 runs again on the next one (a restarted worker fetches the session's keys from the object store).
 
@@ -234,7 +235,8 @@ class RayFheFanout:
         self.pids = ray.get([w.pid.remote() for w in self.workers])  # waits until each worker holds the program
         self._keys: dict[int, object] = {}
         self._lock = threading.Lock()
-        #: Per call of ``run``: the ops, batches, seconds, retries and bytes (for ``bench scale``).
+        #: Per call of ``run``: whole ops and units (ops and terms), batches, each batch's seconds
+        #: on its worker, the call's seconds, retries and bytes (for ``bench scale``).
         self.records: list[dict] = []
         #: The worker index of every batch sent, as it is sent.
         self.dispatched: list[int] = []
@@ -293,8 +295,11 @@ class RayFheFanout:
                         raise RuntimeError(f"FHE batch {k} of a step failed on {len(failures)} workers ({'; '.join(failures)})") from None
                     retries += 1
                     call = self._worker(session, k + len(failures)).run.remote(session, batch, inputs, keys)
-        ops = [len(json.loads(b)["ops"]) for b, _ in batches]
-        self.records.append({"ops": sum(ops), "batches": len(batches), "seconds": time.perf_counter() - began, "retries": retries,
+        units = [json.loads(b)["units"] for b, _ in batches]
+        self.records.append({"ops": sum(1 for u in units for unit in u if "op" in unit), "units": sum(map(len, units)), "batches": len(batches),
+                             "batch_seconds": [sum(seconds for _, seconds in json.loads(stats)["ops"]) for _, stats in answers],
+                             "unit_seconds": [tuple(op) for _, stats in answers for op in json.loads(stats)["ops"]],
+                             "seconds": time.perf_counter() - began, "retries": retries,
                              "input_bytes": sum(len(x) for _, inputs in batches for x in inputs),
                              "output_bytes": sum(len(x) for outputs, _ in answers for x in outputs)})
         return answers

@@ -132,8 +132,8 @@ impl FheFanout for PyFheFanout {
     fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> lycaon_runtime::Result<()> {
         Python::attach(|py| {
             let what = "sending a session's keys to the workers";
-            let list = PyList::new(py, messages.iter().map(|b| PyBytes::new(py, b))).map_err(|e| cluster_err(py, what, e))?;
-            drop(messages);
+            // Each message leaves Rust's memory as it enters Python's (ResNet-20's are gigabytes).
+            let list = PyList::new(py, messages.into_iter().map(|b| PyBytes::new(py, &b))).map_err(|e| cluster_err(py, what, e))?;
             self.0.call_method1(py, "keys_arrived", (session, list)).map(|_| ()).map_err(|e| cluster_err(py, what, e))
         })
     }

@@ -201,6 +201,21 @@ pub fn fhe_rotation_plan(py: Python<'_>, program_json: &str) -> PyResult<String>
     serde_json::to_string(&plan.map_err(err)?).map_err(|e| LycaonError::new_err(e.to_string()))
 }
 
+/// The steps of one query with the ops on `workers` workers (JSON: [{"local": [unit],
+/// "batches": [{"units", "inputs", "outputs"}]}], units as {"op": i}, {"term": [i, part]} or
+/// {"finish": i}), as a server with a Ray fanout cuts it (`lycaon bench scale` models N machines
+/// from it). Prepares the program. Releases the GIL.
+#[pyfunction]
+pub fn fhe_schedule(py: Python<'_>, program_json: &str, workers: usize) -> PyResult<String> {
+    let steps = py.detach(|| -> lycaon_runtime::Result<_> {
+        let program = FheProgram::from_json(program_json)?;
+        Ok(lycaon_runtime::fhe::FheExecutable::new(program, lycaon_runtime::Device::Cpu.backend()?)?.schedule(workers))
+    });
+    let steps: Vec<serde_json::Value> =
+        steps.map_err(err)?.into_iter().map(|s| serde_json::json!({"local": s.local, "batches": s.batches})).collect();
+    serde_json::to_string(&steps).map_err(|e| LycaonError::new_err(e.to_string()))
+}
+
 /// What a program implies (JSON): bootstraps an inference runs (refreshes and those inside
 /// composite ReLUs, at the levels the plan gives them), rotation keys by level, the
 /// relinearisation level, the ops by kind. The planner's FHE figures come from here.

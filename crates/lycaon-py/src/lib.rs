@@ -1276,6 +1276,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fhe::FheSession>()?;
     m.add_function(wrap_pyfunction!(fhe::fhe_program_facts, m)?)?;
     m.add_function(wrap_pyfunction!(fhe::fhe_rotation_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(fhe::fhe_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_ops, m)?)?;
     m.add_function(wrap_pyfunction!(ckks_bench::ckks_bench_bootstrap, m)?)?;
     m.add_function(wrap_pyfunction!(fhe::fhe_compile, m)?)?;

@@ -13,8 +13,8 @@ use lycaon_mpc::LinkModel;
 use lycaon_nn::fhe::MultiplexedLayout;
 use lycaon_runtime::fhe::session::serve_session;
 use lycaon_runtime::fhe::{
-    open_session, schedule, FheBatch, FheExecutable, FheFanout, FheOp, FheOpKind, FheParameters, FheProgram, FheRunStats, FheServed, FheSessionOptions,
-    FheWorker, InputPacking, Layout, SlotValues,
+    open_session, FheBatch, FheExecutable, FheFanout, FheOp, FheOpKind, FheParameters, FheProgram, FheRunStats, FheServed, FheSessionOptions, FheStep,
+    FheWorker, InputPacking, Layout, SlotValues, Unit,
 };
 use rand::{RngExt, SeedableRng};
 
@@ -265,7 +265,7 @@ impl FheFanout for ThreadFanout {
                     let worker = &self.workers[k % self.workers.len()];
                     self.batches_per_worker.lock().unwrap()[k % self.workers.len()] += 1;
                     s.spawn(move || {
-                        if self.fail_op.is_some_and(|f| batch.ops.contains(&f)) {
+                        if self.fail_op.is_some_and(|f| batch.units.contains(&Unit::Op(f))) {
                             return Err(lycaon_runtime::RuntimeError::Cluster("a worker died".into()));
                         }
                         worker.run(session, batch, inputs)
@@ -307,26 +307,46 @@ impl<C: lycaon_mpc::Channel> lycaon_mpc::Channel for Recording<C> {
 }
 
 #[test]
-fn the_schedule_spreads_each_steps_independent_ops_and_chains_the_rest() {
+fn the_schedule_spreads_each_steps_independent_work_and_chains_the_rest() {
     let (program, _, _) = parts_network();
-    let names = |steps: &[Vec<FheBatch>]| -> Vec<Vec<Vec<String>>> {
-        steps.iter().map(|s| s.iter().map(|b| b.ops.iter().map(|&i| program.ops[i].name.clone()).collect()).collect()).collect()
+    let exe = FheExecutable::new(program.clone(), cpu()).unwrap();
+    let name = |u: &Unit| match *u {
+        Unit::Op(i) => program.ops[i].name.clone(),
+        Unit::Term(i, k) => format!("{}~{k}", program.ops[i].name),
+        Unit::Finish(i) => format!("+{}", program.ops[i].name),
     };
-    let two = schedule(&program, 2);
+    let names = |steps: &[FheStep]| -> Vec<(Vec<String>, Vec<Vec<String>>)> {
+        steps.iter().map(|s| (s.local.iter().map(name).collect(), s.batches.iter().map(|b| b.units.iter().map(name).collect()).collect())).collect()
+    };
+    let v = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    // Every op reading two parts sums a term per part: the terms spread, the server adds them.
+    let two = exe.schedule(2);
     assert_eq!(
         names(&two),
-        [vec![vec!["conv1#0"], vec!["conv1#1"]], vec![vec!["act#0"], vec!["act#1"]], vec![vec!["pool"]], vec![vec!["conv2#0"], vec!["conv2#1"]], vec![vec!["fc"]]]
+        [
+            (v(&[]), vec![v(&["conv1#0~0", "conv1#0~1"]), v(&["conv1#1~0", "conv1#1~1"])]),
+            (v(&["+conv1#0", "+conv1#1"]), vec![]),
+            (v(&[]), vec![v(&["act#0"]), v(&["act#1"])]),
+            (v(&[]), vec![v(&["pool~0"]), v(&["pool~1"])]),
+            (v(&["+pool"]), vec![]),
+            (v(&[]), vec![v(&["conv2#0"]), v(&["conv2#1"])]),
+            (v(&[]), vec![v(&["fc~0"]), v(&["fc~1"])]),
+            (v(&["+fc"]), vec![]),
+        ]
     );
-    // conv1#0 reads both input parts and returns h#0 (read by act#0 in the next step).
-    assert_eq!((two[0][0].inputs.clone(), two[0][0].outputs.clone()), (vec!["x#0".to_string(), "x#1".to_string()], vec!["h#0".to_string()]));
-    assert_eq!(two[4][0].outputs, ["logits"]);
-    // One worker: the whole program is one chain, given the input and returning the logits alone.
-    let one = schedule(&program, 1);
-    assert_eq!(one.len(), 1);
-    assert_eq!(one[0][0].ops, (0..program.ops.len()).collect::<Vec<_>>());
-    assert_eq!((one[0][0].inputs.clone(), one[0][0].outputs.clone()), (vec!["x#0".to_string(), "x#1".to_string()], vec!["logits".to_string()]));
-    // More workers than independent ops: no empty batch.
-    assert!(schedule(&program, 5).iter().flatten().all(|b| !b.ops.is_empty()));
+    // A batch is given what it reads and returns what later steps read.
+    assert_eq!((two[0].batches[0].inputs.clone(), two[0].batches[0].outputs.clone()), (v(&["x#0", "x#1"]), v(&["h#0~0", "h#0~1"])));
+    assert_eq!((two[5].batches[1].inputs.clone(), two[5].batches[1].outputs.clone()), (v(&["p"]), v(&["g#1"])));
+    // One worker: one batch a step, chains between the server's sums.
+    let one = exe.schedule(1);
+    assert_eq!(names(&one)[2..4], [(v(&[]), vec![v(&["act#0", "act#1", "pool~0", "pool~1"])]), (v(&["+pool"]), vec![])]);
+    // More workers than independent units: no empty batch; every unit once in any schedule.
+    for workers in 1..6 {
+        let steps = exe.schedule(workers);
+        assert!(steps.iter().flat_map(|s| &s.batches).all(|b| !b.units.is_empty()));
+        let ops: usize = steps.iter().map(|s| s.local.len() + s.batches.iter().flat_map(|b| &b.units).filter(|u| matches!(u, Unit::Op(_))).count()).sum();
+        assert_eq!(ops, program.ops.len());
+    }
 }
 
 #[test]
@@ -345,21 +365,26 @@ fn ops_on_workers_give_one_machines_logits_bit_for_bit() {
     let ctx = exe.context();
     let inputs: Vec<lycaon_ckks::Ciphertext> = client.encrypt(&x).unwrap().iter().map(|s| s.expand(ctx).unwrap()).collect();
     let (alone, alone_stats) = exe.run(&keys, inputs.clone(), &mut |_, _, _| {}).unwrap();
+    // The server's own session holds no evaluation key: it only adds terms.
+    let server_keys = lycaon_runtime::fhe::SessionKeys::new(lycaon_ckks::Evaluator::new(ctx, lycaon_ckks::EvaluationKeys::default()), None);
     for workers in [1, 2, 3] {
         let fanout = ThreadFanout::new(&program, workers, None);
         fanout.keys_arrived(7, recording.got.clone()).unwrap();
         let mut steps = 0;
-        let (out, stats) = exe.run_on(&fanout, 7, workers, inputs.clone(), &mut |done, total, _| {
-            steps += 1;
-            assert!(done <= total);
-        }).unwrap();
+        let (out, stats) = exe
+            .run_on(&fanout, 7, workers, &server_keys, inputs.clone(), &mut |done, total, _| {
+                steps += 1;
+                assert!(done <= total);
+            })
+            .unwrap();
         assert_eq!((out.level(), out.scale().to_bits()), (alone.level(), alone.scale().to_bits()));
         assert!(out.inner().parts() == alone.inner().parts(), "{workers} workers: the logits differ from one machine's");
-        assert_eq!(stats.ops.len(), alone_stats.ops.len());
-        assert_eq!(steps, schedule(&program, workers).len());
+        // Every op once: whole, or as its sum (the terms are counted apart).
+        assert_eq!(stats.ops.iter().filter(|(name, _)| !name.contains('~')).count(), alone_stats.ops.len());
+        assert_eq!(steps, exe.schedule(workers).len());
         let used = fanout.batches_per_worker.lock().unwrap().clone();
-        // At most two independent ops a step: a third worker has nothing to do.
-        assert_eq!(used.iter().filter(|&&b| b > 0).count(), workers.min(2), "{workers} workers: batches per worker {used:?}");
+        // conv1's four terms keep three workers busy.
+        assert!(used.iter().all(|&b| b > 0), "{workers} workers: batches per worker {used:?}");
         fanout.session_ended(7);
         assert!(fanout.workers.iter().all(|w| w.sessions_held().unwrap() == 0));
     }

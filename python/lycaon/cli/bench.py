@@ -77,9 +77,12 @@ def add_parser(sub) -> None:
     e2e.add_argument("--faithful-truncation", action="store_true", help="Lycaon truncates with an error of up to one unit (fewer rounds) instead of exactly")
     e2e.add_argument("--threads", type=int, metavar="N", help="worker threads of each Lycaon process (each party's, in --models runs; 1: single-threaded parties; default: the cores)")
     scale = bench_sub.add_parser("scale", help="past one machine: one hybrid inference with its linear layers on 1, 2 and 4 single-threaded Ray workers, "
-                                 "and a model of N machines (needs pip install 'lycaon[ray]')")
-    scale.add_argument("--models", nargs="+", default=["resnet20-cifar10"], metavar="NAME", help="resnet20-cifar10 (default; bundled weights) and/or an ImageNet "
-                       "network of bench e2e --models (e.g. resnet50; random weights)")
+                                 "one FHE inference with its ops on 1 and 2, and models of N machines (needs pip install 'lycaon[ray]')")
+    scale.add_argument("--models", nargs="*", default=["resnet20-cifar10"], metavar="NAME", help="hybrid: resnet20-cifar10 (default; bundled weights) and/or an "
+                       "ImageNet network of bench e2e --models (e.g. resnet50; random weights); none to skip")
+    scale.add_argument("--fhe-models", nargs="*", default=["wide-cnn"], metavar="NAME", help="FHE: wide-cnn (default; random weights, two ciphertexts a tensor) "
+                       "and/or resnet20 (bundled AESPA weights; about 13 GB per worker); none to skip")
+    scale.add_argument("--fhe-workers", type=int, nargs="+", default=[1, 2], metavar="N", help="FHE worker counts to measure (default 1 2)")
     scale.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], metavar="N", help="worker counts to measure (default 1 2 4)")
     scale.add_argument("--link-gbps", type=float, default=10.0, help="bandwidth of the modelled links between machines (default 10 Gbit/s)")
     scale.add_argument("--link-ms", type=float, default=0.1, help="one-way delay of the modelled links (default 0.1 ms)")
@@ -142,9 +145,10 @@ def run(args) -> int:
     if args.suite == "scale":
         from lycaon.bench import scale as bench_scale  # noqa: PLC0415
 
-        if any(w < 1 for w in args.workers):
-            raise ValueError("--workers: each count must be at least 1")
-        bench_scale.run(args.models, args.json, link_gbps=args.link_gbps, link_ms=args.link_ms, workers=args.workers, sessions=args.sessions)
+        if any(w < 1 for w in [*args.workers, *args.fhe_workers]):
+            raise ValueError("--workers, --fhe-workers: each count must be at least 1")
+        bench_scale.run(args.models, args.json, link_gbps=args.link_gbps, link_ms=args.link_ms, workers=args.workers, sessions=args.sessions,
+                        fhe_models=args.fhe_models, fhe_workers=args.fhe_workers)
         return 0
     if args.suite == "mpc":
         from lycaon.bench import mpc as bench_mpc  # noqa: PLC0415

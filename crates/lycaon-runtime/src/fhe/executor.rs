@@ -569,6 +569,51 @@ impl FheExecutable {
         Ok(y)
     }
 
+    /// The input parts whose terms op `i` sums, when it has several and no refresh (an MPConv
+    /// or the pooling layer over a tensor of several ciphertexts): each term can run apart
+    /// ([`Self::term`]) and their sum after ([`Self::finish`]), bit for bit [`Self::step`].
+    pub(crate) fn split_terms(&self, i: usize) -> Option<Vec<usize>> {
+        if !self.program.ops[i].refresh.is_empty() {
+            return None;
+        }
+        let used: Vec<usize> = match &self.prepared[i] {
+            Prepared::MpConv { convs, .. } => convs.iter().enumerate().filter_map(|(k, c)| c.as_ref().map(|_| k)).collect(),
+            Prepared::PoolFc { layers } => layers.iter().enumerate().filter_map(|(k, l)| l.as_ref().map(|_| k)).collect(),
+            _ => return None,
+        };
+        (used.len() > 1).then_some(used)
+    }
+
+    /// Term `k` of op `i` (one of [`Self::split_terms`]): its layer on input part `k` alone.
+    pub(crate) fn term<E: SessionEval>(&self, keys: &SessionKeys<E>, i: usize, k: usize, x: &E::Ct, stats: &mut FheRunStats) -> Result<E::Ct> {
+        let op = &self.program.ops[i];
+        if x.level() < op.depth {
+            return Err(invalid(format!("op '{}': its input is at level {}, below its depth {} (the refresh plan does not fit)", op.name, x.level(), op.depth)));
+        }
+        let t0 = Instant::now();
+        let missing = || invalid(format!("op '{}' has no term for input part {k}", op.name));
+        let y = match &self.prepared[i] {
+            Prepared::MpConv { convs, .. } => convs.get(k).and_then(Option::as_ref).ok_or_else(missing)?.evaluate(&keys.ops, x).map_err(nn)?,
+            Prepared::PoolFc { layers } => layers.get(k).and_then(Option::as_ref).ok_or_else(missing)?.evaluate(&keys.ops, x).map_err(nn)?,
+            _ => return Err(missing()),
+        };
+        stats.conv_s += t0.elapsed().as_secs_f64();
+        Ok(y)
+    }
+
+    /// Op `i` from its terms in the order of its parts: their sum, as [`Self::step`] adds them,
+    /// and its bias. Needs no key.
+    pub(crate) fn finish<E: SessionEval>(&self, keys: &SessionKeys<E>, i: usize, terms: Vec<E::Ct>, late: &AtomicU64) -> Result<E::Ct> {
+        let ev = keys.ops.evaluator();
+        let mut terms = terms.into_iter();
+        let first = terms.next().ok_or_else(|| invalid(format!("op '{}' finished without its terms", self.program.ops[i].name)))?;
+        let sum = terms.try_fold(first, |s, y| ev.add(&s, &y).map_err(ckks))?;
+        match &self.prepared[i] {
+            Prepared::MpConv { bias: Some(b), .. } => ev.add_vector(&sum, b, &self.encoder, late),
+            _ => Ok(sum),
+        }
+    }
+
     /// x / bound (one level), bootstrapped, times the bound (an integer: no level).
     fn refresh<E: SessionEval>(&self, keys: &SessionKeys<E>, x: &E::Ct, bound: f64, stats: &mut FheRunStats) -> Result<E::Ct> {
         let ev = keys.ops.evaluator();

@@ -6,13 +6,16 @@
 //! messages on ([`FheFanout::keys_arrived`]); each worker parses them once, so the evaluation
 //! and bootstrapping keys (gigabytes at logN = 16) live on the workers, not on the server.
 //!
-//! Per query the server cuts the program into [`schedule`]d steps. A step is either a wave of
-//! independent ops (the parts of a tensor larger than one ciphertext: their convolutions,
-//! bootstraps and activations), split into one batch per worker, or a chain of ops each of
+//! Per query the server cuts the program into steps ([`FheExecutable::schedule`]). The units of
+//! work are ops, and the terms of an op that sums one layer per input part (an MPConv or the
+//! pooling layer reading a tensor of several ciphertexts): each term runs apart and the server
+//! adds them (no key needed) in the order one machine does. A step is either a wave of
+//! independent units (the parts of a tensor larger than one ciphertext: their convolutions,
+//! bootstraps and activations), split into one batch per worker, or a chain of units each of
 //! which needs the one before, run whole by one worker (so a network held in one ciphertext
 //! moves nothing between its ops). A batch carries the ciphertexts it reads and returns those
-//! that later steps read; each op runs, with its refreshes, exactly as on one machine
-//! ([`FheExecutable::step`]), so the logits are bit for bit one machine's.
+//! that later steps read; each op runs, with its refreshes, exactly as on one machine, so the
+//! logits are bit for bit one machine's.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,12 +32,24 @@ fn invalid(what: impl Into<String>) -> RuntimeError {
     RuntimeError::Program(what.into())
 }
 
-/// Ops one worker runs in order, the tensors they read that it is given, and those it returns.
+/// A unit of work: an op (with its refreshes), one term of an op that sums one layer per input
+/// part, or the sum of such an op's terms and its bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Op(usize),
+    /// (op, input part).
+    Term(usize, usize),
+    /// The op whose terms are summed (on the server: it needs no key).
+    Finish(usize),
+}
+
+/// Units one worker runs in order, the ciphertexts they read that it is given, and those it
+/// returns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FheBatch {
-    /// Indices into the program's ops, in the order they run.
-    pub ops: Vec<usize>,
-    /// The ciphertexts the batch is given (read before any of its ops writes them).
+    pub units: Vec<Unit>,
+    /// The ciphertexts the batch is given (read before any of its units writes them).
     pub inputs: Vec<String>,
     /// The ciphertexts it returns, in this order: what later steps read, and the program's output.
     pub outputs: Vec<String>,
@@ -50,116 +65,133 @@ impl FheBatch {
     }
 }
 
-/// What each op reads (its inputs and the tensors it refreshes) and writes (its output and the
-/// refreshed tensors).
-fn reads_writes(program: &FheProgram) -> Vec<(Vec<&str>, Vec<&str>)> {
-    program
-        .ops
-        .iter()
-        .map(|op| {
-            let refreshed = op.refresh.iter().map(|r| r.tensor.as_str());
-            (op.inputs.iter().map(String::as_str).chain(refreshed.clone()).collect(), std::iter::once(op.output.as_str()).chain(refreshed).collect())
-        })
-        .collect()
+/// One step of a query: the sums the server finishes itself, then the batches the workers run
+/// at once (either may be empty).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FheStep {
+    pub local: Vec<Unit>,
+    pub batches: Vec<FheBatch>,
 }
 
-/// The steps of one query over `workers` workers (module docs). Each op goes in the first wave
-/// after the ops whose results it reads, and no earlier than any op that reads or writes a
-/// tensor it writes; a wave of several ops is cut into at most `workers` batches of
-/// consecutive ops; consecutive waves that make one batch each (one op, or one worker) make one
-/// chain.
-pub fn schedule(program: &FheProgram, workers: usize) -> Vec<Vec<FheBatch>> {
-    let rw = reads_writes(program);
-    let mut wave_of = Vec::with_capacity(rw.len());
-    let (mut written, mut read): (HashMap<&str, usize>, HashMap<&str, usize>) = (HashMap::new(), HashMap::new());
-    for (reads, writes) in &rw {
-        let after_writers = reads.iter().filter_map(|t| written.get(t).map(|w| w + 1));
-        let not_before = writes.iter().flat_map(|t| [read.get(t).copied(), written.get(t).copied()]).flatten();
-        let wave = after_writers.chain(not_before).max().unwrap_or(0);
-        for t in reads {
-            let r = read.entry(t).or_insert(wave);
-            *r = (*r).max(wave);
-        }
-        for t in writes {
-            written.insert(t, wave);
-        }
-        wave_of.push(wave);
-    }
-    let waves = wave_of.iter().max().map_or(0, |w| w + 1);
-    let mut by_wave: Vec<Vec<usize>> = vec![Vec::new(); waves];
-    for (i, &w) in wave_of.iter().enumerate() {
-        by_wave[w].push(i);
-    }
-    // A chain of single-op waves is one batch; a wave of several is cut into batches.
-    enum Step {
-        Chain(Vec<usize>),
-        Wave(Vec<Vec<usize>>),
-    }
-    let mut steps: Vec<Step> = Vec::new();
-    for ops in by_wave {
-        let (n, parts) = (ops.len(), workers.clamp(1, ops.len()));
-        match (parts, steps.last_mut()) {
-            (1, Some(Step::Chain(chain))) => chain.extend(ops),
-            (1, _) => steps.push(Step::Chain(ops)),
-            _ => steps.push(Step::Wave((0..parts).map(|k| ops[n * k / parts..n * (k + 1) / parts].to_vec()).collect())),
-        }
-    }
-    let steps = steps
-        .into_iter()
-        .map(|s| match s {
-            Step::Chain(ops) => vec![ops],
-            Step::Wave(batches) => batches,
-        })
-        .collect();
-    with_inputs_outputs(program, &rw, steps)
+/// The name of term `k` of the op writing `output`.
+fn term_name(output: &str, k: usize) -> String {
+    format!("{output}~{k}")
 }
 
-/// Each batch's inputs (what it reads before writing) and outputs (what it writes that a later
-/// step reads, or the program's output).
-fn with_inputs_outputs(program: &FheProgram, rw: &[(Vec<&str>, Vec<&str>)], steps: Vec<Vec<Vec<usize>>>) -> Vec<Vec<FheBatch>> {
-    let mut step_of = vec![0; rw.len()];
-    for (s, step) in steps.iter().enumerate() {
-        for &i in step.iter().flatten() {
-            step_of[i] = s;
+impl FheExecutable {
+    /// What a unit reads and writes (an op: its inputs and refreshed tensors; its output and
+    /// the refreshed tensors).
+    fn reads_writes(&self, unit: Unit) -> (Vec<String>, Vec<String>) {
+        let ops = &self.program().ops;
+        match unit {
+            Unit::Op(i) => {
+                let op = &ops[i];
+                let refreshed = op.refresh.iter().map(|r| r.tensor.clone());
+                (op.inputs.iter().cloned().chain(refreshed.clone()).collect(), std::iter::once(op.output.clone()).chain(refreshed).collect())
+            }
+            Unit::Term(i, k) => (vec![ops[i].inputs[k].clone()], vec![term_name(&ops[i].output, k)]),
+            Unit::Finish(i) => (self.split_terms(i).unwrap_or_default().into_iter().map(|k| term_name(&ops[i].output, k)).collect(), vec![ops[i].output.clone()]),
         }
     }
-    // The last step that reads each tensor.
-    let mut last_step: HashMap<&str, usize> = HashMap::new();
-    for (i, (reads, _)) in rw.iter().enumerate() {
-        for t in reads {
-            let e = last_step.entry(t).or_insert(step_of[i]);
-            *e = (*e).max(step_of[i]);
+
+    /// The steps of one query over `workers` workers (module docs). Each unit goes in the
+    /// first wave after the units whose results it reads, and no earlier than any unit that
+    /// reads or writes a tensor it writes; a wave's sums run on the server, its other units
+    /// are cut into at most `workers` batches of consecutive units; consecutive waves that make
+    /// one batch each (one unit, or one worker) and no sum make one chain.
+    pub fn schedule(&self, workers: usize) -> Vec<FheStep> {
+        let units: Vec<Unit> = (0..self.program().ops.len())
+            .flat_map(|i| match self.split_terms(i) {
+                Some(parts) => parts.into_iter().map(|k| Unit::Term(i, k)).chain([Unit::Finish(i)]).collect(),
+                None => vec![Unit::Op(i)],
+            })
+            .collect();
+        let rw: Vec<(Vec<String>, Vec<String>)> = units.iter().map(|&u| self.reads_writes(u)).collect();
+        let mut wave_of = Vec::with_capacity(units.len());
+        let (mut written, mut read): (HashMap<&str, usize>, HashMap<&str, usize>) = (HashMap::new(), HashMap::new());
+        for (reads, writes) in &rw {
+            let after_writers = reads.iter().filter_map(|t| written.get(t.as_str()).map(|w| w + 1));
+            let not_before = writes.iter().flat_map(|t| [read.get(t.as_str()).copied(), written.get(t.as_str()).copied()]).flatten();
+            let wave = after_writers.chain(not_before).max().unwrap_or(0);
+            for t in reads {
+                let r = read.entry(t).or_insert(wave);
+                *r = (*r).max(wave);
+            }
+            for t in writes {
+                written.insert(t, wave);
+            }
+            wave_of.push(wave);
         }
+        let mut by_wave: Vec<Vec<usize>> = vec![Vec::new(); wave_of.iter().max().map_or(0, |w| w + 1)];
+        for (u, &w) in wave_of.iter().enumerate() {
+            by_wave[w].push(u);
+        }
+        // Steps as unit indices: (on the server, per batch).
+        let mut steps: Vec<(Vec<usize>, Vec<Vec<usize>>)> = Vec::new();
+        let mut chain_open = false;
+        for wave in by_wave {
+            let (local, remote): (Vec<usize>, Vec<usize>) = wave.into_iter().partition(|&u| matches!(units[u], Unit::Finish(_)));
+            let (n, parts) = (remote.len(), workers.clamp(1, remote.len().max(1)));
+            if local.is_empty() && parts == 1 && n > 0 {
+                if chain_open {
+                    steps.last_mut().expect("an open chain").1[0].extend(remote);
+                } else {
+                    steps.push((Vec::new(), vec![remote]));
+                    chain_open = true;
+                }
+                continue;
+            }
+            let batches = if n == 0 { Vec::new() } else { (0..parts).map(|k| remote[n * k / parts..n * (k + 1) / parts].to_vec()).collect() };
+            steps.push((local, batches));
+            chain_open = false;
+        }
+        // Each batch's inputs (what it reads before writing) and outputs (what it writes that a
+        // later step reads, or the program's output).
+        let mut step_of = vec![0; units.len()];
+        for (s, (local, batches)) in steps.iter().enumerate() {
+            for &u in local.iter().chain(batches.iter().flatten()) {
+                step_of[u] = s;
+            }
+        }
+        let mut last_step: HashMap<&str, usize> = HashMap::new();
+        for (u, (reads, _)) in rw.iter().enumerate() {
+            for t in reads {
+                let e = last_step.entry(t).or_insert(step_of[u]);
+                *e = (*e).max(step_of[u]);
+            }
+        }
+        let output = &self.program().output;
+        steps
+            .into_iter()
+            .enumerate()
+            .map(|(s, (local, batches))| FheStep {
+                local: local.into_iter().map(|u| units[u]).collect(),
+                batches: batches
+                    .into_iter()
+                    .map(|members| {
+                        let (mut inputs, mut outputs, mut own): (Vec<String>, Vec<String>, HashSet<&str>) = (Vec::new(), Vec::new(), HashSet::new());
+                        for &u in &members {
+                            for t in &rw[u].0 {
+                                if !own.contains(t.as_str()) && !inputs.contains(t) {
+                                    inputs.push(t.clone());
+                                }
+                            }
+                            own.extend(rw[u].1.iter().map(String::as_str));
+                        }
+                        for &u in &members {
+                            for t in &rw[u].1 {
+                                let later = last_step.get(t.as_str()).is_some_and(|&l| l > s) || t == output;
+                                if later && !outputs.contains(t) {
+                                    outputs.push(t.clone());
+                                }
+                            }
+                        }
+                        FheBatch { units: members.into_iter().map(|u| units[u]).collect(), inputs, outputs }
+                    })
+                    .collect(),
+            })
+            .collect()
     }
-    steps
-        .into_iter()
-        .enumerate()
-        .map(|(s, step)| {
-            step.into_iter()
-                .map(|ops| {
-                    let (mut inputs, mut outputs, mut own): (Vec<String>, Vec<String>, HashSet<&str>) = (Vec::new(), Vec::new(), HashSet::new());
-                    for &i in &ops {
-                        let (reads, writes) = &rw[i];
-                        for t in reads {
-                            if !own.contains(t) && !inputs.iter().any(|x| x == t) {
-                                inputs.push(t.to_string());
-                            }
-                        }
-                        own.extend(writes.iter().copied());
-                    }
-                    for &i in &ops {
-                        for t in &rw[i].1 {
-                            let later = last_step.get(t).is_some_and(|&l| l > s) || *t == program.output;
-                            if later && !outputs.iter().any(|x| x == t) {
-                                outputs.push(t.to_string());
-                            }
-                        }
-                    }
-                    FheBatch { ops, inputs, outputs }
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// Where an FHE server's ops run when they do not run in its own process. Calls come from the
@@ -187,15 +219,21 @@ fn merge(total: &mut FheRunStats, part: FheRunStats) {
     total.ops.extend(part.ops);
 }
 
+fn parse(ctx: &lycaon_ckks::CkksContext, name: &str, bytes: &[u8]) -> Result<Ciphertext> {
+    Ciphertext::from_bytes(ctx, bytes).map_err(|e| RuntimeError::Protocol(format!("ciphertext '{name}': {e}")))
+}
+
 impl FheExecutable {
-    /// [`FheExecutable::run`] with every op on `fanout`'s workers, which hold `session`'s keys:
-    /// the same ops on the same ciphertexts, so the same output bit for bit. `progress` is
-    /// called after every step.
+    /// [`FheExecutable::run`] with its work on `fanout`'s `workers` workers, which hold
+    /// `session`'s keys; the server itself (`local`: its session, which holds no evaluation
+    /// key) only adds terms. The same operations on the same ciphertexts, so the same output
+    /// bit for bit. `progress` is called after every step.
     pub fn run_on(
         &self,
         fanout: &dyn FheFanout,
         session: u64,
         workers: usize,
+        local: &SessionKeys,
         inputs: Vec<Ciphertext>,
         progress: &mut dyn FnMut(usize, usize, &str),
     ) -> Result<(Ciphertext, FheRunStats)> {
@@ -204,82 +242,125 @@ impl FheExecutable {
         self.check_inputs(&inputs)?;
         let mut values: HashMap<String, Vec<u8>> = names.into_iter().zip(inputs.iter().map(Ciphertext::to_bytes)).collect();
         drop(inputs);
+        let late = std::sync::atomic::AtomicU64::new(0);
         let mut stats = FheRunStats::default();
         let (total, mut done) = (p.ops.len(), 0);
-        let steps = schedule(p, workers);
+        let steps = self.schedule(workers);
         // The tensors each step's successors read from the server.
+        let reads = |step: &FheStep| -> Vec<String> {
+            step.batches.iter().flat_map(|b| b.inputs.iter().cloned()).chain(step.local.iter().flat_map(|&u| self.reads_writes(u).0)).collect()
+        };
         let mut needed_after: Vec<HashSet<String>> = vec![HashSet::new(); steps.len()];
         for s in (0..steps.len().saturating_sub(1)).rev() {
             let mut next = needed_after[s + 1].clone();
-            next.extend(steps[s + 1].iter().flat_map(|b| b.inputs.iter().cloned()));
+            next.extend(reads(&steps[s + 1]));
             needed_after[s] = next;
         }
         for (s, step) in steps.into_iter().enumerate() {
-            let batches = step
-                .into_iter()
-                .map(|b| {
-                    let given = b.inputs.iter().map(|t| values.get(t).cloned().ok_or_else(|| invalid(format!("a batch reads '{t}', which is not live")))).collect::<Result<Vec<_>>>()?;
-                    Ok((b, given))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let wanted: Vec<(Vec<String>, usize)> = batches.iter().map(|(b, _)| (b.outputs.clone(), b.ops.len())).collect();
-            let last = batches.iter().flat_map(|(b, _)| b.ops.iter()).max().map(|&i| p.ops[i].name.clone()).unwrap_or_default();
-            let answers = fanout.run(session, batches)?;
-            if answers.len() != wanted.len() {
-                return Err(RuntimeError::Cluster(format!("the workers answered {} batches of {}", answers.len(), wanted.len())));
+            let mut last = String::new();
+            for &unit in &step.local {
+                let Unit::Finish(i) = unit else { return Err(invalid("the server runs only the sums of terms")) };
+                let terms = self.reads_writes(unit).0.iter().map(|t| parse(self.context(), t, values.get(t).ok_or_else(|| invalid(format!("term '{t}' is not live")))?)).collect::<Result<Vec<_>>>()?;
+                let t0 = std::time::Instant::now();
+                let y = self.finish(local, i, terms, &late)?;
+                stats.conv_s += t0.elapsed().as_secs_f64();
+                values.insert(p.ops[i].output.clone(), y.to_bytes());
+                stats.ops.push((p.ops[i].name.clone(), t0.elapsed().as_secs_f64()));
+                (done, last) = (done + 1, p.ops[i].name.clone());
             }
-            for ((names, ops), (outputs, part)) in wanted.into_iter().zip(answers) {
-                if outputs.len() != names.len() {
-                    return Err(RuntimeError::Cluster(format!("a worker returned {} ciphertexts for {} wanted", outputs.len(), names.len())));
+            if !step.batches.is_empty() {
+                let batches = step
+                    .batches
+                    .into_iter()
+                    .map(|b| {
+                        let given = b.inputs.iter().map(|t| values.get(t).cloned().ok_or_else(|| invalid(format!("a batch reads '{t}', which is not live")))).collect::<Result<Vec<_>>>()?;
+                        Ok((b, given))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let wanted: Vec<(Vec<String>, Vec<Unit>)> = batches.iter().map(|(b, _)| (b.outputs.clone(), b.units.clone())).collect();
+                let answers = fanout.run(session, batches)?;
+                if answers.len() != wanted.len() {
+                    return Err(RuntimeError::Cluster(format!("the workers answered {} batches of {}", answers.len(), wanted.len())));
                 }
-                values.extend(names.into_iter().zip(outputs));
-                merge(&mut stats, part);
-                done += ops;
+                for ((names, units), (outputs, part)) in wanted.into_iter().zip(answers) {
+                    if outputs.len() != names.len() {
+                        return Err(RuntimeError::Cluster(format!("a worker returned {} ciphertexts for {} wanted", outputs.len(), names.len())));
+                    }
+                    values.extend(names.into_iter().zip(outputs));
+                    merge(&mut stats, part);
+                    for u in units {
+                        if let Unit::Op(i) = u {
+                            (done, last) = (done + 1, p.ops[i].name.clone());
+                        }
+                    }
+                }
             }
             // What no later step reads goes.
             values.retain(|t, _| t == &p.output || needed_after[s].contains(t.as_str()));
             progress(done, total, &last);
         }
+        stats.late_encodings += late.into_inner();
         let out = values.remove(&p.output).ok_or_else(|| invalid(format!("the output '{}' was never written", p.output)))?;
-        Ok((Ciphertext::from_bytes(self.context(), &out).map_err(|e| RuntimeError::Cluster(format!("the output from the workers: {e}")))?, stats))
+        Ok((parse(self.context(), &p.output, &out)?, stats))
     }
 
-    /// A worker's part of [`Self::run_on`]: the batch's ops in order on its given ciphertexts.
+    /// A worker's part of [`Self::run_on`]: the batch's units in order on its given ciphertexts.
     pub fn run_batch(&self, keys: &SessionKeys, batch: &FheBatch, inputs: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, FheRunStats)> {
         let p = self.program();
         if inputs.len() != batch.inputs.len() {
             return Err(RuntimeError::Protocol(format!("a batch names {} input ciphertexts and brings {}", batch.inputs.len(), inputs.len())));
         }
-        if let Some(&i) = batch.ops.iter().find(|&&i| i >= p.ops.len()) {
-            return Err(RuntimeError::Protocol(format!("a batch runs op {i}; the program has {}", p.ops.len())));
+        for &u in &batch.units {
+            let ok = match u {
+                Unit::Op(i) => i < p.ops.len(),
+                Unit::Term(i, k) => i < p.ops.len() && self.split_terms(i).is_some_and(|parts| parts.contains(&k)),
+                Unit::Finish(i) => i < p.ops.len() && self.split_terms(i).is_some(),
+            };
+            if !ok {
+                return Err(RuntimeError::Protocol(format!("a batch runs {u:?}, which this program does not have")));
+            }
         }
         let ctx = self.context();
         let mut values = HashMap::with_capacity(inputs.len());
         for (name, bytes) in batch.inputs.iter().zip(inputs) {
-            let ct = Ciphertext::from_bytes(ctx, bytes).map_err(|e| RuntimeError::Protocol(format!("input ciphertext '{name}' of a batch: {e}")))?;
-            values.insert(name.clone(), ct);
+            values.insert(name.clone(), parse(ctx, name, bytes)?);
         }
-        // Each tensor goes after the batch's last op that reads it, unless the batch returns it.
+        // Each tensor goes after the batch's last unit that reads it, unless the batch returns it.
         let mut last: HashMap<String, usize> = HashMap::new();
-        for &i in &batch.ops {
-            let op = &p.ops[i];
-            for t in op.inputs.iter().chain(op.refresh.iter().map(|r| &r.tensor)) {
-                last.insert(t.clone(), i);
+        for (pos, &u) in batch.units.iter().enumerate() {
+            for t in self.reads_writes(u).0 {
+                last.insert(t, pos);
             }
         }
         for t in &batch.outputs {
-            last.insert(t.clone(), usize::MAX);
+            last.remove(t);
         }
         let late = std::sync::atomic::AtomicU64::new(0);
         let mut stats = FheRunStats::default();
-        for &i in &batch.ops {
-            self.step_with(keys, i, &mut values, &late, &mut stats, &last)?;
+        let keep = HashMap::new();
+        for (pos, &u) in batch.units.iter().enumerate() {
+            match u {
+                Unit::Op(i) => self.step_with(keys, i, &mut values, &late, &mut stats, &keep)?,
+                Unit::Term(i, k) => {
+                    let input = &p.ops[i].inputs[k];
+                    let x = values.get(input).ok_or_else(|| invalid(format!("a term reads '{input}', which is not live")))?;
+                    let t0 = std::time::Instant::now();
+                    let y = self.term(keys, i, k, x, &mut stats)?;
+                    stats.ops.push((format!("{}~{k}", p.ops[i].name), t0.elapsed().as_secs_f64()));
+                    values.insert(term_name(&p.ops[i].output, k), y);
+                }
+                Unit::Finish(i) => {
+                    let terms = self.reads_writes(u).0.iter().map(|t| values.get(t).cloned().ok_or_else(|| invalid(format!("term '{t}' is not live")))).collect::<Result<Vec<_>>>()?;
+                    values.insert(p.ops[i].output.clone(), self.finish(keys, i, terms, &late)?);
+                }
+            }
+            values.retain(|t, _| last.get(t).is_none_or(|&l| l > pos));
         }
         stats.late_encodings = late.into_inner();
         let outputs = batch
             .outputs
             .iter()
-            .map(|t| values.get(t).map(Ciphertext::to_bytes).ok_or_else(|| invalid(format!("a batch returns '{t}', which its ops never wrote"))))
+            .map(|t| values.get(t).map(Ciphertext::to_bytes).ok_or_else(|| invalid(format!("a batch returns '{t}', which its units never wrote"))))
             .collect::<Result<_>>()?;
         Ok((outputs, stats))
     }

@@ -23,7 +23,7 @@ pub mod session;
 
 pub use compile::{choose_path, compile, CompileOptions, CompilePath, PathChoice};
 pub use executor::{FheExecutable, FheRunStats, SessionKeys};
-pub use fanout::{schedule, FheBatch, FheFanout, FheWorker};
+pub use fanout::{FheBatch, FheFanout, FheStep, FheWorker, Unit};
 pub use graph::ModelGraph;
 pub use program::{FheOp, FheOpKind, FheParameters, FheProgram, InputPacking, Layout, Refresh, SlotValues, FHE_PROGRAM_FORMAT};
 pub use resident::ResidentDevice;

@@ -150,8 +150,14 @@ pub struct FheServerSummary {
     pub bytes: u64,
 }
 
+/// Whether an inference of `program` bootstraps at all: a program on bootstrappable parameters
+/// that never does needs none of the circuit's keys (gigabytes at logN = 16).
+fn bootstraps(program: &FheProgram) -> bool {
+    program.bootstraps().map_or(true, |b| b > 0)
+}
+
 /// The Galois elements and levels, the relinearisation level and whether encapsulation keys are
-/// needed: the program's own keys and, for a bootstrappable program, the circuit's, each element
+/// needed: the program's own keys and, for a program that bootstraps, the circuit's, each element
 /// once at the highest level either needs.
 pub fn key_plan(program: &FheProgram, ctx: &Arc<CkksContext>, bootstrapper: Option<&Bootstrapper>) -> (Vec<(u64, usize)>, Option<usize>, bool) {
     let n = ctx.n();
@@ -238,7 +244,7 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
         };
         let (out, stats) = match (&resident, &remote) {
             (Some(session), _) => session.run(exe, inputs, &mut progress)?,
-            (None, Some(r)) => exe.run_on(r.fanout, r.id, r.workers, inputs, &mut progress)?,
+            (None, Some(r)) => exe.run_on(r.fanout, r.id, r.workers, &keys, inputs, &mut progress)?,
             (None, None) => exe.run(&keys, inputs, &mut progress)?,
         };
         let (out, flood_log2) = finish_answer(served, &keys, out)?;
@@ -377,14 +383,15 @@ pub(crate) fn parse_keys(
     let keep = usage != KeyUse::Forward;
     let header = KeyHeader::parse(&next("the key header")?)?;
     // What can be checked before the bootstrapping circuit is built (seconds, at logN = 16).
-    let encapsulated = exe.bootstrap_params().is_some_and(|b| b.encapsulation_weight.is_some());
+    let bootstrapping = bootstraps(exe.program());
+    let encapsulated = bootstrapping && exe.bootstrap_params().is_some_and(|b| b.encapsulation_weight.is_some());
     if header.encapsulation != encapsulated {
         return Err(RuntimeError::Protocol(format!(
             "the client announces encapsulation keys: {}; this program's bootstrapping needs them: {encapsulated}",
             header.encapsulation
         )));
     }
-    let boot = exe.bootstrap_params().map(|_| exe.bootstrapper()).transpose()?;
+    let boot = exe.bootstrap_params().filter(|_| bootstrapping).map(|_| exe.bootstrapper()).transpose()?;
     let (plan, relin_level, encapsulate) = key_plan(exe.program(), ctx, boot);
     if header.galois > plan.len() || header.relin != relin_level.is_some() || header.encapsulation != encapsulate {
         return Err(RuntimeError::Protocol(format!(
@@ -482,7 +489,7 @@ impl FheClient {
     /// `stage(text)` hears what is being made. Returns the bytes sent.
     pub fn send_keys(&mut self, channel: &mut dyn Channel, stage: &mut dyn FnMut(&str)) -> Result<(u64, KeysAccepted)> {
         let before = channel.stats().bytes_sent;
-        let boot = match self.program.parameters.bootstrap()? {
+        let boot = match self.program.parameters.bootstrap()?.filter(|_| bootstraps(&self.program)) {
             Some(bp) => {
                 stage("building the bootstrapping circuit's key plan");
                 Some(Bootstrapper::new(&self.ctx, bp).map_err(ckks)?)

@@ -308,12 +308,13 @@ impl<'a> Compiler<'a> {
         let c: Vec<f64> = rows.iter().zip(&beta).map(|(r, &be)| r[2] * (be * be) + r[1] * be + r[0]).collect();
         let monic = a.iter().all(|&x| x == 1.0);
         let nl = nn_layout(src, self.slots, &d)?;
-        let nn = |e: lycaon_nn::fhe::FheError| fail(format!("{d}: {e}"));
-        let ca = CaConv::new(nl, c_mid, k1, w1).map_err(nn)?;
-        let ra = RaConv::new(c_mid, src.height, src.width, self.slots, c_out, k2, w2).map_err(nn)?;
+        // HyPHEN's layers take tensors of one ciphertext; anything else runs as MPConvs.
+        let (Ok(ca), Ok(ra)) = (CaConv::new(nl, c_mid, k1, w1), RaConv::new(c_mid, src.height, src.width, self.slots, c_out, k2, w2)) else {
+            return Ok(None);
+        };
         // Only where the change of packing saves rotations against the two MPConvs it replaces.
-        let mp1 = MpConv::new(nl, c_mid, k1, 1, w1).map_err(nn)?;
-        let mp2 = MpConv::new(*mp1.output_layout(), c_out, k2, 1, w2).map_err(nn)?;
+        let Ok(mp1) = MpConv::new(nl, c_mid, k1, 1, w1) else { return Ok(None) };
+        let Ok(mp2) = MpConv::new(*mp1.output_layout(), c_out, k2, 1, w2) else { return Ok(None) };
         if ca.counts().rotations + ra.counts().rotations >= mp1.counts().rotations + mp2.counts().rotations {
             return Ok(None);
         }
@@ -993,6 +994,39 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(p.ops[0].inputs.len(), 6);
+    }
+
+    #[test]
+    fn a_quadratic_between_convolutions_of_several_ciphertexts_runs_as_mpconvs() {
+        use crate::fhe::graph::{NodeAttrs, Tensor, GRAPH_FORMAT, GRAPH_VERSION};
+        // conv -> quadratic -> conv is HyPHEN's pattern, whose layers take one ciphertext: with
+        // a 16 x 64 x 64 middle (two ciphertexts) it compiles as MPConvs on parts.
+        let pad = NodeAttrs { stride: Some([1, 1]), pads: Some([1; 4]), groups: Some(1), ..Default::default() };
+        let w = |c_out: usize, c_in: usize| Tensor::new(vec![c_out, c_in, 3, 3], (0..c_out * c_in * 9).map(|i| ((i * 37 % 19) as f64 - 9.0) / 50.0).collect());
+        let quad = Tensor::new(vec![16, 3], (0..48).map(|i| if i % 3 == 2 { 1.0 } else { 0.1 }).collect());
+        let nodes = vec![
+            node(NodeOp::Conv, "conv1", &["x"], &[16, 64, 64], pad.clone(), vec![("weight", w(16, 3))]),
+            node(NodeOp::Poly, "act", &["conv1:o"], &[16, 64, 64], NodeAttrs::default(), vec![("coefficients", quad)]),
+            node(NodeOp::Conv, "conv2", &["act:o"], &[16, 64, 64], pad, vec![("weight", w(16, 16))]),
+            node(NodeOp::GlobalAvgpool, "gap", &["conv2:o"], &[16, 1, 1], NodeAttrs::default(), vec![]),
+            node(NodeOp::Flatten, "flat", &["gap:o"], &[16], NodeAttrs::default(), vec![]),
+            node(NodeOp::Linear, "fc", &["flat:o"], &[3], NodeAttrs::default(), vec![("weight", Tensor::new(vec![3, 16], vec![0.25; 48]))]),
+        ];
+        let g = ModelGraph {
+            format: GRAPH_FORMAT.into(),
+            version: GRAPH_VERSION,
+            name: "wide-quadratic".into(),
+            input: "x".into(),
+            input_shape: vec![3, 64, 64],
+            output: "fc:o".into(),
+            nodes,
+        };
+        g.validate().unwrap();
+        let bounds: BTreeMap<String, f64> = std::iter::once("x".to_string()).chain(g.nodes.iter().map(|n| n.output.clone())).map(|n| (n, 4.0)).collect();
+        let p = super::super::compile(&g, &CompileOptions { bounds: Some(bounds), ..Default::default() }).unwrap();
+        let names: Vec<&str> = p.ops.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["conv1#0", "conv1#1", "act#0", "act#1", "conv2#0", "conv2#1", "gap"]);
+        assert!(p.ops.iter().all(|o| !matches!(o.kind, FheOpKind::Hyphen { .. })));
     }
 
     #[test]
