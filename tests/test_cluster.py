@@ -191,6 +191,13 @@ def test_fhe_ops_run_on_two_workers_and_the_server_keeps_no_keys(ray_local):
         assert len(fanout.records) == 4 and all(r["ops"] == len(server.program["ops"]) and r["retries"] == 0 for r in fanout.records)
         assert set(fanout.dispatched) == {0, 1}, fanout.dispatched
         assert _workers_forget(fanout)
+        # bench scale's model of N machines from one query's record: a single chain, so more
+        # machines change nothing but the transfers.
+        from lycaon.bench.scale import MACHINES, fhe_machines_model  # noqa: PLC0415
+
+        rows = fhe_machines_model({"program": server.program, "steps": fanout.records[:1], "latency_s": fanout.records[0]["seconds"] + 0.5}, 10.0, 0.1)
+        assert [r["machines"] for r in rows] == list(MACHINES)
+        assert all(abs(r["steps_s"] - rows[0]["steps_s"]) < 1e-9 and r["steps_s"] >= fanout.records[0]["batch_seconds"][0] for r in rows)
     finally:
         server.stop()
 

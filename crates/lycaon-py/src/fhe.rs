@@ -155,7 +155,7 @@ impl FheSession {
         self.program_json.clone()
     }
 
-    /// {"upload_bytes", "key_bytes" (in the server's memory), "galois_keys", "keys_s"}.
+    /// {"upload_bytes", "key_bytes" (in memory on the server, or on each of its Ray workers), "galois_keys", "keys_s"}.
     #[getter]
     fn keys(&self) -> String {
         serde_json::json!({"upload_bytes": self.upload_bytes, "key_bytes": self.keys.key_bytes, "galois_keys": self.keys.galois_keys, "keys_s": self.keys_s}).to_string()

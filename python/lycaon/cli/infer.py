@@ -39,7 +39,7 @@ def _infer_fhe(server: str, images: Sequence[str], json_path: Optional[str]) -> 
         keys = json.loads(client.fhe_session.keys)
     boot = program["parameters"]["kind"] == "bootstrappable"
     print(f"{server}: {program['name']} in the FHE mode{' with bootstrapping' if boot else ''}; keys made and sent in {si(keys['keys_s'], 's')}: "
-          f"{si(keys['upload_bytes'], 'B')} uploaded (seeded), {si(keys['key_bytes'], 'B')} in the server's memory")
+          f"{si(keys['upload_bytes'], 'B')} uploaded (seeded), {si(keys['key_bytes'], 'B')} in memory on the server (or on each of its Ray workers)")
     records = []
     with Progress(transient=True) as bar:
         task = bar.add_task("encrypted inference", total=len(inputs))
