@@ -573,3 +573,32 @@ def test_bench_fhe_runs_any_network_the_fhe_mode_serves():
     assert r["path"] == "scale_stable" and r["planned_bootstraps"] == 0 and r["key_bytes"] > 0 and r["peak_bytes"] > 0
     (image,) = r["images"]
     assert image["top1"] == image["plain_top1"] and image["bits"] >= 15 and image["bootstraps"] == 0
+
+
+def test_valid_convolutions_and_fully_connected_chains_take_the_bootstrapped_path():
+    """LeNet-5's shape on the bootstrapped path: an unpadded 5 x 5 convolution (an odd kernel
+    covering its offsets, the output image kept in the grid's corner), a flatten read from the
+    multiplexed slots by a fully connected layer, vectors between fully connected layers. Run
+    encrypted without a ReLU (no bootstrap, so no bootstrapping keys: seconds) and compiled with
+    one (the bundled LeNet-5: four composite ReLUs, minutes of bootstrapping to run)."""
+    rng = np.random.default_rng(5)
+    g = Graph("image", (1, 12, 12), name="valid-fc")
+    t = square(g, "act", conv(g, rng, "conv", "image", 1, 2, 5, 1, 0, 0.3))
+    g.add(Node("flatten", "flat", [t], "flat:o"))
+    t = linear(g, rng, "fc1", "flat:o", 2 * 8 * 8, 6, 0.2)
+    linear(g, rng, "fc2", t, 6, 3, 0.5, "logits")
+    x = rng.uniform(0, 1, (3, 1, 12, 12))
+    from lycaon.fhe_compiler import compile_network  # noqa: PLC0415
+
+    net = compile_network(g, x, path="bootstrapped")
+    program = net.program
+    ops = {op["name"]: op for op in program["ops"]}
+    assert ops["conv"]["kind"] == "mp_conv" and ops["conv"]["kernel"] == 9 and ops["conv"]["output_image"] == [8, 8]
+    assert ops["fc1"]["kind"] == ops["fc2"]["kind"] == "linear" and ops["fc1"]["inputs"] == ["act:o"]
+    assert json.loads(_native.fhe_program_facts(json.dumps(program)))["bootstraps"] == 0
+    for got, xi in zip(encrypted(program, x[:2]), x[:2]):
+        assert bits(fhe.plaintext_reference(g, xi), got["logits"]) >= 14
+    lenet, _ = fhe.compile_model("lenet5-mnist")
+    kinds = [(op["name"], op["kind"]) for op in lenet["ops"]]
+    assert kinds[-5:] == [("fc1", "linear"), ("relu_fc1", "composite_relu"), ("fc2", "linear"), ("relu_fc2", "composite_relu"), ("fc3", "linear")]
+    assert {op["name"]: op for op in lenet["ops"]}["conv2"]["output_image"] == [10, 10]

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use lycaon_nn::fhe::{CaConv, MpConv, MultiplexedConv, MultiplexedLayout, RaConv};
 
 use super::linear::diagonal_rotations;
+use super::packing::SlotPacking;
 use super::placement::{Levels, PlacedOp};
 use super::{fail, CompileOptions, Placement};
 use crate::fhe::graph::{GraphNode, ModelGraph, NodeOp};
@@ -26,11 +27,13 @@ use crate::fhe::program::{
 use crate::Result;
 
 /// A tensor's packing on this path: multiplexed (C, h, w, gap) in one ciphertext or, when it
-/// takes several, split by channels (its channels per part, [`Layout::parts`]); or the logits
-/// (n values).
+/// takes several, split by channels (its channels per part, [`Layout::parts`]); a vector (n
+/// values in slots 0..n, repeating every `period` slots: what fully connected layers after a
+/// flatten read and write); or the logits of the global pooling (n values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Packed {
     Multiplexed(Layout, Option<usize>),
+    Vector(usize, usize),
     Logits(usize),
 }
 
@@ -94,18 +97,47 @@ fn conv_attrs(node: &GraphNode) -> Option<(&[f64], usize, usize, usize)> {
     Some((&w.data, w.shape[0], k, node.attrs.stride()[0]))
 }
 
-/// (dense weights [C_out][C_in][f][f], C_out, f, stride) of a convolution with a square kernel
-/// padded by f/2, any groups ([`super::dense_weights`]), else None.
-fn dense_conv(node: &GraphNode) -> Option<(std::borrow::Cow<'_, [f64]>, usize, usize, usize)> {
+/// (dense weights [C_out][C_in][f][f], C_out, f, stride, output image) of a convolution ([`super::dense_weights`],
+/// any groups): a square odd kernel padded by f/2 as it is (output image None), any other
+/// kernel and padding at stride 1 or 2 as the odd kernel that covers its offsets
+/// ([`embedded_kernel`]) with the node's output image kept; else None.
+fn dense_conv(node: &GraphNode) -> Option<(std::borrow::Cow<'_, [f64]>, usize, usize, usize, Option<(usize, usize)>)> {
     if node.op != NodeOp::Conv {
         return None;
     }
     let w = node.param("weight")?;
-    let k = w.shape[2];
-    if w.shape[2] != w.shape[3] || node.attrs.pads().iter().any(|&p| p != k / 2) {
+    let (kh, kw) = (w.shape[2], w.shape[3]);
+    let dense = super::dense_weights(node)?;
+    let [sy, sx] = node.attrs.stride();
+    let [top, left, _, _] = node.attrs.pads();
+    if kh == kw && kh % 2 == 1 && node.attrs.pads().iter().all(|&p| p == kh / 2) {
+        return Some((dense, w.shape[0], kh, sy, None));
+    }
+    if sy != sx || !(1..=2).contains(&sy) || top >= kh || left >= kw || node.shape.len() != 3 {
         return None;
     }
-    Some((super::dense_weights(node)?, w.shape[0], k, node.attrs.stride()[0]))
+    let c_in = dense.len() / (w.shape[0] * kh * kw);
+    let (weights, k) = embedded_kernel(&dense, w.shape[0], c_in, [kh, kw], [top, left]);
+    Some((std::borrow::Cow::Owned(weights), w.shape[0], k, sy, Some((node.shape[1], node.shape[2]))))
+}
+
+/// A kh x kw kernel [C_out][C_in][kh][kw] read at offsets -top .. kh - 1 - top (rows) and
+/// -left .. kw - 1 - left (columns) as the odd square kernel K padded by K/2 that covers them
+/// (what MPConv takes): (weights [C_out][C_in][K][K], K).
+fn embedded_kernel(weights: &[f64], c_out: usize, c_in: usize, [kh, kw]: [usize; 2], [top, left]: [usize; 2]) -> (Vec<f64>, usize) {
+    let reach = [top, kh - 1 - top, left, kw - 1 - left].into_iter().max().unwrap_or(0);
+    let k = 2 * reach + 1;
+    let mut out = vec![0.0; c_out * c_in * k * k];
+    for o in 0..c_out {
+        for i in 0..c_in {
+            for y in 0..kh {
+                for x in 0..kw {
+                    out[((o * c_in + i) * k + y + reach - top) * k + x + reach - left] = weights[((o * c_in + i) * kh + y) * kw + x];
+                }
+            }
+        }
+    }
+    (out, k)
 }
 
 /// Checks that the convolution's output image is the node's (C, H, W).
@@ -117,9 +149,8 @@ fn same_shape(node: &GraphNode, channels: usize, l: &MultiplexedLayout) -> Resul
 }
 
 /// An average pooling (window kh x kw at stride s, padding counted in the average) as a
-/// convolution MPConv runs: each channel alone, an odd square kernel K padded by K/2 that covers
-/// the window's offsets (-top .. kh - 1 - top), 1 / (kh kw) at the window's taps. Returns
-/// (weights [C][C][K][K], K, s).
+/// convolution MPConv runs: each channel alone, 1 / (kh kw) at the window's taps of the odd
+/// square kernel that covers them ([`embedded_kernel`]). Returns (weights [C][C][K][K], K, s).
 fn pooling_as_conv(node: &GraphNode, channels: usize) -> Result<(Vec<f64>, usize, usize)> {
     let d = node.describe();
     let [kh, kw] = node.attrs.kernel.ok_or_else(|| fail(format!("{d}: no pooling window")))?;
@@ -131,18 +162,12 @@ fn pooling_as_conv(node: &GraphNode, channels: usize) -> Result<(Vec<f64>, usize
     if kh == 0 || kw == 0 || top >= kh || left >= kw {
         return Err(fail(format!("{d}: window {kh} x {kw} with padding ({top}, {left})")));
     }
-    let reach = [top, kh - 1 - top, left, kw - 1 - left].into_iter().max().unwrap_or(0);
-    let k = 2 * reach + 1;
-    let mut w = vec![0.0; channels * channels * k * k];
-    let share = 1.0 / (kh * kw) as f64;
+    // 1 / (kh kw) from each channel to itself.
+    let mut window = vec![0.0; channels * channels * kh * kw];
     for c in 0..channels {
-        for i in 0..kh {
-            for j in 0..kw {
-                let (dy, dx) = (i + reach - top, j + reach - left);
-                w[((c * channels + c) * k + dy) * k + dx] = share;
-            }
-        }
+        window[(c * channels + c) * kh * kw..(c * channels + c + 1) * kh * kw].fill(1.0 / (kh * kw) as f64);
     }
+    let (w, k) = embedded_kernel(&window, channels, channels, [kh, kw], [top, left]);
     Ok((w, k, sy))
 }
 
@@ -369,7 +394,9 @@ impl<'a> Compiler<'a> {
             let src = *layouts.get(node.inputs[0].as_str()).ok_or_else(|| fail(format!("{d}: its input '{}' has no packing on this path", node.inputs[0])))?;
             let image = |p: Packed| match p {
                 Packed::Multiplexed(l, parts) => Ok((l, parts)),
-                Packed::Logits(_) => Err(fail(format!("{d}: its input is a vector; this path takes images up to the global average pooling"))),
+                Packed::Vector(..) | Packed::Logits(_) => {
+                    Err(fail(format!("{d}: its input is a vector; on vectors this path takes fully connected layers and ReLUs")))
+                }
             };
             // One op per part of the input, each reading the same part of every input.
             let per_part =
@@ -409,13 +436,14 @@ impl<'a> Compiler<'a> {
             } else {
                 match node.op {
                     NodeOp::Conv => {
-                        let Some((wgt, c_out, k, stride)) = dense_conv(node) else {
-                            return Err(fail(format!("{d}: MPConv takes square odd kernels padded by f/2 (and groups that divide the channels)")));
+                        let Some((wgt, c_out, k, stride, output_image)) = dense_conv(node) else {
+                            return Err(fail(format!(
+                                "{d}: the bootstrapped path takes convolutions at stride 1 or 2 alike in both directions, padding below the kernel, groups that divide the channels"
+                            )));
                         };
                         let (src, parts) = image(src)?;
                         let bias = node.param("bias").map(|b| b.data.as_slice());
-                        let (ops, out) =
-                            self.conv_ops(node, src, parts, ConvSpec { out_channels: c_out, kernel: k, stride, weights: &wgt, bias, output_image: None })?;
+                        let (ops, out) = self.conv_ops(node, src, parts, ConvSpec { out_channels: c_out, kernel: k, stride, weights: &wgt, bias, output_image })?;
                         let Packed::Multiplexed(l, _) = out else { unreachable!("conv_ops packs images") };
                         same_shape(node, c_out, &nn_layout(&Layout { channels: 1, ..l }, self.slots, &d)?)?;
                         (ops, out)
@@ -463,6 +491,52 @@ impl<'a> Compiler<'a> {
                         };
                         let depth = if linear || monic { 1 } else { 2 };
                         (per_part(node, depth, src, &kind)?, src)
+                    }
+                    NodeOp::Relu if matches!(src, Packed::Vector(..)) => {
+                        let placed = PlacedOp { name: node.name.clone(), inputs: node.inputs.clone(), output: node.output.clone(), depth: 0, relu: true };
+                        let kind = FheOpKind::CompositeRelu { bound: 0.0, stages: vec![], depths: vec![] };
+                        (vec![ResOp { placed, kind, rotations: vec![], out: src, tensor: node.output.clone() }], src)
+                    }
+                    NodeOp::Flatten | NodeOp::Linear => {
+                        // A flatten feeds the fully connected layer after it, read from the image's slots.
+                        let (lin, input) = match (node.op, src) {
+                            (NodeOp::Linear, Packed::Vector(n, period)) => (node, SlotPacking::flat(n, period)),
+                            (NodeOp::Flatten, Packed::Multiplexed(l, None)) => {
+                                let lin = nodes.get(i + 1).filter(|n| n.op == NodeOp::Linear && n.inputs == [node.output.clone()]).ok_or_else(|| {
+                                    fail(format!("{d}: a flatten of an image feeds one fully connected layer on this path"))
+                                })?;
+                                let m = nn_layout(&l, self.slots, &d)?;
+                                let index = (0..m.channels)
+                                    .flat_map(|c| (0..m.rows).flat_map(move |y| (0..m.cols).map(move |x| (c, y, x))))
+                                    .map(|(c, y, x)| m.slot(c, y, x) as i64)
+                                    .collect();
+                                i += 1;
+                                (lin, SlotPacking { shape: vec![m.channels * m.rows * m.cols], index, period: m.copy_len(), grid: None })
+                            }
+                            (NodeOp::Flatten, Packed::Multiplexed(_, Some(_))) => {
+                                return Err(fail(format!("{d}: a flatten of a tensor in several ciphertexts is not built; pool it into one first")))
+                            }
+                            _ => return Err(fail(format!("{d}: a fully connected layer reads a flattened image or a vector on this path"))),
+                        };
+                        let w = lin.required("weight")?;
+                        if w.shape.len() != 2 || w.shape[1] != input.index.len() {
+                            return Err(fail(format!("{}: weights {:?} for {} inputs", lin.describe(), w.shape, input.index.len())));
+                        }
+                        let dense = super::linear::dense_matrix(lin, &input, self.slots)?;
+                        let slots = self.slots as i64;
+                        let kind = FheOpKind::Linear {
+                            rows: dense.matrix.rows.iter().map(|&r| r as u32).collect(),
+                            cols: dense.matrix.cols.iter().map(|&c| c.rem_euclid(slots) as u32).collect(),
+                            values: dense.matrix.values.clone(),
+                            period: dense.matrix.period,
+                            sum_steps: dense.sum_steps.clone(),
+                            bias: dense.bias.map(|b| SlotValues::from_dense(&b)),
+                        };
+                        let rotations = vec![(diagonal_rotations(&dense.matrix.diagonal_indices(self.slots), self.slots), 0), (dense.sum_steps, 1)];
+                        let out = Packed::Vector(w.shape[0], dense.packing.period);
+                        let placed = PlacedOp { name: lin.name.clone(), inputs: node.inputs.clone(), output: lin.output.clone(), depth: 1, relu: false };
+                        node = lin;
+                        (vec![ResOp { placed, kind, rotations, out, tensor: lin.output.clone() }], out)
                     }
                     NodeOp::Relu => {
                         image(src)?;
@@ -517,8 +591,8 @@ impl<'a> Compiler<'a> {
             ops.extend(new_ops);
             i += 1;
         }
-        if !ops.last().is_some_and(|o| matches!(o.kind, FheOpKind::PoolFc { .. })) {
-            return Err(fail(format!("{}: the bootstrapped path expects the network to end in global average pooling and a linear layer", g.name)));
+        if !ops.last().is_some_and(|o| matches!(o.kind, FheOpKind::PoolFc { .. } | FheOpKind::Linear { .. })) {
+            return Err(fail(format!("{}: the bootstrapped path expects the network to end in a fully connected layer", g.name)));
         }
         Ok((ops, input, input_parts))
     }
@@ -560,8 +634,10 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
     };
     let mut period = copy_len(&input, input_parts, "the input")?;
     for op in &ops {
-        if let Packed::Multiplexed(l, parts) = &op.out {
-            period = period.max(copy_len(l, *parts, &op.placed.name)?);
+        match &op.out {
+            Packed::Multiplexed(l, parts) => period = period.max(copy_len(l, *parts, &op.placed.name)?),
+            Packed::Vector(_, p) => period = period.max(*p),
+            Packed::Logits(_) => {}
         }
     }
     let shape_name = if auto { bootstrap_shape_for_period(period) } else { options.bootstrap_shape.clone() };
@@ -641,7 +717,7 @@ pub fn compile(graph: &ModelGraph, options: &CompileOptions) -> Result<FheProgra
         });
     }
     let n_out = match ops.last().map(|o| o.out) {
-        Some(Packed::Logits(n)) => n,
+        Some(Packed::Logits(n) | Packed::Vector(n, _)) => n,
         _ => return Err(fail("the network's output must be the logits of the last linear layer")),
     };
     Ok(FheProgram {
