@@ -5,7 +5,7 @@ releases the GIL, so threads run in parallel. Errors raise the ``LycaonError`` f
 Lycaon error is also a ``ValueError``.
 """
 
-from typing import Optional, Sequence, Union
+from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -845,9 +845,9 @@ class FheWorker:
     @property
     def threads(self) -> int:
         """Threads an op runs on."""
-    def add_keys(self, session: int, messages: list[bytes]) -> int:
-        """Takes a session's keys from the client's messages (the key header first); returns
-        their size in memory."""
+    def add_keys(self, session: int, messages: Iterable[bytes]) -> int:
+        """Takes a session's keys from the client's messages (the key header first), each taken
+        from the iterable when its turn comes; returns their size in memory."""
     def has_keys(self, session: int) -> bool:
         """Whether this worker holds the session's keys."""
     def end_session(self, session: int) -> None:

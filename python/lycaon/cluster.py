@@ -86,6 +86,30 @@ class _LinearWorker:
         self.worker.end_session(session)
 
 
+def _gather(count: int, send, worker_of, what) -> tuple[list, int]:
+    """The results of calls 0..count-1 in order, all sent first (``send(k, tries)`` sends call k
+    to its worker, or after ``tries`` failures to the next one, which ``worker_of(k, tries)``
+    names), and how many were sent again. A call whose worker dies runs again on the next worker,
+    at most ``RETRIES`` times; then the error names ``what(k)`` and the workers that failed."""
+    ray = _ray()
+    calls = [send(k, 0) for k in range(count)]
+    results: list = []
+    retries = 0
+    for k, call in enumerate(calls):
+        failures: list[str] = []
+        while True:
+            try:
+                results.append(ray.get(call))
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                failures.append(f"worker {worker_of(k, len(failures))}: {type(e).__name__}")
+                if len(failures) > RETRIES:
+                    raise RuntimeError(f"{what(k)} failed on {len(failures)} workers ({'; '.join(failures)})") from None
+                retries += 1
+                call = send(k, len(failures))
+    return results, retries
+
+
 def unit_ranges(units: int, parts: int, block: int = 1) -> list[tuple[int, int]]:
     """``units`` split into at most ``parts`` contiguous non-empty ranges of near-equal size, cut
     at multiples of ``block`` (units that share prepared weights) when there are at least
@@ -150,21 +174,12 @@ class RayFanout:
             keys = dict(self._keys.get(session, {}))
         inputs_ref = ray.put(inputs)
         ranges = unit_ranges(units, len(self.workers), block)
-        calls = [self.workers[k].evaluate.remote(session, layer, a, b, inputs_ref, keys) for k, (a, b) in enumerate(ranges)]
-        outputs: list = []
-        retries = 0
-        for k, ((a, b), call) in enumerate(zip(ranges, calls)):
-            failures = []
-            while True:
-                try:
-                    outputs.append(ray.get(call))
-                    break
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-                    failures.append(f"worker {(k + len(failures)) % len(self.workers)}: {type(e).__name__}")
-                    if len(failures) > RETRIES:
-                        raise RuntimeError(f"linear '{layer}': units {a}..{b} failed on {len(failures)} workers ({'; '.join(failures)})") from None
-                    retries += 1
-                    call = self.workers[(k + len(failures)) % len(self.workers)].evaluate.remote(session, layer, a, b, inputs_ref, keys)
+
+        def send(k: int, tries: int):
+            return self.workers[(k + tries) % len(self.workers)].evaluate.remote(session, layer, *ranges[k], inputs_ref, keys)
+
+        outputs, retries = _gather(len(ranges), send, lambda k, tries: (k + tries) % len(self.workers),
+                                   lambda k: f"linear '{layer}': units {ranges[k][0]}..{ranges[k][1]}")
         self.records.append({"layer": layer, "units": units, "ranges": len(ranges), "seconds": time.perf_counter() - began, "retries": retries,
                              "input_bytes": sum(len(x) for x in inputs), "output_bytes": sum(len(seed) + sum(map(len, responses)) for seed, responses in outputs)})
         return outputs
@@ -198,9 +213,11 @@ class _FheWorker:
         return os.getpid()
 
     def add_keys(self, session: int, keys: list) -> int:
-        """Parses ``session``'s key messages (``keys``: [object reference of the message list],
-        a list so that Ray does not fetch it before it is needed); returns their size in memory."""
-        return self.worker.add_keys(session, _ray().get(keys[0]))
+        """Parses ``session``'s key messages (``keys``: the object reference of each, in a list
+        so that Ray does not fetch them before they are needed), fetching one at a time; returns
+        their size in memory."""
+        ray = _ray()
+        return self.worker.add_keys(session, (ray.get(ref) for ref in keys))
 
     def run(self, session: int, batch_json: str, inputs: list, keys: list) -> tuple:
         """One batch of ``session``: (its output ciphertexts, its statistics as JSON). A worker
@@ -252,12 +269,15 @@ class RayFheFanout:
 
     def keys_arrived(self, session: int, messages: list) -> None:
         ray = _ray()
-        ref = ray.put(messages)
+        # One object a message, each let go here once stored: workers fetch them one at a time.
+        refs = []
+        for k in range(len(messages)):
+            refs.append(ray.put(messages[k]))
+            messages[k] = None
         with self._lock:
-            self._keys[session] = ref
-        del messages
+            self._keys[session] = refs
         # A worker that is down now takes the keys on its first batch of the session.
-        for call in [w.add_keys.remote(session, [ref]) for w in self.workers]:
+        for call in [w.add_keys.remote(session, refs) for w in self.workers]:
             try:
                 ray.get(call)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
@@ -271,30 +291,20 @@ class RayFheFanout:
 
     def run(self, session: int, batches: list) -> list:
         """Each (batch JSON, input ciphertexts) on its own worker; answers in order."""
-        ray = _ray()
         import time  # noqa: PLC0415
 
         began = time.perf_counter()
         with self._lock:
-            keys = [self._keys.get(session)]
-        if keys[0] is None:
+            keys = self._keys.get(session)
+        if keys is None:
             raise RuntimeError(f"session {session}: no keys reached the workers")
-        calls = [self._worker(session, k).run.remote(session, batch, inputs, keys) for k, (batch, inputs) in enumerate(batches)]
-        self.dispatched.extend((session + k) % len(self.workers) for k in range(len(batches)))
-        answers: list = []
-        retries = 0
-        for k, ((batch, inputs), call) in enumerate(zip(batches, calls)):
-            failures = []
-            while True:
-                try:
-                    answers.append(ray.get(call))
-                    break
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-                    failures.append(f"worker {(session + k + len(failures)) % len(self.workers)}: {type(e).__name__}")
-                    if len(failures) > RETRIES:
-                        raise RuntimeError(f"FHE batch {k} of a step failed on {len(failures)} workers ({'; '.join(failures)})") from None
-                    retries += 1
-                    call = self._worker(session, k + len(failures)).run.remote(session, batch, inputs, keys)
+
+        def send(k: int, tries: int):
+            if tries == 0:
+                self.dispatched.append((session + k) % len(self.workers))
+            return self._worker(session, k + tries).run.remote(session, batches[k][0], batches[k][1], keys)
+
+        answers, retries = _gather(len(batches), send, lambda k, tries: (session + k + tries) % len(self.workers), lambda k: f"FHE batch {k} of a step")
         units = [json.loads(b)["units"] for b, _ in batches]
         self.records.append({"ops": sum(1 for u in units for unit in u if "op" in unit), "units": sum(map(len, units)), "batches": len(batches),
                              "batch_seconds": [sum(seconds for _, seconds in json.loads(stats)["ops"]) for _, stats in answers],

@@ -57,13 +57,18 @@ impl Fanout for PyFanout {
     }
 
     fn session_ended(&self, session: u64) {
-        // Best effort: a failure here leaves keys on a worker until it restarts; log it only.
-        Python::attach(|py| {
-            if let Err(e) = self.0.call_method1(py, "session_ended", (session,)) {
-                e.print(py);
-            }
-        });
+        tell_session_ended(&self.0, session);
     }
+}
+
+/// Tells a fanout a session ended. Best effort: a failure here leaves keys on a worker until it
+/// restarts; it is printed only.
+fn tell_session_ended(fanout: &Py<PyAny>, session: u64) {
+    Python::attach(|py| {
+        if let Err(e) = fanout.call_method1(py, "session_ended", (session,)) {
+            e.print(py);
+        }
+    });
 }
 
 /// What one worker process holds: the program's linear layers with the server's integer
@@ -160,12 +165,7 @@ impl FheFanout for PyFheFanout {
     }
 
     fn session_ended(&self, session: u64) {
-        // Best effort, as for the hybrid fanout.
-        Python::attach(|py| {
-            if let Err(e) = self.0.call_method1(py, "session_ended", (session,)) {
-                e.print(py);
-            }
-        });
+        tell_session_ended(&self.0, session);
     }
 }
 
@@ -199,10 +199,18 @@ impl FheWorker {
         self.pool.current_num_threads()
     }
 
-    /// Takes a session's keys from the client's messages (the key header first); returns their
-    /// size in memory.
-    fn add_keys(&self, py: Python<'_>, session: u64, messages: Vec<Vec<u8>>) -> PyResult<usize> {
-        py.detach(|| self.pool.install(|| self.inner.add_keys(session, &messages))).map_err(err)
+    /// Takes a session's keys from the client's messages (any iterable of bytes, the key header
+    /// first), each taken from it when its turn comes; returns their size in memory.
+    fn add_keys(&self, py: Python<'_>, session: u64, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let iterator: Py<PyAny> = messages.try_iter()?.into_any().unbind();
+        let mut next = |what: &str| -> lycaon_runtime::Result<Option<Vec<u8>>> {
+            Python::attach(|py| match iterator.bind(py).call_method0("__next__") {
+                Ok(m) => m.extract::<Vec<u8>>().map(Some).map_err(|_| RuntimeError::Protocol(format!("{what}: a key message is not bytes"))),
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => Ok(None),
+                Err(e) => Err(cluster_err(py, &format!("fetching {what}"), e)),
+            })
+        };
+        py.detach(|| self.pool.install(|| self.inner.add_keys_from(session, &mut next))).map_err(err)
     }
 
     fn has_keys(&self, session: u64) -> PyResult<bool> {
