@@ -258,6 +258,16 @@ impl FheExecutable {
         }
         for (s, step) in steps.into_iter().enumerate() {
             let mut last = String::new();
+            // A batch is given its inputs as the step begins (a sum of the same wave writes
+            // nothing the batch reads, but the order is one machine's either way).
+            let batches = step
+                .batches
+                .into_iter()
+                .map(|b| {
+                    let given = b.inputs.iter().map(|t| values.get(t).cloned().ok_or_else(|| invalid(format!("a batch reads '{t}', which is not live")))).collect::<Result<Vec<_>>>()?;
+                    Ok((b, given))
+                })
+                .collect::<Result<Vec<_>>>()?;
             for &unit in &step.local {
                 let Unit::Finish(i) = unit else { return Err(invalid("the server runs only the sums of terms")) };
                 let terms = self.reads_writes(unit).0.iter().map(|t| parse(self.context(), t, values.get(t).ok_or_else(|| invalid(format!("term '{t}' is not live")))?)).collect::<Result<Vec<_>>>()?;
@@ -268,15 +278,7 @@ impl FheExecutable {
                 stats.ops.push((p.ops[i].name.clone(), t0.elapsed().as_secs_f64()));
                 (done, last) = (done + 1, p.ops[i].name.clone());
             }
-            if !step.batches.is_empty() {
-                let batches = step
-                    .batches
-                    .into_iter()
-                    .map(|b| {
-                        let given = b.inputs.iter().map(|t| values.get(t).cloned().ok_or_else(|| invalid(format!("a batch reads '{t}', which is not live")))).collect::<Result<Vec<_>>>()?;
-                        Ok((b, given))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+            if !batches.is_empty() {
                 let wanted: Vec<(Vec<String>, Vec<Unit>)> = batches.iter().map(|(b, _)| (b.outputs.clone(), b.units.clone())).collect();
                 let answers = fanout.run(session, batches)?;
                 if answers.len() != wanted.len() {
