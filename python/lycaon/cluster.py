@@ -123,7 +123,23 @@ def unit_ranges(units: int, parts: int, block: int = 1) -> list[tuple[int, int]]
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-class RayFanout:
+class _RayWorkers:
+    """What both fanouts share: their worker actors and the local Ray instance they may have started."""
+
+    workers: list
+    _started_ray: bool
+
+    def shutdown(self) -> None:
+        """Stops the workers (and the local Ray instance this fanout started)."""
+        ray = _ray()
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        if self._started_ray:
+            ray.shutdown()
+
+
+class RayFanout(_RayWorkers):
     """Runs a hybrid server's linear layers on ``workers`` Ray actors of ``threads`` threads each
     (the native server calls ``key_arrived``, ``key_departed``, ``evaluate`` and
     ``session_ended`` from its session threads). ``address``: a running cluster's address, "auto"
@@ -184,15 +200,6 @@ class RayFanout:
                              "input_bytes": sum(len(x) for x in inputs), "output_bytes": sum(len(seed) + sum(map(len, responses)) for seed, responses in outputs)})
         return outputs
 
-    def shutdown(self) -> None:
-        """Stops the workers (and the local Ray instance this fanout started)."""
-        ray = _ray()
-        for w in self.workers:
-            ray.kill(w)
-        self.workers = []
-        if self._started_ray:
-            ray.shutdown()
-
 
 def start_fanout(program: dict, weights: dict, *, address: Optional[str], workers: int, threads: int, flood_bits: float) -> RayFanout:
     """A ``RayFanout`` for a server's program and weights (``address``: "local" or None starts a
@@ -233,7 +240,7 @@ class _FheWorker:
         return self.worker.sessions_held()
 
 
-class RayFheFanout:
+class RayFheFanout(_RayWorkers):
     """Runs an FHE server's ops on ``workers`` Ray actors of ``threads`` threads each (the native
     server calls ``keys_arrived``, ``run`` and ``session_ended`` from its session threads; see the
     module's docs). ``address`` as for ``RayFanout``."""
@@ -306,22 +313,14 @@ class RayFheFanout:
 
         answers, retries = _gather(len(batches), send, lambda k, tries: (session + k + tries) % len(self.workers), lambda k: f"FHE batch {k} of a step")
         units = [json.loads(b)["units"] for b, _ in batches]
+        timed = [[tuple(op) for op in json.loads(stats)["ops"]] for _, stats in answers]
         self.records.append({"ops": sum(1 for u in units for unit in u if "op" in unit), "units": sum(map(len, units)), "batches": len(batches),
-                             "batch_seconds": [sum(seconds for _, seconds in json.loads(stats)["ops"]) for _, stats in answers],
-                             "unit_seconds": [tuple(op) for _, stats in answers for op in json.loads(stats)["ops"]],
+                             "batch_seconds": [sum(seconds for _, seconds in ops) for ops in timed],
+                             "unit_seconds": [op for ops in timed for op in ops],
                              "seconds": time.perf_counter() - began, "retries": retries,
                              "input_bytes": sum(len(x) for _, inputs in batches for x in inputs),
                              "output_bytes": sum(len(x) for outputs, _ in answers for x in outputs)})
         return answers
-
-    def shutdown(self) -> None:
-        """Stops the workers (and the local Ray instance this fanout started)."""
-        ray = _ray()
-        for w in self.workers:
-            ray.kill(w)
-        self.workers = []
-        if self._started_ray:
-            ray.shutdown()
 
 
 def _init_ray(ray, address: Optional[str], cpus: int) -> bool:
