@@ -43,7 +43,7 @@ impl LocalLinearCode {
     /// Row `first + r`'s positions into `positions[r]` for every r < `positions.len()`.
     fn positions(&self, first: usize, positions: &mut [[u32; ROW_WEIGHT]]) {
         let mut blocks = [0u128; ROWS_PER_BATCH * BLOCKS_PER_ROW];
-        let k = self.k as u64;
+        let k = self.k as u32;
         for (b, batch) in positions.chunks_mut(ROWS_PER_BATCH).enumerate() {
             let blocks = &mut blocks[..batch.len() * BLOCKS_PER_ROW];
             let base = ((first + b * ROWS_PER_BATCH) * BLOCKS_PER_ROW) as u128;
@@ -51,10 +51,7 @@ impl LocalLinearCode {
                 *x = base + j as u128;
             }
             self.aes.encrypt_in_place(blocks);
-            for (p, row) in batch.iter_mut().zip(blocks.chunks_exact(BLOCKS_PER_ROW)) {
-                let words: [u32; 4 * BLOCKS_PER_ROW] = core::array::from_fn(|w| (row[w / 4] >> (32 * (w % 4))) as u32);
-                *p = core::array::from_fn(|w| ((words[w] as u64 * k) >> 32) as u32);
-            }
+            kernels::map_positions(blocks, k, batch);
         }
     }
 
