@@ -5,7 +5,7 @@ releases the GIL, so threads run in parallel. Errors raise the ``LycaonError`` f
 Lycaon error is also a ``ValueError``.
 """
 
-from typing import Iterable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -845,9 +845,13 @@ class FheWorker:
     @property
     def threads(self) -> int:
         """Threads an op runs on."""
-    def add_keys(self, session: int, messages: Iterable[bytes]) -> int:
-        """Takes a session's keys from the client's messages (the key header first), each taken
-        from the iterable when its turn comes; returns their size in memory."""
+    def add_key_message(self, session: int, message: bytes) -> None:
+        """The next of a session's key messages (the key header first), parsed as it comes on a
+        thread of its own; errors: this message or one before it is malformed or not what the
+        program needs."""
+    def keys_complete(self, session: int) -> int:
+        """Every key message of the session has come: waits for the parse; returns the keys'
+        size in memory."""
     def has_keys(self, session: int) -> bool:
         """Whether this worker holds the session's keys."""
     def end_session(self, session: int) -> None:
@@ -897,7 +901,7 @@ class HybridServer:
     @staticmethod
     def fhe(program_json: str, options_json: str, fanout: Optional[object] = None) -> "HybridServer":
         """A server of an FHE program (prepared once; sessions bring their public keys). With
-        ``fanout`` (``lycaon.cluster.RayFheFanout``: ``width``, ``keys_arrived``, ``run``,
+        ``fanout`` (``lycaon.cluster.RayFheFanout``: ``width``, ``key_message``, ``keys_complete``, ``run``,
         ``session_ended``), every session's ops run on its workers and the server keeps no
         evaluation key."""
     @property

@@ -86,11 +86,16 @@ class _LinearWorker:
         self.worker.end_session(session)
 
 
-def _gather(count: int, send, worker_of, what) -> tuple[list, int]:
+class KeysLost(RuntimeError):
+    """A worker restarted since a session's keys arrived, and holds none of them."""
+
+
+def _gather(count: int, send, worker_of, what, lost: tuple = ()) -> tuple[list, int]:
     """The results of calls 0..count-1 in order, all sent first (``send(k, tries)`` sends call k
     to its worker, or after ``tries`` failures to the next one, which ``worker_of(k, tries)``
-    names), and how many were sent again. A call whose worker dies runs again on the next worker,
-    at most ``RETRIES`` times; then the error names ``what(k)`` and the workers that failed."""
+    names), and how many were sent again. A call whose worker dies (or raises one of ``lost``)
+    runs again on the next worker, at most ``RETRIES`` times; then the error names ``what(k)``
+    and the workers that failed."""
     ray = _ray()
     calls = [send(k, 0) for k in range(count)]
     results: list = []
@@ -101,7 +106,7 @@ def _gather(count: int, send, worker_of, what) -> tuple[list, int]:
             try:
                 results.append(ray.get(call))
                 break
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, *lost) as e:
                 failures.append(f"worker {worker_of(k, len(failures))}: {type(e).__name__}")
                 if len(failures) > RETRIES:
                     raise RuntimeError(f"{what(k)} failed on {len(failures)} workers ({'; '.join(failures)})") from None
@@ -219,18 +224,20 @@ class _FheWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def add_keys(self, session: int, keys: list) -> int:
-        """Parses ``session``'s key messages (``keys``: the object reference of each, in a list
-        so that Ray does not fetch them before they are needed), fetching one at a time; returns
-        their size in memory."""
-        ray = _ray()
-        return self.worker.add_keys(session, (ray.get(ref) for ref in keys))
+    def add_key_message(self, session: int, message: bytes) -> None:
+        """The next of ``session``'s key messages (the key header first), parsed as it comes."""
+        self.worker.add_key_message(session, message)
 
-    def run(self, session: int, batch_json: str, inputs: list, keys: list) -> tuple:
+    def keys_complete(self, session: int) -> int:
+        """Every key message of ``session`` has come: the keys' size in memory."""
+        return self.worker.keys_complete(session)
+
+    def run(self, session: int, batch_json: str, inputs: list) -> tuple:
         """One batch of ``session``: (its output ciphertexts, its statistics as JSON). A worker
-        restarted since the keys arrived takes them first."""
+        restarted since the session's keys arrived holds none of them: ``KeysLost``, and the
+        fanout sends the batch to a worker that does."""
         if not self.worker.has_keys(session):
-            self.add_keys(session, keys)
+            raise KeysLost(f"this worker holds no keys of session {session} (it restarted since they arrived)")
         return self.worker.run(session, batch_json, inputs)
 
     def end_session(self, session: int) -> None:
@@ -242,7 +249,7 @@ class _FheWorker:
 
 class RayFheFanout(_RayWorkers):
     """Runs an FHE server's ops on ``workers`` Ray actors of ``threads`` threads each (the native
-    server calls ``keys_arrived``, ``run`` and ``session_ended`` from its session threads; see the
+    server calls ``key_message``, ``keys_complete``, ``run`` and ``session_ended`` from its session threads; see the
     module's docs). ``address`` as for ``RayFanout``."""
 
     def __init__(self, program_json: str, *, workers: int = 2, threads: int = 1, address: Optional[str] = None):
@@ -257,7 +264,8 @@ class RayFheFanout(_RayWorkers):
         self.workers = [actor.remote(self._program, threads) for _ in range(workers)]
         self.threads = threads
         self.pids = ray.get([w.pid.remote() for w in self.workers])  # waits until each worker holds the program
-        self._keys: dict[int, object] = {}
+        #: Per session, the workers that took its keys.
+        self._holders: dict[int, set] = {}
         self._lock = threading.Lock()
         #: Per call of ``run``: whole ops and units (ops and terms), batches, each batch's seconds
         #: on its worker, the call's seconds, retries and bytes (for ``bench scale``).
@@ -274,25 +282,43 @@ class RayFheFanout(_RayWorkers):
         # Sessions start on different workers, so that one-ciphertext networks spread by session.
         return self.workers[(session + k) % len(self.workers)]
 
-    def keys_arrived(self, session: int, messages: list) -> None:
+    def key_message(self, session: int, message: bytes) -> None:
+        """Passes one key message of ``session`` to every worker taking its keys, and lets it go:
+        the store holds one message at a time, not the session's gigabytes. A worker that is
+        down now takes no part in the session."""
         ray = _ray()
-        # One object a message, each let go here once stored: workers fetch them one at a time.
-        refs = []
-        for k in range(len(messages)):
-            refs.append(ray.put(messages[k]))
-            messages[k] = None
         with self._lock:
-            self._keys[session] = refs
-        # A worker that is down now takes the keys on its first batch of the session.
-        for call in [w.add_keys.remote(session, refs) for w in self.workers]:
+            holders = self._holders.setdefault(session, set(range(len(self.workers))))
+            targets = sorted(holders)
+        ref = ray.put(message)
+        del message
+        calls = [(i, self.workers[i].add_key_message.remote(session, ref)) for i in targets]
+        del ref
+        for i, call in calls:
             try:
                 ray.get(call)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                pass
+                with self._lock:
+                    holders.discard(i)
+
+    def keys_complete(self, session: int) -> None:
+        """Waits for every worker to finish taking ``session``'s keys; fails when none did."""
+        ray = _ray()
+        with self._lock:
+            holders = self._holders.get(session, set())
+            targets = sorted(holders)
+        for i in targets:
+            try:
+                ray.get(self.workers[i].keys_complete.remote(session))
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                with self._lock:
+                    holders.discard(i)
+        if not holders:
+            raise RuntimeError(f"session {session}: no worker took its keys")
 
     def session_ended(self, session: int) -> None:
         with self._lock:
-            self._keys.pop(session, None)
+            self._holders.pop(session, None)
         for w in self.workers:
             w.end_session.remote(session)
 
@@ -301,17 +327,28 @@ class RayFheFanout(_RayWorkers):
         import time  # noqa: PLC0415
 
         began = time.perf_counter()
-        with self._lock:
-            keys = self._keys.get(session)
-        if keys is None:
-            raise RuntimeError(f"session {session}: no keys reached the workers")
+        chosen: dict[int, int] = {}
+
+        def worker_of(k: int, tries: int) -> int:
+            # The session's batches go to the workers holding its keys; one that failed has
+            # restarted without them (or is gone) and takes no more of the session's batches.
+            with self._lock:
+                holders = self._holders.get(session, set())
+                if tries > 0:
+                    holders.discard(chosen[k])
+                if not holders:
+                    raise RuntimeError(f"session {session}: every worker holding its keys was lost; start a new session")
+                order = sorted(holders)
+                chosen[k] = order[(session + k) % len(order)]
+            return chosen[k]
 
         def send(k: int, tries: int):
+            i = worker_of(k, tries)
             if tries == 0:
-                self.dispatched.append((session + k) % len(self.workers))
-            return self._worker(session, k + tries).run.remote(session, batches[k][0], batches[k][1], keys)
+                self.dispatched.append(i)
+            return self.workers[i].run.remote(session, batches[k][0], batches[k][1])
 
-        answers, retries = _gather(len(batches), send, lambda k, tries: (session + k + tries) % len(self.workers), lambda k: f"FHE batch {k} of a step")
+        answers, retries = _gather(len(batches), send, lambda k, tries: chosen[k], lambda k: f"FHE batch {k} of a step", lost=(KeysLost,))
         units = [json.loads(b)["units"] for b, _ in batches]
         timed = [[tuple(op) for op in json.loads(stats)["ops"]] for _, stats in answers]
         self.records.append({"ops": sum(1 for u in units for unit in u if "op" in unit), "units": sum(map(len, units)), "batches": len(batches),

@@ -2,7 +2,9 @@
 //! Ray): the server side calls a Python fanout object, and each worker process holds a
 //! [`LinearWorker`] (the hybrid mode's linear layers) or an [`FheWorker`] (the FHE mode's ops).
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use lycaon_runtime::fanout::{Answered, Fanout, LinearWorker as Worker};
 use lycaon_runtime::fhe::{FheBatch, FheFanout, FheProgram, FheRunStats};
@@ -130,16 +132,35 @@ impl LinearWorker {
     }
 }
 
+impl FheWorker {
+    fn finish_keys(&self, session: u64) -> PyResult<usize> {
+        let Some(a) = self.arriving()?.remove(&session) else {
+            return Err(LycaonError::new_err(format!("no key message of session {session} reached this worker")));
+        };
+        drop(a.messages);
+        match a.parse.join() {
+            Ok(result) => result.map_err(err),
+            Err(_) => Err(LycaonError::new_err("the worker's key parse failed")),
+        }
+    }
+}
+
 /// A Python object with the methods of [`FheFanout`] (`lycaon.cluster.RayFheFanout`).
 pub(crate) struct PyFheFanout(pub(crate) Py<PyAny>);
 
 impl FheFanout for PyFheFanout {
-    fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> lycaon_runtime::Result<()> {
+    fn key_message(&self, session: u64, message: Vec<u8>) -> lycaon_runtime::Result<()> {
         Python::attach(|py| {
             let what = "sending a session's keys to the workers";
-            // Each message leaves Rust's memory as it enters Python's (ResNet-20's are gigabytes).
-            let list = PyList::new(py, messages.into_iter().map(|b| PyBytes::new(py, &b))).map_err(|e| cluster_err(py, what, e))?;
-            self.0.call_method1(py, "keys_arrived", (session, list)).map(|_| ()).map_err(|e| cluster_err(py, what, e))
+            let bytes = PyBytes::new(py, &message);
+            drop(message);
+            self.0.call_method1(py, "key_message", (session, bytes)).map(|_| ()).map_err(|e| cluster_err(py, what, e))
+        })
+    }
+
+    fn keys_complete(&self, session: u64) -> lycaon_runtime::Result<()> {
+        Python::attach(|py| {
+            self.0.call_method1(py, "keys_complete", (session,)).map(|_| ()).map_err(|e| cluster_err(py, "the workers taking a session's keys", e))
         })
     }
 
@@ -172,10 +193,33 @@ impl FheFanout for PyFheFanout {
 /// What one worker process of an FHE server holds: the program prepared once and each session's
 /// evaluation keys (parsed from the client's messages). Its ops run on `threads` threads (0: all
 /// cores).
+/// A session's keys being taken one message at a time: the messages go to a thread that parses
+/// them as they come, on a pool of its own (as many threads as the worker's), so that neither
+/// batches nor other sessions' keys wait for this session's next message.
+struct Arriving {
+    messages: std::sync::mpsc::SyncSender<Vec<u8>>,
+    parse: std::thread::JoinHandle<lycaon_runtime::Result<usize>>,
+}
+
 #[pyclass(module = "lycaon._native")]
 pub struct FheWorker {
-    inner: lycaon_runtime::fhe::FheWorker,
+    inner: Arc<lycaon_runtime::fhe::FheWorker>,
     pool: rayon::ThreadPool,
+    arriving: Mutex<HashMap<u64, Arriving>>,
+}
+
+impl FheWorker {
+    fn arriving(&self) -> PyResult<std::sync::MutexGuard<'_, HashMap<u64, Arriving>>> {
+        self.arriving.lock().map_err(|_| LycaonError::new_err("the worker's key store was poisoned"))
+    }
+}
+
+fn worker_pool(threads: usize, name: &'static str) -> PyResult<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("{name}-{i}"))
+        .build()
+        .map_err(|e| LycaonError::new_err(format!("cannot start the worker's threads: {e}")))
 }
 
 #[pymethods]
@@ -184,14 +228,10 @@ impl FheWorker {
     #[pyo3(signature = (program_json, threads=0))]
     fn new(py: Python<'_>, program_json: &str, threads: usize) -> PyResult<Self> {
         let program = FheProgram::from_json(program_json).map_err(err)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("lycaon-fhe-worker-{i}"))
-            .build()
-            .map_err(|e| LycaonError::new_err(format!("cannot start the worker's threads: {e}")))?;
+        let pool = worker_pool(threads, "lycaon-fhe-worker")?;
         let backend = crate::fhe::backend_on(None)?;
         let inner = py.detach(|| pool.install(|| lycaon_runtime::fhe::FheWorker::new(program, backend))).map_err(err)?;
-        Ok(Self { inner, pool })
+        Ok(Self { inner: Arc::new(inner), pool, arriving: Mutex::new(HashMap::new()) })
     }
 
     #[getter]
@@ -199,18 +239,35 @@ impl FheWorker {
         self.pool.current_num_threads()
     }
 
-    /// Takes a session's keys from the client's messages (any iterable of bytes, the key header
-    /// first), each taken from it when its turn comes; returns their size in memory.
-    fn add_keys(&self, py: Python<'_>, session: u64, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let iterator: Py<PyAny> = messages.try_iter()?.into_any().unbind();
-        let mut next = |what: &str| -> lycaon_runtime::Result<Option<Vec<u8>>> {
-            Python::attach(|py| match iterator.bind(py).call_method0("__next__") {
-                Ok(m) => m.extract::<Vec<u8>>().map(Some).map_err(|_| RuntimeError::Protocol(format!("{what}: a key message is not bytes"))),
-                Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => Ok(None),
-                Err(e) => Err(cluster_err(py, &format!("fetching {what}"), e)),
-            })
+    /// The next of a session's key messages (the key header first), parsed as it comes beside
+    /// the ones before it: only a message or two is held beside the parsed keys. Errors: the
+    /// message, or one before it, is malformed or not what the program needs.
+    fn add_key_message(&self, py: Python<'_>, session: u64, message: Vec<u8>) -> PyResult<()> {
+        let sender = {
+            let mut arriving = self.arriving()?;
+            if !arriving.contains_key(&session) {
+                // Two messages in flight: the parse of one overlaps the arrival of the next.
+                let (messages, queue) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+                let (inner, pool) = (self.inner.clone(), worker_pool(self.pool.current_num_threads(), "lycaon-fhe-keys")?);
+                let parse = std::thread::spawn(move || pool.install(move || inner.add_keys_from(session, &mut |_| Ok(queue.recv().ok()))));
+                arriving.insert(session, Arriving { messages, parse });
+            }
+            arriving[&session].messages.clone()
         };
-        py.detach(|| self.pool.install(|| self.inner.add_keys_from(session, &mut next))).map_err(err)
+        if py.detach(|| sender.send(message)).is_ok() {
+            return Ok(());
+        }
+        // The parse stopped early: its error says why.
+        Err(match self.finish_keys(session) {
+            Err(e) => e,
+            Ok(_) => LycaonError::new_err("more key messages than the key header announces"),
+        })
+    }
+
+    /// Every key message of the session has come: waits for the parse; returns the keys' size in
+    /// memory. Errors: the messages were incomplete or wrong, or none came.
+    fn keys_complete(&self, py: Python<'_>, session: u64) -> PyResult<usize> {
+        py.detach(|| self.finish_keys(session))
     }
 
     fn has_keys(&self, session: u64) -> PyResult<bool> {
@@ -218,6 +275,11 @@ impl FheWorker {
     }
 
     fn end_session(&self, session: u64) -> PyResult<()> {
+        if let Some(a) = self.arriving()?.remove(&session) {
+            // The parse sees the end of its messages and stops with an error nobody needs.
+            drop(a.messages);
+            let _ = a.parse.join();
+        }
         self.inner.end_session(session).map_err(err)
     }
 

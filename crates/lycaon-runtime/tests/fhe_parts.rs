@@ -238,18 +238,25 @@ struct ThreadFanout {
     workers: Vec<FheWorker>,
     fail_op: Option<usize>,
     batches_per_worker: std::sync::Mutex<Vec<usize>>,
+    arriving: std::sync::Mutex<std::collections::HashMap<u64, Vec<Vec<u8>>>>,
 }
 
 impl ThreadFanout {
     fn new(program: &FheProgram, workers: usize, fail_op: Option<usize>) -> Self {
         let workers = (0..workers).map(|_| FheWorker::new(program.clone(), cpu()).unwrap()).collect::<Vec<_>>();
         let n = workers.len();
-        Self { workers, fail_op, batches_per_worker: std::sync::Mutex::new(vec![0; n]) }
+        Self { workers, fail_op, batches_per_worker: std::sync::Mutex::new(vec![0; n]), arriving: Default::default() }
     }
 }
 
 impl FheFanout for ThreadFanout {
-    fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> lycaon_runtime::Result<()> {
+    fn key_message(&self, session: u64, message: Vec<u8>) -> lycaon_runtime::Result<()> {
+        self.arriving.lock().unwrap().entry(session).or_default().push(message);
+        Ok(())
+    }
+
+    fn keys_complete(&self, session: u64) -> lycaon_runtime::Result<()> {
+        let messages = self.arriving.lock().unwrap().remove(&session).unwrap_or_default();
         for w in &self.workers {
             w.add_keys(session, &messages)?;
         }
@@ -369,7 +376,10 @@ fn ops_on_workers_give_one_machines_logits_bit_for_bit() {
     let server_keys = lycaon_runtime::fhe::SessionKeys::new(lycaon_ckks::Evaluator::new(ctx, lycaon_ckks::EvaluationKeys::default()), None);
     for workers in [1, 2, 3] {
         let fanout = ThreadFanout::new(&program, workers, None);
-        fanout.keys_arrived(7, recording.got.clone()).unwrap();
+        for m in &recording.got {
+            fanout.key_message(7, m.clone()).unwrap();
+        }
+        fanout.keys_complete(7).unwrap();
         let mut steps = 0;
         let (out, stats) = exe
             .run_on(&fanout, 7, workers, &server_keys, inputs.clone(), &mut |done, total, _| {

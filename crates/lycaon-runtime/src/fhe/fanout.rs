@@ -3,7 +3,7 @@
 //!
 //! The server keeps the session: the client's connection, the query protocol, the public key
 //! that re-randomises answers. It checks the client's keys as they arrive and passes the
-//! messages on ([`FheFanout::keys_arrived`]); each worker parses them once, so the evaluation
+//! messages on ([`FheFanout::key_message`]); each worker parses them once, so the evaluation
 //! and bootstrapping keys (gigabytes at logN = 16) live on the workers, not on the server.
 //!
 //! Per query the server cuts the program into steps ([`FheExecutable::schedule`]). The units of
@@ -197,9 +197,13 @@ impl FheExecutable {
 /// Where an FHE server's ops run when they do not run in its own process. Calls come from the
 /// session threads, several sessions at once; `session` tells them apart.
 pub trait FheFanout: Send + Sync {
-    /// The key messages of `session` as the client sent them (the key header first), already
-    /// checked against the program by the server.
-    fn keys_arrived(&self, session: u64, messages: Vec<Vec<u8>>) -> Result<()>;
+    /// The next key message of `session` as the client sent it (the key header first), passed
+    /// on as it comes so that no process holds every message at once (LeNet-5's are 4.3 GB for
+    /// 10.8 GB of keys); the server checks each against the program as it forwards it.
+    fn key_message(&self, session: u64, message: Vec<u8>) -> Result<()>;
+    /// Every key message of `session` has been forwarded and checked: the workers finish
+    /// taking the keys (errors: no worker could).
+    fn keys_complete(&self, session: u64) -> Result<()>;
     /// Runs the batches of one step, concurrently where it can, each with its serialised input
     /// ciphertexts; returns per batch, in order, its serialised outputs and its statistics.
     fn run(&self, session: u64, batches: Vec<(FheBatch, Vec<Vec<u8>>)>) -> Result<Vec<(Vec<Vec<u8>>, FheRunStats)>>;
@@ -388,7 +392,7 @@ impl FheWorker {
         self.sessions.lock().map_err(|_| RuntimeError::Protocol("a worker's session store was poisoned".into()))
     }
 
-    /// Takes `session`'s keys from the client's messages ([`FheFanout::keys_arrived`]); returns
+    /// Takes `session`'s keys from the client's messages ([`FheFanout::key_message`]); returns
     /// their size in memory.
     pub fn add_keys(&self, session: u64, messages: &[Vec<u8>]) -> Result<usize> {
         let mut it = messages.iter();
@@ -404,7 +408,7 @@ impl FheWorker {
     /// 4.3 GB of messages for 10.8 GB of keys).
     pub fn add_keys_from(&self, session: u64, next: &mut dyn FnMut(&str) -> Result<Option<Vec<u8>>>) -> Result<usize> {
         let mut next = |what: &str| next(what)?.ok_or_else(|| RuntimeError::Protocol(format!("the key messages end before {what}")));
-        let (keys, accepted) = parse_keys(&self.exe, &mut next, KeyUse::Evaluate { prepare_host: true }, None)?;
+        let (keys, accepted) = parse_keys(&self.exe, &mut next, KeyUse::Evaluate { prepare_host: true })?;
         self.sessions()?.insert(session, Arc::new(keys.session));
         Ok(accepted.key_bytes)
     }

@@ -213,10 +213,15 @@ fn serve_inner(served: &FheServed, channel: &mut dyn Channel, hello: Hello) -> R
     let (keys, remote) = match &served.fanout {
         None => (receive_keys(exe, channel, &mut summary, KeyUse::Evaluate { prepare_host: served.resident.is_none() })?, None),
         Some((fanout, workers)) => {
-            let mut messages = Vec::new();
-            let (keys, accepted) = parse_keys(exe, &mut |what| wire::recv(channel, what), KeyUse::Forward, Some(&mut messages))?;
+            // Each message goes on to the workers as it comes: the server never holds them all.
             let session = RemoteSession::new(fanout.as_ref(), *workers);
-            fanout.keys_arrived(session.id, messages)?;
+            let mut forward = |what: &str| -> Result<Vec<u8>> {
+                let m = wire::recv(channel, what)?;
+                fanout.key_message(session.id, m.clone())?;
+                Ok(m)
+            };
+            let (keys, accepted) = parse_keys(exe, &mut forward, KeyUse::Forward)?;
+            fanout.keys_complete(session.id)?;
             summary.key_bytes = accepted.key_bytes;
             wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
             (keys, Some(session))
@@ -355,7 +360,7 @@ pub(crate) enum KeyUse {
 
 /// A server session's keys from the client, answered with their size.
 fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut FheServerSummary, usage: KeyUse) -> Result<ServerKeys> {
-    let (keys, accepted) = parse_keys(exe, &mut |what| wire::recv(channel, what), usage, None)?;
+    let (keys, accepted) = parse_keys(exe, &mut |what| wire::recv(channel, what), usage)?;
     summary.key_bytes = accepted.key_bytes;
     wire::send(channel, &serde_json::to_vec(&accepted).expect("JSON"))?;
     Ok(keys)
@@ -363,23 +368,10 @@ fn receive_keys(exe: &FheExecutable, channel: &mut dyn Channel, summary: &mut Fh
 
 /// The keys of a session from its messages as the client sends them (`next(what)` gives the
 /// next one): the key header, the public key, the relinearisation key, each Galois key, the
-/// encapsulation keys; each checked against the program as it comes. With `record`, every
-/// message is also kept there in order (what a worker takes).
-pub(crate) fn parse_keys(
-    exe: &FheExecutable,
-    next: &mut dyn FnMut(&str) -> Result<Vec<u8>>,
-    usage: KeyUse,
-    mut record: Option<&mut Vec<Vec<u8>>>,
-) -> Result<(ServerKeys, KeysAccepted)> {
+/// encapsulation keys; each checked against the program as it comes.
+pub(crate) fn parse_keys(exe: &FheExecutable, next: &mut dyn FnMut(&str) -> Result<Vec<u8>>, usage: KeyUse) -> Result<(ServerKeys, KeysAccepted)> {
     let ctx = exe.context();
     let params = ctx.params();
-    let mut next = |what: &str| -> Result<Vec<u8>> {
-        let m = next(what)?;
-        if let Some(r) = record.as_deref_mut() {
-            r.push(m.clone());
-        }
-        Ok(m)
-    };
     let keep = usage != KeyUse::Forward;
     let header = KeyHeader::parse(&next("the key header")?)?;
     // What can be checked before the bootstrapping circuit is built (seconds, at logN = 16).
