@@ -238,6 +238,57 @@ def test_a_killed_fhe_worker_is_replaced_and_the_sessions_complete(ray_local):
         server.stop()
 
 
+def test_a_worker_restarted_between_queries_takes_no_more_of_the_sessions_batches(ray_local):
+    """Keys pass through the store one message at a time and are not kept there, so a worker
+    restarted after a session's keys arrived has none of them: the session's batches go to the
+    workers that do, and when none is left the session fails with a clear error while a new
+    session completes."""
+    from test_fhe import bits, small_cnn  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+
+    rng = np.random.default_rng(9)
+    g = small_cnn(rng, 1, 2, 5)
+    server = lycaon.Server(g, mode="fhe", ray="local", workers=2, worker_threads=1, max_sessions=2)
+    address = server.start(0)
+
+    def restart(i):
+        victim = fanout.pids[i]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                fanout.pids[i] = ray.get(fanout.workers[i].pid.remote())
+                return
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                time.sleep(0.2)
+        raise AssertionError(f"worker {i} did not restart")
+
+    try:
+        fanout = server.fanout
+        x = rng.uniform(0, 1, (3, 1, 8, 8))
+        client = lycaon.Client(address)
+        first = client.infer(x[0:1])
+        holder = fanout.dispatched[-1]
+        restart(holder)
+        # The restarted worker holds no keys of the session: its batch runs on the other worker.
+        second = client.infer(x[1:2])
+        assert fanout.records[-1]["retries"] == 1 and fanout.dispatched[-1] == holder, fanout.records[-1]
+        third = client.infer(x[1:2])
+        assert fanout.records[-1]["retries"] == 0 and fanout.dispatched[-1] == 1 - holder
+        for r, i in ((first, 0), (second, 1), (third, 1)):
+            assert bits(fhe.plaintext_reference(g, x[i]), r.logits[0]) >= 12
+        restart(1 - holder)
+        with pytest.raises(lycaon.LycaonError, match="every worker holding its keys was lost; start a new session"):
+            client.infer(x[2:3])
+        # A new session's keys reach both restarted workers.
+        fresh = lycaon.Client(address).infer(x[2:3])
+        assert bits(fhe.plaintext_reference(g, x[2]), fresh.logits[0]) >= 12
+        assert fanout.records[-1]["retries"] == 0
+    finally:
+        server.stop()
+
+
 def test_fhe_sessions_spread_over_replicas(ray_local):
     from test_fhe import bits, small_cnn  # noqa: PLC0415
 
