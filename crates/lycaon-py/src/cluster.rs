@@ -132,19 +132,6 @@ impl LinearWorker {
     }
 }
 
-impl FheWorker {
-    fn finish_keys(&self, session: u64) -> PyResult<usize> {
-        let Some(a) = self.arriving()?.remove(&session) else {
-            return Err(LycaonError::new_err(format!("no key message of session {session} reached this worker")));
-        };
-        drop(a.messages);
-        match a.parse.join() {
-            Ok(result) => result.map_err(err),
-            Err(_) => Err(LycaonError::new_err("the worker's key parse failed")),
-        }
-    }
-}
-
 /// A Python object with the methods of [`FheFanout`] (`lycaon.cluster.RayFheFanout`).
 pub(crate) struct PyFheFanout(pub(crate) Py<PyAny>);
 
@@ -190,9 +177,6 @@ impl FheFanout for PyFheFanout {
     }
 }
 
-/// What one worker process of an FHE server holds: the program prepared once and each session's
-/// evaluation keys (parsed from the client's messages). Its ops run on `threads` threads (0: all
-/// cores).
 /// A session's keys being taken one message at a time: the messages go to a thread that parses
 /// them as they come, on a pool of its own (as many threads as the worker's), so that neither
 /// batches nor other sessions' keys wait for this session's next message.
@@ -201,6 +185,9 @@ struct Arriving {
     parse: std::thread::JoinHandle<lycaon_runtime::Result<usize>>,
 }
 
+/// What one worker process of an FHE server holds: the program prepared once and each session's
+/// evaluation keys (parsed from the client's messages). Its ops run on `threads` threads (0: all
+/// cores).
 #[pyclass(module = "lycaon._native")]
 pub struct FheWorker {
     inner: Arc<lycaon_runtime::fhe::FheWorker>,
@@ -211,6 +198,18 @@ pub struct FheWorker {
 impl FheWorker {
     fn arriving(&self) -> PyResult<std::sync::MutexGuard<'_, HashMap<u64, Arriving>>> {
         self.arriving.lock().map_err(|_| LycaonError::new_err("the worker's key store was poisoned"))
+    }
+
+    /// Ends the arrival of `session`'s keys: the parse's result.
+    fn finish_keys(&self, session: u64) -> PyResult<usize> {
+        let Some(a) = self.arriving()?.remove(&session) else {
+            return Err(LycaonError::new_err(format!("no key message of session {session} reached this worker")));
+        };
+        drop(a.messages);
+        match a.parse.join() {
+            Ok(result) => result.map_err(err),
+            Err(_) => Err(LycaonError::new_err("the worker's key parse failed")),
+        }
     }
 }
 
@@ -243,16 +242,16 @@ impl FheWorker {
     /// the ones before it: only a message or two is held beside the parsed keys. Errors: the
     /// message, or one before it, is malformed or not what the program needs.
     fn add_key_message(&self, py: Python<'_>, session: u64, message: Vec<u8>) -> PyResult<()> {
-        let sender = {
-            let mut arriving = self.arriving()?;
-            if !arriving.contains_key(&session) {
+        let sender = match self.arriving()?.entry(session) {
+            std::collections::hash_map::Entry::Occupied(a) => a.get().messages.clone(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
                 // Two messages in flight: the parse of one overlaps the arrival of the next.
                 let (messages, queue) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
                 let (inner, pool) = (self.inner.clone(), worker_pool(self.pool.current_num_threads(), "lycaon-fhe-keys")?);
                 let parse = std::thread::spawn(move || pool.install(move || inner.add_keys_from(session, &mut |_| Ok(queue.recv().ok()))));
-                arriving.insert(session, Arriving { messages, parse });
+                slot.insert(Arriving { messages: messages.clone(), parse });
+                messages
             }
-            arriving[&session].messages.clone()
         };
         if py.detach(|| sender.send(message)).is_ok() {
             return Ok(());
