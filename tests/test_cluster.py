@@ -289,6 +289,27 @@ def test_a_worker_restarted_between_queries_takes_no_more_of_the_sessions_batche
         server.stop()
 
 
+def test_a_worker_failing_on_key_messages_drops_out_of_the_session(ray_local):
+    from test_fhe import small_cnn  # noqa: PLC0415
+
+    from lycaon import fhe  # noqa: PLC0415
+    from lycaon.cluster import RayFheFanout  # noqa: PLC0415
+
+    program, _ = fhe.compile_model(small_cnn(np.random.default_rng(2), 1, 2, 5))
+    fanout = RayFheFanout(json.dumps(program), workers=2, threads=1)
+    try:
+        # Not a key header: each worker's parse fails on it (said when the keys complete), and
+        # the session has no holder left.
+        fanout.key_message(5, b"not a key header")
+        with pytest.raises(RuntimeError, match=r"session 5: no worker took its keys \(worker 0: .*; worker 1: "):
+            fanout.keys_complete(5)
+        assert fanout._holders[5] == set()
+        fanout.session_ended(5)
+        assert ray.get([w.sessions_held.remote() for w in fanout.workers]) == [0, 0]
+    finally:
+        fanout.shutdown()
+
+
 def test_fhe_sessions_spread_over_replicas(ray_local):
     from test_fhe import bits, small_cnn  # noqa: PLC0415
 

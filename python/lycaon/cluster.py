@@ -264,8 +264,9 @@ class RayFheFanout(_RayWorkers):
         self.workers = [actor.remote(self._program, threads) for _ in range(workers)]
         self.threads = threads
         self.pids = ray.get([w.pid.remote() for w in self.workers])  # waits until each worker holds the program
-        #: Per session, the workers that took its keys.
+        #: Per session, the workers that took its keys, and why others did not.
         self._holders: dict[int, set] = {}
+        self._key_failures: dict[int, list] = {}
         self._lock = threading.Lock()
         #: Per call of ``run``: whole ops and units (ops and terms), batches, each batch's seconds
         #: on its worker, the call's seconds, retries and bytes (for ``bench scale``).
@@ -285,7 +286,9 @@ class RayFheFanout(_RayWorkers):
     def key_message(self, session: int, message: bytes) -> None:
         """Passes one key message of ``session`` to every worker taking its keys, and lets it go:
         the store holds one message at a time, not the session's gigabytes. A worker that is
-        down now takes no part in the session."""
+        down, or fails on the message (one restarted mid-way sees a stream without its start),
+        takes no further part in the session; the server's own check of each message decides
+        whether the keys are valid."""
         ray = _ray()
         with self._lock:
             holders = self._holders.setdefault(session, set(range(len(self.workers))))
@@ -295,30 +298,36 @@ class RayFheFanout(_RayWorkers):
         calls = [(i, self.workers[i].add_key_message.remote(session, ref)) for i in targets]
         del ref
         for i, call in calls:
-            try:
-                ray.get(call)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                with self._lock:
-                    holders.discard(i)
+            self._drop_on_failure(session, i, call)
 
     def keys_complete(self, session: int) -> None:
-        """Waits for every worker to finish taking ``session``'s keys; fails when none did."""
-        ray = _ray()
+        """Waits for every worker to finish taking ``session``'s keys; fails, saying why, when
+        none did."""
         with self._lock:
-            holders = self._holders.get(session, set())
-            targets = sorted(holders)
+            targets = sorted(self._holders.get(session, set()))
         for i in targets:
-            try:
-                ray.get(self.workers[i].keys_complete.remote(session))
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                with self._lock:
-                    holders.discard(i)
-        if not holders:
-            raise RuntimeError(f"session {session}: no worker took its keys")
+            self._drop_on_failure(session, i, self.workers[i].keys_complete.remote(session))
+        with self._lock:
+            if not self._holders.get(session):
+                why = "; ".join(self._key_failures.pop(session, [])) or "no worker was up"
+                raise RuntimeError(f"session {session}: no worker took its keys ({why})")
+            self._key_failures.pop(session, None)
+
+    def _drop_on_failure(self, session: int, worker: int, call) -> None:
+        """Waits for a key call; a worker whose call failed no longer holds the session's keys."""
+        ray = _ray()
+        try:
+            ray.get(call)
+        except ray.exceptions.RayError as e:
+            with self._lock:
+                self._holders.get(session, set()).discard(worker)
+                said = str(e).strip().splitlines()
+                self._key_failures.setdefault(session, []).append(f"worker {worker}: {said[-1][:200] if said else type(e).__name__}")
 
     def session_ended(self, session: int) -> None:
         with self._lock:
             self._holders.pop(session, None)
+            self._key_failures.pop(session, None)
         for w in self.workers:
             w.end_session.remote(session)
 
