@@ -279,10 +279,6 @@ class RayFheFanout(_RayWorkers):
         """Workers a step's independent ops are spread over."""
         return len(self.workers)
 
-    def _worker(self, session: int, k: int):
-        # Sessions start on different workers, so that one-ciphertext networks spread by session.
-        return self.workers[(session + k) % len(self.workers)]
-
     def key_message(self, session: int, message: bytes) -> None:
         """Passes one key message of ``session`` to every worker taking its keys, and lets it go:
         the store holds one message at a time, not the session's gigabytes. A worker that is
@@ -339,8 +335,9 @@ class RayFheFanout(_RayWorkers):
         chosen: dict[int, int] = {}
 
         def worker_of(k: int, tries: int) -> int:
-            # The session's batches go to the workers holding its keys; one that failed has
-            # restarted without them (or is gone) and takes no more of the session's batches.
+            # The session's batches go to the workers holding its keys, starting at a different
+            # one per session so that one-ciphertext networks spread by session; one that failed
+            # has restarted without them (or is gone) and takes no more of the session's batches.
             with self._lock:
                 holders = self._holders.get(session, set())
                 if tries > 0:
