@@ -1,7 +1,8 @@
 //! ReLU on 2^16 shared elements, both parties in one process: wall time, bytes and rounds per
-//! run, with IKNP and with silent OT, on Z_2^64 and on a 20-bit prime field.
+//! run, with IKNP and with silent OT, on Z_2^64, on Z_2^37 (Cheetah's ring) and on a 20-bit prime
+//! field.
 //!
-//!     cargo run --release -p lycaon-mpc --example relu_bench [log2 elements] [reps] [iknp|silent] [z64|p20]
+//!     cargo run --release -p lycaon-mpc --example relu_bench [log2 elements] [reps] [iknp|silent] [z64|z37|p20]
 
 use std::time::Instant;
 
@@ -20,7 +21,7 @@ fn main() -> Result<()> {
     let n = 1usize << log_n;
     let only_ot = args.get(3).cloned().unwrap_or_default();
     let only_ring = args.get(4).cloned().unwrap_or_default();
-    for (ring_name, ring) in [("z64", ShareRing::power_of_two(64)?), ("p20", ShareRing::prime(1_032_193)?)] {
+    for (ring_name, ring) in [("z64", ShareRing::power_of_two(64)?), ("z37", ShareRing::power_of_two(37)?), ("p20", ShareRing::prime(1_032_193)?)] {
         for (ot_name, kind) in [("iknp", OtKind::Iknp), ("silent", OtKind::Silent)] {
             if (!only_ot.is_empty() && only_ot != ot_name) || (!only_ring.is_empty() && only_ring != ring_name) {
                 continue;

@@ -1,14 +1,17 @@
 //! Boolean shares and the millionaires' comparison.
 //!
-//! A shared bit is x = x0 ^ x1. AND gates use Beaver triples made from random bit OTs in both
+//! A shared bit is x = x0 ^ x1. AND gates use Beaver triples made from random OTs in both
 //! directions with no communication of their own (ABY's OT-based triples): party 0's random OT
-//! (s0, s1) against party 1's choice c gives a0 * b1 = s0 ^ s_c with a0 = s0 ^ s1, b1 = c.
+//! (s0, s1) against party 1's choice c gives b0 * a1 = s0 ^ s_c with b0 = s0 ^ s1, a1 = c; with
+//! 2-bit words one OT gives the cross terms of two triples sharing a.
 //!
 //! Comparison follows CrypTFlow2 (Rathee et al., CCS 2020, Alg. 1): the l-bit inputs are cut into
 //! digits of m bits; per digit a 1-out-of-2^m OT gives shares of [x_j < y_j] and [x_j = y_j];
 //! a tree of AND gates combines them, lt = lt_hi ^ (eq_hi & lt_lo), eq = eq_hi & eq_lo, in
-//! log2(l/m) rounds. With silent OT the OTs cost almost nothing beyond their messages (Cheetah,
-//! Huang et al., USENIX Security 2022).
+//! log2(l/m) rounds, the two products of eq_hi from one correlated triple (CrypTFlow2, 3.1.1).
+//! With silent OT the OTs cost almost nothing beyond their messages (Cheetah, Huang et al.,
+//! USENIX Security 2022). The leaf OTs deliver XOR shares (`Party::one_of_n_send`): party 0's
+//! share is fixed by a pad, so one of the 2^m messages need not be sent.
 
 use crate::{
     party::{Party, Role},
@@ -21,34 +24,45 @@ use crate::{
 /// 104 B per comparison plus multiplexer (see implementation_notes/two-party.md).
 pub const DEFAULT_DIGIT_BITS: u32 = 3;
 
-/// Shares of `count` random AND triples (a, b, c = a & b).
-fn and_triples(party: &mut Party, count: usize) -> Result<(Vec<bool>, Vec<bool>, Vec<bool>)> {
-    let (mine, theirs) = party.both_ways(|p| p.random_bit_ot_send(count), |p| p.random_bit_ot_receive(count))?;
-    let (choices, chosen) = theirs;
-    let a: Vec<bool> = mine.iter().map(|(s0, s1)| s0 ^ s1).collect();
-    let b = choices;
-    let c = (0..count).map(|i| (a[i] & b[i]) ^ mine[i].0 ^ chosen[i]).collect();
+/// Shares of `count` random AND triples whose first operand serves two products: a, the pair
+/// b = (b, b') as a 2-bit word, and c = (a & b, a & b'), CrypTFlow2's correlated triples. One
+/// random OT of 2-bit words each way and nothing else: party i's OT as sender gives it b_i = s0 ^ s1
+/// and s0, as receiver a_i = its choice and s_{a_i}; s0 ^ s_a = a & (s0 ^ s1) makes the cross terms
+/// (ABY's OT-based triples, a word wide).
+fn correlated_triples(party: &mut Party, count: usize) -> Result<(Vec<bool>, Vec<u8>, Vec<u8>)> {
+    let (mine, theirs) = party.both_ways(|p| p.random_word_ot_send(count, 2), |p| p.random_word_ot_receive(count, 2))?;
+    let (a, chosen) = theirs;
+    let b: Vec<u8> = mine.iter().map(|(s0, s1)| s0 ^ s1).collect();
+    let c = (0..count).map(|i| (if a[i] { b[i] } else { 0 }) ^ mine[i].0 ^ chosen[i]).collect();
     Ok((a, b, c))
 }
 
 /// Shares of x & y for shared bit vectors x and y (one round).
 pub fn and(party: &mut Party, x: &[bool], y: &[bool]) -> Result<Vec<bool>> {
-    if x.len() != y.len() {
-        return Err(MpcError::InvalidArgument(format!("AND of {} and {} bits", x.len(), y.len())));
+    Ok(and_sharing_left(party, x, y, &[])?.0)
+}
+
+/// Shares of x & y and of x[..m] & y2 (m = y2.len() <= x.len()) in one round, each pair of
+/// products with a common left operand from one correlated triple: two COTs and three opened
+/// bits per party for both products (two COTs and two bits for a lone product).
+fn and_sharing_left(party: &mut Party, x: &[bool], y: &[bool], y2: &[bool]) -> Result<(Vec<bool>, Vec<bool>)> {
+    if x.len() != y.len() || y2.len() > x.len() {
+        return Err(MpcError::InvalidArgument(format!("AND of {} bits with {} and {}", x.len(), y.len(), y2.len())));
     }
-    let n = x.len();
-    let (a, b, c) = and_triples(party, n)?;
+    let (n, m) = (x.len(), y2.len());
+    let (a, b, c) = correlated_triples(party, n)?;
     let mut opened: Vec<bool> = (0..n).map(|i| x[i] ^ a[i]).collect();
-    opened.extend((0..n).map(|i| y[i] ^ b[i]));
+    opened.extend((0..n).map(|i| y[i] ^ (b[i] & 1 == 1)));
+    opened.extend((0..m).map(|i| y2[i] ^ (b[i] & 2 == 2)));
     let theirs = party.exchange_bits(&opened)?;
     let first = party.role() == Role::P0;
-    Ok((0..n)
-        .map(|i| {
-            let d = opened[i] ^ theirs[i];
-            let e = opened[n + i] ^ theirs[n + i];
-            c[i] ^ (d & b[i]) ^ (e & a[i]) ^ (first & d & e)
-        })
-        .collect())
+    let product = |i: usize, e: bool, bit: u8| {
+        let d = opened[i] ^ theirs[i];
+        (c[i] & bit != 0) ^ (d & (b[i] & bit != 0)) ^ (e & a[i]) ^ (first & d & e)
+    };
+    let xy = (0..n).map(|i| product(i, opened[n + i] ^ theirs[n + i], 1)).collect();
+    let xy2 = (0..m).map(|i| product(i, opened[2 * n + i] ^ theirs[2 * n + i], 2)).collect();
+    Ok((xy, xy2))
 }
 
 /// Shares of [x < y] where party 0 holds the x and party 1 the y (each passes its own values),
@@ -88,22 +102,24 @@ fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Res
     let digit = |x: u64, j: usize, width: u32| (x >> (j as u32 * digit_bits)) & ((1u64 << width) - 1);
     match party.role() {
         Role::P0 => {
-            let mut batches = Vec::with_capacity(groups.len());
+            let mut tables = Vec::with_capacity(groups.len());
             for (range, width, msg_bits) in &groups {
                 let (first_digit, count, with_eq) = (range.start, range.len() * n, *msg_bits == 2);
-                let masks = party.random_bits(2 * count);
-                let mut messages = Vec::with_capacity(count << width);
+                let mut table = Vec::with_capacity(count << width);
                 for idx in 0..count {
                     let (j, i) = (first_digit + idx / n, idx % n);
-                    let (m_lt, m_eq) = (masks[2 * idx], masks[2 * idx + 1] && with_eq);
                     let xd = digit(values[i], j, *width);
-                    messages.extend((0..1u64 << width).map(|v| ((xd < v) ^ m_lt) as u8 | ((((xd == v) && with_eq) ^ m_eq) as u8) << 1));
-                    lt[first_digit * n + idx] = m_lt;
-                    eq[first_digit * n + idx] = m_eq;
+                    table.extend((0..1u64 << width).map(|v| (xd < v) as u8 | (((xd == v) && with_eq) as u8) << 1));
                 }
-                batches.push((*width, *msg_bits, messages));
+                tables.push((*width, *msg_bits, table));
             }
-            party.one_of_n_send(&batches.iter().map(|(k, m, msgs)| (*k, *m, &msgs[..])).collect::<Vec<_>>())?;
+            let shares = party.one_of_n_send(&tables.iter().map(|(k, m, t)| (*k, *m, &t[..])).collect::<Vec<_>>())?;
+            for ((range, _, _), got) in groups.iter().zip(shares) {
+                for (idx, m) in got.into_iter().enumerate() {
+                    lt[range.start * n + idx] = m & 1 == 1;
+                    eq[range.start * n + idx] = m & 2 == 2;
+                }
+            }
         }
         Role::P1 => {
             let choices: Vec<Vec<u32>> = groups
@@ -129,33 +145,31 @@ fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Res
     }
     // Combine neighbouring digits (low, high) level by level. Pair 0 holds the lowest chain:
     // it needs only lt' = lt_hi ^ (eq_hi & lt_lo); the other pairs also eq' = eq_hi & eq_lo,
-    // except at the root.
+    // both products of eq_hi, so one correlated triple serves them. Operands: pairs 1.. first,
+    // then pair 0's lone product.
     let mut level = digits;
     while level > 1 {
         let pairs = level / 2;
-        let last = level == 2;
-        let mut left = Vec::with_capacity(2 * pairs * n);
-        let mut right = Vec::with_capacity(2 * pairs * n);
-        for p in 0..pairs {
+        let (mut left, mut right, mut right2) = (Vec::with_capacity(pairs * n), Vec::with_capacity(pairs * n), Vec::with_capacity(pairs * n));
+        for p in (1..pairs).chain([0]) {
             let (lo, hi) = (2 * p * n, (2 * p + 1) * n);
             left.extend_from_slice(&eq[hi..hi + n]);
             right.extend_from_slice(&lt[lo..lo + n]);
+            if p > 0 {
+                right2.extend_from_slice(&eq[lo..lo + n]);
+            }
         }
-        for p in 1..pairs {
-            let (lo, hi) = (2 * p * n, (2 * p + 1) * n);
-            left.extend_from_slice(&eq[hi..hi + n]);
-            right.extend_from_slice(&eq[lo..lo + n]);
-        }
-        let products = if last { and(party, &left[..n], &right[..n])? } else { and(party, &left, &right)? };
+        let (lt_products, eq_products) = and_sharing_left(party, &left, &right, &right2)?;
         let next = level.div_ceil(2);
         let mut new_lt = vec![false; next * n];
         let mut new_eq = vec![false; next * n];
         for p in 0..pairs {
             let hi = (2 * p + 1) * n;
+            let at = if p == 0 { (pairs - 1) * n } else { (p - 1) * n };
             for i in 0..n {
-                new_lt[p * n + i] = lt[hi + i] ^ products[p * n + i];
+                new_lt[p * n + i] = lt[hi + i] ^ lt_products[at + i];
                 if p > 0 {
-                    new_eq[p * n + i] = products[(pairs + p - 1) * n + i];
+                    new_eq[p * n + i] = eq_products[at + i];
                 }
             }
         }

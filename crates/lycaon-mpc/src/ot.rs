@@ -117,6 +117,14 @@ fn read_bits(bytes: &[u8], offset: usize, bits: u32) -> u64 {
     ((u128::from_le_bytes(buf) >> (offset % 8)) as u64) & mask
 }
 
+/// The mask of a random-OT word of 1 to 8 bits.
+fn short_word_mask(bits: u32) -> Result<u8> {
+    if !(1..=8).contains(&bits) {
+        return Err(MpcError::InvalidArgument(format!("random OT words are 1..=8 bits, not {bits}")));
+    }
+    Ok(((1u16 << bits) - 1) as u8)
+}
+
 /// A word type for the messages of chosen 1-out-of-N OT: narrow messages (a comparison's two
 /// bits) can be passed as bytes, so the sender's N-fold message array is an eighth the size.
 pub trait OtWord: Copy + Into<u64> + Sync {}
@@ -261,21 +269,23 @@ impl<C: CotSender> OtSender<C> {
         Ok(keys.chunks_exact(2).map(|k| (k[0], k[1])).collect())
     }
 
-    /// Random OT of bits: the low bit of each of [`Self::send_random`]'s keys (the receiver's
-    /// [`OtReceiver::receive_random`] keys give its bit the same way), hashed a chunk at a time.
-    pub fn send_random_bits(&mut self, channel: &mut dyn Channel, count: usize) -> Result<Vec<(bool, bool)>> {
+    /// Random OT of short words: the low `bits` (1 to 8) of each of [`Self::send_random`]'s keys
+    /// (the receiver's [`OtReceiver::receive_random`] keys give its word the same way), hashed a
+    /// chunk at a time. Errors: `InvalidArgument` for a width outside 1..=8.
+    pub fn send_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<Vec<(u8, u8)>> {
+        let mask = short_word_mask(bits)?;
         let (q, base) = self.take(channel, count)?;
         let (hasher, delta) = (&self.hasher, self.cot.delta());
-        let bits = q
+        let words = q
             .par_chunks(KEYS_PER_CHUNK)
             .enumerate()
             .flat_map_iter(|(c, q)| {
                 let keys = key_pairs(hasher, delta, q, None, base + (c * KEYS_PER_CHUNK) as u64);
-                keys.chunks_exact(2).map(|k| (k[0] & 1 == 1, k[1] & 1 == 1)).collect::<Vec<_>>()
+                keys.chunks_exact(2).map(|k| (k[0] as u8 & mask, k[1] as u8 & mask)).collect::<Vec<_>>()
             })
             .collect();
         self.recycle(q);
-        Ok(bits)
+        Ok(words)
     }
 
     /// Chosen-message 1-out-of-2 OT: the receiver learns `messages[i].c_i`.
@@ -361,6 +371,21 @@ impl<C: CotSender> OtSender<C> {
     /// any batch's messages are sent (the receiver's [`OtReceiver::receive_chosen_1_of_n_batches`]
     /// sends them all first).
     pub fn send_chosen_1_of_n_batches<M: OtWord>(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[M])]) -> Result<()> {
+        self.send_1_of_n_batches(channel, batches, Delivery::Chosen).map(drop)
+    }
+
+    /// Shared-output 1-out-of-N OT, in batches as [`Self::send_chosen_1_of_n_batches`]: instance
+    /// i's `functions[i * N + x]` is f_i(x), and the parties end with XOR shares of f_i(c_i): the
+    /// sender's share (returned, one vector per batch) is `f_i(0) ⊕ m_{i, e_i}`, so the message for
+    /// x = 0 is zero and not sent: N - 1 messages per instance, `⌈count·(N-1)·bits/8⌉` bytes.
+    /// The share is pseudorandom to the receiver unless it chose 0, when its own output is
+    /// `m_{i, r_i}` = the share ⊕ f_i(0), as the functionality gives it. Errors: as the chosen
+    /// variant's.
+    pub fn send_shared_1_of_n_batches<M: OtWord>(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[M])]) -> Result<Vec<Vec<u64>>> {
+        self.send_1_of_n_batches(channel, batches, Delivery::Shared)
+    }
+
+    fn send_1_of_n_batches<M: OtWord>(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[M])], delivery: Delivery) -> Result<Vec<Vec<u64>>> {
         let mut counts = Vec::with_capacity(batches.len());
         for &(log_n, bits, messages) in batches {
             let n_msgs = check_log_n(log_n)?;
@@ -382,40 +407,74 @@ impl<C: CotSender> OtSender<C> {
             corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, log_n)? });
         }
         let mut offset = 0;
+        let mut shares = Vec::with_capacity(batches.len());
         for ((&(log_n, bits, messages), e), used) in batches.iter().zip(&corrections).zip(&cots) {
             if *used > 0 {
-                let packed = self.masked_1_of_n(&q[offset..offset + used], base + offset as u64, e, log_n, messages, bits);
+                let (packed, own) = self.masked_1_of_n(&q[offset..offset + used], base + offset as u64, e, log_n, messages, bits, delivery);
                 channel.send(&packed)?;
+                shares.push(own);
+            } else {
+                shares.push(Vec::new());
             }
             offset += used;
         }
         self.recycle(q);
-        Ok(())
+        Ok(shares)
     }
 
-    /// The sender's packed message of one chosen 1-out-of-N batch: every message masked with
-    /// the pad the receiver's correction `e` points it to.
-    fn masked_1_of_n<M: OtWord>(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[M], bits: u32) -> Vec<u8> {
+    /// The sender's packed message of one 1-out-of-N batch, every message masked with the pad
+    /// the receiver's correction `e` points it to, and (shared delivery) the sender's shares.
+    #[allow(clippy::too_many_arguments)]
+    fn masked_1_of_n<M: OtWord>(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[M], bits: u32, delivery: Delivery) -> (Vec<u8>, Vec<u64>) {
         let (k, n_msgs, mask) = (log_n as usize, 1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
+        let skipped = delivery.skipped();
         let (hasher, delta) = (&self.hasher, self.cot.delta());
         // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
-        let masked_chunk = |c: usize, q: &[Block]| -> Vec<u64> {
+        let masked_chunk = |c: usize, q: &[Block]| -> (Vec<u64>, Vec<u64>) {
             let first = c * INSTANCES_PER_CHUNK;
             let pads = one_of_n_pads(hasher, q, delta, base + (first * k) as u64, k);
             let mut words = Vec::with_capacity(pads.len());
+            let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { pads.len() / n_msgs });
             for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
                 let (msgs, e) = (&messages[(first + i) * n_msgs..(first + i + 1) * n_msgs], e[first + i] as usize);
-                words.extend(msgs.iter().enumerate().map(|(x, &m)| (m.into() ^ pads[x ^ e] as u64) & mask));
+                let share = if skipped == 0 {
+                    0
+                } else {
+                    let share = (msgs[0].into() ^ pads[e] as u64) & mask;
+                    shares.push(share);
+                    share
+                };
+                words.extend(msgs.iter().enumerate().skip(skipped).map(|(x, &m)| (m.into() ^ share ^ pads[x ^ e] as u64) & mask));
             }
-            words
+            (words, shares)
         };
-        let chunk_bits = INSTANCES_PER_CHUNK * n_msgs * bits as usize;
-        if chunk_bits.is_multiple_of(8) {
+        let chunk_bits = INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize;
+        let chunks: Vec<(Vec<u64>, Vec<u64>)> = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().map(|(c, q)| masked_chunk(c, q)).collect();
+        let shares = chunks.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+        let packed = if chunk_bits.is_multiple_of(8) {
             // Whole chunks end on a byte boundary: pack them independently.
-            q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| pack_words(&masked_chunk(c, q), bits)).collect()
+            chunks.par_iter().flat_map_iter(|(words, _)| pack_words(words, bits)).collect()
         } else {
-            let words: Vec<u64> = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().flat_map_iter(|(c, q)| masked_chunk(c, q)).collect();
-            pack_words(&words, bits)
+            pack_words(&chunks.iter().flat_map(|(w, _)| w.iter().copied()).collect::<Vec<_>>(), bits)
+        };
+        (packed, shares)
+    }
+}
+
+/// What a 1-out-of-N OT delivers: the chosen message (all N sent), or XOR shares of it (the
+/// sender's share fixed by message 0's pad, so N - 1 are sent).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    Chosen,
+    Shared,
+}
+
+impl Delivery {
+    /// Messages per instance not sent.
+    fn skipped(self) -> usize {
+        match self {
+            Delivery::Chosen => 0,
+            Delivery::Shared => 1,
         }
     }
 }
@@ -476,14 +535,15 @@ impl<C: CotReceiver> OtReceiver<C> {
         Ok((b, t))
     }
 
-    /// Random OT of bits ([`OtSender::send_random_bits`]): random choices and the low bit of
-    /// each chosen key.
-    pub fn receive_random_bits(&mut self, channel: &mut dyn Channel, count: usize) -> Result<(Vec<bool>, Vec<bool>)> {
+    /// Random OT of short words ([`OtSender::send_random_words`]): random choices and the low
+    /// `bits` of each chosen key.
+    pub fn receive_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<(Vec<bool>, Vec<u8>)> {
+        let mask = short_word_mask(bits)?;
         let (b, mut t, base) = self.take(channel, count)?;
         self.keys(&mut t, base);
-        let bits = t.iter().map(|k| k & 1 == 1).collect();
+        let words = t.iter().map(|&k| k as u8 & mask).collect();
         self.spares.give_back(t);
-        Ok((b, bits))
+        Ok((b, words))
     }
 
     /// Chosen-message 1-out-of-2 OT: `messages[i].choices[i]` of the sender's messages.
@@ -563,6 +623,15 @@ impl<C: CotReceiver> OtReceiver<C> {
     /// [`Self::receive_chosen_1_of_n`], in one round trip: sends every batch's corrections, then
     /// reads every batch's messages. One output vector per batch.
     pub fn receive_chosen_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<u64>>> {
+        self.receive_1_of_n_batches(channel, batches, Delivery::Chosen)
+    }
+
+    /// The receiver of [`OtSender::send_shared_1_of_n_batches`]: its XOR shares of f_i(c_i).
+    pub fn receive_shared_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<u64>>> {
+        self.receive_1_of_n_batches(channel, batches, Delivery::Shared)
+    }
+
+    fn receive_1_of_n_batches(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])], delivery: Delivery) -> Result<Vec<Vec<u64>>> {
         for &(log_n, bits, choices) in batches {
             let n_msgs = check_log_n(log_n)?;
             word_mask(bits)?;
@@ -587,20 +656,28 @@ impl<C: CotReceiver> OtReceiver<C> {
             offset += used;
         }
         self.recycle(b, t);
+        let skipped = delivery.skipped();
         let mut out = Vec::with_capacity(batches.len());
         for (&(log_n, bits, choices), pads) in batches.iter().zip(pads) {
             if choices.is_empty() {
                 out.push(Vec::new());
                 continue;
             }
-            let (n_msgs, mask) = (1usize << log_n, word_mask(bits)?);
-            let masked = channel.recv_exact((choices.len() * n_msgs * bits as usize).div_ceil(8), "1-out-of-N OT messages")?;
-            // Only the chosen word of each instance is read out of the packed messages.
+            let (sent, mask) = ((1usize << log_n) - skipped, word_mask(bits)?);
+            let masked = channel.recv_exact((choices.len() * sent * bits as usize).div_ceil(8), "1-out-of-N OT messages")?;
+            // Only the chosen word of each instance is read out of the packed messages; under
+            // shared delivery message 0 is zero and not sent.
             out.push(
                 choices
                     .par_iter()
                     .enumerate()
-                    .map(|(i, &c)| (read_bits(&masked, (i * n_msgs + c as usize) * bits as usize, bits) ^ pads[i] as u64) & mask)
+                    .map(|(i, &c)| {
+                        let word = match (c as usize).checked_sub(skipped) {
+                            Some(x) => read_bits(&masked, (i * sent + x) * bits as usize, bits),
+                            None => 0,
+                        };
+                        (word ^ pads[i] as u64) & mask
+                    })
                     .collect(),
             );
         }
@@ -682,17 +759,25 @@ mod tests {
     }
 
     #[test]
-    fn random_bit_ot_gives_the_chosen_keys_low_bit() {
-        for n in COUNTS.iter().copied().chain([3 * KEYS_PER_CHUNK + 5]) {
-            let ((pairs, _), ((b, keys), _)) = with_ot(|s, ch| s.send_random_bits(ch, n), move |r, ch| r.receive_random(ch, n));
-            assert_eq!(pairs.len(), n);
-            for i in 0..n {
-                assert_eq!(keys[i] & 1 == 1, if b[i] { pairs[i].1 } else { pairs[i].0 }, "instance {i} of {n}");
+    fn random_word_ot_gives_the_chosen_keys_low_bits() {
+        for bits in [1u32, 2, 8] {
+            for n in COUNTS.iter().copied().chain([3 * KEYS_PER_CHUNK + 5]) {
+                let ((pairs, _), ((b, keys), _)) = with_ot(|s, ch| s.send_random_words(ch, n, bits), move |r, ch| r.receive_random(ch, n));
+                assert_eq!(pairs.len(), n);
+                let mask = ((1u16 << bits) - 1) as u8;
+                for i in 0..n {
+                    assert_eq!(keys[i] as u8 & mask, if b[i] { pairs[i].1 } else { pairs[i].0 }, "instance {i} of {n}, {bits} bits");
+                    assert!(pairs[i].0 <= mask && pairs[i].1 <= mask);
+                }
+                // The words are not constant: each bit of a pair is about half ones.
+                for bit in 0..bits {
+                    let ones = pairs.iter().filter(|p| (p.0 >> bit) & 1 == 1).count();
+                    assert!(n < 100 || (n / 3..2 * n / 3).contains(&ones), "{ones} ones of {n}");
+                }
             }
-            // The pairs are not constant: each bit of a pair is about half ones.
-            let ones = pairs.iter().filter(|p| p.0).count();
-            assert!(n < 100 || (n / 3..2 * n / 3).contains(&ones), "{ones} ones of {n}");
         }
+        let ((refused, _), _) = with_ot(|s, ch| Ok(s.send_random_words(ch, 4, 9).err()), |_, _| Ok(()));
+        assert!(refused.is_some_and(|e| e.to_string().contains("1..=8 bits")));
     }
 
     #[test]
@@ -801,6 +886,38 @@ mod tests {
         }
         // IKNP extension only sends receiver to sender, so all batches make one flight each way.
         assert_eq!((ss.rounds, rs.rounds), (1, 1));
+    }
+
+    #[test]
+    fn shared_1_of_n_gives_shares_of_the_chosen_value_and_sends_one_message_fewer() {
+        for (log_n, width) in [(1u32, 1u32), (2, 2), (3, 2), (3, 1), (4, 17), (8, 64)] {
+            for n in [0usize, 1, 127, 128, 129, 2_000] {
+                let big_n = 1usize << log_n;
+                let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+                let mut r = rng(u64::from(log_n * 1000 + width) + n as u64);
+                let functions: Vec<u64> = (0..n * big_n).map(|_| r.next_u64() & mask).collect();
+                // Every choice, 0 (the message not sent) among them.
+                let choices: Vec<u32> = (0..n).map(|i| (i % big_n) as u32 ^ (r.next_u32() % big_n as u32) * u32::from(i % 3 == 0)).collect();
+                let (f, c) = (functions.clone(), choices.clone());
+                let ((shares, ss), (out, rs)) = with_ot(
+                    move |s, ch| s.send_shared_1_of_n_batches(ch, &[(log_n, width, &f[..])]),
+                    move |r, ch| r.receive_shared_1_of_n_batches(ch, &[(log_n, width, &c[..])]),
+                );
+                for i in 0..n {
+                    assert_eq!(shares[0][i] ^ out[0][i], functions[i * big_n + choices[i] as usize], "log N = {log_n}, width {width}, instance {i} of {n}");
+                    assert!(shares[0][i] <= mask && out[0][i] <= mask);
+                }
+                if n >= 1_000 {
+                    // The sender's shares are not a function of its inputs alone.
+                    let zero = shares[0].iter().filter(|&&s| s & 1 == 0).count();
+                    assert!((n / 3..2 * n / 3).contains(&zero), "{zero} of {n} shares even");
+                }
+                if n > 0 {
+                    assert_eq!(ss.bytes_sent, (n * (big_n - 1) * width as usize).div_ceil(8) as u64);
+                    assert_eq!(rs.bytes_sent, iknp_bytes(n * log_n as usize) + (n * log_n as usize).div_ceil(8) as u64);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One party of a two-party session: its channel end, a random-COT generator in each direction
 //! (it is the OT sender in one, the receiver in the other) and the OT-derived correlations the
-//! protocols consume: chosen 1-out-of-N OT of short messages, correlated OT over a share ring,
-//! random bit OT (for AND triples).
+//! protocols consume: shared-output 1-out-of-N OT of short messages, correlated OT over a share
+//! ring, random OT of short words (for AND triples).
 //!
 //! The derived OTs are `ot::OtSender` / `ot::OtReceiver` over the session's generators; both
 //! parties call them in the same order, so their tweak counters agree.
@@ -90,14 +90,14 @@ impl<'c> Party<'c> {
         out
     }
 
-    /// Sender of `count` random bit OTs: pairs (s0, s1).
-    pub fn random_bit_ot_send(&mut self, count: usize) -> Result<Vec<(bool, bool)>> {
-        self.ot_sender.send_random_bits(&mut *self.channel, count)
+    /// Sender of `count` random OTs of `bits`-bit words (1 to 8): pairs (s0, s1).
+    pub fn random_word_ot_send(&mut self, count: usize, bits: u32) -> Result<Vec<(u8, u8)>> {
+        self.ot_sender.send_random_words(&mut *self.channel, count, bits)
     }
 
-    /// Receiver of `count` random bit OTs: random choices c and s_c.
-    pub fn random_bit_ot_receive(&mut self, count: usize) -> Result<(Vec<bool>, Vec<bool>)> {
-        self.ot_receiver.receive_random_bits(&mut *self.channel, count)
+    /// Receiver of `count` random OTs of `bits`-bit words: random choices c and s_c.
+    pub fn random_word_ot_receive(&mut self, count: usize, bits: u32) -> Result<(Vec<bool>, Vec<u8>)> {
+        self.ot_receiver.receive_random_words(&mut *self.channel, count, bits)
     }
 
     /// Sender of correlated OT over `ring`: the receiver learns `r_i + c_i * deltas[i]`;
@@ -122,16 +122,17 @@ impl<'c> Party<'c> {
         self.ot_receiver.receive_correlated(&mut *self.channel, choices, modulus)
     }
 
-    /// Sender of batches of chosen 1-out-of-2^k OTs, each `(k, width, messages)` with instance
-    /// i's message v at `messages[i * 2^k + v]`, all in one round trip.
-    pub fn one_of_n_send<M: crate::ot::OtWord>(&mut self, batches: &[(u32, u32, &[M])]) -> Result<()> {
-        self.ot_sender.send_chosen_1_of_n_batches(&mut *self.channel, batches)
+    /// Sender of batches of shared-output 1-out-of-2^k OTs, each `(k, width, table)` with
+    /// instance i's f_i(v) at `table[i * 2^k + v]`, all in one round trip: returns this party's
+    /// XOR shares of f_i(c_i), one vector per batch.
+    pub fn one_of_n_send<M: crate::ot::OtWord>(&mut self, batches: &[(u32, u32, &[M])]) -> Result<Vec<Vec<u64>>> {
+        self.ot_sender.send_shared_1_of_n_batches(&mut *self.channel, batches)
     }
 
-    /// Receiver of batches of chosen 1-out-of-2^k OTs, each `(k, width, choices)`: message
-    /// `choices[i]` of each instance, one vector per batch.
+    /// Receiver of batches of shared-output 1-out-of-2^k OTs, each `(k, width, choices)`: its
+    /// XOR shares of f_i(`choices[i]`), one vector per batch.
     pub fn one_of_n_receive(&mut self, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<u64>>> {
-        self.ot_receiver.receive_chosen_1_of_n_batches(&mut *self.channel, batches)
+        self.ot_receiver.receive_shared_1_of_n_batches(&mut *self.channel, batches)
     }
 
     /// Exchanges bits with the peer: sends ours, returns theirs (one flight each way).
