@@ -38,6 +38,7 @@ use rayon::prelude::*;
 use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
 use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
+use crate::kernels;
 use crate::{MpcError, Result};
 use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
@@ -355,7 +356,7 @@ impl CotSender for FerretSender {
         let take = count.min(self.buffered());
         // Every slot is written before it is read, so a reused `out` keeps its old values and
         // only growth is zeroed.
-        out.resize(count, 0);
+        kernels::resize_huge(out, count, 0);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;
         let mut filled = take;
@@ -472,8 +473,8 @@ impl CotReceiver for FerretReceiver {
         let served_end = lpn.n - lpn.consumed();
         let take = count.min(self.buffered());
         // As the sender's: each slot written before it is read, only growth zeroed.
-        bits.resize(count, false);
-        out.resize(count, 0);
+        kernels::resize_huge(bits, count, false);
+        kernels::resize_huge(out, count, 0);
         bits[..take].copy_from_slice(&self.buffer_bits[self.position..self.position + take]);
         out[..take].par_iter_mut().zip(self.buffer[self.position..self.position + take].par_iter()).for_each(|(o, b)| *o = *b);
         self.position += take;

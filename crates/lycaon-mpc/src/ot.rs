@@ -897,7 +897,7 @@ mod tests {
                 let mut r = rng(u64::from(log_n * 1000 + width) + n as u64);
                 let functions: Vec<u64> = (0..n * big_n).map(|_| r.next_u64() & mask).collect();
                 // Every choice, 0 (the message not sent) among them.
-                let choices: Vec<u32> = (0..n).map(|i| (i % big_n) as u32 ^ (r.next_u32() % big_n as u32) * u32::from(i % 3 == 0)).collect();
+                let choices: Vec<u32> = (0..n).map(|i| (i % big_n) as u32 ^ ((r.next_u32() % big_n as u32) * u32::from(i % 3 == 0))).collect();
                 let (f, c) = (functions.clone(), choices.clone());
                 let ((shares, ss), (out, rs)) = with_ot(
                     move |s, ch| s.send_shared_1_of_n_batches(ch, &[(log_n, width, &f[..])]),

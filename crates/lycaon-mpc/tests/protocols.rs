@@ -3,7 +3,7 @@
 
 use lycaon_mpc::{
     channel::{run_pair, Channel, ChannelStats, LinkModel, MemoryChannel},
-    compare::less_than,
+    compare::{and, less_than},
     nonlinear::{
         bounded_range, convert, drelu, drelu_bounded, drelu_within, max_pool, max_pool_up_to, relu, relu_bounded, relu_within, truncate, truncate_exact,
         truncate_exact_into, truncate_into, truncate_relu, truncation_range,
@@ -100,6 +100,22 @@ fn bounded_relu_is_exact_within_a_quarter_of_the_ring() {
         for i in 0..x.len() {
             assert_eq!(d0[i] ^ d1[i], x[i] >= 0, "DReLU of {} in {ring:?}", x[i]);
             assert_eq!(ring.to_signed(ring.add(y0[i], y1[i])), x[i].max(0), "ReLU of {} in {ring:?}", x[i]);
+        }
+    }
+}
+
+#[test]
+fn and_of_shared_bits_matches_the_clear_and() {
+    let mut r = rng(5);
+    for (kind, n) in [(OtKind::Iknp, 0usize), (OtKind::Iknp, 1), (OtKind::Iknp, 1_000), (OtKind::Silent, 3_000)] {
+        let x: Vec<bool> = (0..n).map(|_| r.random()).collect();
+        let y: Vec<bool> = (0..n).map(|_| r.random()).collect();
+        let (x0, y0): (Vec<bool>, Vec<bool>) = ((0..n).map(|_| r.random()).collect(), (0..n).map(|_| r.random()).collect());
+        let x1: Vec<bool> = x.iter().zip(&x0).map(|(a, b)| a ^ b).collect();
+        let y1: Vec<bool> = y.iter().zip(&y0).map(|(a, b)| a ^ b).collect();
+        let (a, b) = two_party(kind, (x0, y0), (x1, y1), |p, (x, y)| and(p, &x, &y));
+        for i in 0..n {
+            assert_eq!(a[i] ^ b[i], x[i] & y[i], "bit {i} of {n} ({kind:?})");
         }
     }
 }
