@@ -2,7 +2,7 @@
 //! stages, then `count` random COTs (default 2^24). Prints wall time and communication per COT,
 //! with and without the one-time setup.
 //!
-//! cargo run --release -p lycaon-mpc --example ferret_bench -- [count] [regular_128 | ferret_2020]
+//! cargo run --release -p lycaon-mpc --example ferret_bench -- [count] [regular_128 | compact | ferret_2020]
 //!
 //! Both parties share this machine's cores, so the time is that of both halves together; over a
 //! network each party has its own cores and the link adds about one round trip per main
@@ -43,6 +43,7 @@ fn main() -> Result<()> {
     let params = match args.next().as_deref() {
         None | Some("regular_128") => FerretParameters::regular_128(),
         Some("ferret_2020") => FerretParameters::ferret_2020(),
+        Some("compact") => FerretParameters::regular_128_compact(),
         Some(other) => return Err(MpcError::InvalidArgument(format!("unknown parameter set {other}"))),
     };
     let main = params.main();
