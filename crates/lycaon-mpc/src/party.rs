@@ -6,11 +6,7 @@
 //! The derived OTs are `ot::OtSender` / `ot::OtReceiver` over the session's generators; both
 //! parties call them in the same order, so their tweak counters agree.
 
-use rand_chacha::ChaCha20Rng;
-use rand_core::Rng;
-
 use crate::{
-    base_ot::os_seeded_rng,
     channel::Channel,
     cot::{BatchCost, CotReceiver, CotSender},
     ot::{OtReceiver, OtSender},
@@ -49,13 +45,12 @@ pub enum OtKind {
     SilentCompact,
 }
 
-/// One party's state: role, channel, COT generators, local randomness.
+/// One party's state: role, channel, COT generators.
 pub struct Party<'c> {
     role: Role,
     channel: &'c mut dyn Channel,
     ot_sender: OtSender<Box<dyn CotSender>>,
     ot_receiver: OtReceiver<Box<dyn CotReceiver>>,
-    rng: ChaCha20Rng,
 }
 
 impl<'c> Party<'c> {
@@ -63,7 +58,7 @@ impl<'c> Party<'c> {
     /// so the two sides' setup messages interleave without deadlock.
     pub fn new(role: Role, channel: &'c mut dyn Channel, kind: OtKind) -> Result<Self> {
         let (sender, receiver) = crate::setup_cot_pair(role, channel, kind)?;
-        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver), rng: os_seeded_rng()? })
+        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver) })
     }
 
     pub fn role(&self) -> Role {
@@ -78,16 +73,6 @@ impl<'c> Party<'c> {
     /// traffic. The two parties' figures together cover both directions, each once.
     pub fn sent_cots(&self) -> (u64, BatchCost) {
         (self.ot_sender.cots_used(), self.ot_sender.cot().batch_cost())
-    }
-
-    /// Fresh random bits.
-    pub fn random_bits(&mut self, count: usize) -> Vec<bool> {
-        let mut out = Vec::with_capacity(count);
-        while out.len() < count {
-            let w = self.rng.next_u64();
-            out.extend((0..64).map(|i| (w >> i) & 1 == 1).take(count - out.len()));
-        }
-        out
     }
 
     /// Sender of `count` random OTs of `bits`-bit words (1 to 8): pairs (s0, s1).
