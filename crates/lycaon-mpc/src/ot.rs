@@ -122,7 +122,7 @@ fn short_word_mask(bits: u32) -> Result<u8> {
     if !(1..=8).contains(&bits) {
         return Err(MpcError::InvalidArgument(format!("random OT words are 1..=8 bits, not {bits}")));
     }
-    Ok(((1u16 << bits) - 1) as u8)
+    Ok(word_mask(bits)? as u8)
 }
 
 /// A word type for the messages of chosen 1-out-of-N OT: narrow messages (a comparison's two
@@ -448,17 +448,26 @@ impl<C: CotSender> OtSender<C> {
             }
             (words, shares)
         };
-        let chunk_bits = INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize;
-        let chunks: Vec<(Vec<u64>, Vec<u64>)> = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate().map(|(c, q)| masked_chunk(c, q)).collect();
-        let shares = chunks.iter().flat_map(|(_, s)| s.iter().copied()).collect();
-        let packed = if chunk_bits.is_multiple_of(8) {
-            // Whole chunks end on a byte boundary: pack them independently.
-            chunks.par_iter().flat_map_iter(|(words, _)| pack_words(words, bits)).collect()
+        let chunks = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate();
+        if (INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize).is_multiple_of(8) {
+            // Whole chunks end on a byte boundary: each is packed as it is made, its words let go.
+            let packed: Vec<(Vec<u8>, Vec<u64>)> = chunks
+                .map(|(c, q)| {
+                    let (words, shares) = masked_chunk(c, q);
+                    (pack_words(&words, bits), shares)
+                })
+                .collect();
+            concatenate(&packed)
         } else {
-            pack_words(&chunks.iter().flat_map(|(w, _)| w.iter().copied()).collect::<Vec<_>>(), bits)
-        };
-        (packed, shares)
+            let (words, shares) = concatenate(&chunks.map(|(c, q)| masked_chunk(c, q)).collect::<Vec<_>>());
+            (pack_words(&words, bits), shares)
+        }
     }
+}
+
+/// Both halves of per-chunk (messages, shares) pairs, each concatenated in chunk order.
+fn concatenate<T: Copy>(chunks: &[(Vec<T>, Vec<u64>)]) -> (Vec<T>, Vec<u64>) {
+    (chunks.iter().flat_map(|(m, _)| m.iter().copied()).collect(), chunks.iter().flat_map(|(_, s)| s.iter().copied()).collect())
 }
 
 /// What a 1-out-of-N OT delivers: the chosen message (all N sent), or XOR shares of it (the
