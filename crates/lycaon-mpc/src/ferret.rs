@@ -31,6 +31,7 @@
 mod fixed_key;
 mod lpn;
 mod mpcot;
+mod vole;
 
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
@@ -42,6 +43,7 @@ use crate::kernels;
 use crate::{MpcError, Result};
 use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
+pub use vole::{VoleReceiver, VoleSender, MAX_VALUE_BITS};
 
 /// The first segment of an iteration, as a fraction of its trees (one over this); each later
 /// one is at least twice the one before, so an iteration takes at most four round trips.

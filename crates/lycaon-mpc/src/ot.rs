@@ -36,7 +36,8 @@ use rayon::prelude::*;
 
 use crate::channel::{pack_words, Channel};
 use crate::cot::{Block, CotReceiver, CotSender};
-use crate::crh::Hasher;
+use crate::crh::{derive_key, Hasher};
+use crate::ferret::{VoleReceiver, VoleSender};
 use crate::{MpcError, Result};
 
 /// Largest k = log2 N of 1-out-of-N OT (N = 256: the sender hashes N·k blocks per instance).
@@ -197,6 +198,7 @@ pub struct OtSender<C: CotSender> {
     hasher: Hasher,
     next_index: u64,
     spares: Spares<Block>,
+    vector: Option<VectorOt<VoleSender>>,
 }
 
 /// The receiver's side of every OT kind, over a random-COT receiver `C`.
@@ -207,12 +209,28 @@ pub struct OtReceiver<C: CotReceiver> {
     next_index: u64,
     spare_bits: Spares<bool>,
     spares: Spares<Block>,
+    vector: Option<VectorOt<VoleReceiver>>,
+}
+
+/// A vector-OT generator serving 1-out-of-N OTs up to its width, with its own hash key and
+/// instance counter (its keys are never those of a COT).
+#[derive(Debug)]
+struct VectorOt<G> {
+    generator: G,
+    hasher: Hasher,
+    next_index: u64,
+}
+
+impl<G> VectorOt<G> {
+    fn new(generator: G) -> Self {
+        VectorOt { generator, hasher: Hasher::with_key(derive_key("lycaon-mpc vector OT 1-of-N", &[])), next_index: 0 }
+    }
 }
 
 impl<C: CotSender> OtSender<C> {
     /// Wraps a COT source whose peer is wrapped by `OtReceiver::new` on the other side.
     pub fn new(cot: C) -> Self {
-        OtSender { cot, hasher: Hasher::new(), next_index: 0, spares: Spares::new() }
+        OtSender { cot, hasher: Hasher::new(), next_index: 0, spares: Spares::new(), vector: None }
     }
 
     /// The COT source (COTs taken from it directly do not disturb the tweak counters).
@@ -231,6 +249,20 @@ impl<C: CotSender> OtSender<C> {
     /// COTs consumed through this wrapper so far.
     pub fn cots_used(&self) -> u64 {
         self.next_index
+    }
+
+    /// Sets up a vector-OT generator of `bits`-bit values over this COT source (with the
+    /// peer's [`OtReceiver::enable_vector_ot`]): from then on each 1-out-of-2^k OT with
+    /// k <= `bits` takes one vector correlation instead of k COTs (see `ferret::vole`).
+    /// Errors: the generator's setup.
+    pub fn enable_vector_ot(&mut self, channel: &mut dyn Channel, bits: u32) -> Result<()> {
+        self.vector = Some(VectorOt::new(VoleSender::setup(channel, &mut self.cot, bits)?));
+        Ok(())
+    }
+
+    /// Vector correlations consumed so far (0 without a generator).
+    pub fn vector_ots_used(&self) -> u64 {
+        self.vector.as_ref().map_or(0, |v| v.next_index)
     }
 
     /// `n` fresh COTs and the tweak index of the first, in a kept buffer where there is one
@@ -399,6 +431,37 @@ impl<C: CotSender> OtSender<C> {
             }
             counts.push(count);
         }
+        if let Some(vector) = self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
+            // One vector correlation per instance, every batch's in one call.
+            let bits = vector.generator.bits();
+            let v = vector.generator.extend(channel, &mut self.cot, counts.iter().sum())?;
+            let mut corrections = Vec::with_capacity(batches.len());
+            for &count in &counts {
+                corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, bits)? });
+            }
+            let (span, hasher) = (vector.generator.span(), &vector.hasher);
+            let mut offset = 0;
+            let mut shares = Vec::with_capacity(batches.len());
+            for ((&(log_n, bits, messages), e), &count) in batches.iter().zip(&corrections).zip(&counts) {
+                let (n_msgs, base) = (1usize << log_n, vector.next_index + offset as u64);
+                let v = &v[offset..offset + count];
+                // Message x of instance i goes under H(v_i ^ L(x ^ e_i), (i, x)); the receiver's
+                // w_i = v_i ^ L(u_i) with e_i = c_i ^ u_i is that input for x = c_i.
+                let pads = |first: usize, len: usize| {
+                    let mut p: Vec<Block> = (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
+                    hasher.tccr_many(&mut p, |j| tweak(base + (first + j / n_msgs) as u64, (j % n_msgs) as u64));
+                    p
+                };
+                let (packed, own) = masked_1_of_n(count, log_n, messages, bits, delivery, pads);
+                if count > 0 {
+                    channel.send(&packed)?;
+                }
+                shares.push(own);
+                offset += count;
+            }
+            vector.next_index += offset as u64;
+            return Ok(shares);
+        }
         // Every batch's COTs in one buffer (as the receiver takes them), batch after batch.
         let cots: Vec<usize> = batches.iter().zip(&counts).map(|(&(log_n, _, _), &count)| count * log_n as usize).collect();
         let (q, base) = self.take(channel, cots.iter().sum())?;
@@ -406,11 +469,19 @@ impl<C: CotSender> OtSender<C> {
         for (&(log_n, _, _), &count) in batches.iter().zip(&counts) {
             corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, log_n)? });
         }
+        let (hasher, delta) = (&self.hasher, self.cot.delta());
         let mut offset = 0;
         let mut shares = Vec::with_capacity(batches.len());
-        for ((&(log_n, bits, messages), e), used) in batches.iter().zip(&corrections).zip(&cots) {
+        for (((&(log_n, bits, messages), e), used), &count) in batches.iter().zip(&corrections).zip(&cots).zip(&counts) {
             if *used > 0 {
-                let (packed, own) = self.masked_1_of_n(&q[offset..offset + used], base + offset as u64, e, log_n, messages, bits, delivery);
+                let (k, n_msgs) = (log_n as usize, 1usize << log_n);
+                let (q, base) = (&q[offset..offset + used], base + offset as u64);
+                // Random 1-of-N pads from k COTs each, then message x's at x ^ e_i.
+                let pads = |first: usize, len: usize| {
+                    let random = one_of_n_pads(hasher, &q[first * k..(first + len) * k], delta, base + (first * k) as u64, k);
+                    (0..len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| random[i * n_msgs + (x ^ e[first + i] as usize)]).collect()
+                };
+                let (packed, own) = masked_1_of_n(count, log_n, messages, bits, delivery, pads);
                 channel.send(&packed)?;
                 shares.push(own);
             } else {
@@ -421,47 +492,46 @@ impl<C: CotSender> OtSender<C> {
         self.recycle(q);
         Ok(shares)
     }
+}
 
-    /// The sender's packed message of one 1-out-of-N batch, every message masked with the pad
-    /// the receiver's correction `e` points it to, and (shared delivery) the sender's shares.
-    #[allow(clippy::too_many_arguments)]
-    fn masked_1_of_n<M: OtWord>(&self, q: &[Block], base: u64, e: &[u64], log_n: u32, messages: &[M], bits: u32, delivery: Delivery) -> (Vec<u8>, Vec<u64>) {
-        let (k, n_msgs, mask) = (log_n as usize, 1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
-        let skipped = delivery.skipped();
-        let (hasher, delta) = (&self.hasher, self.cot.delta());
-        // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
-        let masked_chunk = |c: usize, q: &[Block]| -> (Vec<u64>, Vec<u64>) {
-            let first = c * INSTANCES_PER_CHUNK;
-            let pads = one_of_n_pads(hasher, q, delta, base + (first * k) as u64, k);
-            let mut words = Vec::with_capacity(pads.len());
-            let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { pads.len() / n_msgs });
-            for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
-                let (msgs, e) = (&messages[(first + i) * n_msgs..(first + i + 1) * n_msgs], e[first + i] as usize);
-                let share = if skipped == 0 {
-                    0
-                } else {
-                    let share = (msgs[0].into() ^ pads[e] as u64) & mask;
-                    shares.push(share);
-                    share
-                };
-                words.extend(msgs.iter().enumerate().skip(skipped).map(|(x, &m)| (m.into() ^ share ^ pads[x ^ e] as u64) & mask));
-            }
-            (words, shares)
-        };
-        let chunks = q.par_chunks(INSTANCES_PER_CHUNK * k).enumerate();
-        if (INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize).is_multiple_of(8) {
-            // Whole chunks end on a byte boundary: each is packed as it is made, its words let go.
-            let packed: Vec<(Vec<u8>, Vec<u64>)> = chunks
-                .map(|(c, q)| {
-                    let (words, shares) = masked_chunk(c, q);
-                    (pack_words(&words, bits), shares)
-                })
-                .collect();
-            concatenate(&packed)
-        } else {
-            let (words, shares) = concatenate(&chunks.map(|(c, q)| masked_chunk(c, q)).collect::<Vec<_>>());
-            (pack_words(&words, bits), shares)
+/// The sender's packed message of one 1-out-of-N batch of `count` instances, every message
+/// masked with its pad (`pads(first, len)`: instances first..first + len, message x of each at
+/// x, as the receiver's correction points them), and (shared delivery) the sender's shares.
+fn masked_1_of_n<M: OtWord>(count: usize, log_n: u32, messages: &[M], bits: u32, delivery: Delivery, pads: impl Fn(usize, usize) -> Vec<Block> + Sync) -> (Vec<u8>, Vec<u64>) {
+    let (n_msgs, mask) = (1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
+    let skipped = delivery.skipped();
+    // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
+    let masked_chunk = |c: usize| -> (Vec<u64>, Vec<u64>) {
+        let first = c * INSTANCES_PER_CHUNK;
+        let pads = pads(first, INSTANCES_PER_CHUNK.min(count - first));
+        let mut words = Vec::with_capacity(pads.len());
+        let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { pads.len() / n_msgs });
+        for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
+            let msgs = &messages[(first + i) * n_msgs..(first + i + 1) * n_msgs];
+            let share = if skipped == 0 {
+                0
+            } else {
+                let share = (msgs[0].into() ^ pads[0] as u64) & mask;
+                shares.push(share);
+                share
+            };
+            words.extend(msgs.iter().zip(pads).skip(skipped).map(|(&m, &pad)| (m.into() ^ share ^ pad as u64) & mask));
         }
+        (words, shares)
+    };
+    let chunks = (0..count.div_ceil(INSTANCES_PER_CHUNK)).into_par_iter();
+    if (INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize).is_multiple_of(8) {
+        // Whole chunks end on a byte boundary: each is packed as it is made, its words let go.
+        let packed: Vec<(Vec<u8>, Vec<u64>)> = chunks
+            .map(|c| {
+                let (words, shares) = masked_chunk(c);
+                (pack_words(&words, bits), shares)
+            })
+            .collect();
+        concatenate(&packed)
+    } else {
+        let (words, shares) = concatenate(&chunks.map(masked_chunk).collect::<Vec<_>>());
+        (pack_words(&words, bits), shares)
     }
 }
 
@@ -491,12 +561,18 @@ impl Delivery {
 impl<C: CotReceiver> OtReceiver<C> {
     /// Wraps a COT source whose peer is wrapped by `OtSender::new` on the other side.
     pub fn new(cot: C) -> Self {
-        OtReceiver { cot, hasher: Hasher::new(), next_index: 0, spare_bits: Spares::new(), spares: Spares::new() }
+        OtReceiver { cot, hasher: Hasher::new(), next_index: 0, spare_bits: Spares::new(), spares: Spares::new(), vector: None }
     }
 
     /// The COT source (COTs taken from it directly do not disturb the tweak counters).
     pub fn cot_mut(&mut self) -> &mut C {
         &mut self.cot
+    }
+
+    /// The receiver's half of [`OtSender::enable_vector_ot`], with the same `bits`.
+    pub fn enable_vector_ot(&mut self, channel: &mut dyn Channel, bits: u32) -> Result<()> {
+        self.vector = Some(VectorOt::new(VoleReceiver::setup(channel, &mut self.cot, bits)?));
+        Ok(())
     }
 
     pub fn into_inner(self) -> C {
@@ -648,23 +724,31 @@ impl<C: CotReceiver> OtReceiver<C> {
                 return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
             }
         }
-        // Every batch's COTs in one buffer (as the sender takes them), batch after batch.
-        let (b, mut t, base) = self.take(channel, batches.iter().map(|&(log_n, _, choices)| choices.len() * log_n as usize).sum())?;
-        let mut pads = Vec::with_capacity(batches.len());
-        let mut offset = 0;
-        for &(log_n, _, choices) in batches {
-            let used = choices.len() * log_n as usize;
-            if used == 0 {
-                pads.push(Vec::new());
-                continue;
+        let pads = match self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
+            Some(vector) => {
+                // One vector correlation (u, w) per instance: sends e = c ^ u (m bits), keeps
+                // H(w, (i, c)), the pad of message c (see the sender).
+                let bits = vector.generator.bits();
+                let (u, w) = vector.generator.extend(channel, &mut self.cot, batches.iter().map(|&(_, _, c)| c.len()).sum())?;
+                let mut pads = Vec::with_capacity(batches.len());
+                let mut offset = 0;
+                for &(_, _, choices) in batches {
+                    let range = offset..offset + choices.len();
+                    let e: Vec<u64> = choices.iter().zip(&u[range.clone()]).map(|(&c, &u)| u64::from(c ^ u32::from(u))).collect();
+                    if !choices.is_empty() {
+                        channel.send_words(&e, bits)?;
+                    }
+                    let mut p = w[range].to_vec();
+                    let base = vector.next_index + offset as u64;
+                    vector.hasher.tccr_many(&mut p, |i| tweak(base + i as u64, u64::from(choices[i])));
+                    pads.push(p);
+                    offset += choices.len();
+                }
+                vector.next_index += offset as u64;
+                pads
             }
-            let (r, p) = self.random_1_of_n(&b[offset..offset + used], &mut t[offset..offset + used], base + offset as u64, log_n);
-            let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
-            channel.send_words(&e, log_n)?;
-            pads.push(p);
-            offset += used;
-        }
-        self.recycle(b, t);
+            None => self.cot_pads(channel, batches)?,
+        };
         let skipped = delivery.skipped();
         let mut out = Vec::with_capacity(batches.len());
         for (&(log_n, bits, choices), pads) in batches.iter().zip(pads) {
@@ -691,6 +775,28 @@ impl<C: CotReceiver> OtReceiver<C> {
             );
         }
         Ok(out)
+    }
+    /// The receiver's pads of 1-out-of-N batches from k COTs per instance: sends each batch's
+    /// corrections e = c ^ r (k bits), returns the pads of the chosen messages.
+    fn cot_pads(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<Block>>> {
+        // Every batch's COTs in one buffer (as the sender takes them), batch after batch.
+        let (b, mut t, base) = self.take(channel, batches.iter().map(|&(log_n, _, choices)| choices.len() * log_n as usize).sum())?;
+        let mut pads = Vec::with_capacity(batches.len());
+        let mut offset = 0;
+        for &(log_n, _, choices) in batches {
+            let used = choices.len() * log_n as usize;
+            if used == 0 {
+                pads.push(Vec::new());
+                continue;
+            }
+            let (r, p) = self.random_1_of_n(&b[offset..offset + used], &mut t[offset..offset + used], base + offset as u64, log_n);
+            let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
+            channel.send_words(&e, log_n)?;
+            pads.push(p);
+            offset += used;
+        }
+        self.recycle(b, t);
+        Ok(pads)
     }
 }
 

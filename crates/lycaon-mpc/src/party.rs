@@ -8,6 +8,7 @@
 
 use crate::{
     channel::Channel,
+    compare::DEFAULT_DIGIT_BITS,
     cot::{BatchCost, CotReceiver, CotSender},
     ot::{OtReceiver, OtSender},
     ring::ShareRing,
@@ -58,7 +59,16 @@ impl<'c> Party<'c> {
     /// so the two sides' setup messages interleave without deadlock.
     pub fn new(role: Role, channel: &'c mut dyn Channel, kind: OtKind) -> Result<Self> {
         let (sender, receiver) = crate::setup_cot_pair(role, channel, kind)?;
-        Ok(Party { role, channel, ot_sender: OtSender::new(sender), ot_receiver: OtReceiver::new(receiver) })
+        let (mut ot_sender, mut ot_receiver) = (OtSender::new(sender), OtReceiver::new(receiver));
+        // Silent sessions: the comparisons' leaf OTs (party 0 sends them) take one vector
+        // correlation per digit instead of one COT per bit.
+        if kind == OtKind::Silent {
+            match role {
+                Role::P0 => ot_sender.enable_vector_ot(channel, DEFAULT_DIGIT_BITS)?,
+                Role::P1 => ot_receiver.enable_vector_ot(channel, DEFAULT_DIGIT_BITS)?,
+            }
+        }
+        Ok(Party { role, channel, ot_sender, ot_receiver })
     }
 
     pub fn role(&self) -> Role {

@@ -48,6 +48,51 @@ impl HalfTreeHash {
     }
 }
 
+/// The length-doubling PRG of a plain GGM tree, G(x) = (π0(x) ^ x, π1(x) ^ x) with two
+/// fixed-key permutations (as emp-ot's GGM trees): unlike the half-tree's children, a level's
+/// nodes are independent of any correlation, which the vector OT's trees need (their punctured
+/// leaf must not be tied to a global offset).
+pub(crate) struct GgmPrg {
+    left: FixedKeyAes,
+    right: FixedKeyAes,
+}
+
+impl GgmPrg {
+    pub(crate) fn new() -> Self {
+        GgmPrg { left: FixedKeyAes::from_label("lycaon-mpc vole ggm left", &[]), right: FixedKeyAes::from_label("lycaon-mpc vole ggm right", &[]) }
+    }
+
+    /// Expands the first `len` nodes of `nodes` (one level) into the `2 * len` of the next in
+    /// place: node `j` becomes children `j` (left) and `j + len` (right). `scratch` holds at
+    /// least `len` blocks. Returns the XORs of the left and of the right children.
+    pub(crate) fn expand_level(&self, nodes: &mut [Block], len: usize, scratch: &mut [Block]) -> (Block, Block) {
+        debug_assert!(nodes.len() >= 2 * len && scratch.len() >= len);
+        let (left, right) = nodes[..2 * len].split_at_mut(len);
+        let parents = &mut scratch[..len];
+        parents.copy_from_slice(left);
+        right.copy_from_slice(left);
+        self.left.encrypt_in_place(left);
+        self.right.encrypt_in_place(right);
+        let (mut sum_left, mut sum_right) = (0, 0);
+        for ((l, r), p) in left.iter_mut().zip(right.iter_mut()).zip(parents.iter()) {
+            *l ^= p;
+            *r ^= p;
+            sum_left ^= *l;
+            sum_right ^= *r;
+        }
+        (sum_left, sum_right)
+    }
+
+    /// The children of one node (tests).
+    #[cfg(test)]
+    pub(crate) fn children(&self, x: Block) -> (Block, Block) {
+        let (mut l, mut r) = ([x], [x]);
+        self.left.encrypt_in_place(&mut l);
+        self.right.encrypt_in_place(&mut r);
+        (l[0] ^ x, r[0] ^ x)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,6 +103,25 @@ impl LocalLinearCode {
             }
         });
     }
+
+    /// The vector-OT receiver's side for rows `first ..`: `out[i]` (blocks) and `out_values[i]`
+    /// (its m-bit values, one byte each) overwritten with the XOR of row `first + i`'s entries
+    /// of `input` and `input_values`. One draw of positions serves both gathers; the value table
+    /// (k bytes) stays in the core's L2.
+    pub(crate) fn encode_with_values(&self, input: &[Block], input_values: &[u8], first: usize, out: &mut [Block], out_values: &mut [u8]) {
+        debug_assert_eq!((input.len(), input_values.len()), (self.k, self.k));
+        debug_assert_eq!(out.len(), out_values.len());
+        out.par_chunks_mut(ROWS_PER_TASK).zip(out_values.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(|(task, (chunk, values))| {
+            let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
+            let mut positions = [[0u32; ROW_WEIGHT]; ROWS_PER_TASK];
+            let positions = &mut positions[..chunk.len()];
+            self.positions(first + task * ROWS_PER_TASK, positions);
+            kernels::gather_xor::<false, ROW_WEIGHT>(input, positions, chunk);
+            for (v, p) in values.iter_mut().zip(positions.iter()) {
+                *v = p.iter().fold(0, |acc, &j| acc ^ input_values[j as usize]);
+            }
+        });
+    }
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ impl RegularLayout {
     }
 
     /// The output positions of `trees` (`out`, starting at the first one's) split into blocks.
-    fn split<'a, T>(&self, trees: &Range<usize>, mut out: &'a mut [T]) -> Vec<&'a mut [T]> {
+    pub(crate) fn split<'a, T>(&self, trees: &Range<usize>, mut out: &'a mut [T]) -> Vec<&'a mut [T]> {
         let mut blocks = Vec::with_capacity(trees.len());
         for j in trees.clone() {
             let (head, tail) = out.split_at_mut(self.block_size(j));
