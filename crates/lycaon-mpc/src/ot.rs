@@ -35,7 +35,7 @@
 use rayon::prelude::*;
 
 use crate::channel::{pack_words, Channel};
-use crate::cot::{Block, CotReceiver, CotSender};
+use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::crh::{derive_key, Hasher};
 use crate::ferret::{VoleReceiver, VoleSender};
 use crate::{MpcError, Result};
@@ -260,9 +260,10 @@ impl<C: CotSender> OtSender<C> {
         Ok(())
     }
 
-    /// Vector correlations consumed so far (0 without a generator).
-    pub fn vector_ots_used(&self) -> u64 {
-        self.vector.as_ref().map_or(0, |v| v.next_index)
+    /// The vector-OT generator's correlations consumed so far and its batch traffic (None
+    /// without one).
+    pub fn vector_ots(&self) -> Option<(u64, BatchCost)> {
+        self.vector.as_ref().map(|v| (v.next_index, v.generator.batch_cost()))
     }
 
     /// `n` fresh COTs and the tweak index of the first, in a kept buffer where there is one

@@ -85,6 +85,12 @@ impl<'c> Party<'c> {
         (self.ot_sender.cots_used(), self.ot_sender.cot().batch_cost())
     }
 
+    /// The vector OTs this party sends (party 0 of a silent session): correlations consumed so
+    /// far and the generator's batch traffic; None where there are none.
+    pub fn sent_vector_ots(&self) -> Option<(u64, BatchCost)> {
+        self.ot_sender.vector_ots()
+    }
+
     /// Sender of `count` random OTs of `bits`-bit words (1 to 8): pairs (s0, s1).
     pub fn random_word_ot_send(&mut self, count: usize, bits: u32) -> Result<Vec<(u8, u8)>> {
         self.ot_sender.send_random_words(&mut *self.channel, count, bits)

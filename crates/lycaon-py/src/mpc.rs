@@ -91,6 +91,7 @@ fn party_run(role: Role, ch: &mut dyn lycaon_mpc::Channel, kind: OtKind, ring: S
     let mut party = Party::new(role, ch, kind)?;
     let setup = (started.elapsed(), party.channel().stats());
     let (cots_before, batch_before) = party.sent_cots();
+    let vector_before = party.sent_vector_ots().unwrap_or_default();
     let began = Instant::now();
     let mut output = Vec::new();
     for _ in 0..reps {
@@ -104,6 +105,10 @@ fn party_run(role: Role, ch: &mut dyn lycaon_mpc::Channel, kind: OtKind, ring: S
     let (cots_after, batch_after) = party.sent_cots();
     let batch_bytes = (batch_after.bytes - batch_before.bytes) as f64 / reps as f64;
     let batch_share = (cots_after - cots_before) as f64 * batch_after.bytes_per_cot / reps as f64;
+    // The vector OTs' generator (party 0 of a silent session) alike.
+    let (vector_used, vector_batch) = party.sent_vector_ots().unwrap_or_default();
+    let batch_bytes = batch_bytes + (vector_batch.bytes - vector_before.1.bytes) as f64 / reps as f64;
+    let batch_share = batch_share + (vector_used - vector_before.0) as f64 * vector_batch.bytes_per_cot / reps as f64;
     Ok(PartyRun { output, setup, protocol, batch_bytes, batch_share })
 }
 

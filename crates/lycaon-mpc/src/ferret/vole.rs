@@ -39,7 +39,7 @@ use super::mpcot;
 use super::{FerretParameters, Progress, Stage};
 use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
-use crate::cot::{Block, CotReceiver, CotSender};
+use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::crh::{derive_key, Hasher};
 use crate::{MpcError, Result};
 
@@ -96,8 +96,17 @@ pub struct VoleSender {
     seeds: Vec<Block>,
     progress: Progress,
     tree_cots: u64,
+    /// This generator's segment traffic so far (both directions; its trees' COTs not included).
+    bytes: u64,
+    /// The binary generator's price of a COT, as last seen (the trees' share of a correlation).
+    cot_price: f64,
     buffer: Vec<Block>,
     position: usize,
+}
+
+/// Bytes of a segment of `trees` trees of depth `h` and `bits`-bit values, both directions.
+fn segment_bytes(trees: usize, h: usize, bits: u32) -> usize {
+    16 * trees * (2 * h + 1) + (trees * h).div_ceil(8) + (trees * bits as usize).div_ceil(8)
 }
 
 impl VoleSender {
@@ -125,9 +134,19 @@ impl VoleSender {
             seeds: Vec::new(),
             progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
             tree_cots: 0,
+            bytes: 0,
+            cot_price: cots.batch_cost().bytes_per_cot,
             buffer: Vec::new(),
             position: 0,
         })
+    }
+
+    /// Segment traffic so far, and per correlation that of a whole iteration (with its trees'
+    /// COTs at the binary generator's price) over what it serves.
+    pub fn batch_cost(&self) -> BatchCost {
+        let (lpn, h) = (self.main.lpn, self.main.layout.depth);
+        let per_iteration = segment_bytes(lpn.t, h, self.bits) as f64 + (lpn.t * h) as f64 * self.cot_price;
+        BatchCost { bytes: self.bytes, bytes_per_cot: per_iteration / lpn.yield_per_iteration() as f64 }
     }
 
     /// m, the width of the receiver's values.
@@ -178,6 +197,8 @@ impl VoleSender {
         let (stage, prg) = (&self.main, &self.prg);
         let (h, s) = (stage.layout.depth, trees.len());
         let q = cots.extend(channel, s * h)?;
+        self.cot_price = cots.batch_cost().bytes_per_cot;
+        self.bytes += segment_bytes(s, h, self.bits) as u64;
         let (secret, tree_reserve) = self.reserve.split_at(stage.lpn.k);
         // Per tree: level l's left and right sums at 2l and 2l + 1, then the XOR of its leaves.
         let mut sums = vec![0u128; s * (2 * h + 1)];
