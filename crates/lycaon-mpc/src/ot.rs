@@ -219,11 +219,14 @@ struct VectorOt<G> {
     generator: G,
     hasher: Hasher,
     next_index: u64,
+    /// The last call's correlations' buffers, reused (a fresh one costs a page fault a page).
+    spare: Vec<Block>,
+    spare_values: Vec<u8>,
 }
 
 impl<G> VectorOt<G> {
     fn new(generator: G) -> Self {
-        VectorOt { generator, hasher: Hasher::with_key(derive_key("lycaon-mpc vector OT 1-of-N", &[])), next_index: 0 }
+        VectorOt { generator, hasher: Hasher::with_key(derive_key("lycaon-mpc vector OT 1-of-N", &[])), next_index: 0, spare: Vec::new(), spare_values: Vec::new() }
     }
 }
 
@@ -435,7 +438,8 @@ impl<C: CotSender> OtSender<C> {
         if let Some(vector) = self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
             // One vector correlation per instance, every batch's in one call.
             let bits = vector.generator.bits();
-            let v = vector.generator.extend(channel, &mut self.cot, counts.iter().sum())?;
+            let mut v = std::mem::take(&mut vector.spare);
+            vector.generator.extend_into(channel, &mut self.cot, counts.iter().sum(), &mut v)?;
             let mut corrections = Vec::with_capacity(batches.len());
             for &count in &counts {
                 corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, bits)? });
@@ -461,6 +465,7 @@ impl<C: CotSender> OtSender<C> {
                 offset += count;
             }
             vector.next_index += offset as u64;
+            vector.spare = v;
             return Ok(shares);
         }
         // Every batch's COTs in one buffer (as the receiver takes them), batch after batch.
@@ -725,13 +730,14 @@ impl<C: CotReceiver> OtReceiver<C> {
                 return Err(MpcError::InvalidArgument(format!("choice {c} is not below N = {n_msgs}")));
             }
         }
+        // Each instance's pad (the chosen message's), batch after batch.
         let pads = match self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
             Some(vector) => {
                 // One vector correlation (u, w) per instance: sends e = c ^ u (m bits), keeps
                 // H(w, (i, c)), the pad of message c (see the sender).
                 let bits = vector.generator.bits();
-                let (u, w) = vector.generator.extend(channel, &mut self.cot, batches.iter().map(|&(_, _, c)| c.len()).sum())?;
-                let mut pads = Vec::with_capacity(batches.len());
+                let (mut u, mut w) = (std::mem::take(&mut vector.spare_values), std::mem::take(&mut vector.spare));
+                vector.generator.extend_into(channel, &mut self.cot, batches.iter().map(|&(_, _, c)| c.len()).sum(), &mut u, &mut w)?;
                 let mut offset = 0;
                 for &(_, _, choices) in batches {
                     let range = offset..offset + choices.len();
@@ -739,20 +745,22 @@ impl<C: CotReceiver> OtReceiver<C> {
                     if !choices.is_empty() {
                         channel.send_words(&e, bits)?;
                     }
-                    let mut p = w[range].to_vec();
                     let base = vector.next_index + offset as u64;
-                    vector.hasher.tccr_many(&mut p, |i| tweak(base + i as u64, u64::from(choices[i])));
-                    pads.push(p);
+                    vector.hasher.tccr_many(&mut w[range], |i| tweak(base + i as u64, u64::from(choices[i])));
                     offset += choices.len();
                 }
                 vector.next_index += offset as u64;
-                pads
+                vector.spare_values = u;
+                w
             }
             None => self.cot_pads(channel, batches)?,
         };
         let skipped = delivery.skipped();
         let mut out = Vec::with_capacity(batches.len());
-        for (&(log_n, bits, choices), pads) in batches.iter().zip(pads) {
+        let mut offset = 0;
+        for &(log_n, bits, choices) in batches {
+            let pads = &pads[offset..offset + choices.len()];
+            offset += choices.len();
             if choices.is_empty() {
                 out.push(Vec::new());
                 continue;
@@ -775,25 +783,29 @@ impl<C: CotReceiver> OtReceiver<C> {
                     .collect(),
             );
         }
+        // The pads' buffer serves the next call's vector correlations.
+        if let Some(vector) = self.vector.as_mut().filter(|v| v.spare.capacity() < pads.capacity()) {
+            vector.spare = pads;
+        }
         Ok(out)
     }
+
     /// The receiver's pads of 1-out-of-N batches from k COTs per instance: sends each batch's
     /// corrections e = c ^ r (k bits), returns the pads of the chosen messages.
-    fn cot_pads(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Vec<Block>>> {
+    fn cot_pads(&mut self, channel: &mut dyn Channel, batches: &[(u32, u32, &[u32])]) -> Result<Vec<Block>> {
         // Every batch's COTs in one buffer (as the sender takes them), batch after batch.
         let (b, mut t, base) = self.take(channel, batches.iter().map(|&(log_n, _, choices)| choices.len() * log_n as usize).sum())?;
-        let mut pads = Vec::with_capacity(batches.len());
+        let mut pads = Vec::with_capacity(batches.iter().map(|&(_, _, c)| c.len()).sum());
         let mut offset = 0;
         for &(log_n, _, choices) in batches {
             let used = choices.len() * log_n as usize;
             if used == 0 {
-                pads.push(Vec::new());
                 continue;
             }
             let (r, p) = self.random_1_of_n(&b[offset..offset + used], &mut t[offset..offset + used], base + offset as u64, log_n);
             let e: Vec<u64> = choices.iter().zip(&r).map(|(&c, &r)| u64::from(c ^ r)).collect();
             channel.send_words(&e, log_n)?;
-            pads.push(p);
+            pads.extend(p);
             offset += used;
         }
         self.recycle(b, t);

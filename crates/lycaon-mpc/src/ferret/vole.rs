@@ -162,18 +162,26 @@ impl VoleSender {
     /// `count` sender halves v, running segments of iterations (one round trip each, and the
     /// binary COTs of their trees) as needed. Errors: the channel's, the generator's.
     pub fn extend(&mut self, channel: &mut dyn Channel, cots: &mut dyn CotSender, count: usize) -> Result<Vec<Block>> {
+        let mut out = Vec::new();
+        self.extend_into(channel, cots, count, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::extend`] into `out` (cleared first), reusing its allocation.
+    pub fn extend_into(&mut self, channel: &mut dyn Channel, cots: &mut dyn CotSender, count: usize, out: &mut Vec<Block>) -> Result<()> {
         if cots.delta() != self.delta {
             return Err(MpcError::InvalidArgument("the vector OT's trees need the binary generator it was set up with".into()));
         }
         let lpn = self.main.lpn;
         let served_end = lpn.n - lpn.consumed();
-        let mut out = Vec::with_capacity(count);
+        out.clear();
+        out.reserve(count);
         loop {
             let take = (count - out.len()).min(self.buffer.len() - self.position);
             out.extend_from_slice(&self.buffer[self.position..self.position + take]);
             self.position += take;
             if out.len() == count {
-                return Ok(out);
+                return Ok(());
             }
             let (layout, rng, seeds) = (&self.main.layout, &mut self.rng, &mut self.seeds);
             let trees = self.progress.plan(&lpn, count - out.len(), || *seeds = mpcot::draw_seeds(layout, rng));
@@ -310,16 +318,26 @@ impl VoleReceiver {
     /// `count` random values u (below 2^m) and their w = v ^ L(u). Errors: the channel's, the
     /// generator's, a malformed message.
     pub fn extend(&mut self, channel: &mut dyn Channel, cots: &mut dyn CotReceiver, count: usize) -> Result<(Vec<u8>, Vec<Block>)> {
+        let (mut values, mut out) = (Vec::new(), Vec::new());
+        self.extend_into(channel, cots, count, &mut values, &mut out)?;
+        Ok((values, out))
+    }
+
+    /// [`Self::extend`] into `values` and `out` (cleared first), reusing their allocations.
+    pub fn extend_into(&mut self, channel: &mut dyn Channel, cots: &mut dyn CotReceiver, count: usize, values: &mut Vec<u8>, out: &mut Vec<Block>) -> Result<()> {
         let lpn = self.main.lpn;
         let served_end = lpn.n - lpn.consumed();
-        let (mut values, mut out) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        values.clear();
+        out.clear();
+        values.reserve(count);
+        out.reserve(count);
         loop {
             let take = (count - out.len()).min(self.buffer.len() - self.position);
             values.extend_from_slice(&self.buffer_values[self.position..self.position + take]);
             out.extend_from_slice(&self.buffer[self.position..self.position + take]);
             self.position += take;
             if out.len() == count {
-                return Ok((values, out));
+                return Ok(());
             }
             let bits = self.bits;
             let (layout, rng, alphas, betas) = (&self.main.layout, &mut self.rng, &mut self.alphas, &mut self.betas);
