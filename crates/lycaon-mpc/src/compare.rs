@@ -11,7 +11,8 @@
 //! log2(l/m) rounds, the two products of eq_hi from one correlated triple (CrypTFlow2, 3.1.1).
 //! With silent OT the OTs cost almost nothing beyond their messages (Cheetah, Huang et al.,
 //! USENIX Security 2022). The leaf OTs deliver XOR shares (`Party::one_of_n_send`): party 0's
-//! share is fixed by a pad, so one of the 2^m messages need not be sent.
+//! share is fixed by a pad, so one of the 2^m messages need not be sent. In a silent session a
+//! leaf takes one vector correlation (`ferret::VoleSender`) instead of m COTs.
 
 use crate::{
     party::{Party, Role},
@@ -19,9 +20,10 @@ use crate::{
     MpcError, Result,
 };
 
-/// Digit width of the comparison's leaf OTs. CrypTFlow2 and Cheetah use 4; with silent OT the
-/// per-digit messages (2 (2^m - 1) bits) dominate: 3 is the fastest (ReLU on Z_2^64: 77 B per
-/// element against 93 B with 4), 2 sends 5% fewer bytes but takes 15% longer (see
+/// Digit width of the comparison's leaf OTs, and of a silent session's vector correlations.
+/// CrypTFlow2 and Cheetah use 4; with silent OT the per-digit messages (2 (2^m - 1) bits)
+/// dominate: 3 is the fastest (ReLU on Z_2^37 with vector leaves: 42.8 B per element against
+/// 52.1 B with 4 and no faster), 2 sends 4% fewer bytes but takes twice as long (see
 /// implementation_notes/two-party.md).
 pub const DEFAULT_DIGIT_BITS: u32 = 3;
 

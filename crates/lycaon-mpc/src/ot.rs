@@ -29,6 +29,12 @@
 //!   `e_i = c_i ⊕ r_i` (k bits) and the sender sends `y_{i,x} = M_{i,x} ⊕ m_{i, x ⊕ e_i}`
 //!   (N·l bits); the receiver outputs `y_{i,c_i} ⊕ m_{i,r_i}`.
 //!
+//! * With a vector-OT generator (`enable_vector_ot`, silent sessions): a random 1-of-2^k OT,
+//!   k <= m, is one vector correlation (u; v, w = v ⊕ L(u)): message `x` goes under
+//!   `H(v ⊕ L(x ⊕ e), (idx, x))` where the receiver sends `e = c ⊕ u` (m bits), and the receiver's
+//!   pad is `H(w, (idx, c))`. For `x ≠ c` the input differs from `w` by `L(x ⊕ c)`, a nonzero
+//!   combination of the secret basis: unknown to the receiver. Own hash key and index counter.
+//!
 //! All instances of one call travel in one message per direction (plus the COT source's own).
 //! Security: semi-honest, as the COT source.
 
