@@ -109,10 +109,7 @@ fn main() -> Result<()> {
         sender.setup_time.as_secs_f64(),
         sender.extend_time.as_secs_f64()
     );
-    println!(
-        "{count} more into the same buffers: {:.3} s (the slower party)",
-        sender.again_time.max(receiver.again_time).as_secs_f64()
-    );
+    println!("{count} more into the same buffers: {:.3} s (the slower party)", sender.again_time.max(receiver.again_time).as_secs_f64());
     println!(
         "  {:.1} ns per COT for extend, {:.1} ns including setup",
         1e9 * sender.extend_time.as_secs_f64() / count as f64,

@@ -232,7 +232,13 @@ struct VectorOt<G> {
 
 impl<G> VectorOt<G> {
     fn new(generator: G) -> Self {
-        VectorOt { generator, hasher: Hasher::with_key(derive_key("lycaon-mpc vector OT 1-of-N", &[])), next_index: 0, spare: Vec::new(), spare_values: Vec::new() }
+        VectorOt {
+            generator,
+            hasher: Hasher::with_key(derive_key("lycaon-mpc vector OT 1-of-N", &[])),
+            next_index: 0,
+            spare: Vec::new(),
+            spare_values: Vec::new(),
+        }
     }
 }
 
@@ -459,7 +465,8 @@ impl<C: CotSender> OtSender<C> {
                 // Message x of instance i goes under H(v_i ^ L(x ^ e_i), (i, x)); the receiver's
                 // w_i = v_i ^ L(u_i) with e_i = c_i ^ u_i is that input for x = c_i.
                 let pads = |first: usize, len: usize| {
-                    let mut p: Vec<Block> = (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
+                    let mut p: Vec<Block> =
+                        (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
                     hasher.tccr_many(&mut p, |j| tweak(base + (first + j / n_msgs) as u64, (j % n_msgs) as u64));
                     p
                 };
@@ -509,7 +516,14 @@ impl<C: CotSender> OtSender<C> {
 /// The sender's packed message of one 1-out-of-N batch of `count` instances, every message
 /// masked with its pad (`pads(first, len)`: instances first..first + len, message x of each at
 /// x, as the receiver's correction points them), and (shared delivery) the sender's shares.
-fn masked_1_of_n<M: OtWord>(count: usize, log_n: u32, messages: &[M], bits: u32, delivery: Delivery, pads: impl Fn(usize, usize) -> Vec<Block> + Sync) -> (Vec<u8>, Vec<u64>) {
+fn masked_1_of_n<M: OtWord>(
+    count: usize,
+    log_n: u32,
+    messages: &[M],
+    bits: u32,
+    delivery: Delivery,
+    pads: impl Fn(usize, usize) -> Vec<Block> + Sync,
+) -> (Vec<u8>, Vec<u64>) {
     let (n_msgs, mask) = (1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
     let skipped = delivery.skipped();
     // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
@@ -1052,6 +1066,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn vector_1_of_n_serves_every_width_up_to_its_own_and_falls_back_beyond() {
+        use crate::ferret::{FerretParameters, FerretReceiver, FerretSender};
+        // Batches of widths 1 to 3 (one empty) over 3-bit vector correlations, shared and chosen
+        // delivery; then a 4-bit batch, which goes over COTs.
+        let n = 1_500usize;
+        let mut r = rng(77);
+        let shapes = [(3u32, 2u32), (1, 1), (2, 5), (3, 2)];
+        let functions: Vec<Vec<u64>> =
+            shapes.iter().enumerate().map(|(b, &(k, w))| (0..if b == 1 { 0 } else { n << k }).map(|_| r.next_u64() & ((1 << w) - 1)).collect()).collect();
+        let choices: Vec<Vec<u32>> = shapes.iter().zip(&functions).map(|(&(k, _), f)| (0..f.len() >> k).map(|_| r.next_u32() % (1 << k)).collect()).collect();
+        let wide: Vec<u64> = (0..n << 4).map(|_| r.next_u64() & 0xff).collect();
+        let wide_choices: Vec<u32> = (0..n).map(|_| r.next_u32() % 16).collect();
+        let (f, c, fw, cw) = (functions.clone(), choices.clone(), wide.clone(), wide_choices.clone());
+        let (((shared, cots_before, wide_cots, used), _), ((got, chosen, wide_got), _)) = run_pair(
+            LinkModel::UNLIMITED,
+            move |ch| {
+                let mut base = IknpSender::new(ch, &mut rng(1))?;
+                let mut s = OtSender::new(FerretSender::setup(ch, &mut base, &FerretParameters::default())?);
+                s.enable_vector_ot(ch, 3)?;
+                let batches: Vec<(u32, u32, &[u64])> = shapes.iter().zip(&f).map(|(&(k, w), f)| (k, w, &f[..])).collect();
+                let shared = s.send_shared_1_of_n_batches(ch, &batches)?;
+                s.send_chosen_1_of_n_batches(ch, &batches)?;
+                let cots = s.cots_used();
+                s.send_chosen_1_of_n(ch, 4, &fw, 8)?;
+                Ok((shared, cots, s.cots_used() - cots, s.vector_ots().map(|v| v.0)))
+            },
+            move |ch| {
+                let mut base = IknpReceiver::new(ch, &mut rng(2))?;
+                let mut r = OtReceiver::new(FerretReceiver::setup(ch, &mut base, &FerretParameters::default())?);
+                r.enable_vector_ot(ch, 3)?;
+                let batches: Vec<(u32, u32, &[u32])> = shapes.iter().zip(&c).map(|(&(k, w), c)| (k, w, &c[..])).collect();
+                let got = r.receive_shared_1_of_n_batches(ch, &batches)?;
+                let chosen = r.receive_chosen_1_of_n_batches(ch, &batches)?;
+                Ok((got, chosen, r.receive_chosen_1_of_n(ch, 4, &cw, 8)?))
+            },
+        )
+        .unwrap();
+        for (b, (&(k, _), c)) in shapes.iter().zip(&choices).enumerate() {
+            for (i, &c) in c.iter().enumerate() {
+                let want = functions[b][(i << k) + c as usize];
+                assert_eq!(shared[b][i] ^ got[b][i], want, "shared, batch {b}, instance {i}");
+                assert_eq!(chosen[b][i], want, "chosen, batch {b}, instance {i}");
+            }
+        }
+        for (i, &c) in wide_choices.iter().enumerate() {
+            assert_eq!(wide_got[i], wide[(i << 4) + c as usize]);
+        }
+        // The 3-bit batches took one vector correlation per instance and no COT; the 4-bit one
+        // four COTs per instance.
+        let instances: usize = choices.iter().map(Vec::len).sum();
+        assert_eq!((used, cots_before, wide_cots), (Some(2 * instances as u64), 0, 4 * n as u64));
     }
 
     #[test]

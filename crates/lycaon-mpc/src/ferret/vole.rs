@@ -211,23 +211,30 @@ impl VoleSender {
         // Per tree: level l's left and right sums at 2l and 2l + 1, then the XOR of its leaves.
         let mut sums = vec![0u128; s * (2 * h + 1)];
         let first_tree = trees.start;
-        stage.layout.split(&trees, out).into_par_iter().enumerate().zip(sums.par_chunks_mut(2 * h + 1)).zip(self.seeds[trees.clone()].par_iter()).for_each_init(
-            || (vec![0u128; 1 << h], vec![0u128; 1 << h.saturating_sub(1)]),
-            |(tree, scratch), (((j, leaves_out), sums), &seed)| {
-                let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
-                tree[0] = seed;
-                for level in 0..h {
-                    (sums[2 * level], sums[2 * level + 1]) = prg.expand_level(tree, 1 << level, scratch);
-                }
-                let mut leaf_sum = 0;
-                for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
-                    *o = leaf;
-                    leaf_sum ^= leaf;
-                }
-                sums[2 * h] = leaf_sum;
-                stage.code.encode_add_rows(secret, stage.layout.block_start(first_tree + j), leaves_out);
-            },
-        );
+        stage
+            .layout
+            .split(&trees, out)
+            .into_par_iter()
+            .enumerate()
+            .zip(sums.par_chunks_mut(2 * h + 1))
+            .zip(self.seeds[trees.clone()].par_iter())
+            .for_each_init(
+                || (vec![0u128; 1 << h], vec![0u128; 1 << h.saturating_sub(1)]),
+                |(tree, scratch), (((j, leaves_out), sums), &seed)| {
+                    let _t = lycaon_math::profile::time(lycaon_math::profile::Kernel::OtExtension);
+                    tree[0] = seed;
+                    for level in 0..h {
+                        (sums[2 * level], sums[2 * level + 1]) = prg.expand_level(tree, 1 << level, scratch);
+                    }
+                    let mut leaf_sum = 0;
+                    for (o, &leaf) in leaves_out.iter_mut().zip(tree.iter()) {
+                        *o = leaf;
+                        leaf_sum ^= leaf;
+                    }
+                    sums[2 * h] = leaf_sum;
+                    stage.code.encode_add_rows(secret, stage.layout.block_start(first_tree + j), leaves_out);
+                },
+            );
         let d = channel.recv_bits(s * h)?;
         let e = channel.recv_words(s, self.bits)?;
         // Level sum K^side goes out under H(q ^ (side ^ d) delta): the receiver's t = q ^ b delta
@@ -324,7 +331,14 @@ impl VoleReceiver {
     }
 
     /// [`Self::extend`] into `values` and `out` (cleared first), reusing their allocations.
-    pub fn extend_into(&mut self, channel: &mut dyn Channel, cots: &mut dyn CotReceiver, count: usize, values: &mut Vec<u8>, out: &mut Vec<Block>) -> Result<()> {
+    pub fn extend_into(
+        &mut self,
+        channel: &mut dyn Channel,
+        cots: &mut dyn CotReceiver,
+        count: usize,
+        values: &mut Vec<u8>,
+        out: &mut Vec<Block>,
+    ) -> Result<()> {
         let lpn = self.main.lpn;
         let served_end = lpn.n - lpn.consumed();
         values.clear();
@@ -371,7 +385,12 @@ impl VoleReceiver {
         let alphas = &self.alphas[trees.clone()];
         let betas = &self.betas[trees.clone()];
         // d = b ^ (1 - alpha_l): the COT of level l opens the side off the path.
-        let d: Vec<bool> = alphas.iter().enumerate().flat_map(|(i, &alpha)| (0..h).map(move |l| (i, l, alpha))).map(|(i, l, alpha)| b[i * h + l] ^ ((alpha >> l) & 1 == 0)).collect();
+        let d: Vec<bool> = alphas
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &alpha)| (0..h).map(move |l| (i, l, alpha)))
+            .map(|(i, l, alpha)| b[i * h + l] ^ ((alpha >> l) & 1 == 0))
+            .collect();
         channel.send_bits(&d)?;
         let e: Vec<u64> = trees.clone().zip(betas).map(|(j, &beta)| u64::from(beta ^ self.reserve_values[k + j])).collect();
         channel.send_words(&e, self.bits)?;
@@ -407,7 +426,7 @@ impl VoleReceiver {
                     let (on_path, side) = (alpha & (len - 1), (alpha >> level) & 1);
                     let (off, on) = (on_path + (1 - side) * len, on_path + side * len);
                     let off_side_sum = if side == 0 { sum_right } else { sum_left };
-                    tree[off] = message[2 * level + 1 - side] ^ keys[level] ^ off_side_sum ^ tree[off];
+                    tree[off] ^= message[2 * level + 1 - side] ^ keys[level] ^ off_side_sum;
                     tree[on] = 0;
                 }
                 let mut punctured = tree_reserve[first_tree + i] ^ message[2 * h];
