@@ -233,6 +233,9 @@ struct Progress {
     last_segment: usize,
     iterations: u64,
     bytes: u64,
+    /// Each segment at least twice the one before (at most four round trips an iteration), or
+    /// every one at least the first's size (a buffer that never holds more than about that).
+    doubling: bool,
 }
 
 impl Progress {
@@ -243,8 +246,10 @@ impl Progress {
             self.iterations += 1;
             start();
             lpn.t.div_ceil(MIN_SEGMENT)
-        } else {
+        } else if self.doubling {
             2 * self.last_segment
+        } else {
+            lpn.t.div_ceil(MIN_SEGMENT)
         };
         let trees = lpn.segment(self.next_tree, want, least);
         self.last_segment = trees.len();
@@ -314,7 +319,7 @@ impl FerretSender {
             rng,
             reserve,
             seeds: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: true },
             buffer,
             position: 0,
         })
@@ -443,7 +448,7 @@ impl FerretReceiver {
             reserve_bits,
             reserve,
             alphas: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: true },
             buffer_bits,
             buffer,
             position: 0,

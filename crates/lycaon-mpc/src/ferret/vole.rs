@@ -132,7 +132,9 @@ impl VoleSender {
             levels: level_hasher(),
             rng,
             seeds: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
+            // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
+            // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: false },
             tree_cots: 0,
             bytes: 0,
             cot_price: cots.batch_cost().bytes_per_cot,
@@ -310,7 +312,9 @@ impl VoleReceiver {
             rng: os_seeded_rng()?,
             alphas: Vec::new(),
             betas: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0 },
+            // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
+            // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
+            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: false },
             tree_cots: 0,
             buffer_values: Vec::new(),
             buffer: Vec::new(),
