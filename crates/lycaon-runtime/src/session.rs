@@ -53,8 +53,10 @@ impl Default for SessionOptions {
     }
 }
 
-/// COTs a comparison of `bits`-bit values takes, about (implementation_notes/two-party.md: 135
-/// for 63 bits with 3-bit digits).
+/// COTs a comparison of `bits`-bit values takes over COT leaves, about (the compact set's
+/// sessions; implementation_notes/two-party.md: 135 for 63 bits with 3-bit digits). A large
+/// session's leaves take one vector correlation per digit instead, about a third of the leaf
+/// COTs' LPN work; the estimate only decides whether the program is worth large iterations.
 fn comparison_cots(bits: u32) -> f64 {
     2.2 * bits as f64
 }
