@@ -239,6 +239,11 @@ struct Progress {
 }
 
 impl Progress {
+    /// Nothing done yet; `doubling` as the field says.
+    fn new(doubling: bool) -> Self {
+        Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling }
+    }
+
     /// The next segment for `want` COTs; starts an iteration where none is in progress (then
     /// `start` draws its randomness).
     fn plan(&mut self, lpn: &LpnParameters, want: usize, start: impl FnOnce()) -> std::ops::Range<usize> {
@@ -319,7 +324,7 @@ impl FerretSender {
             rng,
             reserve,
             seeds: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: true },
+            progress: Progress::new(true),
             buffer,
             position: 0,
         })
@@ -448,7 +453,7 @@ impl FerretReceiver {
             reserve_bits,
             reserve,
             alphas: Vec::new(),
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: true },
+            progress: Progress::new(true),
             buffer_bits,
             buffer,
             position: 0,

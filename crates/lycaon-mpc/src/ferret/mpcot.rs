@@ -248,7 +248,7 @@ pub(crate) fn random_block(rng: &mut ChaCha20Rng) -> Block {
 }
 
 /// Uniform in [0, bound) by rejection (bound >= 1).
-fn uniform_below(rng: &mut ChaCha20Rng, bound: u64) -> u64 {
+pub(crate) fn uniform_below(rng: &mut ChaCha20Rng, bound: u64) -> u64 {
     let zone = u64::MAX - (u64::MAX - bound + 1) % bound;
     loop {
         let x = rng.next_u64();

@@ -31,7 +31,6 @@
 use std::ops::Range;
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::Rng;
 use rayon::prelude::*;
 
 use super::fixed_key::GgmPrg;
@@ -134,7 +133,7 @@ impl VoleSender {
             seeds: Vec::new(),
             // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
             // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: false },
+            progress: Progress::new(false),
             tree_cots: 0,
             bytes: 0,
             cot_price: cots.batch_cost().bytes_per_cot,
@@ -314,7 +313,7 @@ impl VoleReceiver {
             betas: Vec::new(),
             // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
             // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
-            progress: Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling: false },
+            progress: Progress::new(false),
             tree_cots: 0,
             buffer_values: Vec::new(),
             buffer: Vec::new(),
@@ -361,8 +360,8 @@ impl VoleReceiver {
             let (layout, rng, alphas, betas) = (&self.main.layout, &mut self.rng, &mut self.alphas, &mut self.betas);
             let trees = self.progress.plan(&lpn, count - out.len(), || {
                 *alphas = mpcot::draw_noise_positions(layout, rng);
-                // Uniform nonzero values: 1 + uniform below 2^m - 1 (rejection-free for m = 1).
-                *betas = (0..layout.t).map(|_| 1 + (rng.next_u32() % ((1 << bits) - 1)) as u8).collect();
+                // Uniform nonzero values: 1 + uniform below 2^m - 1.
+                *betas = (0..layout.t).map(|_| 1 + mpcot::uniform_below(rng, (1 << bits) - 1) as u8).collect();
             });
             let rows = layout.rows(&trees);
             let served = rows.end.min(served_end) - rows.start;
