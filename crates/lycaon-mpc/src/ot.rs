@@ -242,6 +242,11 @@ impl<G> VectorOt<G> {
     }
 }
 
+/// Whether a vector-OT generator of `width`-bit values serves every 1-out-of-2^k OT of a call.
+fn vector_serves(width: u32, mut log_ns: impl Iterator<Item = u32>) -> bool {
+    log_ns.all(|k| k <= width)
+}
+
 impl<C: CotSender> OtSender<C> {
     /// Wraps a COT source whose peer is wrapped by `OtReceiver::new` on the other side.
     pub fn new(cot: C) -> Self {
@@ -447,68 +452,63 @@ impl<C: CotSender> OtSender<C> {
             }
             counts.push(count);
         }
-        if let Some(vector) = self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
-            // One vector correlation per instance, every batch's in one call.
-            let bits = vector.generator.bits();
-            let mut v = std::mem::take(&mut vector.spare);
-            vector.generator.extend_into(channel, &mut self.cot, counts.iter().sum(), &mut v)?;
-            let mut corrections = Vec::with_capacity(batches.len());
-            for &count in &counts {
-                corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, bits)? });
+        // The random OTs: one vector correlation per instance where the generator is wide enough
+        // for every batch (corrections of its width), else log N COTs per instance.
+        let vector_bits = self.vector.as_ref().filter(|v| vector_serves(v.generator.bits(), batches.iter().map(|b| b.0))).map(|v| v.generator.bits());
+        let (correlations, base) = match (vector_bits, self.vector.as_mut()) {
+            (Some(_), Some(vector)) => {
+                let mut v = std::mem::take(&mut vector.spare);
+                vector.generator.extend_into(channel, &mut self.cot, counts.iter().sum(), &mut v)?;
+                (v, vector.next_index)
             }
-            let (span, hasher) = (vector.generator.span(), &vector.hasher);
-            let mut offset = 0;
-            let mut shares = Vec::with_capacity(batches.len());
-            for ((&(log_n, bits, messages), e), &count) in batches.iter().zip(&corrections).zip(&counts) {
-                let (n_msgs, base) = (1usize << log_n, vector.next_index + offset as u64);
-                let v = &v[offset..offset + count];
-                // Message x of instance i goes under H(v_i ^ L(x ^ e_i), (i, x)); the receiver's
-                // w_i = v_i ^ L(u_i) with e_i = c_i ^ u_i is that input for x = c_i.
-                let pads = |first: usize, len: usize| {
-                    let mut p: Vec<Block> =
-                        (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
-                    hasher.tccr_many(&mut p, |j| tweak(base + (first + j / n_msgs) as u64, (j % n_msgs) as u64));
-                    p
-                };
-                let (packed, own) = masked_1_of_n(count, log_n, messages, bits, delivery, pads);
-                if count > 0 {
-                    channel.send(&packed)?;
-                }
-                shares.push(own);
-                offset += count;
-            }
-            vector.next_index += offset as u64;
-            vector.spare = v;
-            return Ok(shares);
-        }
-        // Every batch's COTs in one buffer (as the receiver takes them), batch after batch.
-        let cots: Vec<usize> = batches.iter().zip(&counts).map(|(&(log_n, _, _), &count)| count * log_n as usize).collect();
-        let (q, base) = self.take(channel, cots.iter().sum())?;
+            _ => self.take(channel, batches.iter().zip(&counts).map(|(&(log_n, _, _), &count)| count * log_n as usize).sum())?,
+        };
         let mut corrections = Vec::with_capacity(batches.len());
         for (&(log_n, _, _), &count) in batches.iter().zip(&counts) {
-            corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, log_n)? });
+            corrections.push(if count == 0 { Vec::new() } else { channel.recv_words(count, vector_bits.unwrap_or(log_n))? });
         }
-        let (hasher, delta) = (&self.hasher, self.cot.delta());
-        let mut offset = 0;
         let mut shares = Vec::with_capacity(batches.len());
-        for (((&(log_n, bits, messages), e), used), &count) in batches.iter().zip(&corrections).zip(&cots).zip(&counts) {
-            if *used > 0 {
-                let (k, n_msgs) = (log_n as usize, 1usize << log_n);
-                let (q, base) = (&q[offset..offset + used], base + offset as u64);
-                // Random 1-of-N pads from k COTs each, then message x's at x ^ e_i.
-                let pads = |first: usize, len: usize| {
-                    let random = one_of_n_pads(hasher, &q[first * k..(first + len) * k], delta, base + (first * k) as u64, k);
-                    (0..len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| random[i * n_msgs + (x ^ e[first + i] as usize)]).collect()
-                };
-                let (packed, own) = masked_1_of_n(count, log_n, messages, bits, delivery, pads);
-                channel.send(&packed)?;
-                shares.push(own);
-            } else {
+        // Where the batch's correlations start: instances (vector) or COTs.
+        let mut offset = 0;
+        for ((&(log_n, bits, messages), e), &count) in batches.iter().zip(&corrections).zip(&counts) {
+            if count == 0 {
                 shares.push(Vec::new());
+                continue;
             }
-            offset += used;
+            let (k, n_msgs, base) = (log_n as usize, 1usize << log_n, base + offset as u64);
+            let (packed, own) = match &self.vector {
+                Some(vector) if vector_bits.is_some() => {
+                    let (v, span, hasher) = (&correlations[offset..offset + count], vector.generator.span(), &vector.hasher);
+                    offset += count;
+                    // Message x of instance i goes under H(v_i ^ L(x ^ e_i), (i, x)); the
+                    // receiver's w_i = v_i ^ L(u_i) with e_i = c_i ^ u_i is that input for x = c_i.
+                    masked_1_of_n(count, log_n, messages, bits, delivery, |first, len| {
+                        let mut p: Vec<Block> =
+                            (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
+                        hasher.tccr_many(&mut p, |j| tweak(base + (first + j / n_msgs) as u64, (j % n_msgs) as u64));
+                        p
+                    })
+                }
+                _ => {
+                    let (q, hasher, delta) = (&correlations[offset..offset + count * k], &self.hasher, self.cot.delta());
+                    offset += count * k;
+                    // Random 1-of-N pads from k COTs each, then message x's at x ^ e_i.
+                    masked_1_of_n(count, log_n, messages, bits, delivery, |first, len| {
+                        let random = one_of_n_pads(hasher, &q[first * k..(first + len) * k], delta, base + (first * k) as u64, k);
+                        (0..len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| random[i * n_msgs + (x ^ e[first + i] as usize)]).collect()
+                    })
+                }
+            };
+            channel.send(&packed)?;
+            shares.push(own);
         }
-        self.recycle(q);
+        match self.vector.as_mut().filter(|_| vector_bits.is_some()) {
+            Some(vector) => {
+                vector.next_index += offset as u64;
+                vector.spare = correlations;
+            }
+            None => self.recycle(correlations),
+        }
         Ok(shares)
     }
 }
@@ -751,7 +751,7 @@ impl<C: CotReceiver> OtReceiver<C> {
             }
         }
         // Each instance's pad (the chosen message's), batch after batch.
-        let pads = match self.vector.as_mut().filter(|v| batches.iter().all(|&(log_n, _, _)| log_n <= v.generator.bits())) {
+        let pads = match self.vector.as_mut().filter(|v| vector_serves(v.generator.bits(), batches.iter().map(|b| b.0))) {
             Some(vector) => {
                 // One vector correlation (u, w) per instance: sends e = c ^ u (m bits), keeps
                 // H(w, (i, c)), the pad of message c (see the sender).
