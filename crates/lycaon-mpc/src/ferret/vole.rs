@@ -40,6 +40,7 @@ use crate::base_ot::os_seeded_rng;
 use crate::channel::Channel;
 use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::crh::{derive_key, Hasher};
+use crate::kernels;
 use crate::{MpcError, Result};
 
 /// The widest values a vector-OT generator makes (1-out-of-256 OT).
@@ -125,7 +126,7 @@ impl VoleSender {
             bits,
             delta,
             span: span(delta, bits),
-            reserve: lift(&q, bits),
+            reserve: kernels::huge_copy(&lift(&q, bits)),
             main,
             prg: GgmPrg::new(),
             levels: level_hasher(),
@@ -300,11 +301,12 @@ impl VoleReceiver {
         let code_seed = channel.recv_blocks(1)?[0];
         let main = Stage::new(*FerretParameters::regular_128().main(), code_seed);
         let (b, t) = cots.extend(channel, reserved(&main) * bits as usize)?;
-        let reserve_values = b.chunks_exact(bits as usize).map(|c| c.iter().enumerate().fold(0u8, |acc, (j, &bit)| acc | (u8::from(bit) << j))).collect();
+        let reserve_values: Vec<u8> =
+            b.chunks_exact(bits as usize).map(|c| c.iter().enumerate().fold(0u8, |acc, (j, &bit)| acc | (u8::from(bit) << j))).collect();
         Ok(VoleReceiver {
             bits,
-            reserve: lift(&t, bits),
-            reserve_values,
+            reserve: kernels::huge_copy(&lift(&t, bits)),
+            reserve_values: kernels::huge_copy(&reserve_values),
             main,
             prg: GgmPrg::new(),
             levels: level_hasher(),
