@@ -11,7 +11,7 @@
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::{cot::Block, MpcError, Result};
+use crate::{bits::Bits, cot::Block, MpcError, Result};
 
 /// How long a party waits for a message before it gives up on its peer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -163,6 +163,17 @@ pub trait Channel: Send {
         Ok(unpack_bits(&bytes, count))
     }
 
+    /// Sends packed bits in the same bytes as [`Channel::send_bits`].
+    fn send_packed(&mut self, bits: &Bits) -> Result<()> {
+        self.send(&bits.to_bytes())
+    }
+
+    /// Receives `count` packed bits, as sent by `send_packed` or `send_bits`.
+    fn recv_packed(&mut self, count: usize) -> Result<Bits> {
+        let bytes = self.recv_exact(count.div_ceil(8), "packed bits")?;
+        Ok(Bits::from_bytes(&bytes, count))
+    }
+
     /// Sends words of `bits` bits each (1..=64), packed end to end: a share of a 20-bit ring
     /// costs 20 bits on the wire, not 64.
     fn send_words(&mut self, words: &[u64], bits: u32) -> Result<()> {
@@ -201,23 +212,47 @@ pub fn unpack_bits(bytes: &[u8], count: usize) -> Vec<bool> {
 
 /// Words of `bits` bits each, packed end to end, least significant bit first.
 pub fn pack_words(words: &[u64], bits: u32) -> Vec<u8> {
-    assert!((1..=64).contains(&bits), "word width {bits} is not in 1..=64");
-    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-    let mut out = Vec::with_capacity((words.len() * bits as usize).div_ceil(8));
+    let mut packer = WordPacker::new(bits, words.len());
+    words.iter().for_each(|&w| packer.push(w));
+    packer.finish()
+}
+
+/// [`pack_words`] a word at a time, for words made on the fly (no array of them is ever whole).
+pub struct WordPacker {
+    out: Vec<u8>,
     // A 128-bit accumulator: at most 63 pending bits plus one 64-bit word never overflow it.
-    let (mut acc, mut pending) = (0u128, 0u32);
-    for &w in words {
-        acc |= ((w & mask) as u128) << pending;
-        pending += bits;
-        while pending >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
-            acc >>= 64;
-            pending -= 64;
+    acc: u128,
+    pending: u32,
+    bits: u32,
+    mask: u64,
+}
+
+impl WordPacker {
+    /// A packer of `bits`-bit words (1..=64) with room for `words` of them.
+    pub fn new(bits: u32, words: usize) -> Self {
+        assert!((1..=64).contains(&bits), "word width {bits} is not in 1..=64");
+        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        WordPacker { out: Vec::with_capacity((words * bits as usize).div_ceil(8)), acc: 0, pending: 0, bits, mask }
+    }
+
+    /// Appends the low `bits` of `word`.
+    #[inline]
+    pub fn push(&mut self, word: u64) {
+        self.acc |= ((word & self.mask) as u128) << self.pending;
+        self.pending += self.bits;
+        if self.pending >= 64 {
+            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
+            self.acc >>= 64;
+            self.pending -= 64;
         }
     }
-    let tail = pending.div_ceil(8) as usize;
-    out.extend_from_slice(&(acc as u64).to_le_bytes()[..tail]);
-    out
+
+    /// The packed bytes (the last one padded with zeros).
+    pub fn finish(mut self) -> Vec<u8> {
+        let tail = self.pending.div_ceil(8) as usize;
+        self.out.extend_from_slice(&(self.acc as u64).to_le_bytes()[..tail]);
+        self.out
+    }
 }
 
 /// The first `count` words of `bits` bits each from bytes written by `pack_words`.

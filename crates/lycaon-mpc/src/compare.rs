@@ -15,6 +15,7 @@
 //! leaf takes one vector correlation (`ferret::VoleSender`) instead of m COTs.
 
 use crate::{
+    bits::Bits,
     party::{Party, Role},
     ring::ShareRing,
     MpcError, Result,
@@ -28,44 +29,54 @@ use crate::{
 pub const DEFAULT_DIGIT_BITS: u32 = 3;
 
 /// Shares of `count` random AND triples whose first operand serves two products: a, the pair
-/// b = (b, b') as a 2-bit word, and c = (a & b, a & b'), CrypTFlow2's correlated triples. One
-/// random OT of 2-bit words each way and nothing else: party i's OT as sender gives it b_i = s0 ^ s1
-/// and s0, as receiver a_i = its choice and s_{a_i}; s0 ^ s_a = a & (s0 ^ s1) makes the cross terms
-/// (ABY's OT-based triples, a word wide).
-fn correlated_triples(party: &mut Party, count: usize) -> Result<(Vec<bool>, Vec<u8>, Vec<u8>)> {
-    let (mine, theirs) = party.both_ways(|p| p.random_word_ot_send(count, 2), |p| p.random_word_ot_receive(count, 2))?;
-    let (a, chosen) = theirs;
-    let b: Vec<u8> = mine.iter().map(|(s0, s1)| s0 ^ s1).collect();
-    let c = (0..count).map(|i| (if a[i] { b[i] } else { 0 }) ^ mine[i].0 ^ chosen[i]).collect();
-    Ok((a, b, c))
+/// (b, b') and c = a & b, c' = a & b', CrypTFlow2's correlated triples, each as a packed vector.
+struct Triples {
+    a: Bits,
+    b: [Bits; 2],
+    c: [Bits; 2],
+}
+
+/// One random OT of 2-bit words each way and nothing else: party i's OT as sender gives it
+/// b_i = s0 ^ s1 and s0, as receiver a_i = its choice and s_{a_i}; s0 ^ s_a = a & (s0 ^ s1)
+/// makes the cross terms (ABY's OT-based triples, a word wide), 64 triples per machine word.
+fn correlated_triples(party: &mut Party, count: usize) -> Result<Triples> {
+    let ((s0, s1), (a, chosen)) = party.both_ways(|p| p.random_word_ot_send(count, 2), |p| p.random_word_ot_receive(count, 2))?;
+    let b = [s0[0].xor(&s1[0]), s0[1].xor(&s1[1])];
+    let c = [0, 1].map(|k| {
+        let (a, b, s0, chosen) = (a.words(), b[k].words(), s0[k].words(), chosen[k].words());
+        Bits::from_word_fn(count, |w| (a[w] & b[w]) ^ s0[w] ^ chosen[w])
+    });
+    Ok(Triples { a, b, c })
 }
 
 /// Shares of x & y for shared bit vectors x and y (one round).
 pub fn and(party: &mut Party, x: &[bool], y: &[bool]) -> Result<Vec<bool>> {
-    Ok(and_sharing_left(party, x, y, &[])?.0)
+    Ok(and_sharing_left(party, &Bits::from_bools(x), &Bits::from_bools(y), &Bits::default())?.0.to_bools())
 }
 
 /// Shares of x & y and of x[..m] & y2 (m = y2.len() <= x.len()) in one round, each pair of
 /// products with a common left operand from one correlated triple: two COTs and three opened
-/// bits per party for both products (two COTs and two bits for a lone product).
-fn and_sharing_left(party: &mut Party, x: &[bool], y: &[bool], y2: &[bool]) -> Result<(Vec<bool>, Vec<bool>)> {
+/// bits per party for both products (two COTs and two bits for a lone product). Beaver's
+/// product, 64 gates a word: with d = x ^ a and e = y ^ b opened, x & y = c ^ d b ^ e a ^ d e
+/// (party 0 adds d e).
+fn and_sharing_left(party: &mut Party, x: &Bits, y: &Bits, y2: &Bits) -> Result<(Bits, Bits)> {
     if x.len() != y.len() || y2.len() > x.len() {
         return Err(MpcError::InvalidArgument(format!("AND of {} bits with {} and {}", x.len(), y.len(), y2.len())));
     }
     let (n, m) = (x.len(), y2.len());
-    let (a, b, c) = correlated_triples(party, n)?;
-    let mut opened: Vec<bool> = (0..n).map(|i| x[i] ^ a[i]).collect();
-    opened.extend((0..n).map(|i| y[i] ^ (b[i] & 1 == 1)));
-    opened.extend((0..m).map(|i| y2[i] ^ (b[i] & 2 == 2)));
+    let Triples { a, b, c } = correlated_triples(party, n)?;
+    let mut opened = x.xor(&a);
+    opened.append(&y.xor(&b[0]));
+    opened.append(&y2.xor(&b[1].range(0, m)));
     let theirs = party.exchange_bits(&opened)?;
-    let first = party.role() == Role::P0;
-    let product = |i: usize, e: bool, bit: u8| {
-        let d = opened[i] ^ theirs[i];
-        (c[i] & bit != 0) ^ (d & (b[i] & bit != 0)) ^ (e & a[i]) ^ (first & d & e)
+    let both = opened.xor(&theirs);
+    let (d, e, e2) = (both.range(0, n), both.range(n, n), both.range(2 * n, m));
+    let first = if party.role() == Role::P0 { u64::MAX } else { 0 };
+    let product = |len: usize, e: &Bits, k: usize| {
+        let (a, b, c, d, e) = (a.words(), b[k].words(), c[k].words(), d.words(), e.words());
+        Bits::from_word_fn(len, |w| c[w] ^ (d[w] & b[w]) ^ (e[w] & a[w]) ^ (first & d[w] & e[w]))
     };
-    let xy = (0..n).map(|i| product(i, opened[n + i] ^ theirs[n + i], 1)).collect();
-    let xy2 = (0..m).map(|i| product(i, opened[2 * n + i] ^ theirs[2 * n + i], 2)).collect();
-    Ok((xy, xy2))
+    Ok((product(n, &e, 0), product(m, &e2, 1)))
 }
 
 /// Shares of [x < y] where party 0 holds the x and party 1 the y (each passes its own values),
@@ -85,11 +96,9 @@ fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Res
         }
     }
     let digits = bits.div_ceil(digit_bits) as usize;
-    // Leaves, digit-major: lt[j * n + i], eq[j * n + i]. The top digit may be narrower. The
+    // Leaves: per digit j, shares of lt_j and eq_j. The top digit may be narrower. The
     // lowest digit's eq is never used (lt = XOR_j lt_j AND_{k > j} eq_k), so its OT carries
     // one bit per message, and the tree never forms eq for the chain of lowest nodes.
-    let mut lt = vec![false; digits * n];
-    let mut eq = vec![false; digits * n];
     let top_width = bits - digit_bits * (digits as u32 - 1);
     let width_of = |j: usize| if j + 1 == digits { top_width } else { digit_bits };
     // Groups of digits sharing (digit width, message bits), each one batch of 1-of-N OTs; all
@@ -103,26 +112,23 @@ fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Res
         }
     }
     let digit = |x: u64, j: usize, width: u32| (x >> (j as u32 * digit_bits)) & ((1u64 << width) - 1);
-    match party.role() {
+    let leaves = match party.role() {
         Role::P0 => {
             let mut tables = Vec::with_capacity(groups.len());
             for (range, width, msg_bits) in &groups {
-                let (first_digit, count, with_eq) = (range.start, range.len() * n, *msg_bits == 2);
+                let (count, with_eq) = (range.len() * n, *msg_bits == 2);
+                // Each instance's messages are one of 2^width rows: those of its digit x.
+                let rows: Vec<Vec<u8>> =
+                    (0..1u64 << width).map(|x| (0..1u64 << width).map(|v| (x < v) as u8 | (((x == v) && with_eq) as u8) << 1).collect()).collect();
                 let mut table = Vec::with_capacity(count << width);
-                for idx in 0..count {
-                    let (j, i) = (first_digit + idx / n, idx % n);
-                    let xd = digit(values[i], j, *width);
-                    table.extend((0..1u64 << width).map(|v| (xd < v) as u8 | (((xd == v) && with_eq) as u8) << 1));
+                for j in range.clone() {
+                    for &x in values {
+                        table.extend_from_slice(&rows[digit(x, j, *width) as usize]);
+                    }
                 }
                 tables.push((*width, *msg_bits, table));
             }
-            let shares = party.one_of_n_send(&tables.iter().map(|(k, m, t)| (*k, *m, &t[..])).collect::<Vec<_>>())?;
-            for ((range, _, _), got) in groups.iter().zip(shares) {
-                for (idx, m) in got.into_iter().enumerate() {
-                    lt[range.start * n + idx] = m & 1 == 1;
-                    eq[range.start * n + idx] = m & 2 == 2;
-                }
-            }
+            party.one_of_n_send(&tables.iter().map(|(k, m, t)| (*k, *m, &t[..])).collect::<Vec<_>>())?
         }
         Role::P1 => {
             let choices: Vec<Vec<u32>> = groups
@@ -137,56 +143,48 @@ fn compare(party: &mut Party, values: &[u64], bits: u32, digit_bits: u32) -> Res
                 })
                 .collect();
             let batches: Vec<(u32, u32, &[u32])> = groups.iter().zip(&choices).map(|((_, w, m), c)| (*w, *m, &c[..])).collect();
-            let got = party.one_of_n_receive(&batches)?;
-            for ((range, _, _), got) in groups.iter().zip(got) {
-                for (idx, m) in got.into_iter().enumerate() {
-                    lt[range.start * n + idx] = m & 1 == 1;
-                    eq[range.start * n + idx] = m & 2 == 2;
-                }
-            }
+            party.one_of_n_receive(&batches)?
+        }
+    };
+    // Each digit's shares of lt and eq, packed.
+    let (mut lt, mut eq) = (Vec::with_capacity(digits), Vec::with_capacity(digits));
+    for ((range, _, _), got) in groups.iter().zip(&leaves) {
+        for row in (0..range.len()).map(|j| &got[j * n..(j + 1) * n]) {
+            lt.push(Bits::from_fn(n, |i| row[i] & 1 == 1));
+            eq.push(Bits::from_fn(n, |i| row[i] & 2 == 2));
         }
     }
     // Combine neighbouring digits (low, high) level by level. Pair 0 holds the lowest chain:
     // it needs only lt' = lt_hi ^ (eq_hi & lt_lo); the other pairs also eq' = eq_hi & eq_lo,
     // both products of eq_hi, so one correlated triple serves them. Operands: pairs 1.. first,
     // then pair 0's lone product.
-    let mut level = digits;
-    while level > 1 {
-        let pairs = level / 2;
-        let (mut left, mut right, mut right2) = (Vec::with_capacity(pairs * n), Vec::with_capacity(pairs * n), Vec::with_capacity(pairs * n));
+    while lt.len() > 1 {
+        let pairs = lt.len() / 2;
+        let (mut left, mut right, mut right2) = (Bits::with_capacity(pairs * n), Bits::with_capacity(pairs * n), Bits::with_capacity(pairs * n));
         for p in (1..pairs).chain([0]) {
-            let (lo, hi) = (2 * p * n, (2 * p + 1) * n);
-            left.extend_from_slice(&eq[hi..hi + n]);
-            right.extend_from_slice(&lt[lo..lo + n]);
+            left.append(&eq[2 * p + 1]);
+            right.append(&lt[2 * p]);
             if p > 0 {
-                right2.extend_from_slice(&eq[lo..lo + n]);
+                right2.append(&eq[2 * p]);
             }
         }
         let (lt_products, eq_products) = and_sharing_left(party, &left, &right, &right2)?;
-        let next = level.div_ceil(2);
-        let mut new_lt = vec![false; next * n];
-        let mut new_eq = vec![false; next * n];
+        let (mut new_lt, mut new_eq) = (Vec::with_capacity(pairs + 1), Vec::with_capacity(pairs + 1));
         for p in 0..pairs {
-            let hi = (2 * p + 1) * n;
             let at = if p == 0 { (pairs - 1) * n } else { (p - 1) * n };
-            for i in 0..n {
-                new_lt[p * n + i] = lt[hi + i] ^ lt_products[at + i];
-                if p > 0 {
-                    new_eq[p * n + i] = eq_products[at + i];
-                }
-            }
+            new_lt.push(lt[2 * p + 1].xor(&lt_products.range(at, n)));
+            // The lowest chain's eq is never used.
+            new_eq.push(if p > 0 { eq_products.range(at, n) } else { Bits::zeros(n) });
         }
-        if level % 2 == 1 {
-            let top = (level - 1) * n;
-            new_lt[pairs * n..].copy_from_slice(&lt[top..top + n]);
-            new_eq[pairs * n..].copy_from_slice(&eq[top..top + n]);
+        if lt.len() % 2 == 1 {
+            new_lt.push(lt.pop().expect("an odd level has a top digit"));
+            new_eq.push(eq.pop().expect("an odd level has a top digit"));
         }
         lt = new_lt;
         eq = new_eq;
-        level = next;
     }
-    lt.truncate(n);
-    Ok(lt)
+    // bits >= 1, so there is one digit at least.
+    Ok(lt.swap_remove(0).to_bools())
 }
 
 /// Arithmetic shares in `ring` of shared bits (one correlated OT each:

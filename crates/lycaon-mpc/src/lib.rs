@@ -7,6 +7,7 @@
 //! channel end, so the two halves run in two threads (tests, benchmarks) or two processes (TCP).
 
 pub mod base_ot;
+pub mod bits;
 pub mod channel;
 pub mod compare;
 pub mod cot;

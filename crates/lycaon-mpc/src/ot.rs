@@ -40,7 +40,8 @@
 
 use rayon::prelude::*;
 
-use crate::channel::{pack_words, Channel};
+use crate::bits::Bits;
+use crate::channel::{pack_words, Channel, WordPacker};
 use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::crh::{derive_key, Hasher};
 use crate::ferret::{VoleReceiver, VoleSender};
@@ -116,20 +117,26 @@ fn one_of_n_pads(hasher: &Hasher, q: &[Block], delta: Block, first: u64, k: usiz
 
 /// Bits `[offset, offset + bits)` of a little-endian bit string, as a word.
 fn read_bits(bytes: &[u8], offset: usize, bits: u32) -> u64 {
-    let mut buf = [0u8; 16];
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
     let start = offset / 8;
+    // One 8-byte load where the word and its shift fit in it (the common case: short words).
+    if bits <= 56 {
+        if let Some(chunk) = bytes.get(start..start + 8) {
+            return (u64::from_le_bytes(chunk.try_into().expect("8 bytes")) >> (offset % 8)) & mask;
+        }
+    }
+    let mut buf = [0u8; 16];
     let end = (offset + bits as usize).div_ceil(8).min(bytes.len());
     buf[..end - start].copy_from_slice(&bytes[start..end]);
-    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
     ((u128::from_le_bytes(buf) >> (offset % 8)) as u64) & mask
 }
 
-/// The mask of a random-OT word of 1 to 8 bits.
-fn short_word_mask(bits: u32) -> Result<u8> {
+/// Checks the width of a random-OT word (1 to 8 bits).
+fn check_short_word(bits: u32) -> Result<()> {
     if !(1..=8).contains(&bits) {
         return Err(MpcError::InvalidArgument(format!("random OT words are 1..=8 bits, not {bits}")));
     }
-    Ok(word_mask(bits)? as u8)
+    Ok(())
 }
 
 /// A word type for the messages of chosen 1-out-of-N OT: narrow messages (a comparison's two
@@ -157,6 +164,27 @@ fn key_pairs(hasher: &Hasher, delta: Block, q: &[Block], d: Option<&[bool]>, bas
         .collect();
     hasher.tccr_many(&mut keys, |k| tweak(base + (k / 2) as u64, 0));
     keys
+}
+
+/// Bit planes as bare words: plane k's words hold bit k of each of a run of words.
+type PlaneWords = Vec<Vec<u64>>;
+
+/// The low `bits` of `key(0..count)` as bit planes.
+fn plane_words(count: usize, bits: u32, key: impl Fn(usize) -> Block) -> PlaneWords {
+    let mut planes = vec![vec![0u64; count.div_ceil(64)]; bits as usize];
+    for (w, start) in (0..count).step_by(64).enumerate() {
+        let mut words = [0u64; 8];
+        for i in start..count.min(start + 64) {
+            let k = key(i) as u64;
+            for (b, word) in words.iter_mut().enumerate().take(bits as usize) {
+                *word |= ((k >> b) & 1) << (i - start);
+            }
+        }
+        for (plane, word) in planes.iter_mut().zip(words) {
+            plane[w] = word;
+        }
+    }
+    planes
 }
 
 /// Buffers a call is done with, kept for the next COT batch to be made in
@@ -324,21 +352,28 @@ impl<C: CotSender> OtSender<C> {
 
     /// Random OT of short words: the low `bits` (1 to 8) of each of [`Self::send_random`]'s keys
     /// (the receiver's [`OtReceiver::receive_random`] keys give its word the same way), hashed a
-    /// chunk at a time. Errors: `InvalidArgument` for a width outside 1..=8.
-    pub fn send_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<Vec<(u8, u8)>> {
-        let mask = short_word_mask(bits)?;
+    /// chunk at a time, as bit planes: plane k of `(s0, s1)` holds bit k of every pair's words.
+    /// Errors: `InvalidArgument` for a width outside 1..=8.
+    pub fn send_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<(Vec<Bits>, Vec<Bits>)> {
+        check_short_word(bits)?;
         let (q, base) = self.take(channel, count)?;
         let (hasher, delta) = (&self.hasher, self.cot.delta());
-        let words = q
+        // Per chunk, the planes of s0 and then those of s1.
+        let chunks: Vec<PlaneWords> = q
             .par_chunks(KEYS_PER_CHUNK)
             .enumerate()
-            .flat_map_iter(|(c, q)| {
+            .map(|(c, q)| {
                 let keys = key_pairs(hasher, delta, q, None, base + (c * KEYS_PER_CHUNK) as u64);
-                keys.chunks_exact(2).map(|k| (k[0] as u8 & mask, k[1] as u8 & mask)).collect::<Vec<_>>()
+                let mut planes = plane_words(q.len(), bits, |i| keys[2 * i]);
+                planes.extend(plane_words(q.len(), bits, |i| keys[2 * i + 1]));
+                planes
             })
             .collect();
         self.recycle(q);
-        Ok(words)
+        // Every chunk but the last fills whole words, so a plane is the chunks' words in turn.
+        let mut planes = (0..2 * bits as usize).map(|k| Bits::from_words(chunks.iter().flat_map(|c| c[k].iter().copied()).collect(), count));
+        let s0 = planes.by_ref().take(bits as usize).collect();
+        Ok((s0, planes.collect()))
     }
 
     /// Chosen-message 1-out-of-2 OT: the receiver learns `messages[i].c_i`.
@@ -483,9 +518,13 @@ impl<C: CotSender> OtSender<C> {
                     // Message x of instance i goes under H(v_i ^ L(x ^ e_i), (i, x)); the
                     // receiver's w_i = v_i ^ L(u_i) with e_i = c_i ^ u_i is that input for x = c_i.
                     masked_1_of_n(count, log_n, messages, bits, delivery, |first, len| {
-                        let mut p: Vec<Block> =
-                            (first..first + len).flat_map(|i| (0..n_msgs).map(move |x| (i, x))).map(|(i, x)| v[i] ^ span[x ^ e[i] as usize]).collect();
-                        hasher.tccr_many(&mut p, |j| tweak(base + (first + j / n_msgs) as u64, (j % n_msgs) as u64));
+                        let mut p = Vec::with_capacity(len * n_msgs);
+                        for i in first..first + len {
+                            let (v, e) = (v[i], e[i] as usize);
+                            p.extend((0..n_msgs).map(|x| v ^ span[x ^ e]));
+                        }
+                        // Shifts, not divisions: N is a power of two known only at run time.
+                        hasher.tccr_many(&mut p, |j| tweak(base + (first + (j >> log_n)) as u64, (j & (n_msgs - 1)) as u64));
                         p
                     })
                 }
@@ -526,11 +565,11 @@ fn masked_1_of_n<M: OtWord>(
 ) -> (Vec<u8>, Vec<u64>) {
     let (n_msgs, mask) = (1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
     let skipped = delivery.skipped();
-    // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole.
-    let masked_chunk = |c: usize| -> (Vec<u64>, Vec<u64>) {
+    // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole. Each
+    // masked word goes to `push`; returns the chunk's shares.
+    let masked_chunk = |c: usize, push: &mut dyn FnMut(u64)| -> Vec<u64> {
         let first = c * INSTANCES_PER_CHUNK;
         let pads = pads(first, INSTANCES_PER_CHUNK.min(count - first));
-        let mut words = Vec::with_capacity(pads.len());
         let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { pads.len() / n_msgs });
         for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
             let msgs = &messages[(first + i) * n_msgs..(first + i + 1) * n_msgs];
@@ -541,22 +580,33 @@ fn masked_1_of_n<M: OtWord>(
                 shares.push(share);
                 share
             };
-            words.extend(msgs.iter().zip(pads).skip(skipped).map(|(&m, &pad)| (m.into() ^ share ^ pad as u64) & mask));
+            for (&m, &pad) in msgs.iter().zip(pads).skip(skipped) {
+                push(m.into() ^ share ^ pad as u64);
+            }
         }
-        (words, shares)
+        shares
     };
     let chunks = (0..count.div_ceil(INSTANCES_PER_CHUNK)).into_par_iter();
-    if (INSTANCES_PER_CHUNK * (n_msgs - skipped) * bits as usize).is_multiple_of(8) {
-        // Whole chunks end on a byte boundary: each is packed as it is made, its words let go.
+    let per_chunk = INSTANCES_PER_CHUNK * (n_msgs - skipped);
+    if (per_chunk * bits as usize).is_multiple_of(8) {
+        // Whole chunks end on a byte boundary: each is packed as it is made.
         let packed: Vec<(Vec<u8>, Vec<u64>)> = chunks
             .map(|c| {
-                let (words, shares) = masked_chunk(c);
-                (pack_words(&words, bits), shares)
+                let mut packer = WordPacker::new(bits, per_chunk);
+                let shares = masked_chunk(c, &mut |w| packer.push(w));
+                (packer.finish(), shares)
             })
             .collect();
         concatenate(&packed)
     } else {
-        let (words, shares) = concatenate(&chunks.map(masked_chunk).collect::<Vec<_>>());
+        let chunked: Vec<(Vec<u64>, Vec<u64>)> = chunks
+            .map(|c| {
+                let mut words = Vec::with_capacity(per_chunk);
+                let shares = masked_chunk(c, &mut |w| words.push(w));
+                (words, shares)
+            })
+            .collect();
+        let (words, shares) = concatenate(&chunked);
         (pack_words(&words, bits), shares)
     }
 }
@@ -647,14 +697,15 @@ impl<C: CotReceiver> OtReceiver<C> {
     }
 
     /// Random OT of short words ([`OtSender::send_random_words`]): random choices and the low
-    /// `bits` of each chosen key.
-    pub fn receive_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<(Vec<bool>, Vec<u8>)> {
-        let mask = short_word_mask(bits)?;
+    /// `bits` of each chosen key, as bit planes.
+    pub fn receive_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<(Bits, Vec<Bits>)> {
+        check_short_word(bits)?;
         let (b, mut t, base) = self.take(channel, count)?;
         self.keys(&mut t, base);
-        let words = t.iter().map(|&k| k as u8 & mask).collect();
-        self.spares.give_back(t);
-        Ok((b, words))
+        let planes = plane_words(count, bits, |i| t[i]).into_iter().map(|words| Bits::from_words(words, count)).collect();
+        let choices = Bits::from_bools(&b);
+        self.recycle(b, t);
+        Ok((choices, planes))
     }
 
     /// Chosen-message 1-out-of-2 OT: `messages[i].choices[i]` of the sender's messages.
@@ -910,16 +961,16 @@ mod tests {
     fn random_word_ot_gives_the_chosen_keys_low_bits() {
         for bits in [1u32, 2, 8] {
             for n in COUNTS.iter().copied().chain([3 * KEYS_PER_CHUNK + 5]) {
-                let ((pairs, _), ((b, keys), _)) = with_ot(|s, ch| s.send_random_words(ch, n, bits), move |r, ch| r.receive_random(ch, n));
-                assert_eq!(pairs.len(), n);
-                let mask = ((1u16 << bits) - 1) as u8;
-                for i in 0..n {
-                    assert_eq!(keys[i] as u8 & mask, if b[i] { pairs[i].1 } else { pairs[i].0 }, "instance {i} of {n}, {bits} bits");
-                    assert!(pairs[i].0 <= mask && pairs[i].1 <= mask);
-                }
-                // The words are not constant: each bit of a pair is about half ones.
-                for bit in 0..bits {
-                    let ones = pairs.iter().filter(|p| (p.0 >> bit) & 1 == 1).count();
+                let (((s0, s1), _), ((b, keys), _)) = with_ot(|s, ch| s.send_random_words(ch, n, bits), move |r, ch| r.receive_random(ch, n));
+                assert_eq!((s0.len(), s1.len()), (bits as usize, bits as usize));
+                for (k, (p0, p1)) in s0.iter().zip(&s1).enumerate() {
+                    assert_eq!((p0.len(), p1.len()), (n, n));
+                    for i in 0..n {
+                        let bit = (keys[i] >> k) & 1 == 1;
+                        assert_eq!(bit, if b[i] { p1.get(i) } else { p0.get(i) }, "instance {i} of {n}, bit {k} of {bits}");
+                    }
+                    // The words are not constant: each bit of a pair is about half ones.
+                    let ones = p0.to_bools().into_iter().filter(|&x| x).count();
                     assert!(n < 100 || (n / 3..2 * n / 3).contains(&ones), "{ones} ones of {n}");
                 }
             }

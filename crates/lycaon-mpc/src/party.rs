@@ -7,6 +7,7 @@
 //! parties call them in the same order, so their tweak counters agree.
 
 use crate::{
+    bits::Bits,
     channel::Channel,
     compare::DEFAULT_DIGIT_BITS,
     cot::{BatchCost, CotReceiver, CotSender},
@@ -91,13 +92,14 @@ impl<'c> Party<'c> {
         self.ot_sender.vector_ots()
     }
 
-    /// Sender of `count` random OTs of `bits`-bit words (1 to 8): pairs (s0, s1).
-    pub fn random_word_ot_send(&mut self, count: usize, bits: u32) -> Result<Vec<(u8, u8)>> {
+    /// Sender of `count` random OTs of `bits`-bit words (1 to 8): pairs (s0, s1), as bit planes
+    /// (plane k of s0 holds bit k of every s0).
+    pub fn random_word_ot_send(&mut self, count: usize, bits: u32) -> Result<(Vec<Bits>, Vec<Bits>)> {
         self.ot_sender.send_random_words(&mut *self.channel, count, bits)
     }
 
-    /// Receiver of `count` random OTs of `bits`-bit words: random choices c and s_c.
-    pub fn random_word_ot_receive(&mut self, count: usize, bits: u32) -> Result<(Vec<bool>, Vec<u8>)> {
+    /// Receiver of `count` random OTs of `bits`-bit words: random choices c and the planes of s_c.
+    pub fn random_word_ot_receive(&mut self, count: usize, bits: u32) -> Result<(Bits, Vec<Bits>)> {
         self.ot_receiver.receive_random_words(&mut *self.channel, count, bits)
     }
 
@@ -137,9 +139,9 @@ impl<'c> Party<'c> {
     }
 
     /// Exchanges bits with the peer: sends ours, returns theirs (one flight each way).
-    pub fn exchange_bits(&mut self, bits: &[bool]) -> Result<Vec<bool>> {
-        self.channel.send_bits(bits)?;
-        self.channel.recv_bits(bits.len())
+    pub fn exchange_bits(&mut self, bits: &Bits) -> Result<Bits> {
+        self.channel.send_packed(bits)?;
+        self.channel.recv_packed(bits.len())
     }
 
     /// Runs a step that has a half in each COT direction: party 0 runs its sending half first
