@@ -220,8 +220,9 @@ pub fn pack_words(words: &[u64], bits: u32) -> Vec<u8> {
 /// [`pack_words`] a word at a time, for words made on the fly (no array of them is ever whole).
 pub struct WordPacker {
     out: Vec<u8>,
-    // A 128-bit accumulator: at most 63 pending bits plus one 64-bit word never overflow it.
-    acc: u128,
+    // The pending bits, below 64 of them: a word that does not fit flushes the accumulator
+    // and leaves its high part.
+    acc: u64,
     pending: u32,
     bits: u32,
     mask: u64,
@@ -238,19 +239,23 @@ impl WordPacker {
     /// Appends the low `bits` of `word`.
     #[inline]
     pub fn push(&mut self, word: u64) {
-        self.acc |= ((word & self.mask) as u128) << self.pending;
-        self.pending += self.bits;
-        if self.pending >= 64 {
-            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
-            self.acc >>= 64;
-            self.pending -= 64;
+        let word = word & self.mask;
+        self.acc |= word << self.pending;
+        let filled = self.pending + self.bits;
+        if filled >= 64 {
+            self.out.extend_from_slice(&self.acc.to_le_bytes());
+            // The part of the word that did not fit (none when it started a fresh accumulator).
+            self.acc = word.checked_shr(64 - self.pending).unwrap_or(0);
+            self.pending = filled - 64;
+        } else {
+            self.pending = filled;
         }
     }
 
     /// The packed bytes (the last one padded with zeros).
     pub fn finish(mut self) -> Vec<u8> {
         let tail = self.pending.div_ceil(8) as usize;
-        self.out.extend_from_slice(&(self.acc as u64).to_le_bytes()[..tail]);
+        self.out.extend_from_slice(&self.acc.to_le_bytes()[..tail]);
         self.out
     }
 }
@@ -413,5 +418,17 @@ mod tests {
             unpack_bits(&pack_bits(&[true, false, true, true, false, false, false, false, true]), 9),
             [true, false, true, true, false, false, false, false, true]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn packed_words_are_their_bits_end_to_end(bits in 1u32..=64, words in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..40)) {
+            let packed = pack_words(&words, bits);
+            let width = bits as usize;
+            let expected = crate::bits::Bits::from_fn(words.len() * width, |i| (words[i / width] >> (i % width)) & 1 == 1);
+            proptest::prop_assert_eq!(&packed, &expected.to_bytes());
+            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            proptest::prop_assert_eq!(unpack_words(&packed, words.len(), bits), words.iter().map(|w| w & mask).collect::<Vec<_>>());
+        }
     }
 }

@@ -41,7 +41,7 @@
 use rayon::prelude::*;
 
 use crate::bits::Bits;
-use crate::channel::{pack_words, Channel, WordPacker};
+use crate::channel::{Channel, WordPacker};
 use crate::cot::{BatchCost, Block, CotReceiver, CotSender};
 use crate::crh::{derive_key, Hasher};
 use crate::ferret::{VoleReceiver, VoleSender};
@@ -93,8 +93,10 @@ fn word_mask(bits: u32) -> Result<u64> {
     Ok(if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 })
 }
 
-/// Instances of 1-out-of-N OT processed together: their keys and pads stay in cache.
+/// Instances of 1-out-of-N OT processed together: their keys and pads stay in cache. A multiple
+/// of 8, so a whole chunk's packed messages end on a byte boundary.
 const INSTANCES_PER_CHUNK: usize = 512;
+const _: () = assert!(INSTANCES_PER_CHUNK.is_multiple_of(8));
 
 /// The N random messages of each 1-out-of-N instance whose k COTs are `q` (instance-major), the
 /// first COT having tweak index `first`: m_x = H(XOR_j K_j^{x_j}, (index of the instance's first
@@ -150,6 +152,7 @@ impl OtWord for u64 {}
 /// COTs whose derived keys are hashed and used together (a few tens of KB, in the core's caches):
 /// the bulk OT kinds never hold an array of 2n keys.
 const KEYS_PER_CHUNK: usize = 1 << 10;
+const _: () = assert!(KEYS_PER_CHUNK.is_multiple_of(64));
 
 /// Both keys of each COT, `H(q_i ⊕ d_i·Δ, base + i)` and `H(q_i ⊕ (1 ⊕ d_i)·Δ, base + i)`,
 /// interleaved (`d` absent: all zero).
@@ -185,6 +188,13 @@ fn plane_words(count: usize, bits: u32, key: impl Fn(usize) -> Block) -> PlaneWo
         }
     }
     planes
+}
+
+/// `planes` planes of `count` bits from per-chunk plane words (chunks of [`KEYS_PER_CHUNK`]
+/// instances, a multiple of 64, so every chunk but the last fills whole words): plane k is the
+/// chunks' words of plane k in turn.
+fn joined_planes(chunks: &[PlaneWords], planes: usize, count: usize) -> Vec<Bits> {
+    (0..planes).map(|k| Bits::from_words(chunks.iter().flat_map(|c| c[k].iter().copied()).collect(), count)).collect()
 }
 
 /// Buffers a call is done with, kept for the next COT batch to be made in
@@ -370,8 +380,7 @@ impl<C: CotSender> OtSender<C> {
             })
             .collect();
         self.recycle(q);
-        // Every chunk but the last fills whole words, so a plane is the chunks' words in turn.
-        let mut planes = (0..2 * bits as usize).map(|k| Bits::from_words(chunks.iter().flat_map(|c| c[k].iter().copied()).collect(), count));
+        let mut planes = joined_planes(&chunks, 2 * bits as usize, count).into_iter();
         let s0 = planes.by_ref().take(bits as usize).collect();
         Ok((s0, planes.collect()))
     }
@@ -565,12 +574,14 @@ fn masked_1_of_n<M: OtWord>(
 ) -> (Vec<u8>, Vec<u64>) {
     let (n_msgs, mask) = (1usize << log_n, if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 });
     let skipped = delivery.skipped();
-    // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole. Each
-    // masked word goes to `push`; returns the chunk's shares.
-    let masked_chunk = |c: usize, push: &mut dyn FnMut(u64)| -> Vec<u64> {
+    // Chunk by chunk: pads, masking and packing, so no N-fold block array is ever whole. Returns
+    // the chunk's packed words and its shares.
+    let masked_chunk = |c: usize| -> (Vec<u8>, Vec<u64>) {
         let first = c * INSTANCES_PER_CHUNK;
         let pads = pads(first, INSTANCES_PER_CHUNK.min(count - first));
-        let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { pads.len() / n_msgs });
+        let instances = pads.len() / n_msgs;
+        let mut packer = WordPacker::new(bits, instances * (n_msgs - skipped));
+        let mut shares = Vec::with_capacity(if skipped == 0 { 0 } else { instances });
         for (i, pads) in pads.chunks_exact(n_msgs).enumerate() {
             let msgs = &messages[(first + i) * n_msgs..(first + i + 1) * n_msgs];
             let share = if skipped == 0 {
@@ -581,39 +592,16 @@ fn masked_1_of_n<M: OtWord>(
                 share
             };
             for (&m, &pad) in msgs.iter().zip(pads).skip(skipped) {
-                push(m.into() ^ share ^ pad as u64);
+                packer.push(m.into() ^ share ^ pad as u64);
             }
         }
-        shares
+        (packer.finish(), shares)
     };
-    let chunks = (0..count.div_ceil(INSTANCES_PER_CHUNK)).into_par_iter();
-    let per_chunk = INSTANCES_PER_CHUNK * (n_msgs - skipped);
-    if (per_chunk * bits as usize).is_multiple_of(8) {
-        // Whole chunks end on a byte boundary: each is packed as it is made.
-        let packed: Vec<(Vec<u8>, Vec<u64>)> = chunks
-            .map(|c| {
-                let mut packer = WordPacker::new(bits, per_chunk);
-                let shares = masked_chunk(c, &mut |w| packer.push(w));
-                (packer.finish(), shares)
-            })
-            .collect();
-        concatenate(&packed)
-    } else {
-        let chunked: Vec<(Vec<u64>, Vec<u64>)> = chunks
-            .map(|c| {
-                let mut words = Vec::with_capacity(per_chunk);
-                let shares = masked_chunk(c, &mut |w| words.push(w));
-                (words, shares)
-            })
-            .collect();
-        let (words, shares) = concatenate(&chunked);
-        (pack_words(&words, bits), shares)
-    }
-}
-
-/// Both halves of per-chunk (messages, shares) pairs, each concatenated in chunk order.
-fn concatenate<T: Copy>(chunks: &[(Vec<T>, Vec<u64>)]) -> (Vec<T>, Vec<u64>) {
-    (chunks.iter().flat_map(|(m, _)| m.iter().copied()).collect(), chunks.iter().flat_map(|(_, s)| s.iter().copied()).collect())
+    let chunks: Vec<(Vec<u8>, Vec<u64>)> = (0..count.div_ceil(INSTANCES_PER_CHUNK)).into_par_iter().map(masked_chunk).collect();
+    let shares = chunks.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    // Every chunk but the last holds a multiple of 8 instances, so it ends on a byte boundary
+    // and the message is the chunks' bytes in turn.
+    (chunks.iter().flat_map(|(bytes, _)| bytes.iter().copied()).collect(), shares)
 }
 
 /// What a 1-out-of-N OT delivers: the chosen message (all N sent), or XOR shares of it (the
@@ -701,11 +689,24 @@ impl<C: CotReceiver> OtReceiver<C> {
     pub fn receive_random_words(&mut self, channel: &mut dyn Channel, count: usize, bits: u32) -> Result<(Bits, Vec<Bits>)> {
         check_short_word(bits)?;
         let (b, mut t, base) = self.take(channel, count)?;
-        self.keys(&mut t, base);
-        let planes = plane_words(count, bits, |i| t[i]).into_iter().map(|words| Bits::from_words(words, count)).collect();
-        let choices = Bits::from_bools(&b);
+        let hasher = &self.hasher;
+        // Per chunk (hashed and packed while in cache), the choices' words, then the planes.
+        let chunks: Vec<PlaneWords> = t
+            .par_chunks_mut(KEYS_PER_CHUNK)
+            .zip(b.par_chunks(KEYS_PER_CHUNK))
+            .enumerate()
+            .map(|(c, (t, b))| {
+                let first = base + (c * KEYS_PER_CHUNK) as u64;
+                hasher.tccr_many(t, |i| tweak(first + i as u64, 0));
+                let mut planes = vec![Bits::from_bools(b).words().to_vec()];
+                planes.extend(plane_words(t.len(), bits, |i| t[i]));
+                planes
+            })
+            .collect();
         self.recycle(b, t);
-        Ok((choices, planes))
+        let mut planes = joined_planes(&chunks, 1 + bits as usize, count).into_iter();
+        let choices = planes.next().unwrap_or_default();
+        Ok((choices, planes.collect()))
     }
 
     /// Chosen-message 1-out-of-2 OT: `messages[i].choices[i]` of the sender's messages.
