@@ -45,8 +45,10 @@ use lpn::{LocalLinearCode, ROW_WEIGHT};
 use mpcot::{RegularLayout, TreePrimitives};
 pub use vole::{VoleReceiver, VoleSender, MAX_VALUE_BITS};
 
-/// The first segment of an iteration, as a fraction of its trees (one over this); each later
-/// one is at least twice the one before, so an iteration takes at most four round trips.
+/// The smallest segment of an iteration, as a fraction of its trees (one over this): a call
+/// expands the trees that cover it, at least this many. Segments do not grow (an earlier
+/// schedule doubled each one): a session makes at most an eighth of an iteration (1.3 million
+/// COTs) it does not use, where doubling made up to twice what short sessions used.
 const MIN_SEGMENT: usize = 8;
 
 /// One primal-LPN instance with regular noise: n outputs, secret length k, noise weight t (one
@@ -230,34 +232,24 @@ impl Stage {
 /// and the main traffic so far.
 struct Progress {
     next_tree: usize,
-    last_segment: usize,
     iterations: u64,
     bytes: u64,
-    /// Each segment at least twice the one before (at most four round trips an iteration), or
-    /// every one at least the first's size (a buffer that never holds more than about that).
-    doubling: bool,
 }
 
 impl Progress {
-    /// Nothing done yet; `doubling` as the field says.
-    fn new(doubling: bool) -> Self {
-        Progress { next_tree: 0, last_segment: 0, iterations: 0, bytes: 0, doubling }
+    /// Nothing done yet.
+    fn new() -> Self {
+        Progress { next_tree: 0, iterations: 0, bytes: 0 }
     }
 
     /// The next segment for `want` COTs; starts an iteration where none is in progress (then
     /// `start` draws its randomness).
     fn plan(&mut self, lpn: &LpnParameters, want: usize, start: impl FnOnce()) -> std::ops::Range<usize> {
-        let least = if self.next_tree == 0 {
+        if self.next_tree == 0 {
             self.iterations += 1;
             start();
-            lpn.t.div_ceil(MIN_SEGMENT)
-        } else if self.doubling {
-            2 * self.last_segment
-        } else {
-            lpn.t.div_ceil(MIN_SEGMENT)
-        };
-        let trees = lpn.segment(self.next_tree, want, least);
-        self.last_segment = trees.len();
+        }
+        let trees = lpn.segment(self.next_tree, want, lpn.t.div_ceil(MIN_SEGMENT));
         let layout = lpn.layout();
         self.bytes += (layout.sender_bytes(trees.len()) + layout.receiver_bytes(trees.len())) as u64;
         self.next_tree = if trees.end == lpn.t { 0 } else { trees.end };
@@ -324,7 +316,7 @@ impl FerretSender {
             rng,
             reserve: kernels::huge_copy(&reserve),
             seeds: Vec::new(),
-            progress: Progress::new(true),
+            progress: Progress::new(),
             buffer,
             position: 0,
         })
@@ -453,7 +445,7 @@ impl FerretReceiver {
             reserve_bits: kernels::huge_copy(&reserve_bits),
             reserve: kernels::huge_copy(&reserve),
             alphas: Vec::new(),
-            progress: Progress::new(true),
+            progress: Progress::new(),
             buffer_bits,
             buffer,
             position: 0,

@@ -133,8 +133,8 @@ impl VoleSender {
             rng,
             seeds: Vec::new(),
             // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
-            // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
-            progress: Progress::new(false),
+            // (23 MB).
+            progress: Progress::new(),
             tree_cots: 0,
             bytes: 0,
             cot_price: cots.batch_cost().bytes_per_cot,
@@ -314,8 +314,8 @@ impl VoleReceiver {
             alphas: Vec::new(),
             betas: Vec::new(),
             // Segments of an eighth of an iteration: the buffer stays near 1.3 million correlations
-            // (23 MB) where doubling segments would hold up to half an iteration (90 MB).
-            progress: Progress::new(false),
+            // (23 MB).
+            progress: Progress::new(),
             tree_cots: 0,
             buffer_values: Vec::new(),
             buffer: Vec::new(),
