@@ -159,8 +159,7 @@ pub trait Channel: Send {
 
     /// Receives `count` bits packed eight to a byte.
     fn recv_bits(&mut self, count: usize) -> Result<Vec<bool>> {
-        let bytes = self.recv_exact(count.div_ceil(8), "packed bits")?;
-        Ok(unpack_bits(&bytes, count))
+        Ok(self.recv_packed(count)?.to_bools())
     }
 
     /// Sends packed bits in the same bytes as [`Channel::send_bits`].

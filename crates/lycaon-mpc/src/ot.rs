@@ -169,6 +169,11 @@ fn key_pairs(hasher: &Hasher, delta: Block, q: &[Block], d: Option<&[bool]>, bas
     keys
 }
 
+/// The receiver's keys `H(t_i, base + i)`, in place.
+fn receiver_keys(hasher: &Hasher, t: &mut [Block], base: u64) {
+    hasher.tccr_many(t, |i| tweak(base + i as u64, 0));
+}
+
 /// Bit planes as bare words: plane k's words hold bit k of each of a run of words.
 type PlaneWords = Vec<Vec<u64>>;
 
@@ -674,7 +679,7 @@ impl<C: CotReceiver> OtReceiver<C> {
 
     /// `H(t_i, i)` in place.
     fn keys(&self, t: &mut [Block], base: u64) {
-        self.hasher.tccr_many(t, |i| tweak(base + i as u64, 0));
+        receiver_keys(&self.hasher, t, base);
     }
 
     /// Random OT: random choice bits and the chosen key of each of the sender's pairs.
@@ -696,8 +701,7 @@ impl<C: CotReceiver> OtReceiver<C> {
             .zip(b.par_chunks(KEYS_PER_CHUNK))
             .enumerate()
             .map(|(c, (t, b))| {
-                let first = base + (c * KEYS_PER_CHUNK) as u64;
-                hasher.tccr_many(t, |i| tweak(first + i as u64, 0));
+                receiver_keys(hasher, t, base + (c * KEYS_PER_CHUNK) as u64);
                 let mut planes = vec![Bits::from_bools(b).words().to_vec()];
                 planes.extend(plane_words(t.len(), bits, |i| t[i]));
                 planes
